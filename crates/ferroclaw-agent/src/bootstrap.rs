@@ -1,0 +1,151 @@
+//! Wiring from configuration to a runnable [`Agent`]: providers (each wrapped in retry,
+//! then chained for model fallback), the tool registry and the agent's settings.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroclaw_config::{LoadedConfig, ProviderType, ResolvedAgent, ResolvedProvider};
+use ferroclaw_providers::{
+    Anthropic, AnthropicConfig, FallbackChain, OpenAiCompat, OpenAiCompatConfig, Provider,
+    ProviderError, RetryPolicy, RetryingProvider, SchemaFlavor,
+};
+use ferroclaw_store::SessionStore;
+use ferroclaw_tools::ToolRegistry;
+
+use crate::history::HistoryLimits;
+use crate::prompt::PromptMode;
+use crate::runner::{Agent, AgentSettings};
+
+/// A stream may pause this long between events before it counts as stalled.
+const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a rate-limited or failing (provider, model) is skipped by the fallback chain.
+const FALLBACK_COOLDOWN: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error(transparent)]
+    Config(#[from] ferroclaw_config::ConfigError),
+    #[error("provider `{0}` is not configured")]
+    UnknownProvider(String),
+    #[error("provider `{name}`: {source}")]
+    Provider {
+        name: String,
+        source: ProviderError,
+    },
+    #[error("workspace {path}: {source}")]
+    Workspace {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Builds the raw client for one configured provider (no retry, no fallback).
+pub fn provider_from_config(p: &ResolvedProvider) -> Result<Arc<dyn Provider>, ProviderError> {
+    let provider: Arc<dyn Provider> = match p.kind {
+        ProviderType::OpenaiCompat => Arc::new(OpenAiCompat::new(OpenAiCompatConfig {
+            name: p.name.clone(),
+            base_url: p.base_url.clone(),
+            api_key: p.api_key.clone(),
+            headers: p.headers.clone(),
+            request_timeout: p.timeout,
+            idle_timeout: STREAM_IDLE_TIMEOUT,
+            schema_flavor: if p.schema_flavor.eq_ignore_ascii_case("gemini") {
+                SchemaFlavor::Gemini
+            } else {
+                SchemaFlavor::OpenAi
+            },
+        })?),
+        ProviderType::Anthropic => Arc::new(Anthropic::new(AnthropicConfig {
+            name: p.name.clone(),
+            base_url: p.base_url.clone(),
+            api_key: p.api_key.clone(),
+            headers: p.headers.clone(),
+            request_timeout: p.timeout,
+            idle_timeout: STREAM_IDLE_TIMEOUT,
+            default_max_tokens: 4096,
+        })?),
+    };
+    Ok(provider)
+}
+
+/// The provider an agent talks to: its primary model then each fallback, every
+/// candidate retried on transient faults before the chain moves on.
+pub fn chain_for(
+    loaded: &LoadedConfig,
+    agent: &ResolvedAgent,
+    retry: RetryPolicy,
+) -> Result<Arc<dyn Provider>, BootstrapError> {
+    let mut clients: HashMap<String, Arc<dyn Provider>> = HashMap::new();
+    let mut candidates = Vec::new();
+    let wanted = std::iter::once((agent.provider.clone(), agent.model.clone()))
+        .chain(agent.fallbacks.iter().cloned());
+    for (name, model) in wanted {
+        let client = match clients.get(&name) {
+            Some(c) => c.clone(),
+            None => {
+                let cfg = loaded
+                    .provider(&name)
+                    .ok_or_else(|| BootstrapError::UnknownProvider(name.clone()))?;
+                let raw = provider_from_config(&cfg).map_err(|source| BootstrapError::Provider {
+                    name: name.clone(),
+                    source,
+                })?;
+                let wrapped: Arc<dyn Provider> =
+                    Arc::new(RetryingProvider::new(raw, retry.clone()));
+                clients.insert(name.clone(), wrapped.clone());
+                wrapped
+            }
+        };
+        candidates.push((client, model));
+    }
+    Ok(Arc::new(FallbackChain::new(candidates, FALLBACK_COOLDOWN)))
+}
+
+pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
+    AgentSettings {
+        id: agent.id.clone(),
+        name: agent.name.clone(),
+        workspace: agent.workspace.clone(),
+        provider: agent.provider.clone(),
+        model: agent.model.clone(),
+        max_iterations: agent.max_iterations,
+        timeout: agent.timeout,
+        max_tokens: agent.max_tokens,
+        temperature: agent.temperature,
+        stream: agent.stream,
+        prompt_mode: match agent.prompt_mode {
+            ferroclaw_config::PromptMode::Full => PromptMode::Full,
+            ferroclaw_config::PromptMode::Minimal => PromptMode::Minimal,
+        },
+        history: HistoryLimits {
+            max_user_turns: agent.history_turns,
+            old_tool_result_chars: agent.tool_result_context_chars,
+        },
+        max_message_chars: 32_000,
+    }
+}
+
+/// Everything needed to run agent `agent_id` as configured.
+pub fn build_agent(
+    loaded: &LoadedConfig,
+    agent_id: &str,
+    store: Arc<dyn SessionStore>,
+) -> Result<Agent, BootstrapError> {
+    let resolved = loaded.resolve_agent(agent_id)?;
+    std::fs::create_dir_all(&resolved.workspace).map_err(|source| BootstrapError::Workspace {
+        path: resolved.workspace.clone(),
+        source,
+    })?;
+    let mut settings = settings_for(&resolved);
+    // Confinement checks compare canonical paths; resolve symlinks in the root once.
+    if let Ok(canonical) = std::fs::canonicalize(&resolved.workspace) {
+        settings.workspace = canonical;
+    }
+    let provider = chain_for(loaded, &resolved, RetryPolicy::default())?;
+    let mut tools = ToolRegistry::with_core_tools();
+    if let Some(allow) = &resolved.tools {
+        tools = tools.filtered(allow);
+    }
+    Ok(Agent::new(settings, provider, Arc::new(tools), store))
+}

@@ -1,0 +1,13 @@
+//! The agent runtime: the loop ([`runner`]), the history pipeline that keeps every
+//! provider request well-formed ([`history`]), the system prompt ([`prompt`]), the
+//! output sanitiser ([`sanitize`]), and the wiring from configuration ([`bootstrap`]).
+
+pub mod bootstrap;
+pub mod events;
+pub mod history;
+pub mod prompt;
+pub mod runner;
+pub mod sanitize;
+
+pub use events::{EventSink, NullSink};
+pub use runner::{Agent, AgentSettings, RunError, RunOutput, RunRequest};

@@ -1,0 +1,504 @@
+//! The agent loop: think → act → observe until a final answer, the iteration cap, the
+//! run time-out or an abort. One `Agent` serves many runs; a run owns nothing shared
+//! but the session log it appends to.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ferroclaw_providers::{ChatRequest, ErrorKind, Provider, ProviderError, StreamDelta};
+use ferroclaw_store::{SessionLog, SessionStore, StoreError};
+use ferroclaw_tools::{ToolContext, ToolRegistry};
+use ferroclaw_types::{
+    AssistantMessage, ContentBlock, EntryBody, EventKind, Message, StopReason, ToolDefinition,
+    Usage,
+};
+use futures_util::future::join_all;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{Emitter, EventSink};
+use crate::history::{self, HistoryLimits};
+use crate::prompt::{self, PromptInput, PromptMode};
+use crate::sanitize::{is_silent, sanitize_output};
+
+/// Everything about an agent that does not change between runs.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    pub id: String,
+    pub name: String,
+    pub workspace: PathBuf,
+    /// Primary provider and model, as named in the system prompt and events.
+    pub provider: String,
+    pub model: String,
+    pub max_iterations: u32,
+    pub timeout: Duration,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    pub stream: bool,
+    pub prompt_mode: PromptMode,
+    pub history: HistoryLimits,
+    /// Longer user messages are cut (with a note to the model), never rejected.
+    pub max_message_chars: usize,
+}
+
+impl AgentSettings {
+    /// Defaults matching the documented configuration defaults.
+    pub fn new(id: &str, provider: &str, model: &str, workspace: PathBuf) -> Self {
+        Self {
+            id: id.to_string(),
+            name: id.to_string(),
+            workspace,
+            provider: provider.to_string(),
+            model: model.to_string(),
+            max_iterations: 20,
+            timeout: Duration::from_secs(600),
+            max_tokens: None,
+            temperature: None,
+            stream: true,
+            prompt_mode: PromptMode::Full,
+            history: HistoryLimits {
+                max_user_turns: 50,
+                old_tool_result_chars: 20_000,
+            },
+            max_message_chars: 32_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub session_key: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutput {
+    pub run_id: String,
+    pub session_id: String,
+    /// Sanitised final answer.
+    pub text: String,
+    /// The model answered `NO_REPLY`: surfaces should stay quiet.
+    pub silent: bool,
+    pub stop_reason: StopReason,
+    pub usage: Usage,
+    pub iterations: u32,
+    pub provider: String,
+    pub model: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+    #[error("session store: {0}")]
+    Store(#[from] StoreError),
+    #[error("run aborted")]
+    Aborted,
+    #[error("run timed out after {} s", .0.as_secs())]
+    Timeout(Duration),
+    #[error("stopped after {0} iterations without a final answer")]
+    IterationLimit(u32),
+}
+
+impl RunError {
+    /// A short machine-readable kind for surfaces (events, HTTP errors).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunError::Provider(e) if e.kind == ErrorKind::ContextOverflow => "context_overflow",
+            RunError::Provider(_) => "provider_error",
+            RunError::Store(_) => "store_error",
+            RunError::Aborted => "aborted",
+            RunError::Timeout(_) => "timeout",
+            RunError::IterationLimit(_) => "iteration_limit",
+        }
+    }
+}
+
+pub struct Agent {
+    settings: AgentSettings,
+    provider: Arc<dyn Provider>,
+    tools: Arc<ToolRegistry>,
+    store: Arc<dyn SessionStore>,
+}
+
+/// How a run stopped early; decides what is written and which error is returned.
+enum Interrupt {
+    Aborted,
+    TimedOut,
+}
+
+impl Agent {
+    pub fn new(
+        settings: AgentSettings,
+        provider: Arc<dyn Provider>,
+        tools: Arc<ToolRegistry>,
+        store: Arc<dyn SessionStore>,
+    ) -> Self {
+        Self {
+            settings,
+            provider,
+            tools,
+            store,
+        }
+    }
+
+    pub fn settings(&self) -> &AgentSettings {
+        &self.settings
+    }
+
+    /// Surfaces that cannot show partial text (or tests) switch streaming off.
+    pub fn set_streaming(&mut self, on: bool) {
+        self.settings.stream = on;
+    }
+
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.store
+    }
+
+    /// Runs one user message to completion. Events go to `events` as they happen;
+    /// cancelling `cancel` aborts the LLM stream or the running tools promptly.
+    pub async fn run(
+        &self,
+        req: RunRequest,
+        events: Arc<dyn EventSink>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutput, RunError> {
+        let run_id = uuid::Uuid::now_v7().to_string();
+        let emitter = Emitter::new(run_id.clone(), events);
+        emitter.emit(EventKind::LifecycleStart {
+            agent_id: self.settings.id.clone(),
+            session_key: req.session_key.clone(),
+            model: self.settings.model.clone(),
+        });
+
+        // The time-out is just another reason to cancel; `timed_out` tells them apart.
+        let run_cancel = cancel.child_token();
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let timer = {
+            let token = run_cancel.clone();
+            let flag = timed_out.clone();
+            let limit = self.settings.timeout;
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(limit) => {
+                        flag.store(true, Ordering::SeqCst);
+                        token.cancel();
+                    }
+                    _ = token.cancelled() => {}
+                }
+            })
+        };
+
+        let result = self
+            .run_inner(&run_id, &req, &emitter, &run_cancel, &timed_out)
+            .await;
+        timer.abort();
+
+        match &result {
+            Ok(out) => emitter.emit(EventKind::LifecycleEnd {
+                stop_reason: out.stop_reason,
+                usage: out.usage,
+                text: out.text.clone(),
+            }),
+            Err(e) => {
+                tracing::warn!(run_id = %run_id, agent = %self.settings.id, error = %e, "run failed");
+                emitter.emit(EventKind::LifecycleError {
+                    message: e.to_string(),
+                })
+            }
+        }
+        result
+    }
+
+    async fn run_inner(
+        &self,
+        run_id: &str,
+        req: &RunRequest,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+        timed_out: &AtomicBool,
+    ) -> Result<RunOutput, RunError> {
+        let s = &self.settings;
+        let mut log = self.store.open(&s.id, &req.session_key).await?;
+        if !log.problems().is_empty() {
+            tracing::warn!(
+                session = %req.session_key,
+                problems = log.problems().len(),
+                "transcript had unreadable lines; they were skipped"
+            );
+        }
+
+        let user = Message::user(cap_user_message(&req.message, s.max_message_chars));
+        log.append(EntryBody::Message {
+            message: user.clone(),
+        })
+        .await?;
+        let mut context = log.context();
+
+        let tool_defs = self.tools.definitions();
+        let system = self.system_prompt(&tool_defs).await;
+        let tool_ctx = ToolContext {
+            agent_id: s.id.clone(),
+            session_key: req.session_key.clone(),
+            workspace: s.workspace.clone(),
+            cancel: cancel.clone(),
+        };
+
+        let mut usage = Usage::default();
+        let mut answered_by = (s.provider.clone(), s.model.clone());
+        for iteration in 1..=s.max_iterations {
+            let (messages, repair) = history::prepare(&context, s.history);
+            if !repair.is_clean() {
+                tracing::warn!(
+                    session = %req.session_key,
+                    orphans = repair.dropped_orphans.len(),
+                    duplicates = repair.dropped_duplicates.len(),
+                    synthesized = repair.synthesized.len(),
+                    "repaired tool-call pairing in context"
+                );
+            }
+            let chat = ChatRequest {
+                model: s.model.clone(),
+                system: Some(system.clone()),
+                messages,
+                tools: tool_defs.clone(),
+                max_tokens: s.max_tokens,
+                temperature: s.temperature,
+                stream: s.stream,
+            };
+
+            // Streamed text is kept so an abort can still record what the user saw.
+            let partial = Mutex::new(String::new());
+            let sink = |d: StreamDelta| match d {
+                StreamDelta::Text(t) => {
+                    if let Ok(mut p) = partial.lock() {
+                        p.push_str(&t);
+                    }
+                    emitter.emit(EventKind::AssistantDelta { text: t });
+                }
+                StreamDelta::Reasoning(t) => emitter.emit(EventKind::ReasoningDelta { text: t }),
+                StreamDelta::ToolCallStart { .. } => {}
+            };
+
+            let response = match self.provider.chat(&chat, &sink, cancel).await {
+                Ok(r) => r,
+                Err(e) => {
+                    if cancel.is_cancelled() {
+                        let text = partial.into_inner().unwrap_or_default();
+                        let why = interrupt_of(timed_out);
+                        self.record_interrupted(&mut *log, &text, &answered_by, &why)
+                            .await?;
+                        return Err(self.interrupt_error(why));
+                    }
+                    // The user's message stays: it was accepted, and the next turn sees it.
+                    log.flush().await?;
+                    return Err(RunError::Provider(e));
+                }
+            };
+            usage.add(&response.usage);
+            answered_by = (response.provider.clone(), response.model.clone());
+
+            let assistant = AssistantMessage {
+                content: response.content,
+                provider: response.provider,
+                model: response.model,
+                usage: response.usage,
+                stop_reason: response.stop_reason,
+                error_message: None,
+                timestamp: ferroclaw_types::now_millis(),
+            };
+            log.append(EntryBody::Message {
+                message: Message::Assistant(assistant.clone()),
+            })
+            .await?;
+
+            let calls: Vec<(String, String, Value)> = assistant
+                .tool_calls()
+                .map(|(id, name, args)| (id.to_string(), name.to_string(), args.clone()))
+                .collect();
+            let final_text = assistant.text();
+            let stop_reason = assistant.stop_reason;
+            context.push(Message::Assistant(assistant));
+
+            if calls.is_empty() {
+                log.flush().await?;
+                self.store
+                    .record_run(&s.id, &req.session_key, &answered_by.0, &answered_by.1, &usage)
+                    .await?;
+                let text = sanitize_output(&final_text);
+                return Ok(RunOutput {
+                    run_id: run_id.to_string(),
+                    session_id: log.session_id().to_string(),
+                    silent: is_silent(&text),
+                    text,
+                    stop_reason,
+                    usage,
+                    iterations: iteration,
+                    provider: answered_by.0,
+                    model: answered_by.1,
+                });
+            }
+
+            // Calls run concurrently; join_all keeps results in call order.
+            let results = join_all(
+                calls
+                    .iter()
+                    .map(|(id, name, args)| self.call_tool(id, name, args, &tool_ctx, emitter)),
+            )
+            .await;
+            for result in results {
+                log.append(EntryBody::Message {
+                    message: result.clone(),
+                })
+                .await?;
+                context.push(result);
+            }
+            if cancel.is_cancelled() {
+                log.flush().await?;
+                return Err(self.interrupt_error(interrupt_of(timed_out)));
+            }
+        }
+
+        log.flush().await?;
+        self.store
+            .record_run(&s.id, &req.session_key, &answered_by.0, &answered_by.1, &usage)
+            .await?;
+        Err(RunError::IterationLimit(s.max_iterations))
+    }
+
+    async fn call_tool(
+        &self,
+        id: &str,
+        name: &str,
+        args: &Value,
+        ctx: &ToolContext,
+        emitter: &Emitter,
+    ) -> Message {
+        emitter.emit(EventKind::ToolStart {
+            call_id: id.to_string(),
+            name: name.to_string(),
+            arguments: args.clone(),
+        });
+        let started = Instant::now();
+        let result = match args {
+            // Providers hand over argument text that was not valid JSON as a string.
+            Value::String(raw) => ferroclaw_tools::ToolResult::error(format!(
+                "tool arguments were not valid JSON; send a JSON object. Received: {}",
+                truncate_chars(raw, 200)
+            )),
+            _ => self.tools.execute(name, ctx, args.clone()).await,
+        };
+        emitter.emit(EventKind::ToolResult {
+            call_id: id.to_string(),
+            name: name.to_string(),
+            is_error: result.is_error,
+            duration_ms: started.elapsed().as_millis() as u64,
+        });
+        Message::tool_result(id, name, result.for_llm, result.is_error)
+    }
+
+    /// Writes what an interrupted LLM call had produced, marked aborted, so the
+    /// transcript shows the run ended and the next turn starts clean.
+    async fn record_interrupted(
+        &self,
+        log: &mut dyn SessionLog,
+        partial_text: &str,
+        answered_by: &(String, String),
+        why: &Interrupt,
+    ) -> Result<(), RunError> {
+        let reason = match why {
+            Interrupt::Aborted => "aborted",
+            Interrupt::TimedOut => "timed out",
+        };
+        let mut content = Vec::new();
+        if !partial_text.is_empty() {
+            content.push(ContentBlock::text(partial_text));
+        }
+        log.append(EntryBody::Message {
+            message: Message::Assistant(AssistantMessage {
+                content,
+                provider: answered_by.0.clone(),
+                model: answered_by.1.clone(),
+                usage: Usage::default(),
+                stop_reason: StopReason::Aborted,
+                error_message: Some(format!("run {reason}")),
+                timestamp: ferroclaw_types::now_millis(),
+            }),
+        })
+        .await?;
+        log.flush().await?;
+        Ok(())
+    }
+
+    fn interrupt_error(&self, why: Interrupt) -> RunError {
+        match why {
+            Interrupt::Aborted => RunError::Aborted,
+            Interrupt::TimedOut => RunError::Timeout(self.settings.timeout),
+        }
+    }
+
+    async fn system_prompt(&self, tools: &[ToolDefinition]) -> String {
+        let s = &self.settings;
+        let files = prompt::load_context_files(&s.workspace, s.prompt_mode).await;
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        prompt::build_system_prompt(&PromptInput {
+            agent_id: &s.id,
+            agent_name: &s.name,
+            mode: s.prompt_mode,
+            tools,
+            workspace: &s.workspace,
+            provider: &s.provider,
+            model: &s.model,
+            context_files: &files,
+            now: &now,
+        })
+    }
+}
+
+fn interrupt_of(timed_out: &AtomicBool) -> Interrupt {
+    if timed_out.load(Ordering::SeqCst) {
+        Interrupt::TimedOut
+    } else {
+        Interrupt::Aborted
+    }
+}
+
+/// Cuts an oversized user message and tells the model it was cut.
+fn cap_user_message(text: &str, max_chars: usize) -> String {
+    if max_chars == 0 || text.chars().count() <= max_chars {
+        return text.to_string();
+    }
+    let total = text.chars().count();
+    format!(
+        "{}\n\n[Note: this message was truncated from {} to {} characters.]",
+        truncate_chars(text, max_chars),
+        total,
+        max_chars
+    )
+}
+
+fn truncate_chars(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_user_message_is_cut_with_note() {
+        let out = cap_user_message(&"x".repeat(50), 10);
+        assert!(out.starts_with("xxxxxxxxxx\n"));
+        assert!(out.contains("truncated from 50 to 10"));
+        assert_eq!(cap_user_message("short", 10), "short");
+    }
+}

@@ -1,0 +1,433 @@
+//! The agent loop end to end through the scripted LLM, for both wire formats.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use ferroclaw_agent::{bootstrap, Agent, RunError, RunRequest};
+use ferroclaw_providers::{ErrorKind, RetryPolicy, RetryingProvider};
+use ferroclaw_store::SessionStore;
+use ferroclaw_testkit::{Protocol, Reply};
+use ferroclaw_tools::ToolRegistry;
+use ferroclaw_types::{EventKind, Message, StopReason};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn assert_seq_increasing(events: &[ferroclaw_types::RunEvent]) {
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1, "seq must count up from 1 without gaps");
+    }
+    assert!(matches!(events.first().map(|e| &e.kind), Some(EventKind::LifecycleStart { .. })));
+}
+
+#[tokio::test]
+async fn plain_answer_both_protocols() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options::default()).await;
+        h.llm.push(Reply::text("Hello there.").with_usage(12, 5));
+        let (res, events) = run(&h.agent(), "s1", "hi").await;
+        let out = res.unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
+        assert_eq!(out.text, "Hello there.");
+        assert_eq!(out.stop_reason, StopReason::Stop);
+        assert_eq!(out.usage.input, 12, "{protocol:?}");
+        assert_eq!(out.usage.output, 5);
+        assert_eq!(out.iterations, 1);
+        let events = events.all();
+        assert_seq_increasing(&events);
+        assert!(matches!(events.last().map(|e| &e.kind), Some(EventKind::LifecycleEnd { .. })));
+
+        let reqs = h.llm.requests();
+        assert_eq!(reqs.len(), 1);
+        let body = &reqs[0].body;
+        assert_eq!(body["model"], "model-a");
+        let shape = request_shape(protocol, body);
+        assert_eq!(shape, vec![("user".to_string(), "hi".to_string(), vec![])]);
+        match protocol {
+            Protocol::OpenAi => {
+                assert_eq!(body["messages"][0]["role"], "system");
+                assert!(body["messages"][0]["content"].as_str().unwrap_or_default().contains("ferroclaw"));
+                assert_eq!(reqs[0].header("authorization"), Some("Bearer test-key-123"));
+                assert!(body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "exec")));
+            }
+            Protocol::Anthropic => {
+                assert!(body["system"].as_str().unwrap_or_default().contains("ferroclaw"));
+                assert_eq!(reqs[0].header("x-api-key"), Some("test-key-123"));
+                assert_eq!(reqs[0].header("anthropic-version"), Some("2023-06-01"));
+                assert!(body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "exec")));
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_tool_call_runs_and_result_goes_back() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options::default()).await;
+        h.llm.push(Reply::tool_call("call_1", "write", json!({"path": "notes/a.txt", "content": "abc"})));
+        h.llm.push(Reply::text("Saved."));
+        let (res, events) = run(&h.agent(), "s1", "save abc").await;
+        let out = res.unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
+        assert_eq!(out.text, "Saved.");
+        assert_eq!(out.iterations, 2);
+        let written = std::fs::read_to_string(h.workspace().join("notes/a.txt")).expect("file written");
+        assert_eq!(written, "abc");
+
+        let events = events.all();
+        assert_seq_increasing(&events);
+        let tool_events: Vec<_> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::ToolStart { call_id, name, .. } => Some(format!("start {call_id} {name}")),
+                EventKind::ToolResult { call_id, is_error, .. } => Some(format!("result {call_id} {is_error}")),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tool_events, ["start call_1 write", "result call_1 false"]);
+
+        let reqs = h.llm.requests();
+        assert_eq!(reqs.len(), 2);
+        let shape = request_shape(protocol, &reqs[1].body);
+        assert_eq!(shape.len(), 3, "{shape:?}");
+        assert_eq!(shape[1].0, "assistant");
+        assert_eq!(shape[1].2, ["call_1"]);
+        assert_eq!(shape[2].0, "tool");
+        assert_eq!(shape[2].2, ["call_1"]);
+    }
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_run_concurrently_and_answer_in_order() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options::default()).await;
+        // call_1 can only finish once call_2 has run: executed one after the other it
+        // would wait for its 10 s time-out and fail.
+        h.llm.push(Reply::tool_calls(vec![
+            ("call_1".into(), "exec".into(), json!({"command": "while [ ! -f flag ]; do sleep 0.01; done; echo one", "timeout": 10})),
+            ("call_2".into(), "write".into(), json!({"path": "flag", "content": "x"})),
+            ("call_3".into(), "exec".into(), json!({"command": "echo three"})),
+        ]));
+        h.llm.push(Reply::text("All three done."));
+        let (res, _) = run(&h.agent(), "s1", "go").await;
+        let out = res.unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
+        assert_eq!(out.text, "All three done.");
+
+        let reqs = h.llm.requests();
+        let shape = request_shape(protocol, &reqs[1].body);
+        let tools: Vec<_> = shape.iter().filter(|m| m.0 == "tool").collect();
+        assert_eq!(tools.len(), 3);
+        assert_eq!(tools[0].2, ["call_1"]);
+        assert!(tools[0].1.contains("one"), "{:?}", tools[0]);
+        assert_eq!(tools[1].2, ["call_2"]);
+        assert_eq!(tools[2].2, ["call_3"]);
+        assert!(tools[2].1.contains("three"));
+    }
+}
+
+#[tokio::test]
+async fn streamed_deltas_arrive_in_order() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options::default()).await;
+        let text = "The quick brown fox jumps over the lazy dog.";
+        h.llm.push(Reply::text(text).chunk_size(3).with_reasoning("thinking hard", ferroclaw_testkit::ReasoningField::Reasoning));
+        let (res, events) = run(&h.agent(), "s1", "go").await;
+        res.unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
+        let events = events.all();
+        assert_seq_increasing(&events);
+        let deltas: Vec<String> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::AssistantDelta { text } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(deltas.len() >= 10, "expected many deltas, got {}", deltas.len());
+        assert_eq!(deltas.concat(), text);
+        let reasoning: String = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::ReasoningDelta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reasoning, "thinking hard");
+        assert_eq!(h.llm.requests()[0].body["stream"], true);
+    }
+}
+
+#[tokio::test]
+async fn non_streaming_mode_sends_stream_false() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options { stream: false, ..Options::default() }).await;
+        h.llm.push(Reply::text("plain"));
+        let (res, events) = run(&h.agent(), "s1", "go").await;
+        assert_eq!(res.expect("run").text, "plain");
+        assert!(!events.all().iter().any(|e| matches!(e.kind, EventKind::AssistantDelta { .. })));
+        assert_ne!(h.llm.requests()[0].body["stream"], true);
+    }
+}
+
+#[tokio::test]
+async fn rate_limit_with_retry_after_then_success_is_retried_once() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options::default()).await;
+        h.llm.push(Reply::status(429, "slow down").retry_after("1"));
+        h.llm.push(Reply::text("after retry"));
+        let resolved = h.loaded.resolve_agent("main").expect("agent");
+        let cfg = h.loaded.provider("scripted").expect("provider");
+        let retrying = Arc::new(RetryingProvider::new(
+            bootstrap::provider_from_config(&cfg).expect("provider"),
+            RetryPolicy::default(),
+        ));
+        let agent = Agent::new(
+            bootstrap::settings_for(&resolved),
+            retrying.clone(),
+            Arc::new(ToolRegistry::with_core_tools()),
+            h.store.clone(),
+        );
+        std::fs::create_dir_all(&resolved.workspace).expect("workspace");
+        let (res, _) = run(&agent, "s1", "hi").await;
+        assert_eq!(res.unwrap_or_else(|e| panic!("{protocol:?}: {e}")).text, "after retry");
+        assert_eq!(retrying.retries(), 1, "exactly one retry counted");
+        assert_eq!(h.llm.requests().len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn server_errors_exhausted_surface_status_and_message() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options::default()).await;
+        for _ in 0..3 {
+            h.llm.push(Reply::status(500, "upstream exploded"));
+        }
+        let (res, events) = run(&h.agent(), "s1", "hi").await;
+        let err = res.expect_err("must fail");
+        let RunError::Provider(pe) = &err else { panic!("{err:?}") };
+        assert_eq!(pe.status, Some(500));
+        let msg = err.to_string();
+        assert!(msg.contains("500") && msg.contains("upstream exploded"), "{msg}");
+        assert_eq!(h.llm.requests().len(), 3, "3 attempts in all");
+        assert_eq!(h.llm.pending(), 0);
+        assert!(matches!(events.all().last().map(|e| &e.kind), Some(EventKind::LifecycleError { .. })));
+    }
+}
+
+#[tokio::test]
+async fn bad_request_is_not_retried() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options::default()).await;
+        h.llm.push(Reply::status(400, "unknown parameter foo"));
+        h.llm.push(Reply::text("never used"));
+        let (res, _) = run(&h.agent(), "s1", "hi").await;
+        let err = res.expect_err("must fail");
+        assert!(err.to_string().contains("unknown parameter foo"));
+        assert_eq!(h.llm.pending(), 1, "{protocol:?}: a 400 must not be retried");
+    }
+}
+
+#[tokio::test]
+async fn cut_stream_fails_cleanly_and_writes_no_half_answer() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options::default()).await;
+        h.llm.push(Reply::text("this answer will be cut off somewhere").chunk_size(2).cut_after(5));
+        h.llm.push(Reply::text("must stay queued"));
+        let (res, _) = run(&h.agent(), "s1", "hi").await;
+        let err = res.expect_err("must fail");
+        let RunError::Provider(pe) = &err else { panic!("{err:?}") };
+        assert_eq!(pe.kind, ErrorKind::BrokenStream, "{protocol:?}: {err}");
+        assert_eq!(h.llm.pending(), 1, "a stream is not retried after its first event");
+
+        let meta = h.store.get("main", "s1").await.expect("get").expect("session exists");
+        let lines = transcript_lines(&h.transcript_path(&meta.session_id));
+        assert_transcript_format(&lines);
+        let roles: Vec<_> = lines[1..].iter().map(|l| l["message"]["role"].clone()).collect();
+        assert_eq!(roles, [json!("user")], "only the user's message is on disk");
+
+        // The session is still usable.
+        let (res, _) = run(&h.agent(), "s1", "again").await;
+        assert_eq!(res.expect("second run").text, "must stay queued");
+    }
+}
+
+#[tokio::test]
+async fn fallback_to_second_model_after_rate_limit_with_per_model_cooldown() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options { fallbacks: &["scripted/model-b"], ..Options::default() }).await;
+        for _ in 0..3 {
+            h.llm.push(Reply::status(429, "rate limited").retry_after("0"));
+        }
+        h.llm.push(Reply::text("from b"));
+        let agent = h.agent();
+        let (res, _) = run(&agent, "s1", "hi").await;
+        let out = res.unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
+        assert_eq!(out.text, "from b");
+        assert_eq!(out.model, "model-b");
+        let models: Vec<_> = h.llm.requests().iter().map(|r| r.body["model"].clone()).collect();
+        assert_eq!(models, [json!("model-a"), json!("model-a"), json!("model-a"), json!("model-b")]);
+
+        // model-a is cooling down, model-b (same provider) is not: the next run goes straight to b.
+        h.llm.push(Reply::text("b again"));
+        let (res, _) = run(&agent, "s1", "more").await;
+        assert_eq!(res.expect("run").model, "model-b");
+        assert_eq!(h.llm.requests().last().map(|r| r.body["model"].clone()), Some(json!("model-b")));
+
+        let meta = h.store.get("main", "s1").await.expect("get").expect("meta");
+        assert_eq!(meta.model.as_deref(), Some("model-b"));
+    }
+}
+
+#[tokio::test]
+async fn abort_mid_stream_records_aborted_turn_and_session_continues() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options::default()).await;
+        h.llm.push(Reply::text("a long answer that never finishes").chunk_size(2).hang_after(4));
+        let agent = Arc::new(h.agent());
+        let events = Collector::new();
+        let cancel = CancellationToken::new();
+        let task = {
+            let (agent, events, cancel) = (agent.clone(), events.clone(), cancel.clone());
+            tokio::spawn(async move {
+                agent
+                    .run(RunRequest { session_key: "s1".into(), message: "hi".into() }, events, cancel)
+                    .await
+            })
+        };
+        events.wait_for(|k| matches!(k, EventKind::AssistantDelta { .. })).await;
+        cancel.cancel();
+        let res = task.await.expect("join");
+        assert!(matches!(res, Err(RunError::Aborted)), "{protocol:?}: {res:?}");
+
+        let meta = h.store.get("main", "s1").await.expect("get").expect("meta");
+        let log = h.store.open("main", "s1").await.expect("open");
+        let last = log.context().pop().expect("messages");
+        let Message::Assistant(a) = last else { panic!("last must be the aborted assistant turn") };
+        assert_eq!(a.stop_reason, StopReason::Aborted);
+        assert!(!a.text().is_empty(), "partial text is kept");
+        assert_transcript_format(&transcript_lines(&h.transcript_path(&meta.session_id)));
+
+        h.llm.push(Reply::text("fine now"));
+        let (res, _) = run(&agent, "s1", "again").await;
+        assert_eq!(res.expect("next run").text, "fine now");
+    }
+}
+
+#[tokio::test]
+async fn abort_during_tool_kills_it_and_keeps_pairing() {
+    let h = Harness::new(Protocol::OpenAi, Options::default()).await;
+    h.llm.push(Reply::tool_call("call_1", "exec", json!({"command": "sleep 30"})));
+    let agent = Arc::new(h.agent());
+    let events = Collector::new();
+    let cancel = CancellationToken::new();
+    let task = {
+        let (agent, events, cancel) = (agent.clone(), events.clone(), cancel.clone());
+        tokio::spawn(async move {
+            agent
+                .run(RunRequest { session_key: "s1".into(), message: "wait".into() }, events, cancel)
+                .await
+        })
+    };
+    events.wait_for(|k| matches!(k, EventKind::ToolStart { .. })).await;
+    cancel.cancel();
+    let res = task.await.expect("join");
+    assert!(matches!(res, Err(RunError::Aborted)), "{res:?}");
+    let log = h.store.open("main", "s1").await.expect("open");
+    let ctx = log.context();
+    let Some(Message::ToolResult(r)) = ctx.last() else { panic!("tool result must be written: {ctx:?}") };
+    assert_eq!(r.tool_call_id, "call_1");
+    assert!(r.is_error);
+}
+
+#[tokio::test]
+async fn run_time_out_is_reported() {
+    let h = Harness::new(Protocol::OpenAi, Options { timeout_seconds: 1, ..Options::default() }).await;
+    h.llm.push(Reply::text("never completes").hang_after(2));
+    let (res, _) = run(&h.agent(), "s1", "hi").await;
+    assert!(matches!(res, Err(RunError::Timeout(_))), "{res:?}");
+}
+
+#[tokio::test]
+async fn iteration_cap_stops_the_loop() {
+    let h = Harness::new(Protocol::OpenAi, Options { max_iterations: 2, ..Options::default() }).await;
+    for i in 0..3 {
+        h.llm.push(Reply::tool_call(&format!("c{i}"), "ls", json!({})));
+    }
+    let (res, _) = run(&h.agent(), "s1", "loop").await;
+    assert!(matches!(res, Err(RunError::IterationLimit(2))), "{res:?}");
+    assert_eq!(h.llm.pending(), 1);
+}
+
+#[tokio::test]
+async fn tool_errors_go_back_to_the_model_without_ending_the_run() {
+    let h = Harness::new(Protocol::OpenAi, Options::default()).await;
+    h.llm.push(Reply::tool_calls(vec![
+        ("c1".into(), "read".into(), json!({"path": "../../etc/passwd"})),
+        ("c2".into(), "no_such_tool".into(), json!({})),
+    ]));
+    h.llm.push(Reply::text("handled"));
+    let (res, events) = run(&h.agent(), "s1", "x").await;
+    assert_eq!(res.expect("run").text, "handled");
+    let errors: Vec<bool> = events
+        .all()
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::ToolResult { is_error, .. } => Some(is_error),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors, [true, true]);
+    let shape = request_shape(Protocol::OpenAi, &h.llm.requests()[1].body);
+    let tool_texts: Vec<_> = shape.iter().filter(|m| m.0 == "tool").map(|m| m.1.clone()).collect();
+    assert!(tool_texts[0].contains("outside the workspace"), "{tool_texts:?}");
+    assert!(tool_texts[1].contains("no_such_tool"), "{tool_texts:?}");
+}
+
+#[tokio::test]
+async fn transcript_on_disk_equals_what_was_sent_and_survives_restart() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(protocol, Options::default()).await;
+        std::fs::create_dir_all(h.workspace()).expect("ws");
+        std::fs::write(h.workspace().join("a.txt"), "alpha").expect("seed file");
+        h.llm.push(Reply::tool_call("call_r", "read", json!({"path": "a.txt"})).with_text("Let me look."));
+        h.llm.push(Reply::text("It says alpha."));
+        let (res, _) = run(&h.agent(), "chat", "what is in a.txt?").await;
+        let out = res.unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
+
+        let lines = transcript_lines(&h.transcript_path(&out.session_id));
+        assert_transcript_format(&lines);
+        let msgs: Vec<Message> = lines[1..]
+            .iter()
+            .map(|l| serde_json::from_value(l["message"].clone()).expect("message parses"))
+            .collect();
+        assert_eq!(msgs.len(), 4);
+        assert_eq!(msgs[0].text(), "what is in a.txt?");
+        let Message::Assistant(a) = &msgs[1] else { panic!() };
+        assert_eq!(a.stop_reason, StopReason::ToolUse);
+        assert_eq!(a.text(), "Let me look.");
+        let calls: Vec<_> = a.tool_calls().map(|(id, n, args)| (id.to_string(), n.to_string(), args.clone())).collect();
+        assert_eq!(calls, [("call_r".to_string(), "read".to_string(), json!({"path": "a.txt"}))]);
+        let Message::ToolResult(r) = &msgs[2] else { panic!() };
+        assert_eq!(r.tool_call_id, "call_r");
+        assert!(r.text().contains("alpha"));
+        assert_eq!(msgs[3].text(), "It says alpha.");
+
+        // What the second request carried is exactly what is on disk.
+        let sent = request_shape(protocol, &h.llm.requests()[1].body);
+        assert_eq!(sent[0], ("user".into(), "what is in a.txt?".into(), vec![]));
+        assert_eq!(sent[1], ("assistant".into(), "Let me look.".into(), vec!["call_r".into()]));
+        assert_eq!(sent[2].2, ["call_r"]);
+        assert_eq!(sent[2].1, r.text());
+
+        // A new process (fresh store) continues the same session with its history.
+        h.llm.push(Reply::text("Still alpha."));
+        let (res, _) = run(&h.restarted_agent(), "chat", "and now?").await;
+        assert_eq!(res.expect("after restart").text, "Still alpha.");
+        let sent = request_shape(protocol, &h.llm.requests()[2].body);
+        let roles: Vec<_> = sent.iter().map(|m| m.0.as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "assistant", "user"]);
+        assert_eq!(sent[3].1, "It says alpha.");
+        assert_eq!(sent[4].1, "and now?");
+
+        let meta = h.store.get("main", "chat").await.expect("get").expect("meta");
+        assert!(meta.usage.total_tokens > 0 || meta.model.is_some());
+    }
+}

@@ -1,0 +1,215 @@
+//! The shape of `config.json5`. Every section is optional; missing fields
+//! take the defaults documented on each field.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Root of `config.json5`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    pub agents: AgentsConfig,
+    pub providers: BTreeMap<String, ProviderConfig>,
+    pub gateway: GatewayConfig,
+    pub logging: LoggingConfig,
+    pub session: SessionConfig,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentsConfig {
+    /// Settings every agent inherits (and the implicit `main` agent uses).
+    pub defaults: AgentDefaults,
+    /// Additional agents (or overrides for `main`).
+    pub list: Vec<AgentConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentDefaults {
+    pub provider: Option<String>,
+    /// `"provider/model"` or a bare model id.
+    pub model: Option<String>,
+    /// `"provider/model"` or bare `"model"` (= same provider as the agent).
+    pub fallbacks: Vec<String>,
+    pub workspace: Option<PathBuf>,
+    pub context_window: u32,
+    pub max_iterations: u32,
+    pub timeout_seconds: u64,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    pub prompt_mode: PromptMode,
+    pub stream: bool,
+}
+
+impl Default for AgentDefaults {
+    fn default() -> Self {
+        AgentDefaults {
+            provider: None,
+            model: None,
+            fallbacks: Vec::new(),
+            workspace: None,
+            context_window: 128_000,
+            max_iterations: 20,
+            timeout_seconds: 600,
+            max_tokens: None,
+            temperature: None,
+            prompt_mode: PromptMode::Full,
+            stream: true,
+        }
+    }
+}
+
+/// One entry of `agents.list`. Unset fields fall back to `agents.defaults`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentConfig {
+    pub id: String,
+    pub name: Option<String>,
+    pub workspace: Option<PathBuf>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub fallbacks: Option<Vec<String>>,
+    /// Tool allow list; `None` means every tool.
+    pub tools: Option<Vec<String>>,
+    pub max_iterations: Option<u32>,
+    pub timeout_seconds: Option<u64>,
+    pub context_window: Option<u32>,
+    pub prompt_mode: Option<PromptMode>,
+    /// Marks the agent used when a request names none.
+    pub default: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptMode {
+    #[default]
+    Full,
+    Minimal,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderType {
+    /// OpenAI chat-completions wire format (OpenAI, vLLM, Ollama, Groq, …).
+    #[default]
+    OpenaiCompat,
+    /// Anthropic Messages API.
+    Anthropic,
+}
+
+impl ProviderType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderType::OpenaiCompat => "openai_compat",
+            ProviderType::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProviderConfig {
+    /// Wire protocol. When omitted: `anthropic` for a provider named
+    /// "anthropic", otherwise `openai_compat`.
+    #[serde(rename = "type")]
+    pub r#type: ProviderType,
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub timeout_seconds: u64,
+    /// JSON-schema dialect for tool definitions: "openai" or "gemini".
+    pub schema_flavor: Option<String>,
+    pub models: Vec<ModelConfig>,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        ProviderConfig {
+            r#type: ProviderType::OpenaiCompat,
+            base_url: None,
+            api_key_env: None,
+            headers: BTreeMap::new(),
+            timeout_seconds: 120,
+            schema_flavor: None,
+            models: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ModelConfig {
+    pub id: String,
+    pub context_window: Option<u32>,
+    pub max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GatewayConfig {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            host: "127.0.0.1".into(),
+            port: 18789,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoggingConfig {
+    /// A tracing filter directive, e.g. "info" or "ferroclaw=debug,info".
+    pub level: String,
+    pub format: LogFormat,
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        LoggingConfig {
+            level: "info".into(),
+            format: LogFormat::Text,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionConfig {
+    /// Keep the last N user turns (and what followed them) in the context.
+    pub history_turns: usize,
+    /// Older tool results longer than this are trimmed (head + tail) in the
+    /// context sent to the model; the transcript keeps them whole.
+    pub tool_result_context_chars: usize,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            history_turns: 50,
+            tool_result_context_chars: 20_000,
+        }
+    }
+}

@@ -1,0 +1,649 @@
+//! Embedded backend: `sessions.json` index plus one JSONL transcript per session under
+//! `<home>/agents/<agentId>/sessions/`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ferroclaw_types::TRANSCRIPT_VERSION;
+use ferroclaw_types::{now_millis, Entry, EntryBody, Message, SessionHeader, Usage};
+use tracing::warn;
+
+use crate::transcript::{
+    build_context, iso_now, iso_to_millis, parse_header, parse_transcript, random_entry_id,
+};
+use crate::{
+    is_safe_name, read_transcript, validate_agent_id, validate_session_key, LoadProblem,
+    SessionLog, SessionMeta, SessionStore, StoreError,
+};
+
+type Index = BTreeMap<String, SessionMeta>;
+
+const INDEX_FILE: &str = "sessions.json";
+
+/// File-backed [`SessionStore`]. The index lock is in-process only: run one store per
+/// home per process.
+pub struct FileSessionStore {
+    home: PathBuf,
+    index_locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl FileSessionStore {
+    /// `home` is `FERROCLAW_HOME`.
+    pub fn new(home: impl Into<PathBuf>) -> Self {
+        FileSessionStore {
+            home: home.into(),
+            index_locks: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// `<home>/agents/<agentId>/sessions`.
+    pub fn sessions_dir(&self, agent_id: &str) -> Result<PathBuf, StoreError> {
+        validate_agent_id(agent_id)?;
+        Ok(self.home.join("agents").join(agent_id).join("sessions"))
+    }
+
+    /// `<home>/agents/<agentId>/sessions/<sessionId>.jsonl`.
+    pub fn transcript_path(&self, agent_id: &str, session_id: &str) -> Result<PathBuf, StoreError> {
+        let dir = self.sessions_dir(agent_id)?;
+        transcript_path_in(&dir, session_id)
+    }
+
+    fn index_lock(&self, agent_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        // A poisoned map is still a valid map: nothing is left half-updated by insert.
+        let mut locks = self
+            .index_locks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        locks.entry(agent_id.to_owned()).or_default().clone()
+    }
+
+    /// Runs `f` on the agent's index under its lock on a blocking thread, and rewrites the
+    /// index atomically when `f` reports a change.
+    async fn with_index<R, F>(&self, agent_id: &str, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Path, &mut Index) -> Result<(R, bool), StoreError> + Send + 'static,
+    {
+        let dir = self.sessions_dir(agent_id)?;
+        let lock = self.index_lock(agent_id);
+        let _guard = lock.lock().await;
+        let agent = agent_id.to_owned();
+        blocking(dir.clone(), move || {
+            let mut index = load_index(&dir, &agent)?;
+            let (out, changed) = f(&dir, &mut index)?;
+            if changed {
+                write_index(&dir, &index)?;
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl SessionStore for FileSessionStore {
+    async fn open(&self, agent_id: &str, key: &str) -> Result<Box<dyn SessionLog>, StoreError> {
+        validate_session_key(key)?;
+        let agent = agent_id.to_owned();
+        let owned_key = key.to_owned();
+        // Creating the transcript happens under the index lock so that two concurrent
+        // opens of a new key end up in the same session.
+        let (dir, session_id) = self
+            .with_index(agent_id, move |dir, index| {
+                if let Some(meta) = index.get(&owned_key) {
+                    return Ok(((dir.to_owned(), meta.session_id.clone()), false));
+                }
+                let session_id = uuid::Uuid::now_v7().to_string();
+                init_transcript(&transcript_path_in(dir, &session_id)?, &session_id)?;
+                let now = now_millis();
+                index.insert(
+                    owned_key.clone(),
+                    SessionMeta {
+                        key: owned_key,
+                        session_id: session_id.clone(),
+                        agent_id: agent,
+                        created_at: now,
+                        updated_at: now,
+                        provider: None,
+                        model: None,
+                        usage: Usage::default(),
+                        label: None,
+                    },
+                );
+                Ok(((dir.to_owned(), session_id), true))
+            })
+            .await?;
+        let path = transcript_path_in(&dir, &session_id)?;
+        let key = key.to_owned();
+        let log = blocking(path.clone(), move || {
+            FileSessionLog::load(path, session_id, key)
+        })
+        .await?;
+        Ok(Box::new(log))
+    }
+
+    async fn get(&self, agent_id: &str, key: &str) -> Result<Option<SessionMeta>, StoreError> {
+        let key = key.to_owned();
+        self.with_index(agent_id, move |_, index| {
+            Ok((index.get(&key).cloned(), false))
+        })
+        .await
+    }
+
+    async fn list(&self, agent_id: &str) -> Result<Vec<SessionMeta>, StoreError> {
+        let mut all: Vec<SessionMeta> = self
+            .with_index(agent_id, |_, index| {
+                Ok((std::mem::take(index).into_values().collect(), false))
+            })
+            .await?;
+        all.sort_by(|a, b| {
+            b.updated_at
+                .cmp(&a.updated_at)
+                .then(b.created_at.cmp(&a.created_at))
+                .then(a.key.cmp(&b.key))
+        });
+        Ok(all)
+    }
+
+    async fn record_run(
+        &self,
+        agent_id: &str,
+        key: &str,
+        provider: &str,
+        model: &str,
+        usage: &Usage,
+    ) -> Result<(), StoreError> {
+        let (key, provider, model, usage) = (
+            key.to_owned(),
+            provider.to_owned(),
+            model.to_owned(),
+            *usage,
+        );
+        let agent = agent_id.to_owned();
+        self.with_index(agent_id, move |_, index| {
+            let meta = index.get_mut(&key).ok_or_else(|| {
+                StoreError::NotFound(format!("session {key:?} of agent {agent:?}"))
+            })?;
+            meta.provider = Some(provider);
+            meta.model = Some(model);
+            meta.usage.add(&usage);
+            // Never move backwards, even if the clock does.
+            meta.updated_at = now_millis().max(meta.updated_at);
+            Ok(((), true))
+        })
+        .await
+    }
+
+    async fn delete(&self, agent_id: &str, key: &str) -> Result<bool, StoreError> {
+        let key = key.to_owned();
+        let removed = self
+            .with_index(agent_id, move |dir, index| {
+                let removed = index.remove(&key);
+                let changed = removed.is_some();
+                Ok((removed.map(|m| (dir.to_owned(), m)), changed))
+            })
+            .await?;
+        let Some((dir, meta)) = removed else {
+            return Ok(false);
+        };
+        // The index entry goes first: a crash in between leaves an orphan file that a
+        // rebuild would find, never an index entry pointing at nothing.
+        match transcript_path_in(&dir, &meta.session_id) {
+            Ok(path) => {
+                blocking(path.clone(), move || match fs::remove_file(&path) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                    Err(e) => Err(StoreError::io(path, e)),
+                })
+                .await?
+            }
+            Err(e) => warn!(error = %e, "deleted index entry had an unusable session id"),
+        }
+        Ok(true)
+    }
+}
+
+/// An open transcript. Appends go through one append-mode handle, opened at the first
+/// append; loading never modifies the file.
+pub struct FileSessionLog {
+    path: PathBuf,
+    session_id: String,
+    key: String,
+    header: SessionHeader,
+    entries: Vec<Entry>,
+    ids: HashSet<String>,
+    problems: Vec<LoadProblem>,
+    file: Option<Arc<File>>,
+    /// False when the file may not end with `\n` (loaded that way, or a write failed or
+    /// was cancelled); the next append inspects and repairs the tail first.
+    tail_clean: bool,
+    unsynced: bool,
+}
+
+impl FileSessionLog {
+    fn load(path: PathBuf, session_id: String, key: String) -> Result<Self, StoreError> {
+        let (header, entries, problems, tail_clean) = match fs::metadata(&path) {
+            Ok(m) if m.len() > 0 => {
+                let bytes = fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+                let parsed = parse_transcript(&bytes, &path)?;
+                (
+                    parsed.header,
+                    parsed.entries,
+                    parsed.problems,
+                    bytes.ends_with(b"\n"),
+                )
+            }
+            Ok(_) => {
+                // An empty file can only come from an interrupted creation: no data.
+                (init_transcript(&path, &session_id)?, vec![], vec![], true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                warn!(path = %path.display(), "transcript listed in the index is missing; starting it afresh");
+                (init_transcript(&path, &session_id)?, vec![], vec![], true)
+            }
+            Err(e) => return Err(StoreError::io(&path, e)),
+        };
+        if !problems.is_empty() {
+            warn!(path = %path.display(), problems = problems.len(), "transcript loaded with skipped lines");
+        }
+        if header.id != session_id {
+            warn!(path = %path.display(), header_id = %header.id, "transcript header id differs from its file name");
+        }
+        Ok(FileSessionLog {
+            ids: entries.iter().map(|e| e.id.clone()).collect(),
+            path,
+            session_id,
+            key,
+            header,
+            entries,
+            problems,
+            file: None,
+            tail_clean,
+            unsynced: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    fn fresh_id(&self) -> String {
+        loop {
+            let id = random_entry_id();
+            if !self.ids.contains(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl SessionLog for FileSessionLog {
+    fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    fn problems(&self) -> &[LoadProblem] {
+        &self.problems
+    }
+
+    fn context(&self) -> Vec<Message> {
+        build_context(&self.entries)
+    }
+
+    async fn append(&mut self, body: EntryBody) -> Result<Entry, StoreError> {
+        let entry = Entry {
+            id: self.fresh_id(),
+            parent_id: self.entries.last().map(|e| e.id.clone()),
+            timestamp: iso_now(),
+            body,
+        };
+        let mut line = Vec::new();
+        if !self.tail_clean {
+            let path = self.path.clone();
+            let session_id = self.session_id.clone();
+            if blocking(path.clone(), move || repair_tail(&path, &session_id)).await? {
+                line.push(b'\n');
+            }
+        }
+        serde_json::to_writer(&mut line, &entry)
+            .map_err(|e| StoreError::io(&self.path, e.into()))?;
+        line.push(b'\n');
+
+        let file = match &self.file {
+            Some(f) => f.clone(),
+            None => {
+                let path = self.path.clone();
+                let f = blocking(path.clone(), move || {
+                    OpenOptions::new()
+                        .append(true)
+                        .open(&path)
+                        .map_err(|e| StoreError::io(&path, e))
+                })
+                .await?;
+                let f = Arc::new(f);
+                self.file = Some(f.clone());
+                f
+            }
+        };
+        // Until the write is known to be complete the tail is suspect, including when this
+        // future is dropped mid-write.
+        self.tail_clean = false;
+        self.unsynced = true;
+        let path = self.path.clone();
+        blocking(path.clone(), move || {
+            // One write call for the whole line: an O_APPEND write is never interleaved
+            // with another and a crash tears at most this line.
+            (&*file)
+                .write_all(&line)
+                .map_err(|e| StoreError::io(&path, e))
+        })
+        .await?;
+        self.tail_clean = true;
+        self.ids.insert(entry.id.clone());
+        self.entries.push(entry.clone());
+        Ok(entry)
+    }
+
+    async fn flush(&mut self) -> Result<(), StoreError> {
+        let Some(file) = self.file.clone().filter(|_| self.unsynced) else {
+            return Ok(());
+        };
+        let path = self.path.clone();
+        blocking(path.clone(), move || {
+            file.sync_data().map_err(|e| StoreError::io(&path, e))
+        })
+        .await?;
+        self.unsynced = false;
+        Ok(())
+    }
+}
+
+/// Runs blocking file work off the async runtime.
+async fn blocking<R, F>(path: PathBuf, f: F) -> Result<R, StoreError>
+where
+    R: Send + 'static,
+    F: FnOnce() -> Result<R, StoreError> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result,
+        Err(join) => Err(StoreError::io(
+            path,
+            io::Error::other(format!("storage task failed: {join}")),
+        )),
+    }
+}
+
+fn transcript_path_in(dir: &Path, session_id: &str) -> Result<PathBuf, StoreError> {
+    if !is_safe_name(session_id, 128) {
+        return Err(StoreError::Corrupt {
+            path: dir.join(INDEX_FILE),
+            message: format!("session id {session_id:?} is not a safe file name"),
+        });
+    }
+    Ok(dir.join(format!("{session_id}.jsonl")))
+}
+
+fn header_line(session_id: &str) -> Result<(SessionHeader, Vec<u8>), serde_json::Error> {
+    let header = SessionHeader {
+        kind: "session".into(),
+        version: TRANSCRIPT_VERSION,
+        id: session_id.to_owned(),
+        timestamp: iso_now(),
+        cwd: std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+    };
+    let mut line = serde_json::to_vec(&header)?;
+    line.push(b'\n');
+    Ok((header, line))
+}
+
+/// Creates the transcript (or fills an empty one) with its header, durably.
+fn init_transcript(path: &Path, session_id: &str) -> Result<SessionHeader, StoreError> {
+    let io_err = |e| StoreError::io(path, e);
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+    }
+    let (header, line) = header_line(session_id).map_err(|e| io_err(e.into()))?;
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io_err)?;
+    file.write_all(&line).map_err(io_err)?;
+    file.sync_all().map_err(io_err)?;
+    sync_dir(path)?;
+    Ok(header)
+}
+
+/// Makes sure the next appended line starts on a fresh line. Returns `true` when the
+/// caller must prefix a newline (the last line is complete JSON that merely lacks its
+/// `\n`). A torn last line is backed up with the whole file to `<file>.bak.<ms>` and cut
+/// off; if that leaves nothing, the header is rewritten.
+fn repair_tail(path: &Path, session_id: &str) -> Result<bool, StoreError> {
+    let bytes = fs::read(path).map_err(|e| StoreError::io(path, e))?;
+    if bytes.is_empty() {
+        init_transcript(path, session_id)?;
+        return Ok(false);
+    }
+    if bytes.ends_with(b"\n") {
+        return Ok(false);
+    }
+    let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let tail = &bytes[keep..];
+    let tail_is_whole = tail.iter().all(u8::is_ascii_whitespace)
+        || serde_json::from_slice::<Entry>(tail).is_ok()
+        || (keep == 0 && parse_header(tail).is_ok());
+    if tail_is_whole {
+        return Ok(true);
+    }
+
+    let backup = write_backup(path, &bytes)?;
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| StoreError::io(path, e))?;
+    file.set_len(keep as u64)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| StoreError::io(path, e))?;
+    warn!(
+        path = %path.display(),
+        backup = %backup.display(),
+        dropped_bytes = tail.len(),
+        "transcript ended with a torn line; backed up and truncated to the last complete line"
+    );
+    if keep == 0 {
+        init_transcript(path, session_id)?;
+    }
+    Ok(false)
+}
+
+/// Writes `bytes` durably to a new `<path>.bak.<unix-ms>` (bumping the number if taken).
+fn write_backup(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+    let mut ms = now_millis();
+    loop {
+        let mut name = OsString::from(path.as_os_str());
+        name.push(format!(".bak.{ms}"));
+        let backup = PathBuf::from(name);
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&backup)
+        {
+            Ok(mut f) => {
+                f.write_all(bytes)
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| StoreError::io(&backup, e))?;
+                return Ok(backup);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => ms += 1,
+            Err(e) => return Err(StoreError::io(&backup, e)),
+        }
+    }
+}
+
+/// Makes a just-created or renamed directory entry durable.
+fn sync_dir(path: &Path) -> Result<(), StoreError> {
+    #[cfg(unix)]
+    if let Some(dir) = path.parent() {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| StoreError::io(dir, e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
+/// Reads the index. A corrupt index is backed up and rebuilt from the transcripts; a
+/// missing one is rebuilt too when transcripts exist (e.g. it was deleted by hand).
+fn load_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
+    let path = dir.join(INDEX_FILE);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let rebuilt = rebuild_index(dir, agent_id)?;
+            if !rebuilt.is_empty() {
+                warn!(path = %path.display(), sessions = rebuilt.len(), "session index missing; rebuilt from transcripts");
+                write_index(dir, &rebuilt)?;
+            }
+            return Ok(rebuilt);
+        }
+        Err(e) => return Err(StoreError::io(&path, e)),
+    };
+    match serde_json::from_slice::<Index>(&bytes) {
+        Ok(mut index) => {
+            for (key, meta) in &mut index {
+                key.clone_into(&mut meta.key);
+                if meta.agent_id.is_empty() {
+                    agent_id.clone_into(&mut meta.agent_id);
+                }
+            }
+            Ok(index)
+        }
+        Err(err) => {
+            let backup = write_backup(&path, &bytes)?;
+            let rebuilt = rebuild_index(dir, agent_id)?;
+            write_index(dir, &rebuilt)?;
+            warn!(
+                path = %path.display(),
+                backup = %backup.display(),
+                error = %err,
+                sessions = rebuilt.len(),
+                "session index was corrupt; backed up and rebuilt from transcripts (keys are now session ids)"
+            );
+            Ok(rebuilt)
+        }
+    }
+}
+
+/// Rebuilds index rows from `*.jsonl` files. The original keys are unknown, so each
+/// session is keyed by its id; totals are summed from the assistant messages.
+fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
+    let mut index = Index::new();
+    let read_dir = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(index),
+        Err(e) => return Err(StoreError::io(dir, e)),
+    };
+    for item in read_dir {
+        let item = item.map_err(|e| StoreError::io(dir, e))?;
+        let name = item.file_name();
+        let Some(session_id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+            continue;
+        };
+        if !is_safe_name(session_id, 128) {
+            warn!(file = ?name, "skipping transcript with an unusable file name during index rebuild");
+            continue;
+        }
+        let path = item.path();
+        let mtime = item
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64);
+        let mut meta = SessionMeta {
+            key: session_id.to_owned(),
+            session_id: session_id.to_owned(),
+            agent_id: agent_id.to_owned(),
+            created_at: mtime,
+            updated_at: mtime,
+            provider: None,
+            model: None,
+            usage: Usage::default(),
+            label: None,
+        };
+        match read_transcript(&path) {
+            Ok((header, entries, _)) => {
+                meta.created_at = iso_to_millis(&header.timestamp).unwrap_or(mtime);
+                for message in entries.iter().filter_map(Entry::message) {
+                    if let Message::Assistant(a) = message {
+                        meta.usage.add(&a.usage);
+                        if !a.provider.is_empty() {
+                            meta.provider = Some(a.provider.clone());
+                        }
+                        if !a.model.is_empty() {
+                            meta.model = Some(a.model.clone());
+                        }
+                    }
+                }
+            }
+            // Still listed: opening it will report the error instead of hiding the file.
+            Err(e) => warn!(error = %e, "unreadable transcript during index rebuild"),
+        }
+        index.insert(session_id.to_owned(), meta);
+    }
+    Ok(index)
+}
+
+/// Atomic replace: temp file in the same directory, fsync, rename, fsync the directory.
+fn write_index(dir: &Path, index: &Index) -> Result<(), StoreError> {
+    fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+    let path = dir.join(INDEX_FILE);
+    let tmp = dir.join(format!(
+        ".{INDEX_FILE}.{}.tmp",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let result = (|| {
+        let bytes =
+            serde_json::to_vec_pretty(index).map_err(|e| StoreError::io(&path, e.into()))?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| StoreError::io(&tmp, e))?;
+        f.write_all(&bytes)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| StoreError::io(&tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
+        sync_dir(&path)
+    })();
+    if result.is_err() {
+        // Best effort: a leftover temp file is harmless, the original error matters more.
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}

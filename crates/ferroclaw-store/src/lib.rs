@@ -1,0 +1,154 @@
+//! Session storage: the per-agent session index and the append-only JSONL transcripts
+//! (OpenClaw / pi session files, version 3).
+//!
+//! Everything above this crate talks to the [`SessionStore`] and [`SessionLog`] traits so
+//! that a database backend can replace the embedded file backend ([`FileSessionStore`])
+//! without touching callers.
+
+use std::io;
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use ferroclaw_types::{Entry, EntryBody, Message, Usage};
+use serde::{Deserialize, Serialize};
+
+mod file;
+mod transcript;
+
+pub use file::{FileSessionLog, FileSessionStore};
+pub use transcript::{
+    active_branch, build_context, read_transcript, LoadProblem, LoadProblemKind, SUMMARY_PREFIX,
+};
+
+/// One row of the session index: where a session's transcript lives and running totals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMeta {
+    /// The index key; on load it is always taken from the map key, so a stale copy here
+    /// cannot disagree with the index.
+    #[serde(default)]
+    pub key: String,
+    pub session_id: String,
+    #[serde(default)]
+    pub agent_id: String,
+    /// Milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub created_at: i64,
+    /// Milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub updated_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Running totals over every recorded run.
+    #[serde(default)]
+    pub usage: Usage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("corrupt file {}: {message}", path.display())]
+    Corrupt { path: PathBuf, message: String },
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("invalid key: {0}")]
+    InvalidKey(String),
+}
+
+impl StoreError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        StoreError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Sessions of every agent: the index plus access to transcripts.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Opens (creating if absent) the session `key` of `agent_id` and loads its transcript.
+    async fn open(&self, agent_id: &str, key: &str) -> Result<Box<dyn SessionLog>, StoreError>;
+    async fn get(&self, agent_id: &str, key: &str) -> Result<Option<SessionMeta>, StoreError>;
+    /// Newest `updated_at` first.
+    async fn list(&self, agent_id: &str) -> Result<Vec<SessionMeta>, StoreError>;
+    /// After a run: sets provider/model, adds usage to the totals, bumps updated_at.
+    async fn record_run(
+        &self,
+        agent_id: &str,
+        key: &str,
+        provider: &str,
+        model: &str,
+        usage: &Usage,
+    ) -> Result<(), StoreError>;
+    /// Removes the index entry and the transcript; `false` when the key was unknown.
+    async fn delete(&self, agent_id: &str, key: &str) -> Result<bool, StoreError>;
+}
+
+/// One open transcript. Callers (the scheduler's session queue) guarantee a single writer
+/// per session; two logs open on the same session would each believe they own the leaf.
+#[async_trait]
+pub trait SessionLog: Send + Sync {
+    fn session_id(&self) -> &str;
+    fn key(&self) -> &str;
+    /// All entries in file order (header excluded, problem lines skipped).
+    fn entries(&self) -> &[Entry];
+    /// What the loader had to skip or could not read as intended.
+    fn problems(&self) -> &[LoadProblem];
+    /// Messages of the active branch (path from the newest entry back to the root),
+    /// compaction-aware: see [`build_context`].
+    fn context(&self) -> Vec<Message>;
+    /// Appends one entry as one line (never rewrites the file), parent = current leaf.
+    async fn append(&mut self, body: EntryBody) -> Result<Entry, StoreError>;
+    /// Makes what was appended durable; called before a run reports success.
+    async fn flush(&mut self) -> Result<(), StoreError>;
+}
+
+/// Agent ids become directory names, so they are restricted to `[A-Za-z0-9_-]{1,64}`.
+pub fn validate_agent_id(agent_id: &str) -> Result<(), StoreError> {
+    if is_safe_name(agent_id, 64) {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidKey(format!(
+            "agent id {agent_id:?} must be 1-64 characters of A-Z a-z 0-9 _ -"
+        )))
+    }
+}
+
+/// Session keys are only index keys (never paths): any non-empty text of at most 256
+/// characters without control characters.
+pub fn validate_session_key(key: &str) -> Result<(), StoreError> {
+    if key.is_empty() {
+        return Err(StoreError::InvalidKey("session key is empty".into()));
+    }
+    if key.chars().count() > 256 {
+        return Err(StoreError::InvalidKey(
+            "session key is longer than 256 characters".into(),
+        ));
+    }
+    if key.chars().any(char::is_control) {
+        return Err(StoreError::InvalidKey(format!(
+            "session key {key:?} contains control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Session ids read back from the index become file names; an edited index must not be
+/// able to point outside the sessions directory.
+pub(crate) fn is_safe_name(name: &str, max: usize) -> bool {
+    !name.is_empty()
+        && name.len() <= max
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}

@@ -1,0 +1,673 @@
+//! The file backend against real files in temporary homes.
+
+use std::path::{Path, PathBuf};
+
+use ferroclaw_store::{
+    read_transcript, FileSessionStore, LoadProblemKind, SessionLog, SessionStore, StoreError,
+};
+use ferroclaw_types::{
+    AssistantMessage, ContentBlock, EntryBody, Message, StopReason, Usage, TRANSCRIPT_VERSION,
+};
+use serde_json::{json, Value};
+
+const AGENT: &str = "main";
+
+fn user(text: &str) -> EntryBody {
+    EntryBody::Message {
+        message: Message::user(text),
+    }
+}
+
+fn assistant_with_call() -> Message {
+    Message::Assistant(AssistantMessage {
+        content: vec![
+            ContentBlock::Thinking {
+                thinking: "list it".into(),
+                thinking_signature: Some("sig".into()),
+            },
+            ContentBlock::ToolCall {
+                id: "call_1".into(),
+                name: "exec".into(),
+                arguments: json!({"command": "ls"}),
+            },
+        ],
+        provider: "openai".into(),
+        model: "gpt-4o".into(),
+        usage: Usage {
+            input: 28,
+            output: 167,
+            cache_read: 0,
+            cache_write: 0,
+            total_tokens: 195,
+        },
+        stop_reason: StopReason::ToolUse,
+        error_message: None,
+        timestamp: 1_771_996_735_857,
+    })
+}
+
+fn transcript(store: &FileSessionStore, log: &dyn SessionLog) -> PathBuf {
+    store
+        .transcript_path(AGENT, log.session_id())
+        .expect("valid ids")
+}
+
+fn backups_of(path: &Path) -> Vec<PathBuf> {
+    let prefix = format!(
+        "{}.bak.",
+        path.file_name().expect("file name").to_string_lossy()
+    );
+    let mut found: Vec<PathBuf> = std::fs::read_dir(path.parent().expect("dir"))
+        .expect("read dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Writes a transcript by hand: header plus the given raw lines.
+fn write_raw(path: &Path, session_id: &str, lines: &[String], trailing_newline: bool) {
+    let mut text = json!({"type":"session","version":3,"id":session_id,"timestamp":"2026-01-01T00:00:00.000Z","cwd":""}).to_string();
+    for l in lines {
+        text.push('\n');
+        text.push_str(l);
+    }
+    if trailing_newline {
+        text.push('\n');
+    }
+    std::fs::write(path, text).expect("write transcript");
+}
+
+fn raw_user(id: &str, parent: Option<&str>, text: &str) -> String {
+    json!({"type":"message","id":id,"parentId":parent,"timestamp":"2026-01-01T00:00:01.000Z",
+           "message":{"role":"user","content":[{"type":"text","text":text}],"timestamp":1}})
+    .to_string()
+}
+
+fn texts(messages: &[Message]) -> Vec<String> {
+    messages.iter().map(Message::text).collect()
+}
+
+#[tokio::test]
+async fn round_trip_after_reopen() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let mut log = store.open(AGENT, "chat:1").await.expect("open");
+    let sent = vec![
+        Message::user("hi"),
+        assistant_with_call(),
+        Message::tool_result("call_1", "exec", "a.txt", false),
+    ];
+    for m in &sent {
+        log.append(EntryBody::Message { message: m.clone() })
+            .await
+            .expect("append");
+    }
+    log.flush().await.expect("flush");
+    assert_eq!(log.context(), sent);
+    let (entries, id) = (log.entries().to_vec(), log.session_id().to_owned());
+    drop(log);
+    drop(store);
+
+    let store = FileSessionStore::new(home.path());
+    let log = store.open(AGENT, "chat:1").await.expect("reopen");
+    assert_eq!(log.session_id(), id);
+    assert_eq!(log.key(), "chat:1");
+    assert_eq!(log.entries(), entries.as_slice());
+    assert!(log.problems().is_empty());
+    assert_eq!(log.context(), sent);
+    assert!(uuid::Uuid::parse_str(&id).is_ok_and(|u| u.get_version_num() == 7));
+}
+
+#[tokio::test]
+async fn every_line_matches_the_v3_format() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let mut log = store.open(AGENT, "k").await.expect("open");
+    log.append(user("one")).await.expect("append");
+    log.append(EntryBody::Message {
+        message: assistant_with_call(),
+    })
+    .await
+    .expect("append");
+    log.append(EntryBody::ModelChange {
+        provider: "anthropic".into(),
+        model_id: "claude".into(),
+    })
+    .await
+    .expect("append");
+    log.flush().await.expect("flush");
+
+    let path = transcript(&store, log.as_ref());
+    assert_eq!(
+        path,
+        home.path()
+            .join("agents/main/sessions")
+            .join(format!("{}.jsonl", log.session_id()))
+    );
+    let text = std::fs::read_to_string(&path).expect("read");
+    assert!(text.ends_with('\n'));
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    assert_eq!(lines.len(), 4);
+    let header = &lines[0];
+    assert_eq!(header["type"], "session");
+    assert_eq!(header["version"], TRANSCRIPT_VERSION);
+    assert_eq!(header["id"], log.session_id());
+    assert!(header["cwd"].is_string());
+    let stamp = header["timestamp"].as_str().expect("timestamp");
+    assert!(humantime::parse_rfc3339(stamp).is_ok(), "{stamp}");
+
+    let mut previous: Option<String> = None;
+    for line in &lines[1..] {
+        assert!(line["type"].is_string());
+        let id = line["id"].as_str().expect("id");
+        assert!(id.len() == 8 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+        match &previous {
+            None => assert!(line["parentId"].is_null(), "first entry has a null parent"),
+            Some(p) => assert_eq!(line["parentId"], p.as_str()),
+        }
+        let ts = line["timestamp"].as_str().expect("timestamp");
+        assert!(
+            humantime::parse_rfc3339(ts).is_ok() && ts.ends_with('Z'),
+            "{ts}"
+        );
+        previous = Some(id.to_owned());
+    }
+    assert_eq!(lines[2]["message"]["stopReason"], "toolUse");
+    assert_eq!(lines[3]["modelId"], "claude");
+}
+
+#[tokio::test]
+async fn index_carries_runs() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let log = store.open(AGENT, "chat").await.expect("open");
+    let before = store
+        .get(AGENT, "chat")
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(before.session_id, log.session_id());
+    assert_eq!(before.agent_id, AGENT);
+    assert_eq!(before.usage, Usage::default());
+
+    let run = Usage {
+        input: 10,
+        output: 5,
+        cache_read: 2,
+        cache_write: 1,
+        total_tokens: 18,
+    };
+    store
+        .record_run(AGENT, "chat", "openai", "gpt-4o", &run)
+        .await
+        .expect("record");
+    store
+        .record_run(AGENT, "chat", "anthropic", "claude", &run)
+        .await
+        .expect("record");
+    let after = store
+        .get(AGENT, "chat")
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(after.provider.as_deref(), Some("anthropic"));
+    assert_eq!(after.model.as_deref(), Some("claude"));
+    assert_eq!(after.usage.total_tokens, 36);
+    assert_eq!(after.usage.input, 20);
+    assert!(after.updated_at >= before.updated_at);
+    assert_eq!(after.created_at, before.created_at);
+
+    let raw: Value = serde_json::from_slice(
+        &std::fs::read(home.path().join("agents/main/sessions/sessions.json")).expect("index"),
+    )
+    .expect("index is JSON");
+    let row = &raw["chat"];
+    assert_eq!(row["sessionId"], log.session_id());
+    assert_eq!(row["model"], "claude");
+    assert_eq!(row["usage"]["cacheRead"], 4);
+    assert!(row["updatedAt"].is_i64());
+
+    let missing = store
+        .record_run(AGENT, "nope", "p", "m", &run)
+        .await
+        .expect_err("unknown key");
+    assert!(matches!(missing, StoreError::NotFound(_)));
+}
+
+#[tokio::test]
+async fn torn_last_line_is_backed_up_and_cut_before_append() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let mut log = store.open(AGENT, "k").await.expect("open");
+    log.append(user("one")).await.expect("append");
+    log.append(user("two")).await.expect("append");
+    log.flush().await.expect("flush");
+    let path = transcript(&store, log.as_ref());
+    drop(log);
+
+    let mut original = std::fs::read(&path).expect("read");
+    original.extend_from_slice(br#"{"type":"message","id":"deadbe"#);
+    std::fs::write(&path, &original).expect("tear");
+
+    let mut log = store.open(AGENT, "k").await.expect("open torn");
+    assert_eq!(texts(&log.context()), ["one", "two"]);
+    assert_eq!(log.problems().len(), 1);
+    assert_eq!(log.problems()[0].kind, LoadProblemKind::TornLine);
+    assert_eq!(log.problems()[0].line, 4);
+    // Loading alone leaves the file as it was.
+    assert_eq!(std::fs::read(&path).expect("read"), original);
+    assert!(backups_of(&path).is_empty());
+
+    log.append(user("three")).await.expect("append after tear");
+    log.flush().await.expect("flush");
+    let backups = backups_of(&path);
+    assert_eq!(backups.len(), 1);
+    assert_eq!(std::fs::read(&backups[0]).expect("backup"), original);
+
+    let (_, entries, problems) = read_transcript(&path).expect("read back");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(entries.len(), 3);
+    assert_eq!(
+        entries[2].parent_id.as_deref(),
+        Some(entries[1].id.as_str())
+    );
+    drop(log);
+    let log = store.open(AGENT, "k").await.expect("reopen");
+    assert_eq!(texts(&log.context()), ["one", "two", "three"]);
+}
+
+#[tokio::test]
+async fn complete_last_line_without_newline_is_kept() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let log = store.open(AGENT, "k").await.expect("open");
+    let (path, sid) = (
+        transcript(&store, log.as_ref()),
+        log.session_id().to_owned(),
+    );
+    drop(log);
+    write_raw(&path, &sid, &[raw_user("aaaaaaaa", None, "kept")], false);
+
+    let mut log = store.open(AGENT, "k").await.expect("open");
+    assert!(log.problems().is_empty());
+    log.append(user("next")).await.expect("append");
+    assert!(backups_of(&path).is_empty(), "nothing was torn");
+    let (_, entries, problems) = read_transcript(&path).expect("read");
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[1].parent_id.as_deref(), Some("aaaaaaaa"));
+}
+
+#[tokio::test]
+async fn unparseable_middle_line_is_reported_and_skipped() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let log = store.open(AGENT, "k").await.expect("open");
+    let (path, sid) = (
+        transcript(&store, log.as_ref()),
+        log.session_id().to_owned(),
+    );
+    drop(log);
+    write_raw(
+        &path,
+        &sid,
+        &[
+            raw_user("aaaaaaaa", None, "one"),
+            "{not json".into(),
+            raw_user("bbbbbbbb", Some("aaaaaaaa"), "two"),
+        ],
+        true,
+    );
+
+    let (header, entries, problems) = read_transcript(&path).expect("tolerant");
+    assert_eq!(header.id, sid);
+    assert_eq!(entries.len(), 2);
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].line, 3);
+    assert_eq!(problems[0].kind, LoadProblemKind::Unparseable);
+    assert!(
+        problems[0].message.contains("line 1"),
+        "{}",
+        problems[0].message
+    );
+
+    let log = store.open(AGENT, "k").await.expect("open");
+    assert_eq!(log.problems(), problems.as_slice());
+    assert_eq!(texts(&log.context()), ["one", "two"]);
+}
+
+#[tokio::test]
+async fn bad_header_does_not_brick_but_garbage_is_corrupt() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let log = store.open(AGENT, "k").await.expect("open");
+    let path = transcript(&store, log.as_ref());
+    drop(log);
+
+    let body = format!(
+        "{{\"type\":\"session\"\n{}\n",
+        raw_user("aaaaaaaa", None, "one")
+    );
+    std::fs::write(&path, body).expect("write");
+    let mut log = store
+        .open(AGENT, "k")
+        .await
+        .expect("bad header still opens");
+    assert_eq!(log.problems()[0].kind, LoadProblemKind::BadHeader);
+    assert_eq!(log.problems()[0].line, 1);
+    log.append(user("two")).await.expect("append");
+    assert_eq!(texts(&log.context()), ["one", "two"]);
+    drop(log);
+
+    std::fs::write(&path, "nothing\nuseful\n").expect("write");
+    let err = store.open(AGENT, "k").await.err().expect("corrupt");
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn context_follows_the_newest_leaf() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let log = store.open(AGENT, "fork").await.expect("open");
+    let (path, sid) = (
+        transcript(&store, log.as_ref()),
+        log.session_id().to_owned(),
+    );
+    drop(log);
+    // a - b - c is the old branch; a - d - e was forked from a later.
+    write_raw(
+        &path,
+        &sid,
+        &[
+            raw_user("aaaaaaaa", None, "a"),
+            raw_user("bbbbbbbb", Some("aaaaaaaa"), "b"),
+            raw_user("cccccccc", Some("bbbbbbbb"), "c"),
+            raw_user("dddddddd", Some("aaaaaaaa"), "d"),
+            json!({"type":"label","id":"11111111","parentId":"dddddddd","timestamp":"t","targetId":"aaaaaaaa","label":"x"}).to_string(),
+            raw_user("eeeeeeee", Some("11111111"), "e"),
+        ],
+        true,
+    );
+    let mut log = store.open(AGENT, "fork").await.expect("open");
+    assert_eq!(log.entries().len(), 6);
+    assert_eq!(texts(&log.context()), ["a", "d", "e"]);
+    let entry = log.append(user("f")).await.expect("append");
+    assert_eq!(entry.parent_id.as_deref(), Some("eeeeeeee"));
+    assert_eq!(texts(&log.context()), ["a", "d", "e", "f"]);
+
+    // When the old branch is written last, it is the active one again.
+    write_raw(
+        &path,
+        &sid,
+        &[
+            raw_user("aaaaaaaa", None, "a"),
+            raw_user("bbbbbbbb", Some("aaaaaaaa"), "b"),
+            raw_user("dddddddd", Some("aaaaaaaa"), "d"),
+            raw_user("cccccccc", Some("bbbbbbbb"), "c"),
+        ],
+        true,
+    );
+    drop(log);
+    let log = store.open(AGENT, "fork").await.expect("open");
+    assert_eq!(texts(&log.context()), ["a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn context_honours_the_newest_compaction() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let mut log = store.open(AGENT, "long").await.expect("open");
+    let mut ids = Vec::new();
+    for t in ["m1", "m2", "m3", "m4"] {
+        ids.push(log.append(user(t)).await.expect("append").id);
+    }
+    log.append(EntryBody::Compaction {
+        summary: "old summary".into(),
+        first_kept_entry_id: ids[1].clone(),
+        tokens_before: 100,
+        tokens_after: None,
+    })
+    .await
+    .expect("compaction");
+    log.append(user("m5")).await.expect("append");
+    assert_eq!(
+        texts(&log.context()),
+        [
+            "[Conversation summary]\nold summary",
+            "m2",
+            "m3",
+            "m4",
+            "m5"
+        ]
+    );
+
+    log.append(EntryBody::Compaction {
+        summary: "new summary".into(),
+        first_kept_entry_id: ids[3].clone(),
+        tokens_before: 200,
+        tokens_after: Some(50),
+    })
+    .await
+    .expect("compaction");
+    log.append(user("m6")).await.expect("append");
+    let expected = ["[Conversation summary]\nnew summary", "m4", "m5", "m6"];
+    assert_eq!(texts(&log.context()), expected);
+    assert!(matches!(log.context()[0], Message::User(_)));
+    log.flush().await.expect("flush");
+    drop(log);
+    let log = store.open(AGENT, "long").await.expect("reopen");
+    assert_eq!(texts(&log.context()), expected);
+}
+
+#[tokio::test]
+async fn invalid_ids_and_keys_are_refused() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let long_agent = "a".repeat(65);
+    for agent in ["", "../etc", "a b", "a/b", "é", long_agent.as_str()] {
+        let err = store.open(agent, "k").await.err().expect("refused");
+        assert!(matches!(err, StoreError::InvalidKey(_)), "{agent:?}: {err}");
+        assert!(matches!(
+            store.list(agent).await,
+            Err(StoreError::InvalidKey(_))
+        ));
+    }
+    let long_key = "k".repeat(257);
+    for key in ["", "a\nb", "tab\t", long_key.as_str()] {
+        let err = store.open(AGENT, key).await.err().expect("refused");
+        assert!(matches!(err, StoreError::InvalidKey(_)), "{key:?}: {err}");
+    }
+    assert!(!home.path().join("agents").exists(), "nothing was created");
+
+    // Keys are only index keys: path-like keys never reach the file system.
+    let log = store
+        .open(&"A_-9".repeat(16), "../../escape/é")
+        .await
+        .expect("path-like key is fine");
+    let path = store
+        .transcript_path(&"A_-9".repeat(16), log.session_id())
+        .expect("path");
+    assert!(path.is_file());
+    assert!(!home.path().join("escape").exists());
+}
+
+#[tokio::test]
+async fn session_id_from_an_edited_index_cannot_escape() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    drop(store.open(AGENT, "k").await.expect("open"));
+    let index = home.path().join("agents/main/sessions/sessions.json");
+    let mut raw: Value =
+        serde_json::from_slice(&std::fs::read(&index).expect("read")).expect("json");
+    raw["k"]["sessionId"] = json!("../../../outside");
+    std::fs::write(&index, raw.to_string()).expect("write");
+    let err = store.open(AGENT, "k").await.err().expect("refused");
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(!home.path().join("outside.jsonl").exists());
+}
+
+#[tokio::test]
+async fn corrupt_index_is_backed_up_and_rebuilt() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let mut ids = Vec::new();
+    for key in ["one", "two"] {
+        let mut log = store.open(AGENT, key).await.expect("open");
+        log.append(user("hi")).await.expect("append");
+        log.append(EntryBody::Message {
+            message: assistant_with_call(),
+        })
+        .await
+        .expect("append");
+        log.flush().await.expect("flush");
+        ids.push(log.session_id().to_owned());
+    }
+    let index = home.path().join("agents/main/sessions/sessions.json");
+    let garbage = b"{\"one\": {\"sessionId\": tru".to_vec();
+    std::fs::write(&index, &garbage).expect("corrupt");
+
+    let store = FileSessionStore::new(home.path());
+    let listed = store.list(AGENT).await.expect("list survives");
+    let mut keys: Vec<&str> = listed.iter().map(|m| m.key.as_str()).collect();
+    keys.sort_unstable();
+    ids.sort();
+    assert_eq!(keys, ids.iter().map(String::as_str).collect::<Vec<_>>());
+    for meta in &listed {
+        assert_eq!(meta.session_id, meta.key);
+        assert_eq!(meta.usage.total_tokens, 195);
+        assert_eq!(meta.model.as_deref(), Some("gpt-4o"));
+    }
+    let backups = backups_of(&index);
+    assert_eq!(backups.len(), 1);
+    assert_eq!(std::fs::read(&backups[0]).expect("backup"), garbage);
+    let rewritten: Value =
+        serde_json::from_slice(&std::fs::read(&index).expect("read")).expect("valid again");
+    assert_eq!(rewritten.as_object().map(|o| o.len()), Some(2));
+
+    let log = store.open(AGENT, &ids[0]).await.expect("open by id");
+    assert_eq!(log.session_id(), ids[0]);
+    assert_eq!(log.entries().len(), 2);
+}
+
+#[tokio::test]
+async fn list_is_newest_first() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    for key in ["a", "b", "c"] {
+        drop(store.open(AGENT, key).await.expect("open"));
+    }
+    // Set distinct times by hand: runs within one millisecond would tie.
+    let index = home.path().join("agents/main/sessions/sessions.json");
+    let mut raw: Value =
+        serde_json::from_slice(&std::fs::read(&index).expect("read")).expect("json");
+    for (key, at) in [("a", 2_000), ("b", 3_000), ("c", 1_000)] {
+        raw[key]["updatedAt"] = json!(at);
+    }
+    std::fs::write(&index, raw.to_string()).expect("write");
+    let keys: Vec<String> = store
+        .list(AGENT)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|m| m.key)
+        .collect();
+    assert_eq!(keys, ["b", "a", "c"]);
+
+    store
+        .record_run(AGENT, "c", "p", "m", &Usage::default())
+        .await
+        .expect("record");
+    let first = store.list(AGENT).await.expect("list");
+    assert_eq!(first[0].key, "c");
+    assert!(store.list("other").await.expect("empty agent").is_empty());
+}
+
+#[tokio::test]
+async fn delete_removes_file_and_index_entry() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let mut log = store.open(AGENT, "gone").await.expect("open");
+    log.append(user("bye")).await.expect("append");
+    let path = transcript(&store, log.as_ref());
+    let old_id = log.session_id().to_owned();
+    drop(log);
+    drop(store.open(AGENT, "kept").await.expect("open"));
+
+    assert!(store.delete(AGENT, "gone").await.expect("delete"));
+    assert!(!path.exists());
+    assert!(store.get(AGENT, "gone").await.expect("get").is_none());
+    assert!(store.get(AGENT, "kept").await.expect("get").is_some());
+    assert!(!store.delete(AGENT, "gone").await.expect("second delete"));
+
+    let log = store.open(AGENT, "gone").await.expect("fresh");
+    assert_ne!(log.session_id(), old_id);
+    assert!(log.entries().is_empty());
+}
+
+#[tokio::test]
+async fn concurrent_opens_of_a_new_key_share_one_session() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = std::sync::Arc::new(FileSessionStore::new(home.path()));
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .open(AGENT, "same")
+                    .await
+                    .map(|l| l.session_id().to_owned())
+            })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.push(t.await.expect("task").expect("open"));
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(store.list(AGENT).await.expect("list").len(), 1);
+    let files = std::fs::read_dir(home.path().join("agents/main/sessions"))
+        .expect("dir")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        })
+        .count();
+    assert_eq!(files, 1);
+}
+
+#[tokio::test]
+async fn missing_or_empty_transcript_is_started_afresh() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let log = store.open(AGENT, "k").await.expect("open");
+    let (path, sid) = (
+        transcript(&store, log.as_ref()),
+        log.session_id().to_owned(),
+    );
+    drop(log);
+
+    std::fs::write(&path, b"").expect("empty it");
+    let mut log = store.open(AGENT, "k").await.expect("empty file opens");
+    assert_eq!(log.session_id(), sid);
+    log.append(user("x")).await.expect("append");
+    let (header, entries, problems) = read_transcript(&path).expect("read");
+    assert_eq!(
+        (header.id.as_str(), entries.len(), problems.len()),
+        (sid.as_str(), 1, 0)
+    );
+    drop(log);
+
+    std::fs::remove_file(&path).expect("remove");
+    let log = store.open(AGENT, "k").await.expect("missing file opens");
+    assert_eq!(log.session_id(), sid);
+    assert!(path.is_file());
+}

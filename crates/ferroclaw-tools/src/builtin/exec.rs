@@ -1,0 +1,417 @@
+//! `exec`: run a shell command in the workspace.
+//!
+//! The command runs as `sh -c` in its own process group, so that a time-out or an abort
+//! can kill everything it started (`killpg`), not just the shell. Output is read from the
+//! pipes until they close; because a process that escaped the group (or a background job
+//! left running after a normal exit) could hold them open for ever, reading stops a short
+//! grace period after the shell has ended.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::process::Stdio;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tokio::io::AsyncReadExt;
+
+use super::{optional_f64, optional_str, required_str, Workspace};
+use crate::{Tool, ToolContext, ToolResult};
+
+/// Default output budget in characters (head and tail are kept, the middle dropped).
+pub const DEFAULT_MAX_OUTPUT: usize = 100_000;
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+pub const MAX_TIMEOUT_SECS: f64 = 1_800.0;
+/// How long we keep reading after the shell is gone. Not a synchronisation point: a
+/// bound, so that a stray process holding the pipe cannot hang the tool.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+pub struct ExecTool {
+    /// `None`: inherit the gateway's environment at call time (minus secrets).
+    env: Option<Vec<(OsString, OsString)>>,
+    max_output: usize,
+}
+
+impl Default for ExecTool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ExecTool {
+    pub fn new() -> Self {
+        Self {
+            env: None,
+            max_output: DEFAULT_MAX_OUTPUT,
+        }
+    }
+
+    /// Uses `vars` instead of the process environment as the base environment (secret-looking
+    /// names are still removed). Lets tests and embedders control the environment without
+    /// mutating the process-wide one.
+    pub fn with_env<K, V>(vars: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        Self {
+            env: Some(
+                vars.into_iter()
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect(),
+            ),
+            max_output: DEFAULT_MAX_OUTPUT,
+        }
+    }
+
+    /// Output budget in characters.
+    pub fn with_max_output(mut self, chars: usize) -> Self {
+        self.max_output = chars.max(2);
+        self
+    }
+
+    fn child_env(&self) -> Vec<(OsString, OsString)> {
+        let base = match &self.env {
+            Some(vars) => vars.clone(),
+            None => std::env::vars_os().collect(),
+        };
+        base.into_iter()
+            .filter(|(k, _)| !k.to_str().is_some_and(is_secret_env_name))
+            .collect()
+    }
+}
+
+/// Whether an environment variable name looks like it carries a credential. The agent's
+/// commands must not be able to read the gateway's own keys with `env`.
+pub fn is_secret_env_name(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    n == "FERROCLAW_GATEWAY_TOKEN"
+        || n == "TOKEN"
+        || n.ends_with("_TOKEN")
+        || n.ends_with("_API_KEY")
+        || n == "API_KEY"
+        || n.ends_with("APIKEY")
+        || n.contains("SECRET")
+        || n.contains("PASSWORD")
+        || n.contains("PASSWD")
+        || n.contains("PRIVATE_KEY")
+        || n.contains("ACCESS_KEY")
+        || n.contains("CREDENTIAL")
+        || n.contains("DATABASE_URL")
+        || n.ends_with("_DSN")
+}
+
+#[async_trait]
+impl Tool for ExecTool {
+    fn name(&self) -> &str {
+        "exec"
+    }
+
+    fn aliases(&self) -> &[&str] {
+        &["bash"]
+    }
+
+    fn description(&self) -> &str {
+        "Run a shell command (sh -c) in the workspace and return its combined stdout and stderr and exit code. Default time-out 120 s (max 1800). Background processes must redirect their output (cmd > log 2>&1 &)."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "Shell command to run."},
+                "workdir": {"type": "string", "description": "Working directory, relative to the workspace (default: the workspace root)."},
+                "timeout": {"type": "number", "description": "Time-out in seconds (default 120, maximum 1800)."}
+            },
+            "required": ["command"]
+        })
+    }
+
+    async fn execute(&self, ctx: &ToolContext, args: Value) -> ToolResult {
+        let ws = match Workspace::of(ctx) {
+            Ok(ws) => ws,
+            Err(e) => return e,
+        };
+        let (command, workdir, timeout) = match (
+            required_str(&args, &["command", "cmd"]),
+            optional_str(&args, &["workdir", "cwd", "working_dir"]),
+            optional_f64(&args, &["timeout", "timeout_seconds"]),
+        ) {
+            (Ok(c), Ok(w), Ok(t)) => (c, w, t),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
+        };
+        if command.trim().is_empty() {
+            return ToolResult::error("command is empty");
+        }
+        let mut notes = Vec::new();
+        let timeout = match timeout {
+            None => DEFAULT_TIMEOUT,
+            Some(t) if t <= 0.0 => {
+                return ToolResult::error(format!(
+                    "timeout must be a positive number of seconds (at most {MAX_TIMEOUT_SECS}), got {t}"
+                ))
+            }
+            Some(t) if t > MAX_TIMEOUT_SECS => {
+                notes.push(format!("[timeout {t} s was capped at {MAX_TIMEOUT_SECS} s]"));
+                Duration::from_secs_f64(MAX_TIMEOUT_SECS)
+            }
+            Some(t) => Duration::from_secs_f64(t),
+        };
+        let dir = match workdir {
+            None => ws.root().to_path_buf(),
+            Some(w) => match ws.resolve(w) {
+                Ok(p) if p.is_dir() => p,
+                Ok(p) => {
+                    return ToolResult::error(format!(
+                        "workdir {} is not an existing directory in the workspace",
+                        ws.display(&p)
+                    ))
+                }
+                Err(e) => return e,
+            },
+        };
+
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(&dir)
+            .env_clear()
+            .envs(self.child_env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // New process group whose id is the shell's pid: killpg reaches every descendant
+            // that did not deliberately leave the group.
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => return ToolResult::error(format!("cannot start sh: {e}")),
+        };
+        let Some(pid) = child.id() else {
+            return ToolResult::error("the shell exited before it could be tracked");
+        };
+        // If this future is dropped (e.g. the registry's abort wins the race), the guard
+        // still kills the whole group.
+        let mut group = GroupGuard {
+            pgid: pid as i32,
+            armed: true,
+        };
+        let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take())
+        else {
+            return ToolResult::error("cannot capture the command's output");
+        };
+
+        let mut output = OutputBuffer::new(self.max_output);
+        let mut out_buf = [0u8; 8192];
+        let mut err_buf = [0u8; 8192];
+        let (mut out_open, mut err_open) = (true, true);
+        let mut status = None;
+        let mut ended: Option<Ending> = None;
+        let mut drain_cut = false;
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        // Armed (reset) once the shell has exited or been killed.
+        let drain = tokio::time::sleep(Duration::from_secs(86_400));
+        tokio::pin!(drain);
+        let mut draining = false;
+
+        while out_open || err_open || status.is_none() {
+            tokio::select! {
+                r = stdout.read(&mut out_buf), if out_open => match r {
+                    Ok(n) if n > 0 => output.push(&out_buf[..n]),
+                    _ => out_open = false,
+                },
+                r = stderr.read(&mut err_buf), if err_open => match r {
+                    Ok(n) if n > 0 => output.push(&err_buf[..n]),
+                    _ => err_open = false,
+                },
+                s = child.wait(), if status.is_none() => {
+                    status = Some(s);
+                    draining = true;
+                    drain.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
+                }
+                _ = &mut deadline, if ended.is_none() && status.is_none() => {
+                    group.kill();
+                    ended = Some(Ending::TimedOut);
+                }
+                _ = ctx.cancel.cancelled(), if ended.is_none() && status.is_none() => {
+                    group.kill();
+                    ended = Some(Ending::Cancelled);
+                }
+                _ = &mut drain, if draining => {
+                    drain_cut = true;
+                    break;
+                }
+            }
+        }
+        // A normal exit leaves background jobs alone (the model may have started a server
+        // on purpose); only time-out and abort take the whole group down.
+        group.armed = false;
+
+        let mut text = output.render();
+        if drain_cut {
+            text.push_str(
+                "\n[output may be incomplete: a background process kept the output open; redirect its output to a file]",
+            );
+        }
+        for note in notes {
+            text.push('\n');
+            text.push_str(&note);
+        }
+        let secs = timeout.as_secs_f64();
+        match (ended, status) {
+            (Some(Ending::TimedOut), _) => ToolResult::error(format!(
+                "Command timed out after {secs} s and was killed together with the processes it started.\n{text}"
+            )),
+            (Some(Ending::Cancelled), _) => ToolResult::error(format!(
+                "Command aborted: the run was cancelled and the command was killed together with the processes it started.\n{text}"
+            )),
+            (None, Some(Ok(st))) => match st.code() {
+                Some(0) => ToolResult::ok(format!("{text}\n[exit code: 0]")),
+                Some(code) => ToolResult::error(format!("{text}\n[exit code: {code}]")),
+                None => {
+                    use std::os::unix::process::ExitStatusExt;
+                    let sig = st.signal().unwrap_or(0);
+                    ToolResult::error(format!("{text}\n[killed by signal {sig}]"))
+                }
+            },
+            (None, Some(Err(e))) => ToolResult::error(format!("{text}\n[cannot get the exit status: {e}]")),
+            // The loop only ends without a status through `drain`, which needs a status.
+            (None, None) => ToolResult::error(format!("{text}\n[the command's exit status is unknown]")),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Ending {
+    TimedOut,
+    Cancelled,
+}
+
+struct GroupGuard {
+    pgid: i32,
+    armed: bool,
+}
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        if self.armed && self.pgid > 0 {
+            // SAFETY: killpg has no memory-safety preconditions; a stale group id only
+            // yields ESRCH, which we ignore because the group is then already gone.
+            unsafe {
+                libc::killpg(self.pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Keeps the first and last halves of the budget and counts what falls in between, so that
+/// memory stays bounded however much a command prints.
+struct OutputBuffer {
+    half: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    dropped: usize,
+}
+
+impl OutputBuffer {
+    fn new(max_chars: usize) -> Self {
+        Self {
+            half: max_chars / 2,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        if self.head.len() < self.half {
+            let take = bytes.len().min(self.half - self.head.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        self.tail.extend(bytes);
+        if self.tail.len() > self.half {
+            let excess = self.tail.len() - self.half;
+            self.tail.drain(..excess);
+            self.dropped += excess;
+        }
+    }
+
+    fn render(self) -> String {
+        if self.head.is_empty() {
+            return "(no output)".to_string();
+        }
+        let mut head = self.head;
+        let tail: Vec<u8> = self.tail.into();
+        if self.dropped == 0 {
+            head.extend_from_slice(&tail);
+            return String::from_utf8_lossy(&head).into_owned();
+        }
+        // Trim cut UTF-8 sequences at the seams instead of showing replacement characters.
+        let head_end = match std::str::from_utf8(&head) {
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            _ => head.len(),
+        };
+        let tail_start = tail
+            .iter()
+            .take(4)
+            .take_while(|b| (**b & 0xC0) == 0x80)
+            .count();
+        format!(
+            "{}\n\n[... {} bytes of output omitted ...]\n\n{}",
+            String::from_utf8_lossy(&head[..head_end]),
+            self.dropped,
+            String::from_utf8_lossy(&tail[tail_start..])
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names() {
+        for n in [
+            "OPENAI_API_KEY",
+            "FERROCLAW_GATEWAY_TOKEN",
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "client_secret",
+        ] {
+            assert!(is_secret_env_name(n), "{n}");
+        }
+        for n in ["PATH", "HOME", "LANG", "TERM", "FERROCLAW_HOME"] {
+            assert!(!is_secret_env_name(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn output_buffer_keeps_head_and_tail() {
+        let mut b = OutputBuffer::new(10);
+        for i in 0..100u8 {
+            b.push(&[b'a' + (i % 26)]);
+        }
+        let s = b.render();
+        assert!(s.starts_with("abcde"), "{s}");
+        assert!(s.contains("90 bytes of output omitted"), "{s}");
+        assert!(s.ends_with("rstuv"), "{s}");
+    }
+
+    #[test]
+    fn output_buffer_small_is_verbatim() {
+        let mut b = OutputBuffer::new(100);
+        b.push(b"hello ");
+        b.push(b"world");
+        assert_eq!(b.render(), "hello world");
+    }
+}

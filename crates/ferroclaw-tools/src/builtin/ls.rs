@@ -1,0 +1,94 @@
+//! `ls`: the entries of one directory.
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::{optional_str, Workspace};
+use crate::{Tool, ToolContext, ToolResult};
+
+/// Most entries listed; a huge directory is better explored with glob.
+pub const MAX_ENTRIES: usize = 500;
+
+pub struct LsTool;
+
+#[async_trait]
+impl Tool for LsTool {
+    fn name(&self) -> &str {
+        "ls"
+    }
+
+    fn aliases(&self) -> &[&str] {
+        &["list_files"]
+    }
+
+    fn description(&self) -> &str {
+        "List a directory in the workspace (default: the workspace root). Directories end with '/', symlinks with '@'."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Directory to list, relative to the workspace (default \".\")."}
+            },
+            "required": []
+        })
+    }
+
+    async fn execute(&self, ctx: &ToolContext, args: Value) -> ToolResult {
+        let ws = match Workspace::of(ctx) {
+            Ok(ws) => ws,
+            Err(e) => return e,
+        };
+        let path = match optional_str(&args, &["path", "dir", "directory"]) {
+            Ok(p) => p.unwrap_or("."),
+            Err(e) => return e,
+        };
+        let resolved = match ws.resolve(path) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let shown = ws.display(&resolved);
+        let mut dir = match tokio::fs::read_dir(&resolved).await {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return ToolResult::error(format!("directory not found: {shown}"))
+            }
+            Err(_) if resolved.is_file() => {
+                return ToolResult::error(format!(
+                    "{shown} is a file, not a directory; use read to see its content"
+                ))
+            }
+            Err(e) => return ToolResult::error(format!("cannot list {shown}: {e}")),
+        };
+        let mut entries = Vec::new();
+        loop {
+            match dir.next_entry().await {
+                Ok(Some(entry)) => {
+                    let mut name = entry.file_name().to_string_lossy().into_owned();
+                    match entry.file_type().await {
+                        Ok(t) if t.is_dir() => name.push('/'),
+                        Ok(t) if t.is_symlink() => name.push('@'),
+                        _ => {}
+                    }
+                    entries.push(name);
+                }
+                Ok(None) => break,
+                Err(e) => return ToolResult::error(format!("error while listing {shown}: {e}")),
+            }
+        }
+        if entries.is_empty() {
+            return ToolResult::ok(format!("[{shown} is empty]"));
+        }
+        entries.sort();
+        let total = entries.len();
+        entries.truncate(MAX_ENTRIES);
+        let mut out = entries.join("\n");
+        if total > MAX_ENTRIES {
+            out.push_str(&format!(
+                "\n\n[Showing {MAX_ENTRIES} of {total} entries in {shown}; use glob with a pattern to narrow down.]"
+            ));
+        }
+        ToolResult::ok(out)
+    }
+}

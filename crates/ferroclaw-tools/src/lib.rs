@@ -1,0 +1,67 @@
+//! Tools the agent can call, the registry that runs them, and the guards around them.
+
+pub mod builtin;
+pub mod paths;
+mod registry;
+
+pub use builtin::core_tools;
+pub use paths::{resolve_in_workspace, PathError};
+pub use registry::ToolRegistry;
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// Per-call context handed to a tool.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub agent_id: String,
+    pub session_key: String,
+    /// Root the filesystem tools are confined to (must exist; canonicalised by the registry user).
+    pub workspace: PathBuf,
+    pub cancel: CancellationToken,
+}
+
+/// What a tool returns. `for_llm` goes back to the model; `for_user` (if set) is what a
+/// surface shows a person instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult {
+    pub for_llm: String,
+    pub for_user: Option<String>,
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    pub fn ok(text: impl Into<String>) -> Self {
+        Self {
+            for_llm: text.into(),
+            for_user: None,
+            is_error: false,
+        }
+    }
+
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            for_llm: text.into(),
+            for_user: None,
+            is_error: true,
+        }
+    }
+}
+
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &str;
+    /// Other names models use for this tool (e.g. GoClaw's `read_file`).
+    fn aliases(&self) -> &[&str] {
+        &[]
+    }
+    /// One-line summary for the system prompt and the tool schema.
+    fn description(&self) -> &str;
+    /// JSON schema of the arguments object.
+    fn parameters(&self) -> Value;
+    /// Runs the tool. Errors are returned as `ToolResult::error`, never panics.
+    async fn execute(&self, ctx: &ToolContext, args: Value) -> ToolResult;
+}

@@ -1,0 +1,23 @@
+//! Serde types shared by every ferroclaw crate: transcript messages and entries
+//! (OpenClaw / pi session format v3), tool definitions, usage and run events.
+//! Nothing here does I/O.
+
+mod entry;
+mod event;
+mod message;
+mod tool;
+
+pub use entry::{Entry, EntryBody, SessionHeader, TRANSCRIPT_VERSION};
+pub use event::{EventKind, RunEvent};
+pub use message::{
+    AssistantMessage, ContentBlock, Message, StopReason, ToolResultMessage, Usage, UserMessage,
+};
+pub use tool::{ToolCall, ToolDefinition};
+
+/// Milliseconds since the Unix epoch, the timestamp unit inside transcript messages.
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,43 @@
+use std::process::ExitCode;
+
+use crate::cli::{ConfigCommand, GlobalArgs};
+use crate::context::AppContext;
+
+pub fn run(global: &GlobalArgs, cmd: ConfigCommand) -> anyhow::Result<ExitCode> {
+    let ctx = AppContext::load(global)?;
+    match cmd {
+        ConfigCommand::Path => {
+            println!("{}", ctx.loaded.path.display());
+            if !ctx.loaded.file_exists {
+                eprintln!("(the file does not exist yet; defaults are in use — `ferroclaw onboard` writes one)");
+            }
+        }
+        ConfigCommand::Show => {
+            println!("{}", serde_json::to_string_pretty(&ctx.loaded.masked_json())?);
+        }
+        ConfigCommand::Validate => {
+            // Loading already validated; semantic checks that need the agents run here.
+            let mut problems = 0;
+            for id in ctx.loaded.agent_ids() {
+                if let Err(e) = ctx.loaded.resolve_agent(&id) {
+                    eprintln!("error: agent `{id}`: {e}");
+                    problems += 1;
+                }
+            }
+            if problems > 0 {
+                return Ok(ExitCode::FAILURE);
+            }
+            let source = if ctx.loaded.file_exists {
+                ctx.loaded.path.display().to_string()
+            } else {
+                "defaults (no config file)".to_string()
+            };
+            println!(
+                "config OK: {source} ({} warning{})",
+                ctx.loaded.warnings.len(),
+                if ctx.loaded.warnings.len() == 1 { "" } else { "s" }
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

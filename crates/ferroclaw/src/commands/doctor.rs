@@ -1,0 +1,146 @@
+//! `ferroclaw doctor`: checks what a first run needs and says how to fix what is wrong.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use ferroclaw_config::{Env, LoadOptions};
+
+use crate::cli::GlobalArgs;
+
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct Report {
+    failures: usize,
+    warnings: usize,
+}
+
+impl Report {
+    fn ok(&self, what: &str) {
+        println!("[ok]   {what}");
+    }
+    fn warn(&mut self, what: &str, fix: &str) {
+        self.warnings += 1;
+        println!("[warn] {what}\n       fix: {fix}");
+    }
+    fn fail(&mut self, what: &str, fix: &str) {
+        self.failures += 1;
+        println!("[FAIL] {what}\n       fix: {fix}");
+    }
+}
+
+pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let mut r = Report::default();
+    let opts = LoadOptions {
+        home: global.home.clone(),
+        config_path: global.config.clone(),
+    };
+    let loaded = match ferroclaw_config::load(&opts, Env::from_process()) {
+        Ok(l) => l,
+        Err(e) => {
+            r.fail(
+                &format!("configuration: {e}"),
+                "correct the file, then run `ferroclaw config validate`",
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if loaded.file_exists {
+        r.ok(&format!("config file {}", loaded.path.display()));
+    } else {
+        r.warn(
+            &format!("no config file at {}", loaded.path.display()),
+            "run `ferroclaw onboard` (defaults and environment variables are used meanwhile)",
+        );
+    }
+    for w in &loaded.warnings {
+        r.warn(&w.to_string(), "remove or rename the key");
+    }
+
+    match check_writable(&loaded.home).await {
+        Ok(()) => r.ok(&format!("home {} is writable", loaded.home.display())),
+        Err(e) => r.fail(
+            &format!("home {} is not writable: {e}", loaded.home.display()),
+            "set FERROCLAW_HOME to a writable directory or fix its permissions",
+        ),
+    }
+
+    let providers = loaded.providers();
+    if providers.is_empty() {
+        r.fail(
+            "no provider configured",
+            "set OPENAI_API_KEY or ANTHROPIC_API_KEY, or run `ferroclaw onboard`",
+        );
+    }
+    for p in &providers {
+        let provider = match ferroclaw_agent::bootstrap::provider_from_config(p) {
+            Ok(p) => p,
+            Err(e) => {
+                r.fail(&format!("provider `{}`: {e}", p.name), "check its base_url");
+                continue;
+            }
+        };
+        let label = format!("provider `{}` at {}", p.name, p.base_url);
+        match tokio::time::timeout(PROBE_TIMEOUT, provider.list_models()).await {
+            Ok(Ok(models)) => r.ok(&format!("{label} answers ({} models)", models.len())),
+            Ok(Err(e)) if e.kind == ferroclaw_providers::ErrorKind::Auth => r.fail(
+                &format!("{label} rejected the API key: {e}"),
+                &format!(
+                    "set a valid key in {}",
+                    p.api_key_source
+                        .clone()
+                        .unwrap_or_else(|| format!("FERROCLAW_{}_API_KEY", env_name(&p.name)))
+                ),
+            ),
+            Ok(Err(e)) => r.fail(
+                &format!("{label} is not reachable: {e}"),
+                "start the server or correct base_url",
+            ),
+            Err(_) => r.fail(
+                &format!("{label} did not answer within {} s", PROBE_TIMEOUT.as_secs()),
+                "check the network or the server",
+            ),
+        }
+    }
+
+    for id in loaded.agent_ids() {
+        match loaded.resolve_agent(&id) {
+            Ok(agent) => {
+                r.ok(&format!(
+                    "agent `{id}` uses {}/{}",
+                    agent.provider, agent.model
+                ));
+                match check_writable(&agent.workspace).await {
+                    Ok(()) => r.ok(&format!("workspace {} is writable", agent.workspace.display())),
+                    Err(e) => r.fail(
+                        &format!("workspace {} is not writable: {e}", agent.workspace.display()),
+                        "fix permissions or set agents.defaults.workspace",
+                    ),
+                }
+            }
+            Err(e) => r.fail(&format!("agent `{id}`: {e}"), "fix the agent's provider/model"),
+        }
+    }
+
+    println!(
+        "\n{} problem(s), {} warning(s)",
+        r.failures, r.warnings
+    );
+    Ok(if r.failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn check_writable(dir: &Path) -> std::io::Result<()> {
+    tokio::fs::create_dir_all(dir).await?;
+    let probe = dir.join(format!(".ferroclaw-doctor-{}", std::process::id()));
+    tokio::fs::write(&probe, b"ok").await?;
+    tokio::fs::remove_file(&probe).await
+}
+
+fn env_name(name: &str) -> String {
+    name.to_ascii_uppercase().replace('-', "_")
+}

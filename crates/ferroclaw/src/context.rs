@@ -1,0 +1,36 @@
+//! Loads configuration once per command and builds what commands need from it.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use ferroclaw_agent::Agent;
+use ferroclaw_config::{Env, LoadOptions, LoadedConfig};
+use ferroclaw_store::{FileSessionStore, SessionStore};
+
+use crate::cli::GlobalArgs;
+
+pub struct AppContext {
+    pub loaded: LoadedConfig,
+    pub store: Arc<dyn SessionStore>,
+}
+
+impl AppContext {
+    pub fn load(global: &GlobalArgs) -> anyhow::Result<Self> {
+        let opts = LoadOptions {
+            home: global.home.clone(),
+            config_path: global.config.clone(),
+        };
+        let loaded = ferroclaw_config::load(&opts, Env::from_process())?;
+        for w in &loaded.warnings {
+            eprintln!("warning: {w}");
+        }
+        let store: Arc<dyn SessionStore> = Arc::new(FileSessionStore::new(loaded.home.clone()));
+        Ok(Self { loaded, store })
+    }
+
+    pub fn agent(&self, id: Option<&str>) -> anyhow::Result<Agent> {
+        let id = id.map_or_else(|| self.loaded.default_agent_id(), str::to_string);
+        ferroclaw_agent::bootstrap::build_agent(&self.loaded, &id, self.store.clone())
+            .with_context(|| format!("cannot set up agent `{id}`"))
+    }
+}

@@ -1,0 +1,234 @@
+//! The real `ferroclaw` binary, started as a child process with a temporary home.
+
+use std::path::Path;
+use std::process::Output;
+
+use ferroclaw_testkit::{Reply, ScriptedLlm};
+use serde_json::{json, Value};
+
+const PROVIDER_VARS: [&str; 9] = [
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GROQ_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "MISTRAL_API_KEY",
+    "XAI_API_KEY",
+    "FERROCLAW_CONFIG",
+    "FERROCLAW_MODEL",
+];
+
+async fn ferroclaw(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"));
+    cmd.args(args)
+        .env("FERROCLAW_HOME", home)
+        .env("HOME", home)
+        .stdin(std::process::Stdio::null());
+    for v in PROVIDER_VARS {
+        cmd.env_remove(v);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().await.expect("spawn ferroclaw")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write_config(home: &Path, base_url: &str) {
+    let cfg = format!(
+        r#"{{
+  agents: {{ defaults: {{ provider: "scripted", model: "model-a" }} }},
+  providers: {{ scripted: {{ type: "openai_compat", base_url: "{base_url}" }} }},
+}}"#
+    );
+    std::fs::write(home.join("config.json5"), cfg).expect("write config");
+}
+
+#[tokio::test]
+async fn help_lists_subcommands_and_each_has_help() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = ferroclaw(home.path(), &["--help"], &[]).await;
+    assert!(out.status.success());
+    let text = stdout(&out);
+    for sub in ["agent", "config", "doctor", "onboard"] {
+        assert!(text.contains(sub), "--help must list {sub}:\n{text}");
+    }
+    for args in [
+        &["agent", "--help"][..],
+        &["agent", "chat", "--help"],
+        &["agent", "list", "--help"],
+        &["config", "--help"],
+        &["config", "show", "--help"],
+        &["config", "path", "--help"],
+        &["config", "validate", "--help"],
+        &["doctor", "--help"],
+        &["onboard", "--help"],
+    ] {
+        let out = ferroclaw(home.path(), args, &[]).await;
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(stdout(&out).contains("Usage"), "{args:?}");
+    }
+}
+
+#[tokio::test]
+async fn one_shot_chat_runs_tools_and_the_session_survives_a_restart() {
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = tempfile::tempdir().expect("tempdir");
+    write_config(home.path(), &llm.openai_base_url());
+    llm.push(Reply::tool_call("call_1", "write", json!({"path": "hello.txt", "content": "hi there"})));
+    llm.push(Reply::text("<think>done?</think>I wrote hello.txt."));
+
+    let out = ferroclaw(home.path(), &["agent", "chat", "-m", "write a greeting"], &[]).await;
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out), "I wrote hello.txt.\n", "sanitised answer only on stdout");
+    assert!(stderr(&out).contains("write"), "tool activity shown on stderr");
+    let written = std::fs::read_to_string(home.path().join("workspace/hello.txt")).expect("tool wrote file");
+    assert_eq!(written, "hi there");
+
+    // Transcript in the DESIGN §4 format.
+    let index: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.path().join("agents/main/sessions/sessions.json")).expect("index"),
+    )
+    .expect("index json");
+    let sid = index["main"]["sessionId"].as_str().expect("session id").to_string();
+    let raw = std::fs::read_to_string(home.path().join(format!("agents/main/sessions/{sid}.jsonl"))).expect("transcript");
+    let lines: Vec<Value> = raw.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    assert_eq!(lines[0]["type"], "session");
+    assert_eq!(lines[0]["version"], 3);
+    let roles: Vec<_> = lines[1..].iter().map(|l| l["message"]["role"].as_str().unwrap_or("").to_string()).collect();
+    assert_eq!(roles, ["user", "assistant", "toolResult", "assistant"]);
+    assert!(lines[1]["parentId"].is_null());
+    for w in lines[1..].windows(2) {
+        assert_eq!(w[1]["parentId"], w[0]["id"]);
+    }
+
+    // A second process continues the same session and sends the history.
+    llm.push(Reply::text("Yes, still there."));
+    let out = ferroclaw(home.path(), &["agent", "chat", "-m", "is it still there?"], &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "Yes, still there.\n");
+    let body = &llm.requests()[2].body;
+    let contents: Vec<String> = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(contents, ["write a greeting", "is it still there?"]);
+}
+
+#[tokio::test]
+async fn one_shot_failure_exits_non_zero_with_a_clear_message() {
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = tempfile::tempdir().expect("tempdir");
+    write_config(home.path(), &llm.openai_base_url());
+    llm.push(Reply::status(401, "invalid api key provided"));
+    let out = ferroclaw(home.path(), &["agent", "chat", "-m", "hi"], &[]).await;
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("401") && err.contains("invalid api key provided"), "{err}");
+    assert!(stdout(&out).is_empty());
+}
+
+#[tokio::test]
+async fn config_validate_warns_on_unknown_key_and_fails_on_bad_value() {
+    let home = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        home.path().join("config.json5"),
+        "{\n  agents: {\n    defaults: {\n      modle: \"x\",\n    },\n  },\n}\n",
+    )
+    .expect("write");
+    let out = ferroclaw(home.path(), &["config", "validate"], &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("agents.defaults.modle") && err.contains("line 4"), "{err}");
+
+    std::fs::write(
+        home.path().join("config.json5"),
+        "{ agents: { defaults: { max_iterations: \"lots\" } } }",
+    )
+    .expect("write");
+    let out = ferroclaw(home.path(), &["config", "validate"], &[]).await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("agents.defaults.max_iterations"), "{}", stderr(&out));
+
+    std::fs::write(home.path().join("config.json5"), "{\n  agents: {\n    defaults: { model: 'x' \n}\n").expect("write");
+    let out = ferroclaw(home.path(), &["config", "validate"], &[]).await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("line"), "syntax errors name a line: {}", stderr(&out));
+}
+
+#[tokio::test]
+async fn config_show_masks_secrets_and_path_points_at_home() {
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = tempfile::tempdir().expect("tempdir");
+    write_config(home.path(), &llm.openai_base_url());
+    let secret = "sk-verysecretvalue-0123456789";
+    let out = ferroclaw(home.path(), &["config", "show"], &[("FERROCLAW_SCRIPTED_API_KEY", secret)]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(!text.contains(secret), "secret leaked:\n{text}");
+    assert!(text.contains("scripted"));
+    serde_json::from_str::<Value>(&text).expect("config show prints JSON");
+
+    let out = ferroclaw(home.path(), &["config", "path"], &[]).await;
+    assert_eq!(stdout(&out).trim(), home.path().join("config.json5").display().to_string());
+}
+
+#[tokio::test]
+async fn onboard_is_non_interactive_with_a_key_in_the_environment() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = ferroclaw(home.path(), &["onboard"], &[("OPENAI_API_KEY", "sk-test-abc")]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cfg = std::fs::read_to_string(home.path().join("config.json5")).expect("config written");
+    assert!(cfg.contains("openai"));
+    assert!(!cfg.contains("sk-test-abc"), "keys are never written to the config");
+    let out = ferroclaw(home.path(), &["config", "validate"], &[("OPENAI_API_KEY", "sk-test-abc")]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("warning"), "starter config has no unknown keys: {}", stderr(&out));
+    let out = ferroclaw(home.path(), &["onboard"], &[("OPENAI_API_KEY", "sk-test-abc")]).await;
+    assert!(!out.status.success(), "an existing config is not overwritten without --force");
+    let out = ferroclaw(home.path(), &["onboard", "--non-interactive"], &[]).await;
+    assert!(!out.status.success());
+}
+
+#[tokio::test]
+async fn doctor_passes_against_a_live_provider_and_fails_against_a_dead_one() {
+    let llm = ScriptedLlm::start().await.expect("llm");
+    llm.set_models(vec!["model-a".into()]);
+    let home = tempfile::tempdir().expect("tempdir");
+    write_config(home.path(), &llm.openai_base_url());
+    let out = ferroclaw(home.path(), &["doctor"], &[]).await;
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("answers (1 models)"), "{}", stdout(&out));
+
+    // A port nothing listens on: bind, note it, release it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    write_config(home.path(), &format!("http://127.0.0.1:{port}/v1"));
+    let out = ferroclaw(home.path(), &["doctor"], &[]).await;
+    assert!(!out.status.success());
+    assert!(stdout(&out).contains("[FAIL]") && stdout(&out).contains("not reachable"), "{}", stdout(&out));
+}
+
+#[tokio::test]
+async fn agent_list_shows_default_and_configured_agents() {
+    let home = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        home.path().join("config.json5"),
+        r#"{ agents: { defaults: { provider: "local", model: "m1" }, list: [{ id: "coder", model: "m2" }] },
+             providers: { local: { type: "openai_compat", base_url: "http://127.0.0.1:9/v1" } } }"#,
+    )
+    .expect("write");
+    let out = ferroclaw(home.path(), &["agent", "list"], &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("* main"), "{text}");
+    assert!(text.contains("coder") && text.contains("local/m2"), "{text}");
+}
