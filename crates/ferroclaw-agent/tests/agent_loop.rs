@@ -7,7 +7,6 @@ use std::sync::Arc;
 use common::*;
 use ferroclaw_agent::{bootstrap, Agent, RunError, RunRequest};
 use ferroclaw_providers::{ErrorKind, RetryPolicy, RetryingProvider};
-use ferroclaw_store::SessionStore;
 use ferroclaw_testkit::{Protocol, Reply};
 use ferroclaw_tools::ToolRegistry;
 use ferroclaw_types::{EventKind, Message, StopReason};

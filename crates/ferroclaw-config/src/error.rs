@@ -15,7 +15,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The file is not valid JSON5. `line` and `column` are 1-based.
-    #[error("{}:{line}:{column}: syntax error: {message}", path.display())]
+    #[error("{}: syntax error at line {line}, column {column}: {message}", path.display())]
     Syntax {
         path: PathBuf,
         line: usize,

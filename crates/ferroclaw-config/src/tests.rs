@@ -713,16 +713,3 @@ fn starter_config_round_trips_without_warnings() {
         assert_eq!(c.provider(provider).expect("p").kind, expected_kind);
     }
 }
-
-#[test]
-fn zz_demo_messages() {
-    for f in ["a", "b", "c", "d"] {
-        let opts = LoadOptions { home: Some("/tmp/cfgdemo".into()), config_path: Some(format!("/tmp/cfgdemo/{f}.json5").into()) };
-        eprintln!("{}", load(&opts, Env::default()).unwrap_err());
-    }
-    let h = Home::new();
-    eprintln!("{}", h.load_ok(&[]).resolve_agent("x").unwrap_err());
-    eprintln!("{}", h.load_ok(&[]).resolve_agent("main").unwrap_err());
-    h.write("config.json5", &starter_config("openai", "gpt-4o", None));
-    eprintln!("{}", serde_json::to_string_pretty(&h.load_ok(&[("OPENAI_API_KEY","sk-proj-abcdefghijkl")]).masked_json()).unwrap());
-}

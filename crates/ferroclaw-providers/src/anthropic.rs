@@ -171,7 +171,10 @@ pub(crate) fn build_body(req: &ChatRequest, default_max_tokens: u32) -> Value {
     if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
         body.insert("system".into(), Value::String(system.to_owned()));
     }
-    body.insert("messages".into(), Value::Array(wire_messages(&req.messages)));
+    body.insert(
+        "messages".into(),
+        Value::Array(wire_messages(&req.messages)),
+    );
     if !req.tools.is_empty() {
         let tools = req
             .tools
@@ -591,7 +594,10 @@ async fn read_stream(
                         *emitted = true;
                         sink.delta(StreamDelta::Reasoning(thinking));
                     }
-                    (Block::Thinking { signature, .. }, BlockDelta::SignatureDelta { signature: s }) => {
+                    (
+                        Block::Thinking { signature, .. },
+                        BlockDelta::SignatureDelta { signature: s },
+                    ) => {
                         signature.push_str(&s);
                     }
                     (Block::Tool { json, .. }, BlockDelta::InputJsonDelta { partial_json }) => {

@@ -58,7 +58,10 @@ impl ProviderError {
         !self.streamed
             && matches!(
                 self.kind,
-                ErrorKind::RateLimited | ErrorKind::Server | ErrorKind::Network | ErrorKind::Timeout
+                ErrorKind::RateLimited
+                    | ErrorKind::Server
+                    | ErrorKind::Network
+                    | ErrorKind::Timeout
             )
     }
 

@@ -118,7 +118,9 @@ impl Provider for FallbackChain {
                     return Ok(resp);
                 }
                 Err(e) if e.should_fall_back() => {
-                    let wait = e.retry_after.map_or(self.cooldown, |ra| ra.max(self.cooldown));
+                    let wait = e
+                        .retry_after
+                        .map_or(self.cooldown, |ra| ra.max(self.cooldown));
                     tracing::warn!(
                         provider = %key.0,
                         model = %key.1,

@@ -87,7 +87,12 @@ pub(crate) fn truncate(s: &str) -> String {
 /// `retry-after-ms` (milliseconds, some OpenAI-style servers) wins over `Retry-After`
 /// (seconds or an HTTP date).
 pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
             return Some(Duration::from_secs_f64(ms / 1000.0));
@@ -185,9 +190,17 @@ mod tests {
         );
         assert_eq!(e.kind, ErrorKind::ContextOverflow);
         assert_eq!(e.status, Some(400));
-        let e = from_response(429, &h, r#"{"error":{"message":"too many tokens per minute"}}"#);
+        let e = from_response(
+            429,
+            &h,
+            r#"{"error":{"message":"too many tokens per minute"}}"#,
+        );
         assert_eq!(e.kind, ErrorKind::RateLimited);
-        let e = from_response(400, &h, r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#);
+        let e = from_response(
+            400,
+            &h,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+        );
         assert_eq!(e.kind, ErrorKind::ContextOverflow);
     }
 

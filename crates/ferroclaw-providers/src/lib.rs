@@ -75,7 +75,11 @@ pub enum StreamDelta {
     Text(String),
     Reasoning(String),
     /// A tool call has begun (its arguments are still arriving).
-    ToolCallStart { index: usize, id: String, name: String },
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
 }
 
 /// Receives deltas; called from the provider's task, must not block.

@@ -411,18 +411,15 @@ fn parse_response(v: &Value) -> Result<Turn, ProviderError> {
     if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         return Err(embedded_error(err));
     }
-    let choice = v
-        .get("choices")
-        .and_then(|c| c.get(0))
-        .ok_or_else(|| {
-            ProviderError::new(
-                ErrorKind::Malformed,
-                format!(
-                    "response has no choices: {}",
-                    crate::http_error::truncate(&v.to_string())
-                ),
-            )
-        })?;
+    let choice = v.get("choices").and_then(|c| c.get(0)).ok_or_else(|| {
+        ProviderError::new(
+            ErrorKind::Malformed,
+            format!(
+                "response has no choices: {}",
+                crate::http_error::truncate(&v.to_string())
+            ),
+        )
+    })?;
     let msg = choice.get("message").unwrap_or(&Value::Null);
     let mut turn = Turn {
         finish: choice
@@ -460,10 +457,7 @@ fn parse_response(v: &Value) -> Result<Turn, ProviderError> {
                 Some(other) => other.to_string(),
             };
             turn.calls.push(CallSlot {
-                index: c
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(pos as u64),
+                index: c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64),
                 id: c
                     .get("id")
                     .and_then(Value::as_str)
@@ -625,7 +619,13 @@ fn apply_tool_fragment(
     // server that numbers every call 0 (seen with some Gemini/Mistral proxies).
     let found = turn.calls.iter().rposition(|c| c.index == index);
     let slot = match found {
-        Some(i) if id.as_ref().is_none_or(|id| turn.calls[i].id.is_empty() || *id == turn.calls[i].id) => i,
+        Some(i)
+            if id
+                .as_ref()
+                .is_none_or(|id| turn.calls[i].id.is_empty() || *id == turn.calls[i].id) =>
+        {
+            i
+        }
         _ => {
             turn.calls.push(CallSlot {
                 index,
@@ -713,7 +713,10 @@ mod tests {
         assert_eq!(m[2]["content"], Value::Null);
         assert_eq!(m[2]["reasoning_content"], "hmm");
         assert_eq!(m[2]["reasoning"], "hmm");
-        assert_eq!(m[2]["tool_calls"][0]["function"]["arguments"], r#"{"cmd":"ls"}"#);
+        assert_eq!(
+            m[2]["tool_calls"][0]["function"]["arguments"],
+            r#"{"cmd":"ls"}"#
+        );
         assert_eq!(
             m[3],
             json!({"role": "tool", "tool_call_id": "c1", "content": "a.txt"})

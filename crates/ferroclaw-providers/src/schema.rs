@@ -168,8 +168,7 @@ fn inline_ref(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if !siblings.is_empty() {
-        if let Value::Object(cleaned) = clean_node(&Value::Object(siblings), root, flavor, stack)
-        {
+        if let Value::Object(cleaned) = clean_node(&Value::Object(siblings), root, flavor, stack) {
             resolved.extend(cleaned);
         }
     }

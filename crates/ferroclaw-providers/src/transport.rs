@@ -168,7 +168,11 @@ impl SseReader {
             }
             Some(Err(e)) => Err(ProviderError::new(
                 ErrorKind::BrokenStream,
-                format!("stream failed after {} events: {}", self.count, error_chain(&e)),
+                format!(
+                    "stream failed after {} events: {}",
+                    self.count,
+                    error_chain(&e)
+                ),
             )),
         }
     }

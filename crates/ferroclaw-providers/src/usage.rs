@@ -94,7 +94,9 @@ mod tests {
 
     #[test]
     fn deepseek_and_missing_fields() {
-        let u = normalize_usage(&json!({"prompt_tokens": 50, "prompt_cache_hit_tokens": 20, "completion_tokens": 1}));
+        let u = normalize_usage(
+            &json!({"prompt_tokens": 50, "prompt_cache_hit_tokens": 20, "completion_tokens": 1}),
+        );
         assert_eq!((u.input, u.cache_read, u.total_tokens), (30, 20, 51));
         assert_eq!(normalize_usage(&json!({})), Usage::default());
     }

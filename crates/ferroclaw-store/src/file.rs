@@ -74,10 +74,12 @@ impl FileSessionStore {
         F: FnOnce(&Path, &mut Index) -> Result<(R, bool), StoreError> + Send + 'static,
     {
         let dir = self.sessions_dir(agent_id)?;
-        let lock = self.index_lock(agent_id);
-        let _guard = lock.lock().await;
+        // The guard travels into the blocking task: if this future is dropped, the lock
+        // is still held until the index work on the blocking thread has finished.
+        let guard = self.index_lock(agent_id).lock_owned().await;
         let agent = agent_id.to_owned();
         blocking(dir.clone(), move || {
+            let _guard = guard;
             let mut index = load_index(&dir, &agent)?;
             let (out, changed) = f(&dir, &mut index)?;
             if changed {

@@ -134,6 +134,8 @@ async fn every_line_matches_the_v3_format() {
     })
     .await
     .expect("append");
+    let path = transcript(&store, log.as_ref());
+    let before = std::fs::read(&path).expect("read");
     log.append(EntryBody::ModelChange {
         provider: "anthropic".into(),
         model_id: "claude".into(),
@@ -142,7 +144,11 @@ async fn every_line_matches_the_v3_format() {
     .expect("append");
     log.flush().await.expect("flush");
 
-    let path = transcript(&store, log.as_ref());
+    let after = std::fs::read(&path).expect("read");
+    assert!(
+        after.starts_with(&before),
+        "appending never rewrites earlier bytes"
+    );
     assert_eq!(
         path,
         home.path()

@@ -1,0 +1,51 @@
+//! Shared test helpers: a real temporary workspace and a context pointing at it.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use ferroclaw_tools::ToolContext;
+use tokio_util::sync::CancellationToken;
+
+pub fn ctx(ws: &Path) -> ToolContext {
+    ToolContext {
+        agent_id: "test-agent".into(),
+        session_key: "test-session".into(),
+        workspace: ws.to_path_buf(),
+        cancel: CancellationToken::new(),
+    }
+}
+
+/// Whether `pid` is still a running process (a zombie counts as gone).
+///
+/// Waits on a pidfd, which becomes readable when the process terminates: a real
+/// synchronisation point, not a guess at how long a kill takes. `timeout_ms` only bounds the
+/// wait when the process stays alive, which is the failure case.
+pub fn still_running_after(pid: i32, timeout_ms: i32) -> bool {
+    // SAFETY: plain syscalls on integers; the fd is closed before returning.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
+        if fd < 0 {
+            let err = std::io::Error::last_os_error();
+            // ESRCH: no such process (already reaped). Anything else means we cannot tell,
+            // which must not pass silently as "dead".
+            assert_eq!(err.raw_os_error(), Some(libc::ESRCH), "pidfd_open({pid}): {err}");
+            return false;
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let n = libc::poll(&mut pfd, 1, timeout_ms);
+        libc::close(fd);
+        n == 0
+    }
+}
+
+pub fn read_pid(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("pid file {}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}

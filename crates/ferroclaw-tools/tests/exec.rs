@@ -1,0 +1,263 @@
+//! The exec tool against real child processes.
+
+mod common;
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+
+use ferroclaw_tools::builtin::ExecTool;
+use ferroclaw_tools::{Tool, ToolRegistry};
+use serde_json::json;
+
+fn path_env() -> Vec<(String, String)> {
+    vec![(
+        "PATH".into(),
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+    )]
+}
+
+#[tokio::test]
+async fn exit_code_and_stderr_are_reported() {
+    let ws = tempfile::tempdir().unwrap();
+    let ok = ExecTool::new()
+        .execute(&common::ctx(ws.path()), json!({"command": "echo hi"}))
+        .await;
+    assert!(!ok.is_error, "{}", ok.for_llm);
+    assert_eq!(ok.for_llm, "hi\n\n[exit code: 0]");
+
+    let r = ExecTool::new()
+        .execute(
+            &common::ctx(ws.path()),
+            json!({"command": "echo out; echo err >&2; exit 3"}),
+        )
+        .await;
+    assert!(r.is_error);
+    assert!(r.for_llm.contains("out\n"), "{}", r.for_llm);
+    assert!(r.for_llm.contains("err\n"), "{}", r.for_llm);
+    assert!(r.for_llm.ends_with("[exit code: 3]"), "{}", r.for_llm);
+}
+
+#[tokio::test]
+async fn runs_in_workspace_and_confines_workdir() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    let canon = std::fs::canonicalize(ws.path()).unwrap();
+    let r = ExecTool::new()
+        .execute(&common::ctx(ws.path()), json!({"command": "pwd -P"}))
+        .await;
+    assert_eq!(r.for_llm, format!("{}\n\n[exit code: 0]", canon.display()));
+    let r = ExecTool::new()
+        .execute(
+            &common::ctx(ws.path()),
+            json!({"command": "pwd -P", "workdir": "sub"}),
+        )
+        .await;
+    assert!(
+        r.for_llm
+            .starts_with(&format!("{}\n", canon.join("sub").display())),
+        "{}",
+        r.for_llm
+    );
+    let r = ExecTool::new()
+        .execute(
+            &common::ctx(ws.path()),
+            json!({"command": "pwd", "workdir": ".."}),
+        )
+        .await;
+    assert!(
+        r.is_error && r.for_llm.contains("outside the workspace"),
+        "{}",
+        r.for_llm
+    );
+    let r = ExecTool::new()
+        .execute(
+            &common::ctx(ws.path()),
+            json!({"command": "pwd", "workdir": "missing"}),
+        )
+        .await;
+    assert!(
+        r.is_error && r.for_llm.contains("not an existing directory"),
+        "{}",
+        r.for_llm
+    );
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_process_group() {
+    let ws = tempfile::tempdir().unwrap();
+    // The background sleep inherits the output pipe: if it survived, reading would hang.
+    let r = ExecTool::with_env(path_env())
+        .execute(
+            &common::ctx(ws.path()),
+            json!({"command": "sleep 30 & echo $! > bg.pid; echo started; sleep 30", "timeout": 1}),
+        )
+        .await;
+    assert!(r.is_error);
+    assert!(r.for_llm.contains("timed out after 1 s"), "{}", r.for_llm);
+    assert!(r.for_llm.contains("started"), "{}", r.for_llm);
+    let bg = common::read_pid(&ws.path().join("bg.pid"));
+    assert!(
+        !common::still_running_after(bg, 10_000),
+        "background process {bg} survived the time-out"
+    );
+}
+
+#[tokio::test]
+async fn output_is_capped_keeping_head_and_tail() {
+    let ws = tempfile::tempdir().unwrap();
+    let r = ExecTool::with_env(path_env())
+        .with_max_output(1000)
+        .execute(&common::ctx(ws.path()), json!({"command": "seq 1 100000"}))
+        .await;
+    assert!(!r.is_error, "{}", &r.for_llm[..200.min(r.for_llm.len())]);
+    assert!(r.for_llm.starts_with("1\n2\n3\n"), "{}", r.for_llm);
+    assert!(
+        r.for_llm.contains("bytes of output omitted"),
+        "{}",
+        r.for_llm
+    );
+    assert!(r.for_llm.contains("99999\n100000\n"), "{}", r.for_llm);
+    assert!(r.for_llm.len() < 1200, "{}", r.for_llm.len());
+}
+
+#[tokio::test]
+async fn secret_env_vars_are_not_visible() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut env = path_env();
+    env.push(("FOO_API_KEY".into(), "sk-very-secret".into()));
+    env.push(("FERROCLAW_GATEWAY_TOKEN".into(), "gw-secret".into()));
+    env.push(("DB_PASSWORD".into(), "hunter2".into()));
+    env.push(("VISIBLE_SETTING".into(), "plain-value".into()));
+    let r = ExecTool::with_env(env)
+        .execute(&common::ctx(ws.path()), json!({"command": "env"}))
+        .await;
+    assert!(!r.is_error, "{}", r.for_llm);
+    assert!(
+        r.for_llm.contains("VISIBLE_SETTING=plain-value"),
+        "{}",
+        r.for_llm
+    );
+    for secret in ["FOO_API_KEY", "sk-very-secret", "gw-secret", "hunter2"] {
+        assert!(
+            !r.for_llm.contains(secret),
+            "{secret} leaked:\n{}",
+            r.for_llm
+        );
+    }
+}
+
+/// Starts `command` (which must write "ready" into the fifo `ready` once its background
+/// job exists), waits for that signal, then runs `then`.
+fn make_fifo(dir: &std::path::Path) -> std::path::PathBuf {
+    let fifo = dir.join("ready");
+    let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    fifo
+}
+
+async fn wait_ready(fifo: std::path::PathBuf) {
+    tokio::task::spawn_blocking(move || {
+        // Opening blocks until the shell opens the fifo for writing: a real handshake.
+        let mut s = String::new();
+        std::fs::File::open(fifo)
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        assert_eq!(s.trim(), "ready");
+    })
+    .await
+    .unwrap();
+}
+
+const BACKGROUND_AND_WAIT: &str = "sleep 30 & echo $! > bg.pid; echo ready > ready; wait";
+
+#[tokio::test]
+async fn cancellation_kills_the_group() {
+    let ws = tempfile::tempdir().unwrap();
+    let fifo = make_fifo(ws.path());
+    let ctx = common::ctx(ws.path());
+    let cancel = ctx.cancel.clone();
+    let task = tokio::spawn(async move {
+        ExecTool::with_env(path_env())
+            .execute(&ctx, json!({"command": BACKGROUND_AND_WAIT}))
+            .await
+    });
+    wait_ready(fifo).await;
+    cancel.cancel();
+    let r = task.await.unwrap();
+    assert!(r.is_error);
+    assert!(r.for_llm.contains("aborted"), "{}", r.for_llm);
+    let bg = common::read_pid(&ws.path().join("bg.pid"));
+    assert!(
+        !common::still_running_after(bg, 10_000),
+        "background process {bg} survived the abort"
+    );
+}
+
+#[tokio::test]
+async fn registry_abort_drops_exec_and_still_kills_the_group() {
+    let ws = tempfile::tempdir().unwrap();
+    let fifo = make_fifo(ws.path());
+    let ctx = common::ctx(ws.path());
+    let cancel = ctx.cancel.clone();
+    let mut reg = ToolRegistry::new();
+    reg.register(std::sync::Arc::new(ExecTool::with_env(path_env())));
+    let task = tokio::spawn(async move {
+        reg.execute("bash", &ctx, json!({"command": BACKGROUND_AND_WAIT}))
+            .await
+    });
+    wait_ready(fifo).await;
+    cancel.cancel();
+    let r = task.await.unwrap();
+    assert!(r.is_error && r.for_llm.contains("aborted"), "{}", r.for_llm);
+    let bg = common::read_pid(&ws.path().join("bg.pid"));
+    assert!(
+        !common::still_running_after(bg, 10_000),
+        "background process {bg} survived the abort"
+    );
+}
+
+#[tokio::test]
+async fn background_job_holding_the_pipe_does_not_hang_a_normal_exit() {
+    let ws = tempfile::tempdir().unwrap();
+    let r = ExecTool::with_env(path_env())
+        .execute(
+            &common::ctx(ws.path()),
+            json!({"command": "sleep 30 & echo $! > bg.pid; echo done"}),
+        )
+        .await;
+    let bg = common::read_pid(&ws.path().join("bg.pid"));
+    // Clean up the deliberately surviving job before asserting anything.
+    // SAFETY: signalling a pid we started.
+    unsafe { libc::kill(bg, libc::SIGKILL) };
+    assert!(!r.is_error, "{}", r.for_llm);
+    assert!(r.for_llm.contains("done"), "{}", r.for_llm);
+    assert!(
+        r.for_llm
+            .contains("background process kept the output open"),
+        "{}",
+        r.for_llm
+    );
+}
+
+#[tokio::test]
+async fn bad_arguments_are_explained() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = common::ctx(ws.path());
+    let r = ExecTool::new().execute(&ctx, json!({})).await;
+    assert!(
+        r.is_error && r.for_llm.contains("\"command\""),
+        "{}",
+        r.for_llm
+    );
+    let r = ExecTool::new()
+        .execute(&ctx, json!({"command": "true", "timeout": 0}))
+        .await;
+    assert!(r.is_error && r.for_llm.contains("timeout"), "{}", r.for_llm);
+    let r = ExecTool::new()
+        .execute(&ctx, json!({"command": "true", "timeout": "soon"}))
+        .await;
+    assert!(r.is_error && r.for_llm.contains("timeout"), "{}", r.for_llm);
+}
