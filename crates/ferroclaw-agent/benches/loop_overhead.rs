@@ -57,7 +57,13 @@ impl Sample {
         let mean = t.iter().sum::<f64>() / n;
         let p50 = t[t.len() / 2];
         let p99 = t[((t.len() as f64 * 0.99) as usize).min(t.len() - 1)];
-        (mean, p50, p99, self.allocs as f64 / n, self.bytes as f64 / n)
+        (
+            mean,
+            p50,
+            p99,
+            self.allocs as f64 / n,
+            self.bytes as f64 / n,
+        )
     }
 }
 
@@ -75,7 +81,10 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     let mut times = Vec::with_capacity(turns);
-    let (a0, b0) = (ALLOCS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+    let (a0, b0) = (
+        ALLOCS.load(Ordering::Relaxed),
+        BYTES.load(Ordering::Relaxed),
+    );
     for i in 0..turns {
         let t = Instant::now();
         f(i).await;
@@ -131,7 +140,10 @@ async fn bench() {
     for i in 0..20 {
         let _ = agent
             .run(
-                RunRequest { session_key: format!("warm-{i}"), message: "hi".into() },
+                RunRequest {
+                    session_key: format!("warm-{i}"),
+                    message: "hi".into(),
+                },
                 Arc::new(NullSink),
                 CancellationToken::new(),
             )
@@ -155,7 +167,9 @@ async fn bench() {
     let direct = measure(turns, |_| {
         let (p, r) = (provider.clone(), request.clone());
         async move {
-            p.chat(&r, &NoSink, &CancellationToken::new()).await.expect("direct call");
+            p.chat(&r, &NoSink, &CancellationToken::new())
+                .await
+                .expect("direct call");
         }
     })
     .await;
@@ -168,7 +182,10 @@ async fn bench() {
         async move {
             agent
                 .run(
-                    RunRequest { session_key: format!("fresh-{i}"), message: "What is the answer?".into() },
+                    RunRequest {
+                        session_key: format!("fresh-{i}"),
+                        message: "What is the answer?".into(),
+                    },
                     Arc::new(NullSink),
                     CancellationToken::new(),
                 )
@@ -186,7 +203,10 @@ async fn bench() {
         async move {
             agent
                 .run(
-                    RunRequest { session_key: "long".into(), message: "What is the answer?".into() },
+                    RunRequest {
+                        session_key: "long".into(),
+                        message: "What is the answer?".into(),
+                    },
                     Arc::new(NullSink),
                     CancellationToken::new(),
                 )
@@ -204,8 +224,12 @@ async fn bench() {
     let direct_two = measure(turns, |_| {
         let (p, r) = (provider.clone(), request.clone());
         async move {
-            p.chat(&r, &NoSink, &CancellationToken::new()).await.expect("direct 1");
-            p.chat(&r, &NoSink, &CancellationToken::new()).await.expect("direct 2");
+            p.chat(&r, &NoSink, &CancellationToken::new())
+                .await
+                .expect("direct 1");
+            p.chat(&r, &NoSink, &CancellationToken::new())
+                .await
+                .expect("direct 2");
         }
     })
     .await;
@@ -218,7 +242,10 @@ async fn bench() {
         async move {
             agent
                 .run(
-                    RunRequest { session_key: format!("tool-{i}"), message: "list files".into() },
+                    RunRequest {
+                        session_key: format!("tool-{i}"),
+                        message: "list files".into(),
+                    },
                     Arc::new(NullSink),
                     CancellationToken::new(),
                 )

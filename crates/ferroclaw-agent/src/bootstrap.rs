@@ -29,10 +29,7 @@ pub enum BootstrapError {
     #[error("provider `{0}` is not configured")]
     UnknownProvider(String),
     #[error("provider `{name}`: {source}")]
-    Provider {
-        name: String,
-        source: ProviderError,
-    },
+    Provider { name: String, source: ProviderError },
     #[error("workspace {path}: {source}")]
     Workspace {
         path: std::path::PathBuf,
@@ -87,12 +84,12 @@ pub fn chain_for(
                 let cfg = loaded
                     .provider(&name)
                     .ok_or_else(|| BootstrapError::UnknownProvider(name.clone()))?;
-                let raw = provider_from_config(&cfg).map_err(|source| BootstrapError::Provider {
-                    name: name.clone(),
-                    source,
-                })?;
-                let wrapped: Arc<dyn Provider> =
-                    Arc::new(RetryingProvider::new(raw, retry.clone()));
+                let raw =
+                    provider_from_config(&cfg).map_err(|source| BootstrapError::Provider {
+                        name: name.clone(),
+                        source,
+                    })?;
+                let wrapped: Arc<dyn Provider> = Arc::new(RetryingProvider::new(raw, retry));
                 clients.insert(name.clone(), wrapped.clone());
                 wrapped
             }

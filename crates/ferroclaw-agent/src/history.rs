@@ -64,10 +64,7 @@ pub fn trim_old_tool_results(messages: &mut [Message], max_chars: usize) {
     if max_chars == 0 {
         return;
     }
-    let Some(last_user) = messages
-        .iter()
-        .rposition(|m| matches!(m, Message::User(_)))
-    else {
+    let Some(last_user) = messages.iter().rposition(|m| matches!(m, Message::User(_))) else {
         return;
     };
     for m in &mut messages[..last_user] {
@@ -202,7 +199,9 @@ mod tests {
                     "A[{}]",
                     a.tool_calls().map(|c| c.0).collect::<Vec<_>>().join(",")
                 ),
-                Message::ToolResult(r) => format!("R{}{}", r.tool_call_id, if r.is_error { "!" } else { "" }),
+                Message::ToolResult(r) => {
+                    format!("R{}{}", r.tool_call_id, if r.is_error { "!" } else { "" })
+                }
             })
             .collect()
     }

@@ -91,7 +91,9 @@ pub fn truncate_head_tail(text: &str, limit: usize) -> (String, bool) {
 }
 
 fn byte_at(text: &str, chars: usize) -> usize {
-    text.char_indices().nth(chars).map_or(text.len(), |(i, _)| i)
+    text.char_indices()
+        .nth(chars)
+        .map_or(text.len(), |(i, _)| i)
 }
 
 pub fn build_system_prompt(input: &PromptInput<'_>) -> String {
@@ -231,7 +233,9 @@ mod tests {
 
     #[test]
     fn truncation_keeps_head_and_tail() {
-        let text: String = (0..30_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let text: String = (0..30_000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
         let (out, cut) = truncate_head_tail(&text, FILE_MAX_CHARS);
         assert!(cut);
         assert!(out.starts_with(&text[..14_000]));
@@ -256,7 +260,10 @@ mod tests {
         assert!(total <= TOTAL_MAX_CHARS + 200, "total {total}");
         assert_eq!(files[0].name, "AGENTS.md");
         assert!(!files[0].truncated);
-        assert!(files[1].truncated, "SOUL.md must be cut to the remaining budget");
+        assert!(
+            files[1].truncated,
+            "SOUL.md must be cut to the remaining budget"
+        );
         let minimal = load_context_files(dir.path(), PromptMode::Minimal).await;
         assert_eq!(minimal.len(), 1);
     }

@@ -329,7 +329,13 @@ impl Agent {
             if calls.is_empty() {
                 log.flush().await?;
                 self.store
-                    .record_run(&s.id, &req.session_key, &answered_by.0, &answered_by.1, &usage)
+                    .record_run(
+                        &s.id,
+                        &req.session_key,
+                        &answered_by.0,
+                        &answered_by.1,
+                        &usage,
+                    )
                     .await?;
                 let text = sanitize_output(&final_text);
                 return Ok(RunOutput {
@@ -367,7 +373,13 @@ impl Agent {
 
         log.flush().await?;
         self.store
-            .record_run(&s.id, &req.session_key, &answered_by.0, &answered_by.1, &usage)
+            .record_run(
+                &s.id,
+                &req.session_key,
+                &answered_by.0,
+                &answered_by.1,
+                &usage,
+            )
             .await?;
         Err(RunError::IterationLimit(s.max_iterations))
     }

@@ -119,7 +119,8 @@ mod tests {
 
     #[test]
     fn downgraded_tool_text_removed() {
-        let raw = "[Tool Call: exec (ID: call_1)]\nI listed the files.\n[Historical context: earlier]\n";
+        let raw =
+            "[Tool Call: exec (ID: call_1)]\nI listed the files.\n[Historical context: earlier]\n";
         assert_eq!(sanitize_output(raw), "I listed the files.");
     }
 

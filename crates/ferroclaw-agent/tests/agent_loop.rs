@@ -17,7 +17,10 @@ fn assert_seq_increasing(events: &[ferroclaw_types::RunEvent]) {
     for (i, e) in events.iter().enumerate() {
         assert_eq!(e.seq, i as u64 + 1, "seq must count up from 1 without gaps");
     }
-    assert!(matches!(events.first().map(|e| &e.kind), Some(EventKind::LifecycleStart { .. })));
+    assert!(matches!(
+        events.first().map(|e| &e.kind),
+        Some(EventKind::LifecycleStart { .. })
+    ));
 }
 
 #[tokio::test]
@@ -34,7 +37,10 @@ async fn plain_answer_both_protocols() {
         assert_eq!(out.iterations, 1);
         let events = events.all();
         assert_seq_increasing(&events);
-        assert!(matches!(events.last().map(|e| &e.kind), Some(EventKind::LifecycleEnd { .. })));
+        assert!(matches!(
+            events.last().map(|e| &e.kind),
+            Some(EventKind::LifecycleEnd { .. })
+        ));
 
         let reqs = h.llm.requests();
         assert_eq!(reqs.len(), 1);
@@ -45,15 +51,25 @@ async fn plain_answer_both_protocols() {
         match protocol {
             Protocol::OpenAi => {
                 assert_eq!(body["messages"][0]["role"], "system");
-                assert!(body["messages"][0]["content"].as_str().unwrap_or_default().contains("ferroclaw"));
+                assert!(body["messages"][0]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("ferroclaw"));
                 assert_eq!(reqs[0].header("authorization"), Some("Bearer test-key-123"));
-                assert!(body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "exec")));
+                assert!(body["tools"]
+                    .as_array()
+                    .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "exec")));
             }
             Protocol::Anthropic => {
-                assert!(body["system"].as_str().unwrap_or_default().contains("ferroclaw"));
+                assert!(body["system"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("ferroclaw"));
                 assert_eq!(reqs[0].header("x-api-key"), Some("test-key-123"));
                 assert_eq!(reqs[0].header("anthropic-version"), Some("2023-06-01"));
-                assert!(body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "exec")));
+                assert!(body["tools"]
+                    .as_array()
+                    .is_some_and(|t| t.iter().any(|t| t["name"] == "exec")));
             }
         }
     }
@@ -63,13 +79,18 @@ async fn plain_answer_both_protocols() {
 async fn one_tool_call_runs_and_result_goes_back() {
     for protocol in PROTOCOLS {
         let h = Harness::new(protocol, Options::default()).await;
-        h.llm.push(Reply::tool_call("call_1", "write", json!({"path": "notes/a.txt", "content": "abc"})));
+        h.llm.push(Reply::tool_call(
+            "call_1",
+            "write",
+            json!({"path": "notes/a.txt", "content": "abc"}),
+        ));
         h.llm.push(Reply::text("Saved."));
         let (res, events) = run(&h.agent(), "s1", "save abc").await;
         let out = res.unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
         assert_eq!(out.text, "Saved.");
         assert_eq!(out.iterations, 2);
-        let written = std::fs::read_to_string(h.workspace().join("notes/a.txt")).expect("file written");
+        let written =
+            std::fs::read_to_string(h.workspace().join("notes/a.txt")).expect("file written");
         assert_eq!(written, "abc");
 
         let events = events.all();
@@ -77,8 +98,12 @@ async fn one_tool_call_runs_and_result_goes_back() {
         let tool_events: Vec<_> = events
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::ToolStart { call_id, name, .. } => Some(format!("start {call_id} {name}")),
-                EventKind::ToolResult { call_id, is_error, .. } => Some(format!("result {call_id} {is_error}")),
+                EventKind::ToolStart { call_id, name, .. } => {
+                    Some(format!("start {call_id} {name}"))
+                }
+                EventKind::ToolResult {
+                    call_id, is_error, ..
+                } => Some(format!("result {call_id} {is_error}")),
                 _ => None,
             })
             .collect();
@@ -128,7 +153,10 @@ async fn streamed_deltas_arrive_in_order() {
     for protocol in PROTOCOLS {
         let h = Harness::new(protocol, Options::default()).await;
         let text = "The quick brown fox jumps over the lazy dog.";
-        h.llm.push(Reply::text(text).chunk_size(3).with_reasoning("thinking hard", ferroclaw_testkit::ReasoningField::Reasoning));
+        h.llm.push(Reply::text(text).chunk_size(3).with_reasoning(
+            "thinking hard",
+            ferroclaw_testkit::ReasoningField::Reasoning,
+        ));
         let (res, events) = run(&h.agent(), "s1", "go").await;
         res.unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
         let events = events.all();
@@ -140,7 +168,11 @@ async fn streamed_deltas_arrive_in_order() {
                 _ => None,
             })
             .collect();
-        assert!(deltas.len() >= 10, "expected many deltas, got {}", deltas.len());
+        assert!(
+            deltas.len() >= 10,
+            "expected many deltas, got {}",
+            deltas.len()
+        );
         assert_eq!(deltas.concat(), text);
         let reasoning: String = events
             .iter()
@@ -157,11 +189,21 @@ async fn streamed_deltas_arrive_in_order() {
 #[tokio::test]
 async fn non_streaming_mode_sends_stream_false() {
     for protocol in PROTOCOLS {
-        let h = Harness::new(protocol, Options { stream: false, ..Options::default() }).await;
+        let h = Harness::new(
+            protocol,
+            Options {
+                stream: false,
+                ..Options::default()
+            },
+        )
+        .await;
         h.llm.push(Reply::text("plain"));
         let (res, events) = run(&h.agent(), "s1", "go").await;
         assert_eq!(res.expect("run").text, "plain");
-        assert!(!events.all().iter().any(|e| matches!(e.kind, EventKind::AssistantDelta { .. })));
+        assert!(!events
+            .all()
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::AssistantDelta { .. })));
         assert_ne!(h.llm.requests()[0].body["stream"], true);
     }
 }
@@ -186,7 +228,10 @@ async fn rate_limit_with_retry_after_then_success_is_retried_once() {
         );
         std::fs::create_dir_all(&resolved.workspace).expect("workspace");
         let (res, _) = run(&agent, "s1", "hi").await;
-        assert_eq!(res.unwrap_or_else(|e| panic!("{protocol:?}: {e}")).text, "after retry");
+        assert_eq!(
+            res.unwrap_or_else(|e| panic!("{protocol:?}: {e}")).text,
+            "after retry"
+        );
         assert_eq!(retrying.retries(), 1, "exactly one retry counted");
         assert_eq!(h.llm.requests().len(), 2);
     }
@@ -201,13 +246,21 @@ async fn server_errors_exhausted_surface_status_and_message() {
         }
         let (res, events) = run(&h.agent(), "s1", "hi").await;
         let err = res.expect_err("must fail");
-        let RunError::Provider(pe) = &err else { panic!("{err:?}") };
+        let RunError::Provider(pe) = &err else {
+            panic!("{err:?}")
+        };
         assert_eq!(pe.status, Some(500));
         let msg = err.to_string();
-        assert!(msg.contains("500") && msg.contains("upstream exploded"), "{msg}");
+        assert!(
+            msg.contains("500") && msg.contains("upstream exploded"),
+            "{msg}"
+        );
         assert_eq!(h.llm.requests().len(), 3, "3 attempts in all");
         assert_eq!(h.llm.pending(), 0);
-        assert!(matches!(events.all().last().map(|e| &e.kind), Some(EventKind::LifecycleError { .. })));
+        assert!(matches!(
+            events.all().last().map(|e| &e.kind),
+            Some(EventKind::LifecycleError { .. })
+        ));
     }
 }
 
@@ -220,7 +273,11 @@ async fn bad_request_is_not_retried() {
         let (res, _) = run(&h.agent(), "s1", "hi").await;
         let err = res.expect_err("must fail");
         assert!(err.to_string().contains("unknown parameter foo"));
-        assert_eq!(h.llm.pending(), 1, "{protocol:?}: a 400 must not be retried");
+        assert_eq!(
+            h.llm.pending(),
+            1,
+            "{protocol:?}: a 400 must not be retried"
+        );
     }
 }
 
@@ -228,18 +285,36 @@ async fn bad_request_is_not_retried() {
 async fn cut_stream_fails_cleanly_and_writes_no_half_answer() {
     for protocol in PROTOCOLS {
         let h = Harness::new(protocol, Options::default()).await;
-        h.llm.push(Reply::text("this answer will be cut off somewhere").chunk_size(2).cut_after(5));
+        h.llm.push(
+            Reply::text("this answer will be cut off somewhere")
+                .chunk_size(2)
+                .cut_after(5),
+        );
         h.llm.push(Reply::text("must stay queued"));
         let (res, _) = run(&h.agent(), "s1", "hi").await;
         let err = res.expect_err("must fail");
-        let RunError::Provider(pe) = &err else { panic!("{err:?}") };
+        let RunError::Provider(pe) = &err else {
+            panic!("{err:?}")
+        };
         assert_eq!(pe.kind, ErrorKind::BrokenStream, "{protocol:?}: {err}");
-        assert_eq!(h.llm.pending(), 1, "a stream is not retried after its first event");
+        assert_eq!(
+            h.llm.pending(),
+            1,
+            "a stream is not retried after its first event"
+        );
 
-        let meta = h.store.get("main", "s1").await.expect("get").expect("session exists");
+        let meta = h
+            .store
+            .get("main", "s1")
+            .await
+            .expect("get")
+            .expect("session exists");
         let lines = transcript_lines(&h.transcript_path(&meta.session_id));
         assert_transcript_format(&lines);
-        let roles: Vec<_> = lines[1..].iter().map(|l| l["message"]["role"].clone()).collect();
+        let roles: Vec<_> = lines[1..]
+            .iter()
+            .map(|l| l["message"]["role"].clone())
+            .collect();
         assert_eq!(roles, [json!("user")], "only the user's message is on disk");
 
         // The session is still usable.
@@ -251,9 +326,17 @@ async fn cut_stream_fails_cleanly_and_writes_no_half_answer() {
 #[tokio::test]
 async fn fallback_to_second_model_after_rate_limit_with_per_model_cooldown() {
     for protocol in PROTOCOLS {
-        let h = Harness::new(protocol, Options { fallbacks: &["scripted/model-b"], ..Options::default() }).await;
+        let h = Harness::new(
+            protocol,
+            Options {
+                fallbacks: &["scripted/model-b"],
+                ..Options::default()
+            },
+        )
+        .await;
         for _ in 0..3 {
-            h.llm.push(Reply::status(429, "rate limited").retry_after("0"));
+            h.llm
+                .push(Reply::status(429, "rate limited").retry_after("0"));
         }
         h.llm.push(Reply::text("from b"));
         let agent = h.agent();
@@ -261,14 +344,30 @@ async fn fallback_to_second_model_after_rate_limit_with_per_model_cooldown() {
         let out = res.unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
         assert_eq!(out.text, "from b");
         assert_eq!(out.model, "model-b");
-        let models: Vec<_> = h.llm.requests().iter().map(|r| r.body["model"].clone()).collect();
-        assert_eq!(models, [json!("model-a"), json!("model-a"), json!("model-a"), json!("model-b")]);
+        let models: Vec<_> = h
+            .llm
+            .requests()
+            .iter()
+            .map(|r| r.body["model"].clone())
+            .collect();
+        assert_eq!(
+            models,
+            [
+                json!("model-a"),
+                json!("model-a"),
+                json!("model-a"),
+                json!("model-b")
+            ]
+        );
 
         // model-a is cooling down, model-b (same provider) is not: the next run goes straight to b.
         h.llm.push(Reply::text("b again"));
         let (res, _) = run(&agent, "s1", "more").await;
         assert_eq!(res.expect("run").model, "model-b");
-        assert_eq!(h.llm.requests().last().map(|r| r.body["model"].clone()), Some(json!("model-b")));
+        assert_eq!(
+            h.llm.requests().last().map(|r| r.body["model"].clone()),
+            Some(json!("model-b"))
+        );
 
         let meta = h.store.get("main", "s1").await.expect("get").expect("meta");
         assert_eq!(meta.model.as_deref(), Some("model-b"));
@@ -279,7 +378,11 @@ async fn fallback_to_second_model_after_rate_limit_with_per_model_cooldown() {
 async fn abort_mid_stream_records_aborted_turn_and_session_continues() {
     for protocol in PROTOCOLS {
         let h = Harness::new(protocol, Options::default()).await;
-        h.llm.push(Reply::text("a long answer that never finishes").chunk_size(2).hang_after(4));
+        h.llm.push(
+            Reply::text("a long answer that never finishes")
+                .chunk_size(2)
+                .hang_after(4),
+        );
         let agent = Arc::new(h.agent());
         let events = Collector::new();
         let cancel = CancellationToken::new();
@@ -287,19 +390,33 @@ async fn abort_mid_stream_records_aborted_turn_and_session_continues() {
             let (agent, events, cancel) = (agent.clone(), events.clone(), cancel.clone());
             tokio::spawn(async move {
                 agent
-                    .run(RunRequest { session_key: "s1".into(), message: "hi".into() }, events, cancel)
+                    .run(
+                        RunRequest {
+                            session_key: "s1".into(),
+                            message: "hi".into(),
+                        },
+                        events,
+                        cancel,
+                    )
                     .await
             })
         };
-        events.wait_for(|k| matches!(k, EventKind::AssistantDelta { .. })).await;
+        events
+            .wait_for(|k| matches!(k, EventKind::AssistantDelta { .. }))
+            .await;
         cancel.cancel();
         let res = task.await.expect("join");
-        assert!(matches!(res, Err(RunError::Aborted)), "{protocol:?}: {res:?}");
+        assert!(
+            matches!(res, Err(RunError::Aborted)),
+            "{protocol:?}: {res:?}"
+        );
 
         let meta = h.store.get("main", "s1").await.expect("get").expect("meta");
         let log = h.store.open("main", "s1").await.expect("open");
         let last = log.context().pop().expect("messages");
-        let Message::Assistant(a) = last else { panic!("last must be the aborted assistant turn") };
+        let Message::Assistant(a) = last else {
+            panic!("last must be the aborted assistant turn")
+        };
         assert_eq!(a.stop_reason, StopReason::Aborted);
         assert!(!a.text().is_empty(), "partial text is kept");
         assert_transcript_format(&transcript_lines(&h.transcript_path(&meta.session_id)));
@@ -313,7 +430,11 @@ async fn abort_mid_stream_records_aborted_turn_and_session_continues() {
 #[tokio::test]
 async fn abort_during_tool_kills_it_and_keeps_pairing() {
     let h = Harness::new(Protocol::OpenAi, Options::default()).await;
-    h.llm.push(Reply::tool_call("call_1", "exec", json!({"command": "sleep 30"})));
+    h.llm.push(Reply::tool_call(
+        "call_1",
+        "exec",
+        json!({"command": "sleep 30"}),
+    ));
     let agent = Arc::new(h.agent());
     let events = Collector::new();
     let cancel = CancellationToken::new();
@@ -321,24 +442,42 @@ async fn abort_during_tool_kills_it_and_keeps_pairing() {
         let (agent, events, cancel) = (agent.clone(), events.clone(), cancel.clone());
         tokio::spawn(async move {
             agent
-                .run(RunRequest { session_key: "s1".into(), message: "wait".into() }, events, cancel)
+                .run(
+                    RunRequest {
+                        session_key: "s1".into(),
+                        message: "wait".into(),
+                    },
+                    events,
+                    cancel,
+                )
                 .await
         })
     };
-    events.wait_for(|k| matches!(k, EventKind::ToolStart { .. })).await;
+    events
+        .wait_for(|k| matches!(k, EventKind::ToolStart { .. }))
+        .await;
     cancel.cancel();
     let res = task.await.expect("join");
     assert!(matches!(res, Err(RunError::Aborted)), "{res:?}");
     let log = h.store.open("main", "s1").await.expect("open");
     let ctx = log.context();
-    let Some(Message::ToolResult(r)) = ctx.last() else { panic!("tool result must be written: {ctx:?}") };
+    let Some(Message::ToolResult(r)) = ctx.last() else {
+        panic!("tool result must be written: {ctx:?}")
+    };
     assert_eq!(r.tool_call_id, "call_1");
     assert!(r.is_error);
 }
 
 #[tokio::test]
 async fn run_time_out_is_reported() {
-    let h = Harness::new(Protocol::OpenAi, Options { timeout_seconds: 1, ..Options::default() }).await;
+    let h = Harness::new(
+        Protocol::OpenAi,
+        Options {
+            timeout_seconds: 1,
+            ..Options::default()
+        },
+    )
+    .await;
     h.llm.push(Reply::text("never completes").hang_after(2));
     let (res, _) = run(&h.agent(), "s1", "hi").await;
     assert!(matches!(res, Err(RunError::Timeout(_))), "{res:?}");
@@ -346,9 +485,17 @@ async fn run_time_out_is_reported() {
 
 #[tokio::test]
 async fn iteration_cap_stops_the_loop() {
-    let h = Harness::new(Protocol::OpenAi, Options { max_iterations: 2, ..Options::default() }).await;
+    let h = Harness::new(
+        Protocol::OpenAi,
+        Options {
+            max_iterations: 2,
+            ..Options::default()
+        },
+    )
+    .await;
     for i in 0..3 {
-        h.llm.push(Reply::tool_call(&format!("c{i}"), "ls", json!({})));
+        h.llm
+            .push(Reply::tool_call(&format!("c{i}"), "ls", json!({})));
     }
     let (res, _) = run(&h.agent(), "s1", "loop").await;
     assert!(matches!(res, Err(RunError::IterationLimit(2))), "{res:?}");
@@ -359,7 +506,11 @@ async fn iteration_cap_stops_the_loop() {
 async fn tool_errors_go_back_to_the_model_without_ending_the_run() {
     let h = Harness::new(Protocol::OpenAi, Options::default()).await;
     h.llm.push(Reply::tool_calls(vec![
-        ("c1".into(), "read".into(), json!({"path": "../../etc/passwd"})),
+        (
+            "c1".into(),
+            "read".into(),
+            json!({"path": "../../etc/passwd"}),
+        ),
         ("c2".into(), "no_such_tool".into(), json!({})),
     ]));
     h.llm.push(Reply::text("handled"));
@@ -375,8 +526,15 @@ async fn tool_errors_go_back_to_the_model_without_ending_the_run() {
         .collect();
     assert_eq!(errors, [true, true]);
     let shape = request_shape(Protocol::OpenAi, &h.llm.requests()[1].body);
-    let tool_texts: Vec<_> = shape.iter().filter(|m| m.0 == "tool").map(|m| m.1.clone()).collect();
-    assert!(tool_texts[0].contains("outside the workspace"), "{tool_texts:?}");
+    let tool_texts: Vec<_> = shape
+        .iter()
+        .filter(|m| m.0 == "tool")
+        .map(|m| m.1.clone())
+        .collect();
+    assert!(
+        tool_texts[0].contains("outside the workspace"),
+        "{tool_texts:?}"
+    );
     assert!(tool_texts[1].contains("no_such_tool"), "{tool_texts:?}");
 }
 
@@ -386,7 +544,9 @@ async fn transcript_on_disk_equals_what_was_sent_and_survives_restart() {
         let h = Harness::new(protocol, Options::default()).await;
         std::fs::create_dir_all(h.workspace()).expect("ws");
         std::fs::write(h.workspace().join("a.txt"), "alpha").expect("seed file");
-        h.llm.push(Reply::tool_call("call_r", "read", json!({"path": "a.txt"})).with_text("Let me look."));
+        h.llm.push(
+            Reply::tool_call("call_r", "read", json!({"path": "a.txt"})).with_text("Let me look."),
+        );
         h.llm.push(Reply::text("It says alpha."));
         let (res, _) = run(&h.agent(), "chat", "what is in a.txt?").await;
         let out = res.unwrap_or_else(|e| panic!("{protocol:?}: {e}"));
@@ -399,12 +559,26 @@ async fn transcript_on_disk_equals_what_was_sent_and_survives_restart() {
             .collect();
         assert_eq!(msgs.len(), 4);
         assert_eq!(msgs[0].text(), "what is in a.txt?");
-        let Message::Assistant(a) = &msgs[1] else { panic!() };
+        let Message::Assistant(a) = &msgs[1] else {
+            panic!()
+        };
         assert_eq!(a.stop_reason, StopReason::ToolUse);
         assert_eq!(a.text(), "Let me look.");
-        let calls: Vec<_> = a.tool_calls().map(|(id, n, args)| (id.to_string(), n.to_string(), args.clone())).collect();
-        assert_eq!(calls, [("call_r".to_string(), "read".to_string(), json!({"path": "a.txt"}))]);
-        let Message::ToolResult(r) = &msgs[2] else { panic!() };
+        let calls: Vec<_> = a
+            .tool_calls()
+            .map(|(id, n, args)| (id.to_string(), n.to_string(), args.clone()))
+            .collect();
+        assert_eq!(
+            calls,
+            [(
+                "call_r".to_string(),
+                "read".to_string(),
+                json!({"path": "a.txt"})
+            )]
+        );
+        let Message::ToolResult(r) = &msgs[2] else {
+            panic!()
+        };
         assert_eq!(r.tool_call_id, "call_r");
         assert!(r.text().contains("alpha"));
         assert_eq!(msgs[3].text(), "It says alpha.");
@@ -412,7 +586,14 @@ async fn transcript_on_disk_equals_what_was_sent_and_survives_restart() {
         // What the second request carried is exactly what is on disk.
         let sent = request_shape(protocol, &h.llm.requests()[1].body);
         assert_eq!(sent[0], ("user".into(), "what is in a.txt?".into(), vec![]));
-        assert_eq!(sent[1], ("assistant".into(), "Let me look.".into(), vec!["call_r".into()]));
+        assert_eq!(
+            sent[1],
+            (
+                "assistant".into(),
+                "Let me look.".into(),
+                vec!["call_r".into()]
+            )
+        );
         assert_eq!(sent[2].2, ["call_r"]);
         assert_eq!(sent[2].1, r.text());
 
@@ -426,7 +607,12 @@ async fn transcript_on_disk_equals_what_was_sent_and_survives_restart() {
         assert_eq!(sent[3].1, "It says alpha.");
         assert_eq!(sent[4].1, "and now?");
 
-        let meta = h.store.get("main", "chat").await.expect("get").expect("meta");
+        let meta = h
+            .store
+            .get("main", "chat")
+            .await
+            .expect("get")
+            .expect("meta");
         assert!(meta.usage.total_tokens > 0 || meta.model.is_some());
     }
 }

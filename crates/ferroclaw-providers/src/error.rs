@@ -54,6 +54,8 @@ impl ProviderError {
         Self::new(ErrorKind::Aborted, "aborted")
     }
 
+    /// Transient faults are retried, but a stream only before its first delta: after
+    /// that the caller has already shown text that a retry would repeat.
     pub fn retryable(&self) -> bool {
         !self.streamed
             && matches!(
@@ -62,6 +64,7 @@ impl ProviderError {
                     | ErrorKind::Server
                     | ErrorKind::Network
                     | ErrorKind::Timeout
+                    | ErrorKind::BrokenStream
             )
     }
 

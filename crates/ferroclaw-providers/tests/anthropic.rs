@@ -16,19 +16,37 @@ async fn plain_answer_json_and_sse_with_headers_and_system() {
     for stream in [false, true] {
         let llm = server().await;
         let text = "Bonjour, tout le monde.";
-        llm.push(Reply::text(text).chunk_size(4).with_usage(10, 7).with_cached_tokens(200));
+        llm.push(
+            Reply::text(text)
+                .chunk_size(4)
+                .with_usage(10, 7)
+                .with_cached_tokens(200),
+        );
         let sink = Collect::default();
         let resp = anthropic(&llm)
-            .chat(&request("claude-test", stream), &sink, &CancellationToken::new())
+            .chat(
+                &request("claude-test", stream),
+                &sink,
+                &CancellationToken::new(),
+            )
             .await
             .expect("chat");
         assert_eq!(resp.content, vec![ContentBlock::text(text)]);
         assert_eq!(resp.stop_reason, StopReason::Stop);
-        assert_eq!((resp.provider.as_str(), resp.model.as_str()), ("anthropic", "claude-test"));
+        assert_eq!(
+            (resp.provider.as_str(), resp.model.as_str()),
+            ("anthropic", "claude-test")
+        );
         // Anthropic cache reads are separate from input_tokens.
         assert_eq!(
             resp.usage,
-            Usage { input: 10, output: 7, cache_read: 200, cache_write: 0, total_tokens: 217 }
+            Usage {
+                input: 10,
+                output: 7,
+                cache_read: 200,
+                cache_write: 0,
+                total_tokens: 217
+            }
         );
         if stream {
             assert_eq!(sink.text(), text);
@@ -41,7 +59,10 @@ async fn plain_answer_json_and_sse_with_headers_and_system() {
         assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
         assert_eq!(r.body["system"], "You are terse.");
         assert_eq!(r.body["max_tokens"], 4096);
-        assert_eq!(r.body["messages"], json!([{"role": "user", "content": [{"type": "text", "text": "hello"}]}]));
+        assert_eq!(
+            r.body["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "hello"}]}])
+        );
         assert_eq!(r.body["tools"][0]["name"], "exec");
         assert_eq!(r.body["tools"][0]["input_schema"]["type"], "object");
         assert_eq!(r.body.get("stream").is_some(), stream);
@@ -53,9 +74,21 @@ async fn tool_calls_json_and_sse() {
     for stream in [false, true] {
         let llm = server().await;
         let calls = vec![
-            ("toolu_1".to_string(), "read".to_string(), json!({"path": "/tmp/x"})),
-            ("toolu_2".to_string(), "exec".to_string(), json!({"command": "echo \"{}\""})),
-            ("toolu_3".to_string(), "web".to_string(), json!({"q": "ß ✓", "n": [1, 2]})),
+            (
+                "toolu_1".to_string(),
+                "read".to_string(),
+                json!({"path": "/tmp/x"}),
+            ),
+            (
+                "toolu_2".to_string(),
+                "exec".to_string(),
+                json!({"command": "echo \"{}\""}),
+            ),
+            (
+                "toolu_3".to_string(),
+                "web".to_string(),
+                json!({"q": "ß ✓", "n": [1, 2]}),
+            ),
         ];
         llm.push(Reply::tool_calls(calls.clone()).chunk_size(3));
         let sink = Collect::default();
@@ -117,10 +150,24 @@ async fn tool_results_are_merged_and_signed_thinking_echoed() {
     let mut req = request("c", false);
     req.messages.push(Message::Assistant(AssistantMessage {
         content: vec![
-            ContentBlock::Thinking { thinking: "t".into(), thinking_signature: Some("sig-1".into()) },
-            ContentBlock::Thinking { thinking: "unsigned".into(), thinking_signature: None },
-            ContentBlock::ToolCall { id: "tu_1".into(), name: "read".into(), arguments: json!({"p": 1}) },
-            ContentBlock::ToolCall { id: "tu_2".into(), name: "exec".into(), arguments: json!({"c": "x"}) },
+            ContentBlock::Thinking {
+                thinking: "t".into(),
+                thinking_signature: Some("sig-1".into()),
+            },
+            ContentBlock::Thinking {
+                thinking: "unsigned".into(),
+                thinking_signature: None,
+            },
+            ContentBlock::ToolCall {
+                id: "tu_1".into(),
+                name: "read".into(),
+                arguments: json!({"p": 1}),
+            },
+            ContentBlock::ToolCall {
+                id: "tu_2".into(),
+                name: "exec".into(),
+                arguments: json!({"c": "x"}),
+            },
         ],
         provider: "anthropic".into(),
         model: "c".into(),
@@ -129,8 +176,10 @@ async fn tool_results_are_merged_and_signed_thinking_echoed() {
         error_message: None,
         timestamp: 0,
     }));
-    req.messages.push(Message::tool_result("tu_1", "read", "contents", false));
-    req.messages.push(Message::tool_result("tu_2", "exec", "exit 1", true));
+    req.messages
+        .push(Message::tool_result("tu_1", "read", "contents", false));
+    req.messages
+        .push(Message::tool_result("tu_2", "exec", "exit 1", true));
     anthropic(&llm)
         .chat(&req, &NoSink, &CancellationToken::new())
         .await
@@ -159,14 +208,23 @@ async fn tool_results_are_merged_and_signed_thinking_echoed() {
 async fn overloaded_and_overflow_errors() {
     let llm = server().await;
     llm.push(Reply::status(529, "Overloaded"));
-    llm.push(Reply::status(400, "prompt is too long: 250000 tokens > 200000 maximum"));
+    llm.push(Reply::status(
+        400,
+        "prompt is too long: 250000 tokens > 200000 maximum",
+    ));
     let p = anthropic(&llm);
     let c = CancellationToken::new();
-    let e = p.chat(&request("c", true), &NoSink, &c).await.expect_err("529");
+    let e = p
+        .chat(&request("c", true), &NoSink, &c)
+        .await
+        .expect_err("529");
     assert_eq!((e.kind, e.status), (ErrorKind::Server, Some(529)));
     assert_eq!(e.message, "Overloaded");
     assert!(e.retryable());
-    let e = p.chat(&request("c", false), &NoSink, &c).await.expect_err("400");
+    let e = p
+        .chat(&request("c", false), &NoSink, &c)
+        .await
+        .expect_err("400");
     assert_eq!((e.kind, e.status), (ErrorKind::ContextOverflow, Some(400)));
 }
 
@@ -176,16 +234,25 @@ async fn cut_and_malformed_streams() {
     llm.push(Reply::text("some answer text here").cut_after(4));
     let p = anthropic(&llm);
     let c = CancellationToken::new();
-    let e = p.chat(&request("c", true), &NoSink, &c).await.expect_err("cut");
+    let e = p
+        .chat(&request("c", true), &NoSink, &c)
+        .await
+        .expect_err("cut");
     assert_eq!(e.kind, ErrorKind::BrokenStream, "{e}");
     assert!(e.streamed);
 
     llm.push(Reply::text("some answer").malformed());
-    let e = p.chat(&request("c", true), &NoSink, &c).await.expect_err("malformed");
+    let e = p
+        .chat(&request("c", true), &NoSink, &c)
+        .await
+        .expect_err("malformed");
     assert_eq!(e.kind, ErrorKind::BrokenStream, "{e}");
 
     llm.push(Reply::text("some answer").malformed());
-    let e = p.chat(&request("c", false), &NoSink, &c).await.expect_err("malformed json");
+    let e = p
+        .chat(&request("c", false), &NoSink, &c)
+        .await
+        .expect_err("malformed json");
     assert_eq!(e.kind, ErrorKind::Malformed, "{e}");
 }
 
@@ -204,5 +271,8 @@ async fn max_tokens_maps_to_length() {
 async fn list_models() {
     let llm = server().await;
     llm.set_models(vec!["claude-x".into()]);
-    assert_eq!(anthropic(&llm).list_models().await.expect("models"), vec!["claude-x".to_string()]);
+    assert_eq!(
+        anthropic(&llm).list_models().await.expect("models"),
+        vec!["claude-x".to_string()]
+    );
 }

@@ -15,15 +15,31 @@ async fn plain_answer_json() {
     llm.push(Reply::text("Hello there, friend.").with_usage(12, 5));
     let p = openai(&llm);
     let resp = p
-        .chat(&request("gpt-test", false), &NoSink, &CancellationToken::new())
+        .chat(
+            &request("gpt-test", false),
+            &NoSink,
+            &CancellationToken::new(),
+        )
         .await
         .expect("chat");
-    assert_eq!(resp.content, vec![ContentBlock::text("Hello there, friend.")]);
+    assert_eq!(
+        resp.content,
+        vec![ContentBlock::text("Hello there, friend.")]
+    );
     assert_eq!(resp.stop_reason, StopReason::Stop);
-    assert_eq!((resp.provider.as_str(), resp.model.as_str()), ("openai", "gpt-test"));
+    assert_eq!(
+        (resp.provider.as_str(), resp.model.as_str()),
+        ("openai", "gpt-test")
+    );
     assert_eq!(
         resp.usage,
-        Usage { input: 12, output: 5, cache_read: 0, cache_write: 0, total_tokens: 17 }
+        Usage {
+            input: 12,
+            output: 5,
+            cache_read: 0,
+            cache_write: 0,
+            total_tokens: 17
+        }
     );
 
     let reqs = llm.requests();
@@ -34,11 +50,20 @@ async fn plain_answer_json() {
     assert_eq!(r.header("x-extra"), Some("1"));
     assert_eq!(r.body["model"], "gpt-test");
     assert!(r.body.get("stream").is_none());
-    assert_eq!(r.body["messages"][0], json!({"role": "system", "content": "You are terse."}));
-    assert_eq!(r.body["messages"][1], json!({"role": "user", "content": "hello"}));
+    assert_eq!(
+        r.body["messages"][0],
+        json!({"role": "system", "content": "You are terse."})
+    );
+    assert_eq!(
+        r.body["messages"][1],
+        json!({"role": "user", "content": "hello"})
+    );
     assert_eq!(r.body["tools"][0]["type"], "function");
     assert_eq!(r.body["tools"][0]["function"]["name"], "exec");
-    assert_eq!(r.body["tools"][0]["function"]["parameters"]["required"], json!(["command"]));
+    assert_eq!(
+        r.body["tools"][0]["function"]["parameters"]["required"],
+        json!(["command"])
+    );
 }
 
 #[tokio::test]
@@ -65,7 +90,11 @@ async fn plain_answer_sse_deltas_arrive_in_order() {
 async fn one_tool_call_json_and_sse() {
     for stream in [false, true] {
         let llm = server().await;
-        llm.push(Reply::tool_call("call_1", "exec", json!({"command": "ls -la"})));
+        llm.push(Reply::tool_call(
+            "call_1",
+            "exec",
+            json!({"command": "ls -la"}),
+        ));
         let p = openai(&llm);
         let sink = Collect::default();
         let resp = p
@@ -82,7 +111,10 @@ async fn one_tool_call_json_and_sse() {
             }]
         );
         if stream {
-            assert_eq!(sink.tool_starts(), vec![(0, "call_1".into(), "exec".into())]);
+            assert_eq!(
+                sink.tool_starts(),
+                vec![(0, "call_1".into(), "exec".into())]
+            );
         }
     }
 }
@@ -91,11 +123,27 @@ async fn one_tool_call_json_and_sse() {
 async fn three_parallel_calls_reassembled_in_order() {
     let llm = server().await;
     let calls = vec![
-        ("c_a".to_string(), "read".to_string(), json!({"path": "/etc/hosts", "lines": 10})),
-        ("c_b".to_string(), "exec".to_string(), json!({"command": "echo \"hi\" && ls"})),
-        ("c_c".to_string(), "web".to_string(), json!({"q": "ünïcødé ✓", "n": [1, 2, 3]})),
+        (
+            "c_a".to_string(),
+            "read".to_string(),
+            json!({"path": "/etc/hosts", "lines": 10}),
+        ),
+        (
+            "c_b".to_string(),
+            "exec".to_string(),
+            json!({"command": "echo \"hi\" && ls"}),
+        ),
+        (
+            "c_c".to_string(),
+            "web".to_string(),
+            json!({"q": "ünïcødé ✓", "n": [1, 2, 3]}),
+        ),
     ];
-    llm.push(Reply::tool_calls(calls.clone()).with_text("Working on it.").chunk_size(3));
+    llm.push(
+        Reply::tool_calls(calls.clone())
+            .with_text("Working on it.")
+            .chunk_size(3),
+    );
     let p = openai(&llm);
     let sink = Collect::default();
     let resp = p
@@ -110,9 +158,15 @@ async fn three_parallel_calls_reassembled_in_order() {
     }));
     assert_eq!(resp.content, want);
     assert_eq!(resp.stop_reason, StopReason::ToolUse);
-    let starts: Vec<(usize, String)> =
-        sink.tool_starts().into_iter().map(|(i, id, _)| (i, id)).collect();
-    assert_eq!(starts, vec![(0, "c_a".into()), (1, "c_b".into()), (2, "c_c".into())]);
+    let starts: Vec<(usize, String)> = sink
+        .tool_starts()
+        .into_iter()
+        .map(|(i, id, _)| (i, id))
+        .collect();
+    assert_eq!(
+        starts,
+        vec![(0, "c_a".into()), (1, "c_b".into()), (2, "c_c".into())]
+    );
     // Text precedes the first tool start in the delta stream.
     assert!(matches!(sink.all().first(), Some(StreamDelta::Text(_))));
 }
@@ -162,7 +216,13 @@ async fn cached_tokens_are_split_out_of_input() {
             .expect("chat");
         assert_eq!(
             resp.usage,
-            Usage { input: 40, output: 20, cache_read: 60, cache_write: 0, total_tokens: 120 }
+            Usage {
+                input: 40,
+                output: 20,
+                cache_read: 60,
+                cache_write: 0,
+                total_tokens: 120
+            }
         );
     }
 }
@@ -185,7 +245,10 @@ async fn history_body_carries_tool_call_ids_and_reasoning_echo() {
     let mut req = request("m", false);
     req.messages.push(Message::Assistant(AssistantMessage {
         content: vec![
-            ContentBlock::Thinking { thinking: "need ls".into(), thinking_signature: None },
+            ContentBlock::Thinking {
+                thinking: "need ls".into(),
+                thinking_signature: None,
+            },
             ContentBlock::text("Listing."),
             ContentBlock::ToolCall {
                 id: "call_9".into(),
@@ -200,14 +263,23 @@ async fn history_body_carries_tool_call_ids_and_reasoning_echo() {
         error_message: None,
         timestamp: 0,
     }));
-    req.messages.push(Message::tool_result("call_9", "exec", "a.txt\nb.txt", false));
-    req.messages.push(Message::User(ferroclaw_types::UserMessage {
-        content: vec![
-            ContentBlock::text("and this?"),
-            ContentBlock::Image { data: "AAAA".into(), mime_type: "image/png".into() },
-        ],
-        timestamp: 0,
-    }));
+    req.messages.push(Message::tool_result(
+        "call_9",
+        "exec",
+        "a.txt\nb.txt",
+        false,
+    ));
+    req.messages
+        .push(Message::User(ferroclaw_types::UserMessage {
+            content: vec![
+                ContentBlock::text("and this?"),
+                ContentBlock::Image {
+                    data: "AAAA".into(),
+                    mime_type: "image/png".into(),
+                },
+            ],
+            timestamp: 0,
+        }));
     openai(&llm)
         .chat(&req, &NoSink, &CancellationToken::new())
         .await
@@ -223,12 +295,20 @@ async fn history_body_carries_tool_call_ids_and_reasoning_echo() {
     assert_eq!(a["tool_calls"][0]["id"], "call_9");
     assert_eq!(a["tool_calls"][0]["type"], "function");
     let args: Value = serde_json::from_str(
-        a["tool_calls"][0]["function"]["arguments"].as_str().expect("string args"),
+        a["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .expect("string args"),
     )
     .expect("json args");
     assert_eq!(args, json!({"command": "ls"}));
-    assert_eq!(m[3], json!({"role": "tool", "tool_call_id": "call_9", "content": "a.txt\nb.txt"}));
-    assert_eq!(m[4]["content"][0], json!({"type": "text", "text": "and this?"}));
+    assert_eq!(
+        m[3],
+        json!({"role": "tool", "tool_call_id": "call_9", "content": "a.txt\nb.txt"})
+    );
+    assert_eq!(
+        m[4]["content"][0],
+        json!({"type": "text", "text": "and this?"})
+    );
     assert_eq!(
         m[4]["content"][1],
         json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})
@@ -281,16 +361,31 @@ async fn malformed_stream_and_body() {
 async fn http_errors_name_status_and_message() {
     let llm = server().await;
     llm.push(Reply::status(401, "Incorrect API key provided"));
-    llm.push(Reply::status(400, "This model's maximum context length is 8192 tokens"));
+    llm.push(Reply::status(
+        400,
+        "This model's maximum context length is 8192 tokens",
+    ));
     llm.push(Reply::status(404, "model `nope` does not exist"));
     let p = openai(&llm);
     let c = CancellationToken::new();
-    let e = p.chat(&request("m", false), &NoSink, &c).await.expect_err("401");
+    let e = p
+        .chat(&request("m", false), &NoSink, &c)
+        .await
+        .expect_err("401");
     assert_eq!((e.kind, e.status), (ErrorKind::Auth, Some(401)));
-    assert_eq!(e.to_string(), "openai/m: HTTP 401: Incorrect API key provided");
-    let e = p.chat(&request("m", true), &NoSink, &c).await.expect_err("400");
+    assert_eq!(
+        e.to_string(),
+        "openai/m: HTTP 401: Incorrect API key provided"
+    );
+    let e = p
+        .chat(&request("m", true), &NoSink, &c)
+        .await
+        .expect_err("400");
     assert_eq!(e.kind, ErrorKind::ContextOverflow);
-    let e = p.chat(&request("nope", false), &NoSink, &c).await.expect_err("404");
+    let e = p
+        .chat(&request("nope", false), &NoSink, &c)
+        .await
+        .expect_err("404");
     assert_eq!(e.kind, ErrorKind::NotFound);
     assert!(e.should_fall_back());
 }

@@ -32,7 +32,11 @@ pub struct Entry {
 /// The typed part of an entry. Types we only keep (not act on) are still modelled so
 /// that an imported transcript round-trips.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum EntryBody {
     Message {
         message: Message,

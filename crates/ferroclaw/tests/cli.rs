@@ -81,27 +81,58 @@ async fn one_shot_chat_runs_tools_and_the_session_survives_a_restart() {
     let llm = ScriptedLlm::start().await.expect("llm");
     let home = tempfile::tempdir().expect("tempdir");
     write_config(home.path(), &llm.openai_base_url());
-    llm.push(Reply::tool_call("call_1", "write", json!({"path": "hello.txt", "content": "hi there"})));
+    llm.push(Reply::tool_call(
+        "call_1",
+        "write",
+        json!({"path": "hello.txt", "content": "hi there"}),
+    ));
     llm.push(Reply::text("<think>done?</think>I wrote hello.txt."));
 
-    let out = ferroclaw(home.path(), &["agent", "chat", "-m", "write a greeting"], &[]).await;
+    let out = ferroclaw(
+        home.path(),
+        &["agent", "chat", "-m", "write a greeting"],
+        &[],
+    )
+    .await;
     assert!(out.status.success(), "stderr: {}", stderr(&out));
-    assert_eq!(stdout(&out), "I wrote hello.txt.\n", "sanitised answer only on stdout");
-    assert!(stderr(&out).contains("write"), "tool activity shown on stderr");
-    let written = std::fs::read_to_string(home.path().join("workspace/hello.txt")).expect("tool wrote file");
+    assert_eq!(
+        stdout(&out),
+        "I wrote hello.txt.\n",
+        "sanitised answer only on stdout"
+    );
+    assert!(
+        stderr(&out).contains("write"),
+        "tool activity shown on stderr"
+    );
+    let written =
+        std::fs::read_to_string(home.path().join("workspace/hello.txt")).expect("tool wrote file");
     assert_eq!(written, "hi there");
 
     // Transcript in the DESIGN §4 format.
     let index: Value = serde_json::from_str(
-        &std::fs::read_to_string(home.path().join("agents/main/sessions/sessions.json")).expect("index"),
+        &std::fs::read_to_string(home.path().join("agents/main/sessions/sessions.json"))
+            .expect("index"),
     )
     .expect("index json");
-    let sid = index["main"]["sessionId"].as_str().expect("session id").to_string();
-    let raw = std::fs::read_to_string(home.path().join(format!("agents/main/sessions/{sid}.jsonl"))).expect("transcript");
-    let lines: Vec<Value> = raw.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    let sid = index["main"]["sessionId"]
+        .as_str()
+        .expect("session id")
+        .to_string();
+    let raw = std::fs::read_to_string(
+        home.path()
+            .join(format!("agents/main/sessions/{sid}.jsonl")),
+    )
+    .expect("transcript");
+    let lines: Vec<Value> = raw
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
     assert_eq!(lines[0]["type"], "session");
     assert_eq!(lines[0]["version"], 3);
-    let roles: Vec<_> = lines[1..].iter().map(|l| l["message"]["role"].as_str().unwrap_or("").to_string()).collect();
+    let roles: Vec<_> = lines[1..]
+        .iter()
+        .map(|l| l["message"]["role"].as_str().unwrap_or("").to_string())
+        .collect();
     assert_eq!(roles, ["user", "assistant", "toolResult", "assistant"]);
     assert!(lines[1]["parentId"].is_null());
     for w in lines[1..].windows(2) {
@@ -110,7 +141,12 @@ async fn one_shot_chat_runs_tools_and_the_session_survives_a_restart() {
 
     // A second process continues the same session and sends the history.
     llm.push(Reply::text("Yes, still there."));
-    let out = ferroclaw(home.path(), &["agent", "chat", "-m", "is it still there?"], &[]).await;
+    let out = ferroclaw(
+        home.path(),
+        &["agent", "chat", "-m", "is it still there?"],
+        &[],
+    )
+    .await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "Yes, still there.\n");
     let body = &llm.requests()[2].body;
@@ -133,7 +169,10 @@ async fn one_shot_failure_exits_non_zero_with_a_clear_message() {
     let out = ferroclaw(home.path(), &["agent", "chat", "-m", "hi"], &[]).await;
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("401") && err.contains("invalid api key provided"), "{err}");
+    assert!(
+        err.contains("401") && err.contains("invalid api key provided"),
+        "{err}"
+    );
     assert!(stdout(&out).is_empty());
 }
 
@@ -148,7 +187,10 @@ async fn config_validate_warns_on_unknown_key_and_fails_on_bad_value() {
     let out = ferroclaw(home.path(), &["config", "validate"], &[]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("agents.defaults.modle") && err.contains("line 4"), "{err}");
+    assert!(
+        err.contains("agents.defaults.modle") && err.contains("line 4"),
+        "{err}"
+    );
 
     std::fs::write(
         home.path().join("config.json5"),
@@ -157,12 +199,24 @@ async fn config_validate_warns_on_unknown_key_and_fails_on_bad_value() {
     .expect("write");
     let out = ferroclaw(home.path(), &["config", "validate"], &[]).await;
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("agents.defaults.max_iterations"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("agents.defaults.max_iterations"),
+        "{}",
+        stderr(&out)
+    );
 
-    std::fs::write(home.path().join("config.json5"), "{\n  agents: {\n    defaults: { model: 'x' \n}\n").expect("write");
+    std::fs::write(
+        home.path().join("config.json5"),
+        "{\n  agents: {\n    defaults: { model: 'x' \n}\n",
+    )
+    .expect("write");
     let out = ferroclaw(home.path(), &["config", "validate"], &[]).await;
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("line"), "syntax errors name a line: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line"),
+        "syntax errors name a line: {}",
+        stderr(&out)
+    );
 }
 
 #[tokio::test]
@@ -171,7 +225,12 @@ async fn config_show_masks_secrets_and_path_points_at_home() {
     let home = tempfile::tempdir().expect("tempdir");
     write_config(home.path(), &llm.openai_base_url());
     let secret = "sk-verysecretvalue-0123456789";
-    let out = ferroclaw(home.path(), &["config", "show"], &[("FERROCLAW_SCRIPTED_API_KEY", secret)]).await;
+    let out = ferroclaw(
+        home.path(),
+        &["config", "show"],
+        &[("FERROCLAW_SCRIPTED_API_KEY", secret)],
+    )
+    .await;
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(!text.contains(secret), "secret leaked:\n{text}");
@@ -179,22 +238,50 @@ async fn config_show_masks_secrets_and_path_points_at_home() {
     serde_json::from_str::<Value>(&text).expect("config show prints JSON");
 
     let out = ferroclaw(home.path(), &["config", "path"], &[]).await;
-    assert_eq!(stdout(&out).trim(), home.path().join("config.json5").display().to_string());
+    assert_eq!(
+        stdout(&out).trim(),
+        home.path().join("config.json5").display().to_string()
+    );
 }
 
 #[tokio::test]
 async fn onboard_is_non_interactive_with_a_key_in_the_environment() {
     let home = tempfile::tempdir().expect("tempdir");
-    let out = ferroclaw(home.path(), &["onboard"], &[("OPENAI_API_KEY", "sk-test-abc")]).await;
+    let out = ferroclaw(
+        home.path(),
+        &["onboard"],
+        &[("OPENAI_API_KEY", "sk-test-abc")],
+    )
+    .await;
     assert!(out.status.success(), "{}", stderr(&out));
     let cfg = std::fs::read_to_string(home.path().join("config.json5")).expect("config written");
     assert!(cfg.contains("openai"));
-    assert!(!cfg.contains("sk-test-abc"), "keys are never written to the config");
-    let out = ferroclaw(home.path(), &["config", "validate"], &[("OPENAI_API_KEY", "sk-test-abc")]).await;
+    assert!(
+        !cfg.contains("sk-test-abc"),
+        "keys are never written to the config"
+    );
+    let out = ferroclaw(
+        home.path(),
+        &["config", "validate"],
+        &[("OPENAI_API_KEY", "sk-test-abc")],
+    )
+    .await;
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(!stderr(&out).contains("warning"), "starter config has no unknown keys: {}", stderr(&out));
-    let out = ferroclaw(home.path(), &["onboard"], &[("OPENAI_API_KEY", "sk-test-abc")]).await;
-    assert!(!out.status.success(), "an existing config is not overwritten without --force");
+    assert!(
+        !stderr(&out).contains("warning"),
+        "starter config has no unknown keys: {}",
+        stderr(&out)
+    );
+    let out = ferroclaw(
+        home.path(),
+        &["onboard"],
+        &[("OPENAI_API_KEY", "sk-test-abc")],
+    )
+    .await;
+    assert!(
+        !out.status.success(),
+        "an existing config is not overwritten without --force"
+    );
     let out = ferroclaw(home.path(), &["onboard", "--non-interactive"], &[]).await;
     assert!(!out.status.success());
 }
@@ -207,14 +294,26 @@ async fn doctor_passes_against_a_live_provider_and_fails_against_a_dead_one() {
     write_config(home.path(), &llm.openai_base_url());
     let out = ferroclaw(home.path(), &["doctor"], &[]).await;
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
-    assert!(stdout(&out).contains("answers (1 models)"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("answers (1 models)"),
+        "{}",
+        stdout(&out)
+    );
 
     // A port nothing listens on: bind, note it, release it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
     write_config(home.path(), &format!("http://127.0.0.1:{port}/v1"));
     let out = ferroclaw(home.path(), &["doctor"], &[]).await;
     assert!(!out.status.success());
-    assert!(stdout(&out).contains("[FAIL]") && stdout(&out).contains("not reachable"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("[FAIL]") && stdout(&out).contains("not reachable"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[tokio::test]
@@ -230,5 +329,8 @@ async fn agent_list_shows_default_and_configured_agents() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("* main"), "{text}");
-    assert!(text.contains("coder") && text.contains("local/m2"), "{text}");
+    assert!(
+        text.contains("coder") && text.contains("local/m2"),
+        "{text}"
+    );
 }

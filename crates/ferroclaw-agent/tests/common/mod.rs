@@ -137,7 +137,11 @@ impl EventSink for Collector {
     }
 }
 
-pub async fn run(agent: &Agent, session: &str, message: &str) -> (Result<RunOutput, RunError>, Arc<Collector>) {
+pub async fn run(
+    agent: &Agent,
+    session: &str,
+    message: &str,
+) -> (Result<RunOutput, RunError>, Arc<Collector>) {
     let c = Collector::new();
     let res = agent
         .run(
@@ -155,7 +159,10 @@ pub async fn run(agent: &Agent, session: &str, message: &str) -> (Result<RunOutp
 /// Every line of a transcript parsed as JSON, header first.
 pub fn transcript_lines(path: &std::path::Path) -> Vec<Value> {
     let raw = std::fs::read_to_string(path).expect("read transcript");
-    assert!(raw.ends_with('\n'), "transcript must end with a complete line");
+    assert!(
+        raw.ends_with('\n'),
+        "transcript must end with a complete line"
+    );
     raw.lines()
         .map(|l| serde_json::from_str(l).expect("every line is JSON"))
         .collect()
@@ -202,7 +209,11 @@ pub fn request_shape(protocol: Protocol, body: &Value) -> Vec<(String, String, V
                 let ids: Vec<String> = match role {
                     "assistant" => m["tool_calls"]
                         .as_array()
-                        .map(|a| a.iter().map(|c| c["id"].as_str().unwrap_or_default().to_string()).collect())
+                        .map(|a| {
+                            a.iter()
+                                .map(|c| c["id"].as_str().unwrap_or_default().to_string())
+                                .collect()
+                        })
                         .unwrap_or_default(),
                     "tool" => vec![m["tool_call_id"].as_str().unwrap_or_default().to_string()],
                     _ => vec![],
@@ -215,19 +226,32 @@ pub fn request_shape(protocol: Protocol, body: &Value) -> Vec<(String, String, V
                     Value::Array(a) => a.clone(),
                     _ => vec![],
                 };
-                let results: Vec<&Value> = blocks.iter().filter(|b| b["type"] == "tool_result").collect();
+                let results: Vec<&Value> = blocks
+                    .iter()
+                    .filter(|b| b["type"] == "tool_result")
+                    .collect();
                 if !results.is_empty() {
                     for r in results {
                         let text = match &r["content"] {
                             Value::String(s) => s.clone(),
-                            Value::Array(a) => a.iter().filter_map(|b| b["text"].as_str()).collect(),
+                            Value::Array(a) => {
+                                a.iter().filter_map(|b| b["text"].as_str()).collect()
+                            }
                             _ => String::new(),
                         };
-                        out.push(("tool".into(), text, vec![r["tool_use_id"].as_str().unwrap_or_default().to_string()]));
+                        out.push((
+                            "tool".into(),
+                            text,
+                            vec![r["tool_use_id"].as_str().unwrap_or_default().to_string()],
+                        ));
                     }
                     continue;
                 }
-                let text: String = blocks.iter().filter(|b| b["type"] == "text").filter_map(|b| b["text"].as_str()).collect();
+                let text: String = blocks
+                    .iter()
+                    .filter(|b| b["type"] == "text")
+                    .filter_map(|b| b["text"].as_str())
+                    .collect();
                 let ids = blocks
                     .iter()
                     .filter(|b| b["type"] == "tool_use")

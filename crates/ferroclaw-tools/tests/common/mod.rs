@@ -20,7 +20,7 @@ pub fn ctx(ws: &Path) -> ToolContext {
 /// Waits on a pidfd, which becomes readable when the process terminates: a real
 /// synchronisation point, not a guess at how long a kill takes. `timeout_ms` only bounds the
 /// wait when the process stays alive, which is the failure case.
-pub fn still_running_after(pid: i32, timeout_ms: i32) -> bool {
+pub fn still_running_after(pid: i32, timeout_ms: u64) -> bool {
     // SAFETY: plain syscalls on integers; the fd is closed before returning.
     unsafe {
         let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
@@ -28,17 +28,34 @@ pub fn still_running_after(pid: i32, timeout_ms: i32) -> bool {
             let err = std::io::Error::last_os_error();
             // ESRCH: no such process (already reaped). Anything else means we cannot tell,
             // which must not pass silently as "dead".
-            assert_eq!(err.raw_os_error(), Some(libc::ESRCH), "pidfd_open({pid}): {err}");
+            assert_eq!(
+                err.raw_os_error(),
+                Some(libc::ESRCH),
+                "pidfd_open({pid}): {err}"
+            );
             return false;
         }
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
+        let running = loop {
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let n = libc::poll(&mut pfd, 1, left.as_millis() as i32);
+            if n < 0 {
+                let err = std::io::Error::last_os_error();
+                // SIGCHLD from the killed shell lands in this process and interrupts poll.
+                if err.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                panic!("poll on pidfd of {pid}: {err}");
+            }
+            break n == 0;
         };
-        let n = libc::poll(&mut pfd, 1, timeout_ms);
         libc::close(fd);
-        n == 0
+        running
     }
 }
 

@@ -176,7 +176,10 @@ impl EventSink for Printer {
             } => {
                 let mut args = arguments.to_string();
                 if args.len() > 120 {
-                    let cut = (0..=117).rev().find(|i| args.is_char_boundary(*i)).unwrap_or(0);
+                    let cut = (0..=117)
+                        .rev()
+                        .find(|i| args.is_char_boundary(*i))
+                        .unwrap_or(0);
                     args.truncate(cut);
                     args.push_str("...");
                 }

@@ -13,7 +13,10 @@ pub fn run(global: &GlobalArgs, cmd: ConfigCommand) -> anyhow::Result<ExitCode> 
             }
         }
         ConfigCommand::Show => {
-            println!("{}", serde_json::to_string_pretty(&ctx.loaded.masked_json())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&ctx.loaded.masked_json())?
+            );
         }
         ConfigCommand::Validate => {
             // Loading already validated the file. An agent that cannot run yet (say, no
@@ -31,7 +34,11 @@ pub fn run(global: &GlobalArgs, cmd: ConfigCommand) -> anyhow::Result<ExitCode> 
             println!(
                 "config OK: {source} ({} warning{})",
                 ctx.loaded.warnings.len(),
-                if ctx.loaded.warnings.len() == 1 { "" } else { "s" }
+                if ctx.loaded.warnings.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                }
             );
         }
     }

@@ -98,7 +98,10 @@ pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                 "start the server or correct base_url",
             ),
             Err(_) => r.fail(
-                &format!("{label} did not answer within {} s", PROBE_TIMEOUT.as_secs()),
+                &format!(
+                    "{label} did not answer within {} s",
+                    PROBE_TIMEOUT.as_secs()
+                ),
                 "check the network or the server",
             ),
         }
@@ -112,21 +115,27 @@ pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                     agent.provider, agent.model
                 ));
                 match check_writable(&agent.workspace).await {
-                    Ok(()) => r.ok(&format!("workspace {} is writable", agent.workspace.display())),
+                    Ok(()) => r.ok(&format!(
+                        "workspace {} is writable",
+                        agent.workspace.display()
+                    )),
                     Err(e) => r.fail(
-                        &format!("workspace {} is not writable: {e}", agent.workspace.display()),
+                        &format!(
+                            "workspace {} is not writable: {e}",
+                            agent.workspace.display()
+                        ),
                         "fix permissions or set agents.defaults.workspace",
                     ),
                 }
             }
-            Err(e) => r.fail(&format!("agent `{id}`: {e}"), "fix the agent's provider/model"),
+            Err(e) => r.fail(
+                &format!("agent `{id}`: {e}"),
+                "fix the agent's provider/model",
+            ),
         }
     }
 
-    println!(
-        "\n{} problem(s), {} warning(s)",
-        r.failures, r.warnings
-    );
+    println!("\n{} problem(s), {} warning(s)", r.failures, r.warnings);
     Ok(if r.failures == 0 {
         ExitCode::SUCCESS
     } else {

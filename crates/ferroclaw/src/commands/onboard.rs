@@ -56,10 +56,16 @@ pub async fn run(global: &GlobalArgs, args: OnboardArgs) -> anyhow::Result<ExitC
         }
         (None, m, Some((var, name, default_model))) => {
             eprintln!("found {var}: using provider `{name}`");
-            (name.to_string(), m.clone().unwrap_or_else(|| default_model.to_string()))
+            (
+                name.to_string(),
+                m.clone().unwrap_or_else(|| default_model.to_string()),
+            )
         }
         (None, _, None) if interactive => {
-            let p = ask("Provider (openai, anthropic, ollama, vllm, lmstudio, …)", Some("ollama"))?;
+            let p = ask(
+                "Provider (openai, anthropic, ollama, vllm, lmstudio, …)",
+                Some("ollama"),
+            )?;
             let m = ask("Model id", Some("gpt-oss:20b"))?;
             (p, m)
         }
@@ -71,8 +77,7 @@ pub async fn run(global: &GlobalArgs, args: OnboardArgs) -> anyhow::Result<ExitC
 
     let text = ferroclaw_config::starter_config(&provider, &model, args.base_url.as_deref());
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     // Prove the file we wrote loads, so onboarding never leaves a broken setup behind.
@@ -84,9 +89,8 @@ pub async fn run(global: &GlobalArgs, args: OnboardArgs) -> anyhow::Result<ExitC
         env,
     )?;
     if let Ok(agent) = loaded.resolve_agent(&loaded.default_agent_id()) {
-        std::fs::create_dir_all(&agent.workspace).with_context(|| {
-            format!("cannot create workspace {}", agent.workspace.display())
-        })?;
+        std::fs::create_dir_all(&agent.workspace)
+            .with_context(|| format!("cannot create workspace {}", agent.workspace.display()))?;
     }
     println!("wrote {}", path.display());
     println!("next: `ferroclaw doctor`, then `ferroclaw agent chat`");
