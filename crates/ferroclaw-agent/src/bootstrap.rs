@@ -120,6 +120,13 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
             old_tool_result_chars: agent.tool_result_context_chars,
         },
         max_message_chars: 32_000,
+        compaction: crate::compaction::CompactionSettings {
+            context_window: agent.context_window,
+            threshold: agent.compaction.threshold,
+            max_messages: agent.compaction.max_messages,
+            keep_recent_turns: agent.compaction.keep_recent_turns,
+            memory_flush: agent.compaction.memory_flush,
+        },
     }
 }
 

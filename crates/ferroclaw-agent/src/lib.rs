@@ -3,6 +3,7 @@
 //! output sanitiser ([`sanitize`]), and the wiring from configuration ([`bootstrap`]).
 
 pub mod bootstrap;
+pub mod compaction;
 pub mod events;
 pub mod history;
 pub mod prompt;

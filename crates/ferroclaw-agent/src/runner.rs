@@ -18,6 +18,7 @@ use futures_util::future::join_all;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::compaction::{self, CompactionSettings};
 use crate::events::{Emitter, EventSink};
 use crate::history::{self, HistoryLimits};
 use crate::prompt::{self, PromptInput, PromptMode};
@@ -41,6 +42,7 @@ pub struct AgentSettings {
     pub history: HistoryLimits,
     /// Longer user messages are cut (with a note to the model), never rejected.
     pub max_message_chars: usize,
+    pub compaction: CompactionSettings,
 }
 
 impl AgentSettings {
@@ -63,6 +65,7 @@ impl AgentSettings {
                 old_tool_result_chars: 20_000,
             },
             max_message_chars: 32_000,
+            compaction: CompactionSettings::default(),
         }
     }
 }
@@ -252,53 +255,110 @@ impl Agent {
 
         let mut usage = Usage::default();
         let mut answered_by = (s.provider.clone(), s.model.clone());
+        let mut compaction = CompactionState::default();
         for iteration in 1..=s.max_iterations {
-            let (messages, repair) = history::prepare(&context, s.history);
-            if !repair.is_clean() {
-                tracing::warn!(
-                    session = %req.session_key,
-                    orphans = repair.dropped_orphans.len(),
-                    duplicates = repair.dropped_duplicates.len(),
-                    synthesized = repair.synthesized.len(),
-                    "repaired tool-call pairing in context"
-                );
-            }
-            let chat = ChatRequest {
-                model: s.model.clone(),
-                system: Some(system.clone()),
-                messages,
-                tools: tool_defs.clone(),
-                max_tokens: s.max_tokens,
-                temperature: s.temperature,
-                stream: s.stream,
-            };
-
-            // Streamed text is kept so an abort can still record what the user saw.
-            let partial = Mutex::new(String::new());
-            let sink = |d: StreamDelta| match d {
-                StreamDelta::Text(t) => {
-                    if let Ok(mut p) = partial.lock() {
-                        p.push_str(&t);
-                    }
-                    emitter.emit(EventKind::AssistantDelta { text: t });
+            let mut messages = self.prepare(&context, &req.session_key);
+            let estimate = compaction::estimate_request(&system, &tool_defs, &messages, &s.model);
+            if !compaction.tried_this_run
+                && compaction::should_compact(estimate, messages.len(), &s.compaction)
+            {
+                compaction.tried_this_run = true;
+                if self
+                    .compact_log(
+                        &mut *log,
+                        estimate,
+                        &messages,
+                        &system,
+                        &tool_ctx,
+                        cancel,
+                        &mut compaction,
+                    )
+                    .await?
+                {
+                    context = log.context();
+                    messages = self.prepare(&context, &req.session_key);
                 }
-                StreamDelta::Reasoning(t) => emitter.emit(EventKind::ReasoningDelta { text: t }),
-                StreamDelta::ToolCallStart { .. } => {}
-            };
+            }
 
-            let response = match self.provider.chat(&chat, &sink, cancel).await {
-                Ok(r) => r,
-                Err(e) => {
-                    if cancel.is_cancelled() {
+            // One iteration may take several calls: a context overflow is answered by
+            // compacting (up to 3 times), then by cutting tool results, then it fails.
+            let response = loop {
+                let chat = ChatRequest {
+                    model: s.model.clone(),
+                    system: Some(system.clone()),
+                    messages: messages.clone(),
+                    tools: tool_defs.clone(),
+                    max_tokens: s.max_tokens,
+                    temperature: s.temperature,
+                    stream: s.stream,
+                };
+
+                // Streamed text is kept so an abort can still record what the user saw.
+                let partial = Mutex::new(String::new());
+                let sink = |d: StreamDelta| match d {
+                    StreamDelta::Text(t) => {
+                        if let Ok(mut p) = partial.lock() {
+                            p.push_str(&t);
+                        }
+                        emitter.emit(EventKind::AssistantDelta { text: t });
+                    }
+                    StreamDelta::Reasoning(t) => {
+                        emitter.emit(EventKind::ReasoningDelta { text: t })
+                    }
+                    StreamDelta::ToolCallStart { .. } => {}
+                };
+
+                match self.provider.chat(&chat, &sink, cancel).await {
+                    Ok(r) => break r,
+                    Err(_) if cancel.is_cancelled() => {
                         let text = partial.into_inner().unwrap_or_default();
                         let why = interrupt_of(timed_out);
                         self.record_interrupted(&mut *log, &text, &answered_by, &why)
                             .await?;
                         return Err(self.interrupt_error(why));
                     }
-                    // The user's message stays: it was accepted, and the next turn sees it.
-                    log.flush().await?;
-                    return Err(RunError::Provider(e));
+                    Err(e) if e.kind == ErrorKind::ContextOverflow && !e.streamed => {
+                        compaction.overflows += 1;
+                        tracing::warn!(session = %req.session_key, attempt = compaction.overflows, error = %e, "context overflow");
+                        if compaction.overflows <= MAX_OVERFLOW_COMPACTIONS {
+                            let estimate = compaction::estimate_request(
+                                &system, &tool_defs, &messages, &s.model,
+                            );
+                            if self
+                                .compact_log(
+                                    &mut *log,
+                                    estimate,
+                                    &messages,
+                                    &system,
+                                    &tool_ctx,
+                                    cancel,
+                                    &mut compaction,
+                                )
+                                .await?
+                            {
+                                context = log.context();
+                                messages = self.prepare(&context, &req.session_key);
+                                continue;
+                            }
+                        }
+                        if !compaction.truncated {
+                            compaction.truncated = true;
+                            if compaction::truncate_tool_results(
+                                &mut messages,
+                                OVERFLOW_TOOL_RESULT_CHARS,
+                            ) > 0
+                            {
+                                continue;
+                            }
+                        }
+                        log.flush().await?;
+                        return Err(RunError::Provider(e));
+                    }
+                    Err(e) => {
+                        // The user's message stays: it was accepted, and the next turn sees it.
+                        log.flush().await?;
+                        return Err(RunError::Provider(e));
+                    }
                 }
             };
             usage.add(&response.usage);
@@ -382,6 +442,196 @@ impl Agent {
             )
             .await?;
         Err(RunError::IterationLimit(s.max_iterations))
+    }
+
+    /// The history pipeline, logging when it had to repair the pairing.
+    fn prepare(&self, context: &[Message], session_key: &str) -> Vec<Message> {
+        let (messages, repair) = history::prepare(context, self.settings.history);
+        if !repair.is_clean() {
+            tracing::warn!(
+                session = %session_key,
+                orphans = repair.dropped_orphans.len(),
+                duplicates = repair.dropped_duplicates.len(),
+                synthesized = repair.synthesized.len(),
+                "repaired tool-call pairing in context"
+            );
+        }
+        messages
+    }
+
+    /// Summarises the older part of the session and appends a `compaction` entry.
+    /// Returns whether the context changed. A failed summary is recorded in the
+    /// transcript and the run goes on with the full history; the next run tries again.
+    #[allow(clippy::too_many_arguments)]
+    async fn compact_log(
+        &self,
+        log: &mut dyn SessionLog,
+        tokens_before: usize,
+        messages: &[Message],
+        system: &str,
+        tool_ctx: &ToolContext,
+        cancel: &CancellationToken,
+        state: &mut CompactionState,
+    ) -> Result<bool, RunError> {
+        let s = &self.settings;
+        let Some(plan) = compaction::plan(log.entries(), &s.compaction, &s.model) else {
+            return Ok(false);
+        };
+        if s.compaction.memory_flush && !state.flushed {
+            state.flushed = true;
+            self.memory_flush(messages, system, tool_ctx, cancel).await;
+        }
+        match compaction::summarize(&*self.provider, &s.model, &plan, &s.compaction, cancel).await {
+            Ok(summary) => {
+                let tokens_after = compaction::estimate_text_tokens(&summary, &s.model)
+                    + plan.kept_tokens
+                    + compaction::estimate_text_tokens(system, &s.model);
+                log.append(EntryBody::Compaction {
+                    summary,
+                    first_kept_entry_id: plan.first_kept_entry_id,
+                    tokens_before: tokens_before as u64,
+                    tokens_after: Some(tokens_after as u64),
+                })
+                .await?;
+                log.flush().await?;
+                tracing::info!(
+                    agent = %s.id,
+                    session = %tool_ctx.session_key,
+                    tokens_before,
+                    tokens_after,
+                    summarized = plan.summarize.len(),
+                    "compacted session history"
+                );
+                Ok(true)
+            }
+            Err(e) if cancel.is_cancelled() => {
+                tracing::info!(error = %e, "compaction interrupted");
+                Ok(false)
+            }
+            Err(e) => {
+                tracing::warn!(session = %tool_ctx.session_key, error = %e, "compaction failed; continuing with the full history");
+                log.append(EntryBody::Custom {
+                    custom_type: "compaction_failed".into(),
+                    data: serde_json::json!({
+                        "error": e.to_string(),
+                        "tokensBefore": tokens_before,
+                    }),
+                })
+                .await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Gives the model a few tool calls to save durable notes before its history is
+    /// summarised. Best effort: failures are logged, never fatal; nothing of this side
+    /// conversation enters the transcript except the files it writes.
+    async fn memory_flush(
+        &self,
+        context: &[Message],
+        system: &str,
+        tool_ctx: &ToolContext,
+        cancel: &CancellationToken,
+    ) {
+        let s = &self.settings;
+        let today = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let today = today.get(..10).unwrap_or("today").to_string();
+        let tools: Vec<ToolDefinition> = self
+            .tools
+            .definitions()
+            .into_iter()
+            .filter(|t| MEMORY_FLUSH_TOOLS.contains(&t.name.as_str()))
+            .collect();
+        let mut messages = context.to_vec();
+        messages.push(Message::user(compaction::memory_flush_prompt(&today)));
+        for _ in 0..MEMORY_FLUSH_ITERATIONS {
+            let req = ChatRequest {
+                model: s.model.clone(),
+                system: Some(system.to_string()),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                max_tokens: s.max_tokens,
+                temperature: s.temperature,
+                stream: false,
+            };
+            let resp = match self
+                .provider
+                .chat(&req, &ferroclaw_providers::NoSink, cancel)
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "memory flush call failed");
+                    return;
+                }
+            };
+            let assistant = AssistantMessage {
+                content: resp.content,
+                provider: resp.provider,
+                model: resp.model,
+                usage: resp.usage,
+                stop_reason: resp.stop_reason,
+                error_message: None,
+                timestamp: ferroclaw_types::now_millis(),
+            };
+            let calls: Vec<(String, String, Value)> = assistant
+                .tool_calls()
+                .map(|(id, name, args)| (id.to_string(), name.to_string(), args.clone()))
+                .collect();
+            messages.push(Message::Assistant(assistant));
+            if calls.is_empty() {
+                return;
+            }
+            for (id, name, args) in calls {
+                // Only the memory tools were offered; refuse anything else the model names.
+                let result = if tools.iter().any(|t| t.name == name) {
+                    self.tools.execute(&name, tool_ctx, args).await
+                } else {
+                    ferroclaw_tools::ToolResult::error(format!(
+                        "`{name}` is not available during the memory flush"
+                    ))
+                };
+                messages.push(Message::tool_result(
+                    id,
+                    name,
+                    result.for_llm,
+                    result.is_error,
+                ));
+            }
+        }
+    }
+
+    /// Forces a compaction of a session (`/compact`). Returns the token estimates before
+    /// and after, or `None` when there was nothing old enough to summarise.
+    pub async fn compact_session(
+        &self,
+        session_key: &str,
+        cancel: CancellationToken,
+    ) -> Result<Option<(u64, u64)>, RunError> {
+        let s = &self.settings;
+        let mut log = self.store.open(&s.id, session_key).await?;
+        let tool_defs = self.tools.definitions();
+        let system = self.system_prompt(&tool_defs).await;
+        let messages = self.prepare(&log.context(), session_key);
+        let before = compaction::estimate_request(&system, &tool_defs, &messages, &s.model);
+        let tool_ctx = ToolContext {
+            agent_id: s.id.clone(),
+            session_key: session_key.to_string(),
+            workspace: s.workspace.clone(),
+            cancel: cancel.clone(),
+        };
+        let mut state = CompactionState::default();
+        if !self
+            .compact_log(
+                &mut *log, before, &messages, &system, &tool_ctx, &cancel, &mut state,
+            )
+            .await?
+        {
+            return Ok(None);
+        }
+        let after_messages = self.prepare(&log.context(), session_key);
+        let after = compaction::estimate_request(&system, &tool_defs, &after_messages, &s.model);
+        Ok(Some((before as u64, after as u64)))
     }
 
     async fn call_tool(
@@ -471,6 +721,25 @@ impl Agent {
             now: &now,
         })
     }
+}
+
+/// Compactions attempted in answer to context-overflow errors before giving up.
+const MAX_OVERFLOW_COMPACTIONS: u32 = 3;
+/// Tool results are cut to this on overflow once compaction could not help.
+const OVERFLOW_TOOL_RESULT_CHARS: usize = 2_000;
+/// Tools the memory flush may use, and how many calls it gets.
+const MEMORY_FLUSH_TOOLS: [&str; 3] = ["write", "edit", "read"];
+const MEMORY_FLUSH_ITERATIONS: usize = 3;
+
+/// Per-run compaction bookkeeping.
+#[derive(Default)]
+struct CompactionState {
+    /// Threshold compaction runs at most once per run.
+    tried_this_run: bool,
+    overflows: u32,
+    truncated: bool,
+    /// The memory flush runs at most once per compaction cycle.
+    flushed: bool,
 }
 
 fn interrupt_of(timed_out: &AtomicBool) -> Interrupt {

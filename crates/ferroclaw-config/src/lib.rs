@@ -24,7 +24,7 @@ pub use error::ConfigError;
 pub use load::{default_home, load, parse_config, ConfigWarning, LoadOptions};
 pub use providers::{env_name, mask_secret, ResolvedProvider};
 pub use schema::{
-    AgentConfig, AgentDefaults, AgentsConfig, Config, GatewayConfig, LogFormat, LoggingConfig,
+    AgentConfig, AgentDefaults, CompactionConfig, AgentsConfig, Config, GatewayConfig, GatewayLanesConfig, GatewayQueueMode, GatewayToolsConfig, LogFormat, LoggingConfig,
     ModelConfig, PromptMode, ProviderConfig, ProviderType, SessionConfig,
 };
 pub use starter::starter_config;
@@ -67,6 +67,7 @@ pub struct ResolvedAgent {
     pub stream: bool,
     pub history_turns: usize,
     pub tool_result_context_chars: usize,
+    pub compaction: CompactionConfig,
 }
 
 impl LoadedConfig {
@@ -260,6 +261,7 @@ impl LoadedConfig {
             stream: d.stream,
             history_turns: self.config.session.history_turns,
             tool_result_context_chars: self.config.session.tool_result_context_chars,
+            compaction: self.config.agents.defaults.compaction,
         })
     }
 

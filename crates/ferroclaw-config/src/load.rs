@@ -311,6 +311,14 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
         message,
     };
 
+    let threshold = config.agents.defaults.compaction.threshold;
+    if !(threshold > 0.0 && threshold <= 1.0) {
+        return Err(invalid(
+            "agents.defaults.compaction.threshold".into(),
+            format!("expected a share of the context window in (0, 1], got {threshold}"),
+        ));
+    }
+
     for (name, p) in &config.providers {
         let field = |f: &str| format!("providers.{name}.{f}");
         if !valid_id(name) {

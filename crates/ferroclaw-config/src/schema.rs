@@ -42,6 +42,32 @@ pub struct AgentDefaults {
     pub temperature: Option<f32>,
     pub prompt_mode: PromptMode,
     pub stream: bool,
+    pub compaction: CompactionConfig,
+}
+
+/// When and how the older part of a conversation is summarised.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CompactionConfig {
+    /// Share of the context window at which compaction starts.
+    pub threshold: f32,
+    /// Message count that also starts it (0 = no cap).
+    pub max_messages: usize,
+    /// User turns kept verbatim.
+    pub keep_recent_turns: usize,
+    /// One turn for the agent to write durable notes before summarising.
+    pub memory_flush: bool,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            threshold: 0.75,
+            max_messages: 400,
+            keep_recent_turns: 3,
+            memory_flush: false,
+        }
+    }
 }
 
 impl Default for AgentDefaults {
@@ -58,6 +84,7 @@ impl Default for AgentDefaults {
             temperature: None,
             prompt_mode: PromptMode::Full,
             stream: true,
+            compaction: CompactionConfig::default(),
         }
     }
 }
@@ -159,6 +186,24 @@ pub struct ModelConfig {
 pub struct GatewayConfig {
     pub host: String,
     pub port: u16,
+    /// Requests per minute per user or IP (token bucket, burst 5); 0 turns limiting off.
+    pub rate_limit_rpm: u32,
+    /// Longer incoming user messages are truncated (with a note to the model).
+    pub max_message_chars: usize,
+    /// Browser origins allowed to open the WebSocket; empty means any.
+    pub allowed_origins: Vec<String>,
+    /// On SIGINT/SIGTERM, running turns get this long to finish before they are aborted.
+    pub shutdown_grace_seconds: u64,
+    /// What a message does when its session is busy: `queue`, `followup` or `interrupt`.
+    pub queue_mode: GatewayQueueMode,
+    /// Quiet period (ms) for merging follow-up messages; 0 disables.
+    pub debounce_ms: u64,
+    /// Messages waiting per session before the drop policy applies.
+    pub queue_capacity: usize,
+    /// Which tools `POST /tools/invoke` may run.
+    pub tools: GatewayToolsConfig,
+    /// Concurrent runs per scheduler lane.
+    pub lanes: GatewayLanesConfig,
 }
 
 impl Default for GatewayConfig {
@@ -166,6 +211,53 @@ impl Default for GatewayConfig {
         GatewayConfig {
             host: "127.0.0.1".into(),
             port: 18789,
+            rate_limit_rpm: 0,
+            max_message_chars: 32_000,
+            allowed_origins: Vec::new(),
+            shutdown_grace_seconds: 5,
+            queue_mode: GatewayQueueMode::Queue,
+            debounce_ms: 800,
+            queue_capacity: 10,
+            tools: GatewayToolsConfig::default(),
+            lanes: GatewayLanesConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GatewayQueueMode {
+    #[default]
+    Queue,
+    Followup,
+    Interrupt,
+}
+
+/// HTTP tool policy. `sessions_spawn`, `sessions_send`, `gateway` and `cron` are denied
+/// over HTTP unless named in `allow`; `deny` adds more.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GatewayToolsConfig {
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GatewayLanesConfig {
+    pub main: usize,
+    pub subagent: usize,
+    pub delegate: usize,
+    pub cron: usize,
+}
+
+impl Default for GatewayLanesConfig {
+    fn default() -> Self {
+        GatewayLanesConfig {
+            main: 4,
+            subagent: 8,
+            delegate: 4,
+            cron: 2,
         }
     }
 }

@@ -334,3 +334,47 @@ async fn agent_list_shows_default_and_configured_agents() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn interactive_repl_streams_answers_and_compacts_on_request() {
+    use tokio::io::AsyncWriteExt;
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = tempfile::tempdir().expect("tempdir");
+    write_config(home.path(), &llm.openai_base_url());
+    llm.push(Reply::text("first streamed answer").chunk_size(3));
+    llm.push(Reply::text("second answer"));
+    llm.push(Reply::text("summary of the first exchange"));
+
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"))
+        .args(["agent", "chat", "--session", "repl"])
+        .env("FERROCLAW_HOME", home.path())
+        .env("HOME", home.path())
+        .envs(PROVIDER_VARS.iter().map(|v| (*v, "")))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn repl");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"hello\nand again\n/compact\n/exit\n")
+        .await
+        .expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().await.expect("repl output");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("first streamed answer") && text.contains("second answer"),
+        "{text}"
+    );
+    assert!(stderr(&out).contains("compacted:"), "{}", stderr(&out));
+    // The second request carried the first exchange: one session across REPL lines.
+    let second = llm.requests()[1].body.to_string();
+    assert!(second.contains("hello") && second.contains("first streamed answer"));
+    let summary_req = llm.requests()[2].body.to_string();
+    assert!(
+        summary_req.contains("hello"),
+        "the summariser saw the older turn"
+    );
+}

@@ -27,6 +27,8 @@ pub struct Options {
     pub max_iterations: u32,
     pub timeout_seconds: u64,
     pub stream: bool,
+    /// Extra JSON5 keys for `agents.defaults`, e.g. `context_window: 8000,`.
+    pub defaults_extra: &'static str,
 }
 
 impl Default for Options {
@@ -36,6 +38,7 @@ impl Default for Options {
             max_iterations: 6,
             timeout_seconds: 60,
             stream: true,
+            defaults_extra: "",
         }
     }
 }
@@ -53,13 +56,14 @@ impl Harness {
             r#"{{
   // written by the test harness
   agents: {{ defaults: {{ provider: "scripted", model: "model-a", fallbacks: [{}],
-    max_iterations: {}, timeout_seconds: {}, stream: {} }} }},
+    max_iterations: {}, timeout_seconds: {}, stream: {}, {} }} }},
   providers: {{ scripted: {{ type: "{kind}", base_url: "{base}" }} }},
 }}"#,
             fallbacks.join(", "),
             opts.max_iterations,
             opts.timeout_seconds,
-            opts.stream
+            opts.stream,
+            opts.defaults_extra
         );
         std::fs::write(home.path().join("config.json5"), config).expect("write config");
         let env = Env::from_pairs([("FERROCLAW_SCRIPTED_API_KEY", "test-key-123")]);

@@ -74,7 +74,20 @@ async fn repl(agent: &Agent, args: &ChatArgs) -> anyhow::Result<ExitCode> {
         match text {
             "/exit" | "/quit" => return Ok(ExitCode::SUCCESS),
             "/help" => {
-                eprintln!("/new            start a fresh session\n/session KEY    switch to session KEY\n/exit           quit");
+                eprintln!("/new            start a fresh session\n/session KEY    switch to session KEY\n/compact        summarise older history now\n/exit           quit");
+                continue;
+            }
+            "/compact" => {
+                match agent
+                    .compact_session(&session, CancellationToken::new())
+                    .await
+                {
+                    Ok(Some((before, after))) => {
+                        eprintln!("compacted: about {before} -> {after} tokens")
+                    }
+                    Ok(None) => eprintln!("nothing old enough to compact yet"),
+                    Err(e) => eprintln!("error: {e}"),
+                }
                 continue;
             }
             "/new" => {
