@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use axum::serve::ListenerExt as _;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
@@ -308,6 +309,11 @@ impl ScriptedLlm {
             // Graceful shutdown closes idle keep-alive connections, so pooled
             // clients see the server as gone; hanging streams end themselves
             // on the same signal (see `body_stream`).
+            // Small SSE writes would otherwise wait on Nagle + delayed ACK (~40 ms each),
+            // which is an artefact of the test server, not of the client under test.
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(async move { stop.stopped().await })
                 .await;
