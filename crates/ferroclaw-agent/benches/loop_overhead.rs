@@ -111,7 +111,11 @@ async fn bench() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
     let llm = ScriptedLlm::start().await.expect("scripted llm");
-    let home = tempfile::tempdir().expect("tempdir");
+    // FERROCLAW_BENCH_DIR=/dev/shm separates the loop's own cost from disk fsync latency.
+    let home = match std::env::var("FERROCLAW_BENCH_DIR") {
+        Ok(dir) => tempfile::tempdir_in(dir).expect("tempdir in FERROCLAW_BENCH_DIR"),
+        Err(_) => tempfile::tempdir().expect("tempdir"),
+    };
     let workspace = home.path().join("workspace");
     std::fs::create_dir_all(&workspace).expect("workspace");
     let provider: Arc<dyn Provider> = Arc::new(
@@ -159,7 +163,10 @@ async fn bench() {
         temperature: None,
         stream: true,
     };
-    println!("ferroclaw loop overhead, {turns} turns each, streaming OpenAI wire, scripted LLM on 127.0.0.1\n");
+    println!(
+        "ferroclaw loop overhead, {turns} turns each, streaming OpenAI wire, scripted LLM on 127.0.0.1, home in {}\n",
+        home.path().parent().map_or_else(String::new, |p| p.display().to_string())
+    );
 
     for _ in 0..turns {
         llm.push(Reply::text(answer));

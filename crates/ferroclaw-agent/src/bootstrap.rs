@@ -127,6 +127,8 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
             keep_recent_turns: agent.compaction.keep_recent_turns,
             memory_flush: agent.compaction.memory_flush,
         },
+        tool_result_max_chars: 50_000,
+        home: None,
     }
 }
 
@@ -142,6 +144,7 @@ pub fn build_agent(
         source,
     })?;
     let mut settings = settings_for(&resolved);
+    settings.home = Some(loaded.home.clone());
     // Confinement checks compare canonical paths; resolve symlinks in the root once.
     if let Ok(canonical) = std::fs::canonicalize(&resolved.workspace) {
         settings.workspace = canonical;

@@ -8,11 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferroclaw_providers::{ChatRequest, ErrorKind, Provider, ProviderError, StreamDelta};
-use ferroclaw_store::{SessionLog, SessionStore, StoreError};
+use ferroclaw_store::{
+    cap_tool_result, write_incident, Incident, Issue, IssueKind, SessionLog, SessionStore,
+    StoreError,
+};
 use ferroclaw_tools::{ToolContext, ToolRegistry};
 use ferroclaw_types::{
     AssistantMessage, ContentBlock, EntryBody, EventKind, Message, StopReason, ToolDefinition,
-    Usage,
+    ToolResultMessage, Usage,
 };
 use futures_util::future::join_all;
 use serde_json::Value;
@@ -43,6 +46,10 @@ pub struct AgentSettings {
     /// Longer user messages are cut (with a note to the model), never rejected.
     pub max_message_chars: usize,
     pub compaction: CompactionSettings,
+    /// A single tool result is capped to this when stored and when sent back.
+    pub tool_result_max_chars: usize,
+    /// Where incident reports go (`<home>/logs`); `None` only logs.
+    pub home: Option<PathBuf>,
 }
 
 impl AgentSettings {
@@ -66,6 +73,8 @@ impl AgentSettings {
             },
             max_message_chars: 32_000,
             compaction: CompactionSettings::default(),
+            tool_result_max_chars: 50_000,
+            home: None,
         }
     }
 }
@@ -256,18 +265,29 @@ impl Agent {
         let mut usage = Usage::default();
         let mut answered_by = (s.provider.clone(), s.model.clone());
         let mut compaction = CompactionState::default();
+        // Everything but the messages is fixed for the run: built once, not per call.
+        let mut chat = ChatRequest {
+            model: s.model.clone(),
+            system: Some(system.clone()),
+            messages: Vec::new(),
+            tools: tool_defs,
+            max_tokens: s.max_tokens,
+            temperature: s.temperature,
+            stream: s.stream,
+        };
         for iteration in 1..=s.max_iterations {
-            let mut messages = self.prepare(&context, &req.session_key);
-            let estimate = compaction::estimate_request(&system, &tool_defs, &messages, &s.model);
+            chat.messages = self.prepare(&context, &req.session_key);
+            let estimate =
+                compaction::estimate_request(&system, &chat.tools, &chat.messages, &s.model);
             if !compaction.tried_this_run
-                && compaction::should_compact(estimate, messages.len(), &s.compaction)
+                && compaction::should_compact(estimate, chat.messages.len(), &s.compaction)
             {
                 compaction.tried_this_run = true;
                 if self
                     .compact_log(
                         &mut *log,
                         estimate,
-                        &messages,
+                        &chat.messages,
                         &system,
                         &tool_ctx,
                         cancel,
@@ -276,23 +296,13 @@ impl Agent {
                     .await?
                 {
                     context = log.context();
-                    messages = self.prepare(&context, &req.session_key);
+                    chat.messages = self.prepare(&context, &req.session_key);
                 }
             }
 
             // One iteration may take several calls: a context overflow is answered by
             // compacting (up to 3 times), then by cutting tool results, then it fails.
             let response = loop {
-                let chat = ChatRequest {
-                    model: s.model.clone(),
-                    system: Some(system.clone()),
-                    messages: messages.clone(),
-                    tools: tool_defs.clone(),
-                    max_tokens: s.max_tokens,
-                    temperature: s.temperature,
-                    stream: s.stream,
-                };
-
                 // Streamed text is kept so an abort can still record what the user saw.
                 let partial = Mutex::new(String::new());
                 let sink = |d: StreamDelta| match d {
@@ -322,13 +332,16 @@ impl Agent {
                         tracing::warn!(session = %req.session_key, attempt = compaction.overflows, error = %e, "context overflow");
                         if compaction.overflows <= MAX_OVERFLOW_COMPACTIONS {
                             let estimate = compaction::estimate_request(
-                                &system, &tool_defs, &messages, &s.model,
+                                &system,
+                                &chat.tools,
+                                &chat.messages,
+                                &s.model,
                             );
                             if self
                                 .compact_log(
                                     &mut *log,
                                     estimate,
-                                    &messages,
+                                    &chat.messages,
                                     &system,
                                     &tool_ctx,
                                     cancel,
@@ -337,14 +350,14 @@ impl Agent {
                                 .await?
                             {
                                 context = log.context();
-                                messages = self.prepare(&context, &req.session_key);
+                                chat.messages = self.prepare(&context, &req.session_key);
                                 continue;
                             }
                         }
                         if !compaction.truncated {
                             compaction.truncated = true;
                             if compaction::truncate_tool_results(
-                                &mut messages,
+                                &mut chat.messages,
                                 OVERFLOW_TOOL_RESULT_CHARS,
                             ) > 0
                             {
@@ -455,8 +468,61 @@ impl Agent {
                 synthesized = repair.synthesized.len(),
                 "repaired tool-call pairing in context"
             );
+            self.report_runtime_repair(session_key, &repair);
         }
         messages
+    }
+
+    /// Records an incident for a pairing repair made in memory before an LLM call (the
+    /// transcript itself was fine on load, or was trimmed into this shape by the pipeline).
+    fn report_runtime_repair(&self, session_key: &str, repair: &history::RepairReport) {
+        let Some(home) = self.settings.home.clone() else {
+            return;
+        };
+        let issue = |kind: IssueKind, id: &String, what: &str| Issue {
+            kind,
+            line: 0,
+            entry_id: None,
+            tool_call_id: Some(id.clone()),
+            description: format!("{what} (repaired in the request context)"),
+        };
+        let mut issues = Vec::new();
+        issues.extend(repair.dropped_orphans.iter().map(|id| {
+            issue(
+                IssueKind::OrphanedToolResult,
+                id,
+                "result without its call was dropped",
+            )
+        }));
+        issues.extend(repair.dropped_duplicates.iter().map(|id| {
+            issue(
+                IssueKind::DuplicateToolResult,
+                id,
+                "second result for a call was dropped",
+            )
+        }));
+        issues.extend(repair.synthesized.iter().map(|id| {
+            issue(
+                IssueKind::MissingToolResult,
+                id,
+                "call without result got a placeholder",
+            )
+        }));
+        let incident = Incident {
+            timestamp: String::new(),
+            agent_id: Some(self.settings.id.clone()),
+            session_key: Some(session_key.to_string()),
+            file: None,
+            issues,
+            action: "detected_at_runtime".into(),
+            backup: None,
+        };
+        // Rare and small; off the async workers all the same.
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = write_incident(&home, &incident) {
+                tracing::warn!(error = %e, "could not write integrity incident");
+            }
+        });
     }
 
     /// Summarises the older part of the session and appends a `compaction` entry.
@@ -662,7 +728,16 @@ impl Agent {
             is_error: result.is_error,
             duration_ms: started.elapsed().as_millis() as u64,
         });
-        Message::tool_result(id, name, result.for_llm, result.is_error)
+        let mut message = ToolResultMessage {
+            tool_call_id: id.to_string(),
+            tool_name: name.to_string(),
+            content: vec![ContentBlock::text(result.for_llm)],
+            is_error: result.is_error,
+            timestamp: ferroclaw_types::now_millis(),
+        };
+        // Same cap as the stored copy, so the model sees what the transcript keeps.
+        cap_tool_result(&mut message, self.settings.tool_result_max_chars);
+        Message::ToolResult(message)
     }
 
     /// Writes what an interrupted LLM call had produced, marked aborted, so the

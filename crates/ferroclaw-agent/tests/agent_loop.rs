@@ -616,3 +616,87 @@ async fn transcript_on_disk_equals_what_was_sent_and_survives_restart() {
         assert!(meta.usage.total_tokens > 0 || meta.model.is_some());
     }
 }
+
+#[tokio::test]
+async fn runtime_pairing_repair_is_logged_as_an_incident() {
+    let h = Harness::new(Protocol::OpenAi, Options::default()).await;
+    // A compaction whose kept part starts at a tool result: the transcript is valid on
+    // disk, but the context built from it opens with an orphaned result.
+    {
+        let mut log = h.store.open("main", "s").await.expect("open");
+        log.append(ferroclaw_types::EntryBody::Message {
+            message: Message::user("read it"),
+        })
+        .await
+        .expect("append");
+        log.append(ferroclaw_types::EntryBody::Message {
+            message: Message::Assistant(ferroclaw_types::AssistantMessage {
+                content: vec![ferroclaw_types::ContentBlock::ToolCall {
+                    id: "old_call".into(),
+                    name: "read".into(),
+                    arguments: json!({"path": "a"}),
+                }],
+                provider: "scripted".into(),
+                model: "model-a".into(),
+                usage: Default::default(),
+                stop_reason: StopReason::ToolUse,
+                error_message: None,
+                timestamp: 0,
+            }),
+        })
+        .await
+        .expect("append");
+        let result = log
+            .append(ferroclaw_types::EntryBody::Message {
+                message: Message::tool_result("old_call", "read", "contents", false),
+            })
+            .await
+            .expect("append");
+        log.append(ferroclaw_types::EntryBody::Compaction {
+            summary: "earlier work".into(),
+            first_kept_entry_id: result.id.clone(),
+            tokens_before: 100,
+            tokens_after: Some(10),
+        })
+        .await
+        .expect("append");
+        log.flush().await.expect("flush");
+    }
+    h.llm.push(Reply::text("fine"));
+    let (res, _) = run(&h.agent(), "s", "continue").await;
+    assert_eq!(res.expect("run").text, "fine");
+
+    let sent = request_shape(Protocol::OpenAi, &h.llm.requests()[0].body);
+    assert!(
+        sent.iter().all(|m| m.0 != "tool"),
+        "the orphan never reaches the provider: {sent:?}"
+    );
+
+    let logs = h.home.path().join("logs");
+    // The incident is written off the async workers; wait for the file itself (the
+    // time-out only turns a missing incident into a failure instead of a hang).
+    let incident = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let found = std::fs::read_dir(&logs).ok().and_then(|rd| {
+                rd.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("integrity-incident-"))
+                })
+            });
+            if let Some(p) = found {
+                if let Ok(text) = std::fs::read_to_string(&p) {
+                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+                        break v;
+                    }
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("an incident file is written");
+    assert_eq!(incident["action"], "detected_at_runtime");
+    assert_eq!(incident["sessionKey"], "s");
+    assert_eq!(incident["issues"][0]["type"], "orphaned_tool_result");
+    assert_eq!(incident["issues"][0]["toolCallId"], "old_call");
+}

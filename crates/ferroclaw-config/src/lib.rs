@@ -13,6 +13,9 @@ mod load;
 mod providers;
 mod schema;
 mod starter;
+mod tools_config;
+mod tools_exec_config;
+mod tools_web_config;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,10 +27,16 @@ pub use error::ConfigError;
 pub use load::{default_home, load, parse_config, ConfigWarning, LoadOptions};
 pub use providers::{env_name, mask_secret, ResolvedProvider};
 pub use schema::{
-    AgentConfig, AgentDefaults, CompactionConfig, AgentsConfig, Config, GatewayConfig, GatewayLanesConfig, GatewayQueueMode, GatewayToolsConfig, LogFormat, LoggingConfig,
-    ModelConfig, PromptMode, ProviderConfig, ProviderType, SessionConfig,
+    AgentConfig, AgentDefaults, AgentsConfig, CompactionConfig, Config, GatewayConfig,
+    GatewayLanesConfig, GatewayQueueMode, GatewayToolsConfig, IntegrityStrategy, LogFormat,
+    LoggingConfig, ModelConfig, PromptMode, ProviderConfig, ProviderType, SessionConfig,
 };
 pub use starter::starter_config;
+pub use tools_config::{InputGuardAction, ToolPolicyConfig, ToolProfile, ToolsConfig};
+pub use tools_exec_config::{CustomToolConfig, ExecApprovalConfig, ExecModeConfig, ExecToolConfig};
+pub use tools_web_config::{
+    SearchProviderKind, SsrfConfig, WebFetchConfig, WebSearchConfig, WebToolsConfig,
+};
 
 /// The id of the agent that always exists.
 pub const MAIN_AGENT_ID: &str = "main";
@@ -63,6 +72,11 @@ pub struct ResolvedAgent {
     pub timeout: Duration,
     /// Tool allow list; `None` means every tool.
     pub tools: Option<Vec<String>>,
+    /// The agent's level of the tool policy (`tools` as allow list, `tools_deny`,
+    /// `tools_also_allow`); see [`AgentConfig::tool_policy`].
+    pub tool_policy: ToolPolicyConfig,
+    /// The agent's per-provider tool policies (`tools_by_provider`).
+    pub tool_policy_by_provider: std::collections::BTreeMap<String, ToolPolicyConfig>,
     pub prompt_mode: PromptMode,
     pub stream: bool,
     pub history_turns: usize,
@@ -257,6 +271,8 @@ impl LoadedConfig {
             max_iterations: a.max_iterations.unwrap_or(d.max_iterations),
             timeout: Duration::from_secs(a.timeout_seconds.unwrap_or(d.timeout_seconds)),
             tools: a.tools.clone(),
+            tool_policy: a.tool_policy(),
+            tool_policy_by_provider: a.tools_by_provider.clone(),
             prompt_mode: a.prompt_mode.unwrap_or(d.prompt_mode),
             stream: d.stream,
             history_turns: self.config.session.history_turns,

@@ -15,6 +15,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     pub logging: LoggingConfig,
     pub session: SessionConfig,
+    /// Tool policy, rate limit, input guard and denied paths (see `tools_config.rs`).
+    pub tools: crate::tools_config::ToolsConfig,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -101,6 +103,15 @@ pub struct AgentConfig {
     pub fallbacks: Option<Vec<String>>,
     /// Tool allow list; `None` means every tool.
     pub tools: Option<Vec<String>>,
+    /// Tools this agent may never use (deny wins over every allow).
+    #[serde(alias = "toolsDeny")]
+    pub tools_deny: Vec<String>,
+    /// Tools added to this agent on top of the global profile / allow lists.
+    #[serde(alias = "toolsAlsoAllow")]
+    pub tools_also_allow: Vec<String>,
+    /// Per-provider policy for this agent only (`byProvider` at agent level).
+    #[serde(alias = "toolsByProvider")]
+    pub tools_by_provider: BTreeMap<String, crate::tools_config::ToolPolicyConfig>,
     pub max_iterations: Option<u32>,
     pub timeout_seconds: Option<u64>,
     pub context_window: Option<u32>,
@@ -196,7 +207,8 @@ pub struct GatewayConfig {
     pub shutdown_grace_seconds: u64,
     /// What a message does when its session is busy: `queue`, `followup` or `interrupt`.
     pub queue_mode: GatewayQueueMode,
-    /// Quiet period (ms) for merging follow-up messages; 0 disables.
+    /// Quiet period (ms) during which messages to an idle session are merged into one
+    /// turn. 0 (default) starts every turn at once, as API clients expect.
     pub debounce_ms: u64,
     /// Messages waiting per session before the drop policy applies.
     pub queue_capacity: usize,
@@ -216,7 +228,7 @@ impl Default for GatewayConfig {
             allowed_origins: Vec::new(),
             shutdown_grace_seconds: 5,
             queue_mode: GatewayQueueMode::Queue,
-            debounce_ms: 800,
+            debounce_ms: 0,
             queue_capacity: 10,
             tools: GatewayToolsConfig::default(),
             lanes: GatewayLanesConfig::default(),
@@ -295,6 +307,9 @@ pub struct SessionConfig {
     /// Older tool results longer than this are trimmed (head + tail) in the
     /// context sent to the model; the transcript keeps them whole.
     pub tool_result_context_chars: usize,
+    /// How damaged transcripts are repaired (start-up scan, open): `full` fixes every
+    /// pairing issue, `remove_orphans` only drops orphaned tool results.
+    pub integrity_strategy: IntegrityStrategy,
 }
 
 impl Default for SessionConfig {
@@ -302,6 +317,25 @@ impl Default for SessionConfig {
         SessionConfig {
             history_turns: 50,
             tool_result_context_chars: 20_000,
+            integrity_strategy: IntegrityStrategy::Full,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntegrityStrategy {
+    #[default]
+    Full,
+    RemoveOrphans,
+}
+
+impl IntegrityStrategy {
+    /// The config spelling; also what `ferroclaw_store::Strategy` parses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntegrityStrategy::Full => "full",
+            IntegrityStrategy::RemoveOrphans => "remove_orphans",
         }
     }
 }

@@ -13,6 +13,10 @@ use ferroclaw_types::TRANSCRIPT_VERSION;
 use ferroclaw_types::{now_millis, Entry, EntryBody, Message, SessionHeader, Usage};
 use tracing::warn;
 
+use crate::integrity::{
+    cap_tool_result, repair_bytes, replace_with_backup, write_incident, Incident, Issue, IssueKind,
+    Strategy, DEFAULT_TOOL_RESULT_CHARS,
+};
 use crate::transcript::{
     build_context, iso_now, iso_to_millis, parse_header, parse_transcript, random_entry_id,
 };
@@ -30,6 +34,8 @@ const INDEX_FILE: &str = "sessions.json";
 pub struct FileSessionStore {
     home: PathBuf,
     index_locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    strategy: Strategy,
+    tool_result_chars: usize,
 }
 
 impl FileSessionStore {
@@ -38,7 +44,21 @@ impl FileSessionStore {
         FileSessionStore {
             home: home.into(),
             index_locks: std::sync::Mutex::new(HashMap::new()),
+            strategy: Strategy::Full,
+            tool_result_chars: DEFAULT_TOOL_RESULT_CHARS,
         }
+    }
+
+    /// How a damaged transcript is repaired when it is opened (default: full).
+    pub fn with_integrity_strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// Cap on the text of one persisted tool result (default 50,000 chars; 0 = no cap).
+    pub fn with_tool_result_chars(mut self, max_chars: usize) -> Self {
+        self.tool_result_chars = max_chars;
+        self
     }
 
     pub fn home(&self) -> &Path {
@@ -68,7 +88,21 @@ impl FileSessionStore {
 
     /// Runs `f` on the agent's index under its lock on a blocking thread, and rewrites the
     /// index atomically when `f` reports a change.
-    async fn with_index<R, F>(&self, agent_id: &str, f: F) -> Result<R, StoreError>
+    pub(crate) async fn with_index<R, F>(&self, agent_id: &str, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Path, &mut Index) -> Result<(R, bool), StoreError> + Send + 'static,
+    {
+        self.with_index_sync(agent_id, SyncDir::Yes, f).await
+    }
+
+    /// As [`Self::with_index`]; `sync_dir` says whether the rename itself must be durable.
+    pub(crate) async fn with_index_sync<R, F>(
+        &self,
+        agent_id: &str,
+        sync_dir: SyncDir,
+        f: F,
+    ) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&Path, &mut Index) -> Result<(R, bool), StoreError> + Send + 'static,
@@ -83,7 +117,7 @@ impl FileSessionStore {
             let mut index = load_index(&dir, &agent)?;
             let (out, changed) = f(&dir, &mut index)?;
             if changed {
-                write_index(&dir, &index)?;
+                write_index(&dir, &index, sync_dir)?;
             }
             Ok(out)
         })
@@ -125,11 +159,16 @@ impl SessionStore for FileSessionStore {
             })
             .await?;
         let path = transcript_path_in(&dir, &session_id)?;
-        let key = key.to_owned();
-        let log = blocking(path.clone(), move || {
-            FileSessionLog::load(path, session_id, key)
-        })
-        .await?;
+        let target = LoadTarget {
+            home: self.home.clone(),
+            agent_id: agent_id.to_owned(),
+            key: key.to_owned(),
+            session_id,
+            path: path.clone(),
+            strategy: self.strategy,
+            tool_result_chars: self.tool_result_chars,
+        };
+        let log = blocking(path, move || FileSessionLog::load(target)).await?;
         Ok(Box::new(log))
     }
 
@@ -171,7 +210,9 @@ impl SessionStore for FileSessionStore {
             *usage,
         );
         let agent = agent_id.to_owned();
-        self.with_index(agent_id, move |_, index| {
+        // Only totals and timestamps change here: if a crash loses the rename, the previous
+        // (complete, synced) index remains, so the directory fsync buys nothing.
+        self.with_index_sync(agent_id, SyncDir::No, move |_, index| {
             let meta = index.get_mut(&key).ok_or_else(|| {
                 StoreError::NotFound(format!("session {key:?} of agent {agent:?}"))
             })?;
@@ -214,9 +255,25 @@ impl SessionStore for FileSessionStore {
     }
 }
 
+/// What [`FileSessionLog::load`] needs to know.
+struct LoadTarget {
+    home: PathBuf,
+    agent_id: String,
+    key: String,
+    session_id: String,
+    path: PathBuf,
+    strategy: Strategy,
+    tool_result_chars: usize,
+}
+
 /// An open transcript. Appends go through one append-mode handle, opened at the first
-/// append; loading never modifies the file.
+/// append. Loading a transcript that fails validation repairs the file first (backup,
+/// atomic rewrite, incident report), so that what a crash left behind never reaches a
+/// provider; a healthy file is read once and never rewritten.
 pub struct FileSessionLog {
+    home: PathBuf,
+    agent_id: String,
+    tool_result_chars: usize,
     path: PathBuf,
     session_id: String,
     key: String,
@@ -232,15 +289,33 @@ pub struct FileSessionLog {
 }
 
 impl FileSessionLog {
-    fn load(path: PathBuf, session_id: String, key: String) -> Result<Self, StoreError> {
-        let (header, entries, problems, tail_clean) = match fs::metadata(&path) {
-            Ok(m) if m.len() > 0 => {
-                let bytes = fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+    fn load(t: LoadTarget) -> Result<Self, StoreError> {
+        let LoadTarget {
+            home,
+            agent_id,
+            key,
+            session_id,
+            path,
+            strategy,
+            tool_result_chars,
+        } = t;
+        let (header, entries, problems, tail_clean) = match fs::read(&path) {
+            Ok(bytes) if !bytes.is_empty() => {
+                let (bytes, mut problems) =
+                    repair_on_load(&home, &agent_id, &key, &session_id, &path, bytes, strategy)?;
                 let parsed = parse_transcript(&bytes, &path)?;
+                // The validator already reported line damage; the typed parse adds only
+                // what it could not model.
+                problems.extend(
+                    parsed
+                        .problems
+                        .into_iter()
+                        .filter(|p| p.kind == IssueKind::SkippedEntry),
+                );
                 (
                     parsed.header,
                     parsed.entries,
-                    parsed.problems,
+                    problems,
                     bytes.ends_with(b"\n"),
                 )
             }
@@ -262,6 +337,9 @@ impl FileSessionLog {
         }
         Ok(FileSessionLog {
             ids: entries.iter().map(|e| e.id.clone()).collect(),
+            home,
+            agent_id,
+            tool_result_chars,
             path,
             session_id,
             key,
@@ -314,7 +392,15 @@ impl SessionLog for FileSessionLog {
         build_context(&self.entries)
     }
 
-    async fn append(&mut self, body: EntryBody) -> Result<Entry, StoreError> {
+    async fn append(&mut self, mut body: EntryBody) -> Result<Entry, StoreError> {
+        if let EntryBody::Message {
+            message: Message::ToolResult(result),
+        } = &mut body
+        {
+            if cap_tool_result(result, self.tool_result_chars) {
+                warn!(path = %self.path.display(), tool = %result.tool_name, max_chars = self.tool_result_chars, "tool result over the cap was truncated before it was stored");
+            }
+        }
         let entry = Entry {
             id: self.fresh_id(),
             parent_id: self.entries.last().map(|e| e.id.clone()),
@@ -325,7 +411,12 @@ impl SessionLog for FileSessionLog {
         if !self.tail_clean {
             let path = self.path.clone();
             let session_id = self.session_id.clone();
-            if blocking(path.clone(), move || repair_tail(&path, &session_id)).await? {
+            let (home, agent, key) = (self.home.clone(), self.agent_id.clone(), self.key.clone());
+            if blocking(path.clone(), move || {
+                repair_tail(&path, &session_id, &home, &agent, &key)
+            })
+            .await?
+            {
                 line.push(b'\n');
             }
         }
@@ -382,8 +473,47 @@ impl SessionLog for FileSessionLog {
     }
 }
 
+/// Validates a transcript just read and, when it is damaged, repairs it on disk (backup,
+/// atomic replace, incident). Returns the bytes to load and what was found.
+fn repair_on_load(
+    home: &Path,
+    agent_id: &str,
+    key: &str,
+    session_id: &str,
+    path: &Path,
+    bytes: Vec<u8>,
+    strategy: Strategy,
+) -> Result<(Vec<u8>, Vec<LoadProblem>), StoreError> {
+    let repair = repair_bytes(&bytes, strategy, session_id);
+    let Some(fixed) = repair.bytes else {
+        // Clean, hopeless (the parser reports it as corrupt) or nothing the strategy fixes.
+        return Ok((bytes, repair.issues));
+    };
+    let backup = replace_with_backup(path, &bytes, &fixed)?;
+    warn!(
+        path = %path.display(),
+        backup = %backup.display(),
+        issues = repair.issues.len(),
+        "transcript failed validation on load; backed up and repaired"
+    );
+    let incident = Incident {
+        timestamp: String::new(),
+        agent_id: Some(agent_id.to_owned()),
+        session_key: Some(key.to_owned()),
+        file: Some(path.to_owned()),
+        issues: repair.issues.clone(),
+        action: "repaired_on_load".into(),
+        backup: Some(backup),
+    };
+    if let Err(e) = write_incident(home, &incident) {
+        // The repair is done and durable; a missing report must not block the session.
+        warn!(error = %e, "could not write integrity incident report");
+    }
+    Ok((fixed, repair.issues))
+}
+
 /// Runs blocking file work off the async runtime.
-async fn blocking<R, F>(path: PathBuf, f: F) -> Result<R, StoreError>
+pub(crate) async fn blocking<R, F>(path: PathBuf, f: F) -> Result<R, StoreError>
 where
     R: Send + 'static,
     F: FnOnce() -> Result<R, StoreError> + Send + 'static,
@@ -444,7 +574,13 @@ fn init_transcript(path: &Path, session_id: &str) -> Result<SessionHeader, Store
 /// caller must prefix a newline (the last line is complete JSON that merely lacks its
 /// `\n`). A torn last line is backed up with the whole file to `<file>.bak.<ms>` and cut
 /// off; if that leaves nothing, the header is rewritten.
-fn repair_tail(path: &Path, session_id: &str) -> Result<bool, StoreError> {
+fn repair_tail(
+    path: &Path,
+    session_id: &str,
+    home: &Path,
+    agent_id: &str,
+    key: &str,
+) -> Result<bool, StoreError> {
     let bytes = fs::read(path).map_err(|e| StoreError::io(path, e))?;
     if bytes.is_empty() {
         init_transcript(path, session_id)?;
@@ -476,14 +612,60 @@ fn repair_tail(path: &Path, session_id: &str) -> Result<bool, StoreError> {
         dropped_bytes = tail.len(),
         "transcript ended with a torn line; backed up and truncated to the last complete line"
     );
+    let incident = Incident {
+        timestamp: String::new(),
+        agent_id: Some(agent_id.to_owned()),
+        session_key: Some(key.to_owned()),
+        file: Some(path.to_owned()),
+        issues: vec![Issue {
+            kind: IssueKind::TornLine,
+            line: bytes[..keep].iter().filter(|b| **b == b'\n').count() + 1,
+            entry_id: None,
+            tool_call_id: None,
+            description: format!("{} bytes of an unfinished write", tail.len()),
+        }],
+        action: "truncated_before_append".into(),
+        backup: Some(backup.clone()),
+    };
+    if let Err(e) = write_incident(home, &incident) {
+        warn!(error = %e, "could not write integrity incident report");
+    }
     if keep == 0 {
         init_transcript(path, session_id)?;
     }
     Ok(false)
 }
 
+/// Atomic replace of a whole file: temp file in the same directory, fsync, rename, fsync
+/// the directory. A crash leaves either the old or the new content, never a mix.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| StoreError::io(&tmp, e))?;
+        f.write_all(bytes)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| StoreError::io(&tmp, e))?;
+        fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))?;
+        sync_dir(path)
+    })();
+    if result.is_err() {
+        // Best effort: a leftover temp file is harmless, the original error matters more.
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
 /// Writes `bytes` durably to a new `<path>.bak.<unix-ms>` (bumping the number if taken).
-fn write_backup(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+pub(crate) fn write_backup(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
     let mut ms = now_millis();
     loop {
         let mut name = OsString::from(path.as_os_str());
@@ -507,7 +689,7 @@ fn write_backup(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
 }
 
 /// Makes a just-created or renamed directory entry durable.
-fn sync_dir(path: &Path) -> Result<(), StoreError> {
+pub(crate) fn sync_dir(path: &Path) -> Result<(), StoreError> {
     #[cfg(unix)]
     if let Some(dir) = path.parent() {
         File::open(dir)
@@ -529,7 +711,7 @@ fn load_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
             let rebuilt = rebuild_index(dir, agent_id)?;
             if !rebuilt.is_empty() {
                 warn!(path = %path.display(), sessions = rebuilt.len(), "session index missing; rebuilt from transcripts");
-                write_index(dir, &rebuilt)?;
+                write_index(dir, &rebuilt, SyncDir::Yes)?;
             }
             return Ok(rebuilt);
         }
@@ -548,7 +730,7 @@ fn load_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
         Err(err) => {
             let backup = write_backup(&path, &bytes)?;
             let rebuilt = rebuild_index(dir, agent_id)?;
-            write_index(dir, &rebuilt)?;
+            write_index(dir, &rebuilt, SyncDir::Yes)?;
             warn!(
                 path = %path.display(),
                 backup = %backup.display(),
@@ -621,8 +803,19 @@ fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
     Ok(index)
 }
 
-/// Atomic replace: temp file in the same directory, fsync, rename, fsync the directory.
-fn write_index(dir: &Path, index: &Index) -> Result<(), StoreError> {
+/// Whether an index rewrite must also make its rename durable (fsync the directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyncDir {
+    /// The key → session mapping changed: a lost rename would lose a session.
+    Yes,
+    /// Only derived data changed (totals, timestamps).
+    No,
+}
+
+/// Atomic replace: temp file in the same directory, fsync, rename, and (for mapping
+/// changes) fsync the directory. The temp fsync always runs, so whichever version a
+/// crash leaves behind is complete.
+fn write_index(dir: &Path, index: &Index, sync_dir_after: SyncDir) -> Result<(), StoreError> {
     fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
     let path = dir.join(INDEX_FILE);
     let tmp = dir.join(format!(
@@ -641,7 +834,10 @@ fn write_index(dir: &Path, index: &Index) -> Result<(), StoreError> {
             .and_then(|()| f.sync_all())
             .map_err(|e| StoreError::io(&tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
-        sync_dir(&path)
+        match sync_dir_after {
+            SyncDir::Yes => sync_dir(&path),
+            SyncDir::No => Ok(()),
+        }
     })();
     if result.is_err() {
         // Best effort: a leftover temp file is harmless, the original error matters more.

@@ -13,9 +13,14 @@ use ferroclaw_types::{Entry, EntryBody, Message, Usage};
 use serde::{Deserialize, Serialize};
 
 mod file;
+pub mod integrity;
 mod transcript;
 
 pub use file::{FileSessionLog, FileSessionStore};
+pub use integrity::{
+    cap_tool_result, last_status, scan_home, validate_api_messages, validate_file, write_incident,
+    Incident, IntegrityStatus, Issue, IssueKind, ScanOptions, ScanSummary, Strategy,
+};
 pub use transcript::{
     active_branch, build_context, read_transcript, LoadProblem, LoadProblemKind, SUMMARY_PREFIX,
 };

@@ -7,31 +7,27 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ferroclaw_types::{
     ContentBlock, Entry, EntryBody, Message, SessionHeader, UserMessage, TRANSCRIPT_VERSION,
 };
-use serde::Serialize;
+use serde_json::Value;
 
+use crate::integrity::{Issue, IssueKind};
 use crate::StoreError;
 
 /// Text that opens the user message standing in for everything a compaction summarised.
 pub const SUMMARY_PREFIX: &str = "[Conversation summary]\n";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum LoadProblemKind {
-    /// The last line has no trailing newline and does not parse: an interrupted write.
-    TornLine,
-    /// A complete line that is not a valid entry.
-    Unparseable,
-    /// Line 1 is not a valid session header.
-    BadHeader,
-}
+/// What the loader found; the same type as the validator's findings.
+pub type LoadProblem = Issue;
+/// Kinds of [`LoadProblem`].
+pub type LoadProblemKind = IssueKind;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LoadProblem {
-    /// 1-based line number in the file.
-    pub line: usize,
-    pub kind: LoadProblemKind,
-    pub message: String,
+fn problem(line: usize, kind: IssueKind, description: impl Into<String>) -> LoadProblem {
+    Issue {
+        kind,
+        line,
+        entry_id: None,
+        tool_call_id: None,
+        description: description.into(),
+    }
 }
 
 pub(crate) struct Parsed {
@@ -81,6 +77,7 @@ pub(crate) fn parse_transcript(bytes: &[u8], path: &Path) -> Result<Parsed, Stor
     let mut entries = Vec::new();
     let mut problems = Vec::new();
     let mut saw_torn = false;
+    let mut skipped: HashMap<String, Option<String>> = HashMap::new();
 
     for (idx, raw) in lines.iter().enumerate() {
         let line = idx + 1;
@@ -94,18 +91,18 @@ pub(crate) fn parse_transcript(bytes: &[u8], path: &Path) -> Result<Parsed, Stor
                 }
                 Err(header_err) => match serde_json::from_slice::<Entry>(raw) {
                     Ok(entry) => {
-                        problems.push(LoadProblem {
+                        problems.push(problem(
                             line,
-                            kind: LoadProblemKind::BadHeader,
-                            message: "session header missing: line 1 is an entry (kept)".into(),
-                        });
+                            IssueKind::BadHeader,
+                            "session header missing: line 1 is an entry (kept)",
+                        ));
                         entries.push(entry);
                     }
-                    Err(_) => problems.push(LoadProblem {
+                    Err(_) => problems.push(problem(
                         line,
-                        kind: LoadProblemKind::BadHeader,
-                        message: format!("not a session header (skipped): {header_err}"),
-                    }),
+                        IssueKind::BadHeader,
+                        format!("not a session header (skipped): {header_err}"),
+                    )),
                 },
             }
             continue;
@@ -119,11 +116,30 @@ pub(crate) fn parse_transcript(bytes: &[u8], path: &Path) -> Result<Parsed, Stor
                 saw_torn = true;
                 problems.push(torn_problem(line, raw, &err.to_string()));
             }
-            Err(err) => problems.push(LoadProblem {
-                line,
-                kind: LoadProblemKind::Unparseable,
-                message: err.to_string(),
-            }),
+            Err(err) => match skippable_entry(raw) {
+                // A well-formed entry of a type (or shape) this build does not model:
+                // it stays on disk; its children are linked past it below.
+                Some((id, parent)) => {
+                    problems.push(problem(
+                        line,
+                        IssueKind::SkippedEntry,
+                        format!("entry {id:?} kept on disk but not loaded: {err}"),
+                    ));
+                    skipped.insert(id, parent);
+                }
+                None => problems.push(problem(line, IssueKind::UnparseableLine, err.to_string())),
+            },
+        }
+    }
+    if !skipped.is_empty() {
+        for entry in &mut entries {
+            // Bounded: a chain of skipped entries cannot be longer than their count.
+            for _ in 0..=skipped.len() {
+                match entry.parent_id.as_deref().and_then(|p| skipped.get(p)) {
+                    Some(grand) => entry.parent_id.clone_from(grand),
+                    None => break,
+                }
+            }
         }
     }
 
@@ -154,14 +170,26 @@ pub(crate) fn parse_transcript(bytes: &[u8], path: &Path) -> Result<Parsed, Stor
 }
 
 fn torn_problem(line: usize, raw: &[u8], why: &str) -> LoadProblem {
-    LoadProblem {
+    problem(
         line,
-        kind: LoadProblemKind::TornLine,
-        message: format!(
+        IssueKind::TornLine,
+        format!(
             "last line ({} bytes) has no newline and does not parse: {why}",
             raw.len()
         ),
+    )
+}
+
+/// `(id, parentId)` of a line that is a JSON entry object the typed model rejects.
+fn skippable_entry(raw: &[u8]) -> Option<(String, Option<String>)> {
+    let v: Value = serde_json::from_slice(raw).ok()?;
+    let ty = v.get("type")?.as_str()?;
+    let id = v.get("id")?.as_str()?;
+    if ty == "session" || id.is_empty() {
+        return None;
     }
+    let parent = v.get("parentId").and_then(Value::as_str).map(str::to_owned);
+    Some((id.to_owned(), parent))
 }
 
 pub(crate) fn parse_header(raw: &[u8]) -> Result<SessionHeader, String> {
@@ -340,7 +368,7 @@ mod tests {
             .expect("torn header is not fatal");
         assert_eq!(parsed.header.id, "abc");
         assert_eq!(parsed.problems.len(), 1);
-        assert_eq!(parsed.problems[0].kind, LoadProblemKind::TornLine);
+        assert_eq!(parsed.problems[0].kind, IssueKind::TornLine);
     }
 
     #[test]
@@ -351,7 +379,7 @@ mod tests {
         );
         let parsed = parse_transcript(raw.as_bytes(), Path::new("s1.jsonl")).expect("salvage");
         assert_eq!(parsed.entries.len(), 1);
-        assert_eq!(parsed.problems[0].kind, LoadProblemKind::BadHeader);
+        assert_eq!(parsed.problems[0].kind, IssueKind::BadHeader);
         assert_eq!(parsed.problems[0].line, 1);
         assert_eq!(parsed.header.id, "s1");
     }

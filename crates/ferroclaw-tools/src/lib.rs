@@ -1,12 +1,28 @@
 //! Tools the agent can call, the registry that runs them, and the guards around them.
 
 pub mod builtin;
+pub mod custom_tool;
+pub mod exec_guard;
+pub mod exec_setup;
+pub mod input_guard;
+pub mod memory_index;
+pub mod path_guard;
 pub mod paths;
+pub mod policy;
+pub mod process;
+pub mod rate_limit;
 mod registry;
+pub mod scrub;
+pub mod ssrf;
 
 pub use builtin::core_tools;
+pub use input_guard::{InputGuardAction, InputVerdict};
+pub use path_guard::{user_workspace, DeniedPaths};
 pub use paths::{resolve_in_workspace, PathError};
+pub use policy::{Decision, PolicyContext, PolicyEngine};
+pub use rate_limit::RateLimiter;
 pub use registry::ToolRegistry;
+pub use scrub::scrub;
 
 use std::path::PathBuf;
 

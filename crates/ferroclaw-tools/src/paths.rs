@@ -40,6 +40,11 @@ pub enum PathError {
     Unresolvable { path: String, reason: String },
     #[error("workspace {workspace} is not usable: {reason}")]
     Workspace { workspace: String, reason: String },
+    /// Inside the workspace but under a denied prefix (see `path_guard`). The
+    /// message does not name the prefix: where the gateway keeps its secrets is
+    /// none of the model's business.
+    #[error("access to {path:?} is denied: it is in a protected location that tools may not read, list or modify")]
+    Denied { path: String, prefix: String },
 }
 
 /// Canonical form of the workspace root; it must exist and be a directory.

@@ -8,14 +8,32 @@ use ferroclaw_types::ToolDefinition;
 use serde_json::Value;
 use tracing::Instrument;
 
+use crate::path_guard::DeniedPaths;
+use crate::policy::{BoundPolicy, PolicyContext, PolicyEngine};
+use crate::rate_limit::RateLimiter;
 use crate::{Tool, ToolContext, ToolResult};
 
 /// Tools by name, in registration order (the order the model sees them).
+///
+/// Every call goes through [`ToolRegistry::execute`], which applies, in order:
+/// name resolution, the tool policy (if one is attached), argument checks, the
+/// per-session rate limit (if attached), the denied paths (made visible to the
+/// filesystem tools of this call), cancellation, and finally credential
+/// scrubbing of the result (always).
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
     /// Name or alias → index into `tools`.
     index: HashMap<String, usize>,
+    guards: Guards,
+}
+
+/// Optional layers around every call; cloning a registry shares them.
+#[derive(Clone, Default)]
+struct Guards {
+    policy: Option<Arc<BoundPolicy>>,
+    rate_limit: Option<Arc<RateLimiter>>,
+    denied: DeniedPaths,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -29,6 +47,44 @@ impl std::fmt::Debug for ToolRegistry {
 impl ToolRegistry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Attaches a tool policy: [`Self::definitions`] and [`Self::names`] then list only
+    /// the tools allowed in `ctx`, and [`Self::execute`] refuses the others even when
+    /// the model names them.
+    pub fn with_policy(mut self, engine: &PolicyEngine, ctx: &PolicyContext) -> Self {
+        self.guards.policy = Some(Arc::new(engine.bind(ctx)));
+        self
+    }
+
+    /// Attaches a per-session rate limit (keyed by `ToolContext::session_key`). Share
+    /// one limiter between the registries of all agents so a session's budget is one.
+    pub fn with_rate_limit(mut self, limiter: Arc<RateLimiter>) -> Self {
+        self.guards.rate_limit = Some(limiter);
+        self
+    }
+
+    /// Paths no filesystem tool run through this registry may reach (e.g.
+    /// [`DeniedPaths::for_home`]).
+    pub fn with_denied_paths(mut self, denied: DeniedPaths) -> Self {
+        self.guards.denied = denied;
+        self
+    }
+
+    /// Whether the attached policy (if any) lets the model use `tool`.
+    fn policy_allows(&self, tool: &dyn Tool) -> Result<(), String> {
+        let Some(policy) = &self.guards.policy else {
+            return Ok(());
+        };
+        let names: Vec<&str> = std::iter::once(tool.name())
+            .chain(tool.aliases().iter().copied())
+            .collect();
+        let d = policy.decide_names(&names);
+        if d.allowed {
+            Ok(())
+        } else {
+            Err(d.reason)
+        }
     }
 
     /// A registry holding [`crate::core_tools`].
@@ -69,9 +125,13 @@ impl ToolRegistry {
             .map(|i| Arc::clone(&self.tools[*i]))
     }
 
-    /// Primary names, in registration order.
+    /// Primary names, in registration order (only the allowed ones when a policy is attached).
     pub fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|t| t.name().to_string()).collect()
+        self.tools
+            .iter()
+            .filter(|t| self.policy_allows(t.as_ref()).is_ok())
+            .map(|t| t.name().to_string())
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -82,10 +142,12 @@ impl ToolRegistry {
         self.tools.is_empty()
     }
 
-    /// What the model is told about each tool, in registration order.
+    /// What the model is told about each tool, in registration order (only the
+    /// allowed ones when a policy is attached).
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         self.tools
             .iter()
+            .filter(|t| self.policy_allows(t.as_ref()).is_ok())
             .map(|t| ToolDefinition {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
@@ -116,16 +178,52 @@ impl ToolRegistry {
                 .cloned()
                 .collect(),
             index: HashMap::new(),
+            guards: self.guards.clone(),
         };
         out.reindex();
         out
     }
 
-    /// Runs one tool call: resolves the name, checks the arguments are an object, and races
-    /// the tool against `ctx.cancel`. Never panics on bad input; every failure is a result
+    /// Runs one tool call: resolves the name, applies the policy, checks the arguments are
+    /// an object, applies the rate limit, races the tool against `ctx.cancel` and scrubs
+    /// credentials from the result. Never panics on bad input; every failure is a result
     /// the model can read.
     pub async fn execute(&self, name: &str, ctx: &ToolContext, args: Value) -> ToolResult {
-        let Some(tool) = self.get(name) else {
+        let result = self.execute_unscrubbed(name, ctx, args).await;
+        scrub_result(name, ctx, result)
+    }
+
+    /// [`Self::execute`] under an explicit policy, for callers that decide per call
+    /// instead of attaching one with [`Self::with_policy`]. Both apply when both are set.
+    pub async fn execute_with_policy(
+        &self,
+        name: &str,
+        ctx: &ToolContext,
+        args: Value,
+        engine: &PolicyEngine,
+        policy_ctx: &PolicyContext,
+    ) -> ToolResult {
+        if let Some(tool) = self.get(name) {
+            let names: Vec<&str> = std::iter::once(tool.name())
+                .chain(tool.aliases().iter().copied())
+                .collect();
+            let d = engine.bind(policy_ctx).decide_names(&names);
+            if !d.allowed {
+                return refused_by_policy(tool.name(), ctx, &d.reason);
+            }
+        }
+        self.execute(name, ctx, args).await
+    }
+
+    async fn execute_unscrubbed(&self, name: &str, ctx: &ToolContext, args: Value) -> ToolResult {
+        let tool = match self.get(name) {
+            Some(tool) => match self.policy_allows(tool.as_ref()) {
+                Ok(()) => Some(tool),
+                Err(reason) => return refused_by_policy(tool.name(), ctx, &reason),
+            },
+            None => None,
+        };
+        let Some(tool) = tool else {
             return ToolResult::error(format!(
                 "unknown tool \"{}\"; available tools: {}",
                 name.trim(),
@@ -141,6 +239,20 @@ impl ToolRegistry {
                 ))
             }
         };
+        if let Some(limiter) = &self.guards.rate_limit {
+            if let Err(limited) = limiter.try_acquire(&ctx.session_key) {
+                tracing::warn!(
+                    target: "security.rate_limit",
+                    tool = tool.name(),
+                    agent = %ctx.agent_id,
+                    session = %ctx.session_key,
+                    limit = limited.limit,
+                    retry_after_secs = limited.retry_after.as_secs(),
+                    "tool call refused by the per-session rate limit"
+                );
+                return ToolResult::error(format!("tool \"{}\" refused: {limited}", tool.name()));
+            }
+        }
         let span = tracing::info_span!(
             "tool",
             tool = tool.name(),
@@ -154,11 +266,12 @@ impl ToolRegistry {
             if ctx.cancel.is_cancelled() {
                 return aborted(tool.name());
             }
+            let run = self.guards.denied.clone().scope(tool.execute(ctx, args));
             tokio::select! {
                 // Checked first so an already-fired abort never starts side effects.
                 biased;
                 _ = ctx.cancel.cancelled() => aborted(tool.name()),
-                r = tool.execute(ctx, args) => r,
+                r = run => r,
             }
         }
         .instrument(span.clone())
@@ -199,6 +312,49 @@ impl NameMatcher {
             Self::Literal(l) => l == name,
         }
     }
+}
+
+fn refused_by_policy(tool: &str, ctx: &ToolContext, reason: &str) -> ToolResult {
+    tracing::warn!(
+        target: "security.policy",
+        tool,
+        agent = %ctx.agent_id,
+        session = %ctx.session_key,
+        reason,
+        "tool call refused by the tool policy"
+    );
+    ToolResult::error(format!(
+        "tool \"{tool}\" is not allowed here and was not run: {reason}"
+    ))
+}
+
+/// Credentials never leave the registry: both what the model reads and what a
+/// person is shown are scrubbed, errors included (they often echo input).
+fn scrub_result(name: &str, ctx: &ToolContext, mut result: ToolResult) -> ToolResult {
+    let mut fired = Vec::new();
+    if let (std::borrow::Cow::Owned(s), rules) = crate::scrub::scrub_counted(&result.for_llm) {
+        result.for_llm = s;
+        fired.extend(rules);
+    }
+    if let Some(user) = &result.for_user {
+        if let (std::borrow::Cow::Owned(s), rules) = crate::scrub::scrub_counted(user) {
+            result.for_user = Some(s);
+            fired.extend(rules);
+        }
+    }
+    if !fired.is_empty() {
+        fired.sort_unstable();
+        fired.dedup();
+        tracing::warn!(
+            target: "security.scrub",
+            tool = name.trim(),
+            agent = %ctx.agent_id,
+            session = %ctx.session_key,
+            rules = ?fired,
+            "credentials redacted from tool output"
+        );
+    }
+    result
 }
 
 fn aborted(name: &str) -> ToolResult {

@@ -40,6 +40,11 @@ pub enum Command {
     Doctor,
     /// Write a starting configuration.
     Onboard(OnboardArgs),
+    /// Serve agents over HTTP (OpenAI-compatible) and WebSocket (what a bare `ferroclaw` runs).
+    Gateway(GatewayArgs),
+    /// List sessions, check and repair transcripts, import OpenClaw/pi transcripts.
+    #[command(subcommand)]
+    Sessions(crate::commands::sessions::SessionsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -96,4 +101,14 @@ pub struct OnboardArgs {
     /// Never prompt; fail if something cannot be decided.
     #[arg(long)]
     pub non_interactive: bool,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct GatewayArgs {
+    /// Port to listen on (default: $FERROCLAW_PORT, else gateway.port, else 18789; 0 picks a free port).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Address to bind (default: gateway.host, else 127.0.0.1).
+    #[arg(long)]
+    pub host: Option<String>,
 }

@@ -378,3 +378,39 @@ async fn interactive_repl_streams_answers_and_compacts_on_request() {
         "the summariser saw the older turn"
     );
 }
+
+#[tokio::test]
+async fn repl_integrity_commands_report_and_run_a_scan() {
+    use tokio::io::AsyncWriteExt;
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = tempfile::tempdir().expect("tempdir");
+    write_config(home.path(), &llm.openai_base_url());
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"))
+        .args(["agent", "chat"])
+        .env("FERROCLAW_HOME", home.path())
+        .env("HOME", home.path())
+        .envs(PROVIDER_VARS.iter().map(|v| (*v, "")))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn repl");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"/integrity\n/integrity scan\n/integrity\n")
+        .await
+        .expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().await.expect("output");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let none = err
+        .find("no integrity scan has run yet")
+        .expect("first /integrity: no scan yet");
+    let summary = err
+        .find("0 sessions, 0 issues, 0 repaired")
+        .expect("scan summary");
+    let last = err.find("last scan").expect("status after the scan");
+    assert!(none < summary && summary < last, "{err}");
+    assert!(home.path().join("logs/integrity-status.json").exists());
+}

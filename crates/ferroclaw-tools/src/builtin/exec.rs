@@ -5,17 +5,25 @@
 //! pipes until they close; because a process that escaped the group (or a background job
 //! left running after a normal exit) could hold them open for ever, reading stops a short
 //! grace period after the shell has ended.
+//!
+//! Before anything runs, the command goes through the [`ExecGuard`] (deny patterns, mode,
+//! approval). `background: true` starts it under the [`ProcessManager`] and returns its id
+//! at once; `yieldMs` runs it in the foreground for that long and, if it is still running,
+//! leaves it in the background and returns the output so far with its id.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 
-use super::{optional_f64, optional_str, required_str, Workspace};
+use super::{optional_bool, optional_f64, optional_str, optional_u64, required_str, Workspace};
+use crate::exec_guard::ExecGuard;
+use crate::process::{ProcessManager, ProcessStatus, SpawnSpec};
 use crate::{Tool, ToolContext, ToolResult};
 
 /// Default output budget in characters (head and tail are kept, the middle dropped).
@@ -30,6 +38,10 @@ pub struct ExecTool {
     /// `None`: inherit the gateway's environment at call time (minus secrets).
     env: Option<Vec<(OsString, OsString)>>,
     max_output: usize,
+    default_timeout: Duration,
+    guard: Arc<ExecGuard>,
+    /// Needed for `background` / `yieldMs`; without it those are refused with a clear error.
+    processes: Option<Arc<ProcessManager>>,
 }
 
 impl Default for ExecTool {
@@ -39,10 +51,14 @@ impl Default for ExecTool {
 }
 
 impl ExecTool {
+    /// Deny-pattern guard (the default policy), no background processes.
     pub fn new() -> Self {
         Self {
             env: None,
             max_output: DEFAULT_MAX_OUTPUT,
+            default_timeout: DEFAULT_TIMEOUT,
+            guard: Arc::new(ExecGuard::default()),
+            processes: None,
         }
     }
 
@@ -60,8 +76,26 @@ impl ExecTool {
                     .map(|(k, v)| (k.into(), v.into()))
                     .collect(),
             ),
-            max_output: DEFAULT_MAX_OUTPUT,
+            ..Self::new()
         }
+    }
+
+    /// The guard every command passes first (mode, deny patterns, approvals).
+    pub fn with_guard(mut self, guard: Arc<ExecGuard>) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// Enables `background` and `yieldMs`; share the manager with [`crate::process::ProcessTool`].
+    pub fn with_process_manager(mut self, manager: Arc<ProcessManager>) -> Self {
+        self.processes = Some(manager);
+        self
+    }
+
+    /// Time-out used when the model gives none (capped at [`MAX_TIMEOUT_SECS`]).
+    pub fn with_default_timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = timeout.min(Duration::from_secs_f64(MAX_TIMEOUT_SECS));
+        self
     }
 
     /// Output budget in characters.
@@ -71,14 +105,19 @@ impl ExecTool {
     }
 
     fn child_env(&self) -> Vec<(OsString, OsString)> {
-        let base = match &self.env {
-            Some(vars) => vars.clone(),
-            None => std::env::vars_os().collect(),
-        };
-        base.into_iter()
-            .filter(|(k, _)| !k.to_str().is_some_and(is_secret_env_name))
-            .collect()
+        child_env(self.env.as_deref())
     }
+}
+
+/// The environment of a child: `base` (or the gateway's own) minus secret-looking names.
+pub(crate) fn child_env(base: Option<&[(OsString, OsString)]>) -> Vec<(OsString, OsString)> {
+    let base: Vec<(OsString, OsString)> = match base {
+        Some(vars) => vars.to_vec(),
+        None => std::env::vars_os().collect(),
+    };
+    base.into_iter()
+        .filter(|(k, _)| !k.to_str().is_some_and(is_secret_env_name))
+        .collect()
 }
 
 /// Whether an environment variable name looks like it carries a credential. The agent's
@@ -112,7 +151,7 @@ impl Tool for ExecTool {
     }
 
     fn description(&self) -> &str {
-        "Run a shell command (sh -c) in the workspace and return its combined stdout and stderr and exit code. Default time-out 120 s (max 1800). Background processes must redirect their output (cmd > log 2>&1 &)."
+        "Run a shell command (sh -c) in the workspace and return its combined stdout and stderr and exit code. Default time-out 120 s (max 1800). For long-running commands use background: true (returns a process id at once) or yieldMs (runs in the foreground that long, then continues in the background); read their output with the process tool. Dangerous commands are refused."
     }
 
     fn parameters(&self) -> Value {
@@ -121,7 +160,9 @@ impl Tool for ExecTool {
             "properties": {
                 "command": {"type": "string", "description": "Shell command to run."},
                 "workdir": {"type": "string", "description": "Working directory, relative to the workspace (default: the workspace root)."},
-                "timeout": {"type": "number", "description": "Time-out in seconds (default 120, maximum 1800)."}
+                "timeout": {"type": "number", "description": "Time-out in seconds (default 120, maximum 1800). Background processes have none unless given."},
+                "background": {"type": "boolean", "description": "Start in the background and return a process id immediately."},
+                "yieldMs": {"type": "integer", "description": "Run in the foreground up to this many milliseconds, then continue in the background."}
             },
             "required": ["command"]
         })
@@ -132,20 +173,26 @@ impl Tool for ExecTool {
             Ok(ws) => ws,
             Err(e) => return e,
         };
-        let (command, workdir, timeout) = match (
+        let (command, workdir, timeout_arg, background, yield_ms) = match (
             required_str(&args, &["command", "cmd"]),
             optional_str(&args, &["workdir", "cwd", "working_dir"]),
             optional_f64(&args, &["timeout", "timeout_seconds"]),
+            optional_bool(&args, &["background", "run_in_background"]),
+            optional_u64(&args, &["yieldMs", "yield_ms"]),
         ) {
-            (Ok(c), Ok(w), Ok(t)) => (c, w, t),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
+            (Ok(c), Ok(w), Ok(t), Ok(b), Ok(y)) => (c, w, t, b.unwrap_or(false), y),
+            (Err(e), ..)
+            | (_, Err(e), ..)
+            | (_, _, Err(e), ..)
+            | (.., Err(e), _)
+            | (.., Err(e)) => return e,
         };
         if command.trim().is_empty() {
             return ToolResult::error("command is empty");
         }
         let mut notes = Vec::new();
-        let timeout = match timeout {
-            None => DEFAULT_TIMEOUT,
+        let timeout = match timeout_arg {
+            None => self.default_timeout,
             Some(t) if t <= 0.0 => {
                 return ToolResult::error(format!(
                     "timeout must be a positive number of seconds (at most {MAX_TIMEOUT_SECS}), got {t}"
@@ -170,97 +217,237 @@ impl Tool for ExecTool {
                 Err(e) => return e,
             },
         };
+        if let Err(denied) = self
+            .guard
+            .authorize(&ctx.session_key, &ctx.agent_id, command)
+            .await
+        {
+            return ToolResult::error(format!("{denied}. The command was not run."));
+        }
 
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(&dir)
-            .env_clear()
-            .envs(self.child_env())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // New process group whose id is the shell's pid: killpg reaches every descendant
-            // that did not deliberately leave the group.
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => return ToolResult::error(format!("cannot start sh: {e}")),
+        if background || yield_ms.is_some() {
+            let Some(manager) = &self.processes else {
+                return ToolResult::error(
+                    "background processes are not enabled for this agent; run the command in the foreground",
+                );
+            };
+            let spec = SpawnSpec {
+                command: command.to_string(),
+                dir,
+                env: self.child_env(),
+                // Background work has no time-out unless the model asked for one.
+                timeout: timeout_arg.map(|_| timeout),
+            };
+            return match yield_ms {
+                Some(ms) if !background => {
+                    self.run_yielding(manager, ctx, spec, Duration::from_millis(ms))
+                        .await
+                }
+                _ => start_background(manager, ctx, spec),
+            };
+        }
+        run_foreground(
+            command,
+            &dir,
+            self.child_env(),
+            timeout,
+            self.max_output,
+            ctx,
+            notes,
+        )
+        .await
+    }
+}
+
+fn start_background(manager: &ProcessManager, ctx: &ToolContext, spec: SpawnSpec) -> ToolResult {
+    match manager.spawn(&ctx.session_key, spec) {
+        Ok(info) => ToolResult::ok(format!(
+            "Started background process {id} (pid {pid}). Read its output with process {{action: \"poll\", sessionId: \"{id}\"}}; stop it with action \"kill\".",
+            id = info.id,
+            pid = info.pid
+        )),
+        Err(e) => ToolResult::error(e.to_string()),
+    }
+}
+
+impl ExecTool {
+    /// Foreground for up to `yield_for`; then the process stays in the background.
+    async fn run_yielding(
+        &self,
+        manager: &ProcessManager,
+        ctx: &ToolContext,
+        spec: SpawnSpec,
+        yield_for: Duration,
+    ) -> ToolResult {
+        let info = match manager.spawn(&ctx.session_key, spec) {
+            Ok(i) => i,
+            Err(e) => return ToolResult::error(e.to_string()),
         };
-        let Some(pid) = child.id() else {
-            return ToolResult::error("the shell exited before it could be tracked");
-        };
-        // If this future is dropped (e.g. the registry's abort wins the race), the guard
-        // still kills the whole group.
-        let mut group = GroupGuard {
-            pgid: pid as i32,
+        let session = ctx.session_key.as_str();
+        // Until it is handed to the background, an abort (or this future being dropped)
+        // kills it like a foreground command.
+        let mut guard = YieldGuard {
+            manager,
+            session,
+            id: &info.id,
             armed: true,
         };
-        let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take())
-        else {
-            return ToolResult::error("cannot capture the command's output");
+        let status = tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => None,
+            s = manager.wait(session, &info.id, Some(yield_for)) => s.ok(),
         };
-
-        let mut output = OutputBuffer::new(self.max_output);
-        let mut out_buf = [0u8; 8192];
-        let mut err_buf = [0u8; 8192];
-        let (mut out_open, mut err_open) = (true, true);
-        let mut status = None;
-        let mut ended: Option<Ending> = None;
-        let mut drain_cut = false;
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        // Armed (reset) once the shell has exited or been killed.
-        let drain = tokio::time::sleep(Duration::from_secs(86_400));
-        tokio::pin!(drain);
-        let mut draining = false;
-
-        while out_open || err_open || status.is_none() {
-            tokio::select! {
-                r = stdout.read(&mut out_buf), if out_open => match r {
-                    Ok(n) if n > 0 => output.push(&out_buf[..n]),
-                    _ => out_open = false,
-                },
-                r = stderr.read(&mut err_buf), if err_open => match r {
-                    Ok(n) if n > 0 => output.push(&err_buf[..n]),
-                    _ => err_open = false,
-                },
-                s = child.wait(), if status.is_none() => {
-                    status = Some(s);
-                    draining = true;
-                    drain.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
-                }
-                _ = &mut deadline, if ended.is_none() && status.is_none() => {
-                    group.kill();
-                    ended = Some(Ending::TimedOut);
-                }
-                _ = ctx.cancel.cancelled(), if ended.is_none() && status.is_none() => {
-                    group.kill();
-                    ended = Some(Ending::Cancelled);
-                }
-                _ = &mut drain, if draining => {
-                    drain_cut = true;
-                    break;
+        let Some(status) = status else {
+            drop(guard);
+            return ToolResult::error(
+                "Command aborted: the run was cancelled and the command was killed together with the processes it started.",
+            );
+        };
+        guard.armed = false;
+        let output = match manager.poll(session, &info.id, None).await {
+            Ok(p) => p.output,
+            Err(e) => return ToolResult::error(e.to_string()),
+        };
+        let mut buf = OutputBuffer::new(self.max_output);
+        buf.push(output.as_bytes());
+        let text = buf.render();
+        match status {
+            ProcessStatus::Running => ToolResult::ok(format!(
+                "{text}\n[still running after {} ms; continuing in the background as process {id}. Read more with process {{action: \"poll\", sessionId: \"{id}\"}}]",
+                yield_for.as_millis(),
+                id = info.id
+            )),
+            done => {
+                // Finished within the yield: nothing left to manage.
+                let _ = manager.remove(session, &info.id);
+                match done {
+                    ProcessStatus::Exited { code: 0 } => ToolResult::ok(format!("{text}\n[exit code: 0]")),
+                    ProcessStatus::Exited { code } => ToolResult::error(format!("{text}\n[exit code: {code}]")),
+                    ProcessStatus::TimedOut => ToolResult::error(format!(
+                        "Command timed out and was killed together with the processes it started.\n{text}"
+                    )),
+                    other => ToolResult::error(format!("{text}\n[{other}]")),
                 }
             }
         }
-        // A normal exit leaves background jobs alone (the model may have started a server
-        // on purpose); only time-out and abort take the whole group down.
-        group.armed = false;
+    }
+}
 
-        let mut text = output.render();
-        if drain_cut {
-            text.push_str(
+struct YieldGuard<'a> {
+    manager: &'a ProcessManager,
+    session: &'a str,
+    id: &'a str,
+    armed: bool,
+}
+
+impl Drop for YieldGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.manager.remove(self.session, self.id);
+        }
+    }
+}
+
+/// Runs `command` with `sh -c` in its own process group and waits for it (or the time-out,
+/// or `ctx.cancel`). Shared with custom tools.
+pub(crate) async fn run_foreground(
+    command: &str,
+    dir: &std::path::Path,
+    env: Vec<(OsString, OsString)>,
+    timeout: Duration,
+    max_output: usize,
+    ctx: &ToolContext,
+    notes: Vec<String>,
+) -> ToolResult {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // New process group whose id is the shell's pid: killpg reaches every descendant
+        // that did not deliberately leave the group.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return ToolResult::error(format!("cannot start sh: {e}")),
+    };
+    let Some(pid) = child.id() else {
+        return ToolResult::error("the shell exited before it could be tracked");
+    };
+    // If this future is dropped (e.g. the registry's abort wins the race), the guard
+    // still kills the whole group.
+    let mut group = GroupGuard {
+        pgid: pid as i32,
+        armed: true,
+    };
+    let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return ToolResult::error("cannot capture the command's output");
+    };
+
+    let mut output = OutputBuffer::new(max_output);
+    let mut out_buf = [0u8; 8192];
+    let mut err_buf = [0u8; 8192];
+    let (mut out_open, mut err_open) = (true, true);
+    let mut status = None;
+    let mut ended: Option<Ending> = None;
+    let mut drain_cut = false;
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    // Armed (reset) once the shell has exited or been killed.
+    let drain = tokio::time::sleep(Duration::from_secs(86_400));
+    tokio::pin!(drain);
+    let mut draining = false;
+
+    while out_open || err_open || status.is_none() {
+        tokio::select! {
+            r = stdout.read(&mut out_buf), if out_open => match r {
+                Ok(n) if n > 0 => output.push(&out_buf[..n]),
+                _ => out_open = false,
+            },
+            r = stderr.read(&mut err_buf), if err_open => match r {
+                Ok(n) if n > 0 => output.push(&err_buf[..n]),
+                _ => err_open = false,
+            },
+            s = child.wait(), if status.is_none() => {
+                status = Some(s);
+                draining = true;
+                drain.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
+            }
+            _ = &mut deadline, if ended.is_none() && status.is_none() => {
+                group.kill();
+                ended = Some(Ending::TimedOut);
+            }
+            _ = ctx.cancel.cancelled(), if ended.is_none() && status.is_none() => {
+                group.kill();
+                ended = Some(Ending::Cancelled);
+            }
+            _ = &mut drain, if draining => {
+                drain_cut = true;
+                break;
+            }
+        }
+    }
+    // A normal exit leaves background jobs alone (the model may have started a server
+    // on purpose); only time-out and abort take the whole group down.
+    group.armed = false;
+
+    let mut text = output.render();
+    if drain_cut {
+        text.push_str(
                 "\n[output may be incomplete: a background process kept the output open; redirect its output to a file]",
             );
-        }
-        for note in notes {
-            text.push('\n');
-            text.push_str(&note);
-        }
-        let secs = timeout.as_secs_f64();
-        match (ended, status) {
+    }
+    for note in notes {
+        text.push('\n');
+        text.push_str(&note);
+    }
+    let secs = timeout.as_secs_f64();
+    match (ended, status) {
             (Some(Ending::TimedOut), _) => ToolResult::error(format!(
                 "Command timed out after {secs} s and was killed together with the processes it started.\n{text}"
             )),
@@ -280,7 +467,6 @@ impl Tool for ExecTool {
             // The loop only ends without a status through `drain`, which needs a status.
             (None, None) => ToolResult::error(format!("{text}\n[the command's exit status is unknown]")),
         }
-    }
 }
 
 #[derive(Clone, Copy)]

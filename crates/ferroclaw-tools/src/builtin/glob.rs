@@ -60,9 +60,10 @@ impl Tool for GlobTool {
         }
         let cancel = ctx.cancel.clone();
         let root = ws.root().to_path_buf();
+        let denied = ws.denied();
         let pattern = pattern.to_string();
         let task = tokio::task::spawn_blocking(move || {
-            let mut found: Vec<String> = walk_files(&base, cancel)
+            let mut found: Vec<String> = walk_files(&base, cancel, root.clone(), denied)
                 .filter(|e| {
                     e.path()
                         .strip_prefix(&base)

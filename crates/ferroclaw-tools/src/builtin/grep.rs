@@ -82,6 +82,7 @@ impl Tool for GrepTool {
         }
         let cancel = ctx.cancel.clone();
         let root = ws.root().to_path_buf();
+        let denied = ws.denied();
         let pattern = pattern.to_string();
         let task = tokio::task::spawn_blocking(move || {
             let mut search = Search {
@@ -94,7 +95,7 @@ impl Tool for GrepTool {
             if base.is_file() {
                 search.file(&base);
             } else {
-                for entry in walk_files(&base, cancel) {
+                for entry in walk_files(&base, cancel, root.clone(), denied) {
                     let wanted = matcher.as_ref().is_none_or(|m| {
                         entry
                             .path()

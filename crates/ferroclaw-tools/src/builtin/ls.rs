@@ -65,6 +65,11 @@ impl Tool for LsTool {
         loop {
             match dir.next_entry().await {
                 Ok(Some(entry)) => {
+                    // Denied entries are not listed at all: the model should not
+                    // learn they exist, let alone try paths under them.
+                    if ws.is_denied_entry(&entry.path()) {
+                        continue;
+                    }
                     let mut name = entry.file_name().to_string_lossy().into_owned();
                     match entry.file_type().await {
                         Ok(t) if t.is_dir() => name.push('/'),

@@ -8,6 +8,11 @@ mod grep;
 mod ls;
 mod read;
 mod write;
+// Web, patch and memory tools (not part of `core_tools`; built from their settings).
+pub mod apply_patch;
+pub mod memory;
+pub mod web_fetch;
+pub mod web_search;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +21,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use edit::EditTool;
+pub(crate) use exec::{child_env as exec_child_env, run_foreground, DEFAULT_MAX_OUTPUT};
 pub use exec::{is_secret_env_name, ExecTool};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
@@ -23,6 +29,7 @@ pub use ls::LsTool;
 pub use read::ReadTool;
 pub use write::WriteTool;
 
+use crate::path_guard::DeniedPaths;
 use crate::paths::{canonical_workspace, display_relative, resolve_in_workspace};
 use crate::{Tool, ToolContext, ToolResult};
 
@@ -141,13 +148,28 @@ pub(crate) fn optional_bool(
 /// The canonical workspace of one call, used to resolve and to display paths.
 pub(crate) struct Workspace {
     root: PathBuf,
+    /// Denied prefixes of the current call (set by the registry, see `path_guard`).
+    denied: DeniedPaths,
 }
 
 impl Workspace {
     pub(crate) fn of(ctx: &ToolContext) -> Result<Self, ToolResult> {
         canonical_workspace(&ctx.workspace)
-            .map(|root| Self { root })
+            .map(|root| Self {
+                root,
+                denied: DeniedPaths::current(),
+            })
             .map_err(|e| ToolResult::error(e.to_string()))
+    }
+
+    /// The deny list, for walks that run off the async task (`spawn_blocking`).
+    pub(crate) fn denied(&self) -> DeniedPaths {
+        self.denied.clone()
+    }
+
+    /// True if `path`, an entry of an allowed directory, is denied.
+    pub(crate) fn is_denied_entry(&self, path: &Path) -> bool {
+        self.denied.is_denied_entry(&self.root, path)
     }
 
     pub(crate) fn root(&self) -> &Path {
@@ -155,7 +177,12 @@ impl Workspace {
     }
 
     pub(crate) fn resolve(&self, user_path: &str) -> Result<PathBuf, ToolResult> {
-        resolve_in_workspace(&self.root, user_path).map_err(|e| ToolResult::error(e.to_string()))
+        let resolved = resolve_in_workspace(&self.root, user_path)
+            .map_err(|e| ToolResult::error(e.to_string()))?;
+        self.denied
+            .check(&self.root, &resolved, user_path)
+            .map_err(|e| ToolResult::error(e.to_string()))?;
+        Ok(resolved)
     }
 
     pub(crate) fn display(&self, path: &Path) -> String {
@@ -168,20 +195,24 @@ const SKIPPED_DIRS: &[&str] = &[".git", "target", "node_modules"];
 
 /// Files under `root` (not following symlinks, so a link cannot lead the walk out of the
 /// workspace), skipping [`SKIPPED_DIRS`] below the root. Stops early when `cancel` fires.
+/// Never enters (nor yields) entries under a denied prefix of `workspace`.
 pub(crate) fn walk_files(
     root: &Path,
     cancel: CancellationToken,
+    workspace: PathBuf,
+    denied: DeniedPaths,
 ) -> impl Iterator<Item = walkdir::DirEntry> {
     walkdir::WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
         .into_iter()
-        .filter_entry(|e| {
+        .filter_entry(move |e| {
             !(e.depth() > 0
                 && e.file_type().is_dir()
                 && e.file_name()
                     .to_str()
                     .is_some_and(|n| SKIPPED_DIRS.contains(&n)))
+                && (denied.is_empty() || !denied.is_denied_entry(&workspace, e.path()))
         })
         // Unreadable directories are skipped rather than failing the whole search.
         .filter_map(Result::ok)

@@ -23,7 +23,7 @@ pub async fn run(ctx: &AppContext, args: ChatArgs) -> anyhow::Result<ExitCode> {
     }
     match &args.message {
         Some(message) => one_shot(&agent, &args, message).await,
-        None => repl(&agent, &args).await,
+        None => repl(ctx, &agent, &args).await,
     }
 }
 
@@ -48,7 +48,7 @@ async fn one_shot(agent: &Agent, args: &ChatArgs, message: &str) -> anyhow::Resu
     }
 }
 
-async fn repl(agent: &Agent, args: &ChatArgs) -> anyhow::Result<ExitCode> {
+async fn repl(ctx: &AppContext, agent: &Agent, args: &ChatArgs) -> anyhow::Result<ExitCode> {
     let mut session = args.session.clone();
     let s = agent.settings();
     eprintln!(
@@ -74,7 +74,33 @@ async fn repl(agent: &Agent, args: &ChatArgs) -> anyhow::Result<ExitCode> {
         match text {
             "/exit" | "/quit" => return Ok(ExitCode::SUCCESS),
             "/help" => {
-                eprintln!("/new            start a fresh session\n/session KEY    switch to session KEY\n/compact        summarise older history now\n/exit           quit");
+                eprintln!("/new            start a fresh session\n/session KEY    switch to session KEY\n/compact        summarise older history now\n/integrity      last transcript scan; `/integrity scan` runs one\n/exit           quit");
+                continue;
+            }
+            "/integrity" => {
+                match ferroclaw_store::last_status(&ctx.loaded.home) {
+                    Some(st) => eprintln!(
+                        "last scan {}: {} sessions, {} issues, {} repaired, {} unreadable ({} ms)",
+                        st.timestamp, st.sessions, st.issues, st.repaired, st.errors, st.elapsed_ms
+                    ),
+                    None => eprintln!("no integrity scan has run yet; `/integrity scan` runs one"),
+                }
+                continue;
+            }
+            "/integrity scan" => {
+                let home = ctx.loaded.home.clone();
+                let opts = ferroclaw_store::ScanOptions {
+                    repair: true,
+                    strategy: crate::context::integrity_strategy(&ctx.loaded),
+                    agent: None,
+                };
+                match tokio::task::spawn_blocking(move || ferroclaw_store::scan_home(&home, &opts))
+                    .await
+                {
+                    Ok(Ok(summary)) => eprintln!("{summary}"),
+                    Ok(Err(e)) => eprintln!("error: {e}"),
+                    Err(e) => eprintln!("error: scan task failed: {e}"),
+                }
                 continue;
             }
             "/compact" => {

@@ -2,13 +2,13 @@ mod agent_list;
 mod chat;
 mod config_cmd;
 mod doctor;
+mod gateway;
 mod onboard;
+pub(crate) mod sessions;
 
 use std::process::ExitCode;
 
-use clap::CommandFactory;
-
-use crate::cli::{AgentCommand, Cli, Command};
+use crate::cli::{AgentCommand, Cli, Command, GatewayArgs};
 use crate::context::AppContext;
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -22,15 +22,16 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         || std::env::var("FERROCLAW_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
     crate::logging::init(&level, json);
 
+    // A bare `ferroclaw` serves the gateway.
     let Some(command) = cli.command else {
-        Cli::command().print_help()?;
-        println!();
-        return Ok(ExitCode::SUCCESS);
+        return gateway::run(&cli.global, GatewayArgs::default()).await;
     };
     match command {
         Command::Onboard(args) => onboard::run(&cli.global, args).await,
         Command::Config(cmd) => config_cmd::run(&cli.global, cmd),
         Command::Doctor => doctor::run(&cli.global).await,
+        Command::Gateway(args) => gateway::run(&cli.global, args).await,
+        Command::Sessions(cmd) => sessions::run(&cli.global, cmd).await,
         Command::Agent(AgentCommand::List) => agent_list::run(&AppContext::load(&cli.global)?),
         Command::Agent(AgentCommand::Chat(args)) => {
             chat::run(&AppContext::load(&cli.global)?, args).await

@@ -1,0 +1,324 @@
+//! Load benchmark for the gateway (prints figures; never fails on them).
+//!
+//! 1. `/v1/chat/completions` through the gateway vs. the same request sent straight to
+//!    the zero-delay scripted LLM: requests/s, p50/p99 latency, and their ratio.
+//! 2. 1,000 sessions, then 200 concurrent WebSocket clients each running a turn; peak
+//!    RSS (VmHWM) of this process, which holds the gateway, the scripted LLM and the
+//!    clients (so it is an upper bound for the gateway alone).
+//!
+//! Knobs (environment): BENCH_REQUESTS (default 2000), BENCH_CONCURRENCY (32),
+//! BENCH_SESSIONS (1000), BENCH_WS_CLIENTS (200). Loopback only, bounded loops.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferroclaw_config::{Config, Env, LoadedConfig, ProviderConfig};
+use ferroclaw_gateway::server::{Gateway, ServeOptions};
+use ferroclaw_store::FileSessionStore;
+use ferroclaw_testkit::{Reply, ScriptedLlm};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn proc_status_kb(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    text.lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+struct Stats {
+    rps: f64,
+    p50: Duration,
+    p99: Duration,
+    errors: usize,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+/// `total` POSTs of `body` to `url`, `concurrency` at a time; `header(i)` adds one header.
+async fn drive(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+    total: usize,
+    concurrency: usize,
+    session_header: bool,
+) -> Stats {
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..concurrency {
+        let (client, url, body, next) =
+            (client.clone(), url.to_string(), body.clone(), next.clone());
+        workers.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut errors = 0;
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < total {
+                let mut req = client.post(&url).json(&body);
+                if session_header {
+                    // One session per worker: runs in different sessions proceed in parallel.
+                    req = req.header("X-Ferroclaw-Session-Key", format!("bench-{w}"));
+                }
+                let t = Instant::now();
+                match req.send().await {
+                    Ok(r) if r.status().is_success() => {
+                        let _ = r.bytes().await;
+                        lat.push(t.elapsed());
+                    }
+                    _ => errors += 1,
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for w in workers {
+        if let Ok((lat, e)) = w.await {
+            all.extend(lat);
+            errors += e;
+        }
+    }
+    let elapsed = started.elapsed();
+    all.sort();
+    Stats {
+        rps: all.len() as f64 / elapsed.as_secs_f64(),
+        p50: percentile(&all, 0.50),
+        p99: percentile(&all, 0.99),
+        errors,
+    }
+}
+
+fn print(label: &str, s: &Stats) {
+    println!(
+        "{label:<10} {:>9.0} req/s   p50 {:>8.2} ms   p99 {:>8.2} ms   errors {}",
+        s.rps,
+        s.p50.as_secs_f64() * 1000.0,
+        s.p99.as_secs_f64() * 1000.0,
+        s.errors
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let requests = knob("BENCH_REQUESTS", 2000);
+    let concurrency = knob("BENCH_CONCURRENCY", 32).max(1);
+    let sessions = knob("BENCH_SESSIONS", 1000);
+    let ws_clients = knob("BENCH_WS_CLIENTS", 200);
+
+    let llm = ScriptedLlm::start().await.expect("scripted LLM");
+    // BENCH_HOME_DIR=/dev/shm puts transcripts on tmpfs, separating the gateway's own
+    // cost from the store's fsyncs (the default: the system temp dir, usually a disk).
+    let home = match std::env::var("BENCH_HOME_DIR") {
+        Ok(dir) => tempfile::tempdir_in(dir),
+        Err(_) => tempfile::tempdir(),
+    }
+    .expect("temp home");
+    println!("home       {}", home.path().display());
+    let mut config = Config::default();
+    config.agents.defaults.provider = Some("scripted".into());
+    config.agents.defaults.model = Some("bench-model".into());
+    // Same wire shape as the direct calls (non-streaming JSON).
+    config.agents.defaults.stream = false;
+    config.providers.insert(
+        "scripted".into(),
+        ProviderConfig {
+            base_url: Some(llm.openai_base_url()),
+            ..ProviderConfig::default()
+        },
+    );
+    // The lane must not be the bottleneck being measured.
+    config.gateway.lanes.main = concurrency.max(ws_clients);
+    let loaded = LoadedConfig::from_config(
+        config,
+        home.path().to_path_buf(),
+        Env::from_pairs(Vec::<(String, String)>::new()),
+    );
+    let store = Arc::new(FileSessionStore::new(home.path().to_path_buf()));
+    let rss_before = proc_status_kb("VmRSS:").unwrap_or(0);
+    let gateway = Gateway::bind(
+        loaded,
+        store,
+        ServeOptions {
+            host: Some("127.0.0.1".into()),
+            port: Some(0),
+        },
+    )
+    .await
+    .expect("gateway");
+    let addr = gateway.local_addr();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(gateway.serve(async move {
+        let _ = stop_rx.await;
+    }));
+
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency)
+        .build()
+        .expect("client");
+    let body = json!({"model": "bench-model", "messages": [{"role": "user", "content": "ping"}]});
+
+    println!("gateway load: {requests} requests, concurrency {concurrency}");
+    for _ in 0..requests * 2 + concurrency * 2 {
+        llm.push(Reply::text("pong").with_usage(5, 1));
+    }
+    // Warm-up (connections, first transcripts), not measured.
+    let _ = drive(
+        &client,
+        &format!("{}/chat/completions", llm.openai_base_url()),
+        &body,
+        concurrency,
+        concurrency,
+        false,
+    )
+    .await;
+    let _ = drive(
+        &client,
+        &format!("http://{addr}/v1/chat/completions"),
+        &body,
+        concurrency,
+        concurrency,
+        true,
+    )
+    .await;
+
+    let direct = drive(
+        &client,
+        &format!("{}/chat/completions", llm.openai_base_url()),
+        &body,
+        requests,
+        concurrency,
+        false,
+    )
+    .await;
+    let through = drive(
+        &client,
+        &format!("http://{addr}/v1/chat/completions"),
+        &body,
+        requests,
+        concurrency,
+        true,
+    )
+    .await;
+    print("direct", &direct);
+    print("gateway", &through);
+    println!(
+        "ratio      gateway/direct throughput {:.2}   p50 latency x{:.1}   p99 latency x{:.1}",
+        through.rps / direct.rps.max(f64::EPSILON),
+        through.p50.as_secs_f64() / direct.p50.as_secs_f64().max(f64::EPSILON),
+        through.p99.as_secs_f64() / direct.p99.as_secs_f64().max(f64::EPSILON),
+    );
+
+    // 1,000 sessions, each with one turn on disk.
+    for _ in 0..sessions + ws_clients {
+        llm.push(Reply::text("hello").with_usage(5, 1));
+    }
+    let t = Instant::now();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..concurrency {
+        let (client, next) = (client.clone(), next.clone());
+        let url = format!("http://{addr}/v1/chat/completions");
+        let body = body.clone();
+        workers.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= sessions {
+                    break;
+                }
+                let _ = client
+                    .post(&url)
+                    .header("X-Ferroclaw-Session-Key", format!("session-{i}"))
+                    .json(&body)
+                    .send()
+                    .await
+                    .map(|r| r.bytes());
+            }
+        }));
+    }
+    for w in workers {
+        let _ = w.await;
+    }
+    println!(
+        "sessions   {sessions} created in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    // 200 WebSocket clients at once, each connected and running one turn.
+    let t = Instant::now();
+    let mut socks = Vec::new();
+    for _ in 0..ws_clients {
+        if let Ok((ws, _)) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws")).await {
+            socks.push(ws);
+        }
+    }
+    let opened = socks.len();
+    let mut tasks = Vec::new();
+    for (i, mut ws) in socks.into_iter().enumerate() {
+        tasks.push(tokio::spawn(async move {
+            let frames = [
+                json!({"type": "req", "id": "c", "method": "connect", "params": {"user_id": format!("u{i}")}}),
+                json!({"type": "req", "id": "s", "method": "chat.send", "params": {"message": "hi", "sessionKey": format!("ws-{i}")}}),
+            ];
+            for f in frames {
+                if ws.send(Message::text(f.to_string())).await.is_err() {
+                    return (false, ws);
+                }
+            }
+            // Bounded: stop at the chat.send answer or after 10,000 frames.
+            for _ in 0..10_000 {
+                match ws.next().await {
+                    Some(Ok(Message::Text(t))) => {
+                        let v: Value = serde_json::from_str(t.as_str()).unwrap_or(Value::Null);
+                        if v["type"] == "res" && v["id"] == "s" {
+                            return (v["ok"] == true, ws);
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    _ => break,
+                }
+            }
+            (false, ws)
+        }));
+    }
+    let mut ok = 0;
+    let mut keep = Vec::new();
+    for t in tasks {
+        if let Ok((good, ws)) = t.await {
+            ok += usize::from(good);
+            keep.push(ws);
+        }
+    }
+    println!(
+        "ws         {opened} clients connected, {ok} turns answered in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    let hwm = proc_status_kb("VmHWM:").unwrap_or(0);
+    let rss = proc_status_kb("VmRSS:").unwrap_or(0);
+    println!(
+        "memory     peak RSS {:.1} MB (now {:.1} MB; {:.1} MB before the gateway started) — one process: gateway + scripted LLM + clients",
+        hwm as f64 / 1024.0,
+        rss as f64 / 1024.0,
+        rss_before as f64 / 1024.0
+    );
+    drop(keep);
+    let _ = stop_tx.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(15), server).await;
+}

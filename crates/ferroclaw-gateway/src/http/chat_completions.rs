@@ -1,0 +1,357 @@
+//! `POST /v1/chat/completions`, OpenAI-compatible. The agent runs its tools server-side;
+//! the client gets the final answer as JSON, or the text as it is produced over SSE.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use ferroclaw_agent::{EventSink, RunOutput};
+use ferroclaw_types::{EventKind, RunEvent, StopReason, Usage};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::{
+    content_text, forget_ephemeral, parse_body, resolve_agent, resolve_queue_mode, resolve_session,
+    sse_data, sse_response, unix_now, SessionChoice,
+};
+use crate::error::{ApiError, ErrorShape};
+use crate::runs::{self, RunFailure, RunIdSlot, Started};
+use crate::state::AppState;
+
+const SHAPE: ErrorShape = ErrorShape::OpenAi;
+
+#[derive(Debug, Deserialize)]
+pub struct ChatCompletionRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    #[serde(default)]
+    pub content: Value,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// The message handed to the agent: the last user message. The session's transcript
+/// holds the history; for a one-off session the earlier messages of the request are
+/// the only history there is, so they are passed along as context.
+fn agent_message(req: &ChatCompletionRequest, ephemeral: bool) -> Result<String, ApiError> {
+    let last_user = req
+        .messages
+        .iter()
+        .rposition(|m| m.role == "user")
+        .ok_or_else(|| ApiError::bad_request("`messages` must contain a user message"))?;
+    let text = content_text(&req.messages[last_user].content);
+    if !ephemeral || last_user == 0 {
+        return Ok(text);
+    }
+    let mut out = String::from("Earlier conversation (from the client):\n");
+    for m in &req.messages[..last_user] {
+        out.push_str(&format!("[{}] {}\n", m.role, content_text(&m.content)));
+    }
+    out.push_str("\nCurrent message:\n");
+    out.push_str(&text);
+    Ok(out)
+}
+
+pub fn usage_json(u: &Usage) -> Value {
+    let prompt = u.input + u.cache_read + u.cache_write;
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": u.output,
+        "total_tokens": prompt + u.output,
+    })
+}
+
+fn finish_reason(stop: StopReason) -> &'static str {
+    match stop {
+        StopReason::Length => "length",
+        _ => "stop",
+    }
+}
+
+fn answer_text(out: &RunOutput) -> &str {
+    // NO_REPLY means "stay quiet": an empty answer rather than the marker.
+    if out.silent {
+        ""
+    } else {
+        &out.text
+    }
+}
+
+pub async fn handle(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match prepare(&state, &headers, body) {
+        Ok(p) if p.stream => stream(state, p).await,
+        Ok(p) => complete(state, p)
+            .await
+            .unwrap_or_else(IntoResponse::into_response),
+        Err(e) => e.into_response(),
+    }
+}
+
+struct Prepared {
+    agent_id: String,
+    model: String,
+    session: SessionChoice,
+    message: String,
+    mode: crate::scheduler::QueueMode,
+    stream: bool,
+    include_usage: bool,
+}
+
+fn prepare(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Prepared, ApiError> {
+    let req: ChatCompletionRequest = parse_body(body, SHAPE)?;
+    let agent = resolve_agent(state, req.model.as_deref(), headers, SHAPE)?;
+    let session = resolve_session(headers, req.user.as_deref(), SHAPE)?;
+    let mode = resolve_queue_mode(state, headers, SHAPE)?;
+    let message = agent_message(&req, session.ephemeral)?;
+    Ok(Prepared {
+        agent_id: agent.id.clone(),
+        model: req
+            .model
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .unwrap_or_else(|| format!("ferroclaw:{}", agent.id)),
+        session,
+        message,
+        mode,
+        stream: req.stream,
+        include_usage: req.stream_options.is_some_and(|o| o.include_usage),
+    })
+}
+
+fn completion_id() -> String {
+    format!("chatcmpl-{}", uuid::Uuid::new_v4().simple())
+}
+
+async fn complete(state: Arc<AppState>, p: Prepared) -> Result<Response, ApiError> {
+    let Some(agent) = state.agent(&p.agent_id) else {
+        return Err(ApiError::internal("agent vanished"));
+    };
+    let started = runs::start(
+        &state,
+        agent,
+        &p.session.key,
+        &p.message,
+        p.mode,
+        Arc::new(ferroclaw_agent::NullSink),
+    )
+    .map_err(|e| ApiError::from_submit(&e))?;
+    let (text, usage, stop) = match started {
+        Started::Command(text) => (text, Usage::default(), StopReason::Stop),
+        Started::Run(ticket) => {
+            let result = runs::finish(ticket).await;
+            forget_ephemeral(&state, &p.agent_id, &p.session);
+            match result {
+                Ok((_, out)) => (answer_text(&out).to_string(), out.usage, out.stop_reason),
+                Err(f) => return Err(failure_error(&f)),
+            }
+        }
+    };
+    Ok(Json(json!({
+        "id": completion_id(),
+        "object": "chat.completion",
+        "created": unix_now(),
+        "model": p.model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": finish_reason(stop),
+        }],
+        "usage": usage_json(&usage),
+    }))
+    .into_response())
+}
+
+pub fn failure_error(f: &RunFailure) -> ApiError {
+    match f {
+        RunFailure::Submit(e) => ApiError::from_submit(e),
+        RunFailure::Run(_) => match f.run_error() {
+            Some(e) => ApiError::from_run(e),
+            None => ApiError::internal("run ended without an outcome"),
+        },
+    }
+}
+
+/// Forwards assistant text deltas to the SSE channel as chunks.
+struct ChunkSink {
+    tx: mpsc::UnboundedSender<Bytes>,
+    id: String,
+    model: String,
+    created: u64,
+    run_id: Arc<RunIdSlot>,
+    /// Whether any text went out as deltas (else the final answer is sent whole).
+    streamed: Arc<AtomicBool>,
+}
+
+impl ChunkSink {
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> Bytes {
+        chunk_bytes(&self.id, &self.model, self.created, delta, finish)
+    }
+}
+
+fn chunk_bytes(id: &str, model: &str, created: u64, delta: Value, finish: Option<&str>) -> Bytes {
+    let v = json!({
+        "id": id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    });
+    sse_data(None, &v.to_string())
+}
+
+impl EventSink for ChunkSink {
+    fn emit(&self, event: RunEvent) {
+        self.run_id.observe(&event);
+        if let EventKind::AssistantDelta { text } = &event.kind {
+            self.streamed.store(true, Ordering::Relaxed);
+            // A closed channel means the client left; the run is aborted elsewhere.
+            let _ = self.tx.send(self.chunk(json!({"content": text}), None));
+        }
+    }
+}
+
+async fn stream(state: Arc<AppState>, p: Prepared) -> Response {
+    let Some(agent) = state.agent(&p.agent_id) else {
+        return ApiError::internal("agent vanished").into_response();
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    let id = completion_id();
+    let created = unix_now();
+    let run_id = Arc::new(RunIdSlot::default());
+    let streamed = Arc::new(AtomicBool::new(false));
+    let sink = Arc::new(ChunkSink {
+        tx: tx.clone(),
+        id: id.clone(),
+        model: p.model.clone(),
+        created,
+        run_id: run_id.clone(),
+        streamed: streamed.clone(),
+    });
+    // The role chunk is queued before the run can emit a delta; if the scheduler refuses,
+    // the unread channel is dropped and the client gets a plain HTTP error status.
+    let _ = tx.send(chunk_bytes(
+        &id,
+        &p.model,
+        created,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ));
+    let started = match runs::start(&state, agent, &p.session.key, &p.message, p.mode, sink) {
+        Ok(s) => s,
+        Err(e) => return ApiError::from_submit(&e).into_response(),
+    };
+    tokio::spawn(async move {
+        let chunk =
+            |delta: Value, finish: Option<&str>| chunk_bytes(&id, &p.model, created, delta, finish);
+        let outcome = match started {
+            Started::Command(text) => Ok((text, Usage::default(), StopReason::Stop)),
+            Started::Run(ticket) => {
+                let finished = tokio::select! {
+                    r = runs::finish(ticket) => Some(r),
+                    _ = tx.closed() => None,
+                };
+                match finished {
+                    Some(r) => {
+                        forget_ephemeral(&state, &p.agent_id, &p.session);
+                        r.map(|(_, out)| {
+                            // Deltas already showed the text; an agent with streaming off
+                            // produced none, so its answer goes out whole.
+                            let text = if streamed.load(Ordering::Relaxed) {
+                                String::new()
+                            } else {
+                                answer_text(&out).to_string()
+                            };
+                            (text, out.usage, out.stop_reason)
+                        })
+                    }
+                    None => {
+                        // The client went away: stop spending tokens on it.
+                        if let Some(rid) = run_id.get() {
+                            state.scheduler.abort_run(&rid);
+                        }
+                        forget_ephemeral(&state, &p.agent_id, &p.session);
+                        return;
+                    }
+                }
+            }
+        };
+        match outcome {
+            Ok((text, usage, stop)) => {
+                if !text.is_empty() {
+                    let _ = tx.send(chunk(json!({"content": text}), None));
+                }
+                let _ = tx.send(chunk(json!({}), Some(finish_reason(stop))));
+                if p.include_usage {
+                    let v = json!({
+                        "id": id,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": p.model,
+                        "choices": [],
+                        "usage": usage_json(&usage),
+                    });
+                    let _ = tx.send(sse_data(None, &v.to_string()));
+                }
+            }
+            Err(f) => {
+                let err = failure_error(&f);
+                let _ = tx.send(sse_data(None, &err.body().to_string()));
+            }
+        }
+        let _ = tx.send(sse_data(None, "[DONE]"));
+    });
+    sse_response(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(messages: Value) -> ChatCompletionRequest {
+        serde_json::from_value(json!({"messages": messages})).unwrap()
+    }
+
+    #[test]
+    fn last_user_message_is_sent() {
+        let r = req(json!([
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": "1"},
+            {"role": "user", "content": [{"type": "text", "text": "two"}]},
+        ]));
+        assert_eq!(agent_message(&r, false).unwrap(), "two");
+        let eph = agent_message(&r, true).unwrap();
+        assert!(eph.contains("[system] be brief") && eph.ends_with("two"));
+        assert!(agent_message(&req(json!([{"role": "system", "content": "x"}])), false).is_err());
+    }
+}

@@ -1,0 +1,29 @@
+//! `GET /health` (no auth) and `GET /metrics`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::state::AppState;
+
+pub async fn health() -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "protocol": crate::PROTOCOL_VERSION,
+        "version": crate::VERSION,
+    }))
+}
+
+pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let body = state.metrics.render(state.scheduler.queued());
+    let mut resp = body.into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}

@@ -1,0 +1,329 @@
+//! HTTP surfaces. Each route: [`guard`] (auth, rate limit) → parse the body → resolve
+//! agent and session → [`crate::runs::start`] → answer as JSON or SSE.
+
+pub mod chat_completions;
+pub mod health;
+pub mod models;
+pub mod responses;
+pub mod tools_invoke;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+
+use crate::error::{ApiError, ErrorShape};
+use crate::ratelimit::retry_after_secs;
+use crate::scheduler::QueueMode;
+use crate::state::{parse_queue_mode, AgentEntry, AppState};
+
+pub const HEADER_AGENT: &str = "x-ferroclaw-agent-id";
+pub const HEADER_SESSION: &str = "x-ferroclaw-session-key";
+pub const HEADER_QUEUE_MODE: &str = "x-ferroclaw-queue-mode";
+
+/// Request bodies above this are refused with 413.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The error shape of the route family `path` belongs to.
+pub fn shape_for(path: &str) -> ErrorShape {
+    if path.starts_with("/tools") || path.starts_with("/v1/tools") {
+        ErrorShape::Tools
+    } else {
+        ErrorShape::OpenAi
+    }
+}
+
+/// Auth then rate limit, for every route but `/health`.
+pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
+    let shape = shape_for(req.uri().path());
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let Some(role) = state.auth.http_role(req.headers()) else {
+        tracing::warn!(
+            target: "security.auth",
+            event = "security.auth_failed",
+            peer = %peer,
+            path = %req.uri().path(),
+            "HTTP request without a valid gateway token"
+        );
+        return ApiError::unauthorized().with_shape(shape).into_response();
+    };
+    req.extensions_mut().insert(role);
+    // /metrics is scraped on a schedule; limiting it would only create gaps.
+    if req.uri().path() != "/metrics" {
+        if let Err(wait) = state.limiter.check(&format!("ip:{peer}")) {
+            state.metrics.rate_limited();
+            tracing::warn!(
+                target: "security.rate_limit",
+                event = "security.rate_limited",
+                peer = %peer,
+                path = %req.uri().path(),
+                "rate limit exceeded"
+            );
+            return ApiError::rate_limited(retry_after_secs(wait))
+                .with_shape(shape)
+                .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// Counts every request by matched route, method and status.
+pub async fn track(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().clone();
+    let resp = next.run(req).await;
+    state
+        .metrics
+        .http_request(&route, method.as_str(), resp.status().as_u16());
+    resp
+}
+
+/// Parses a JSON body; too large → 413, malformed → 400, both in the route's shape.
+pub fn parse_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    shape: ErrorShape,
+) -> Result<T, ApiError> {
+    let bytes = body.map_err(|rej| {
+        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "payload_too_large",
+                format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+            )
+        } else {
+            ApiError::bad_request(format!("cannot read request body: {rej}"))
+        }
+        .with_shape(shape)
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::bad_request(format!(
+            "request body is not valid JSON for this route: {e}"
+        ))
+        .with_shape(shape)
+    })
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// The agent named by `model` (`ferroclaw:<id>`, `agent:<id>`, `openclaw:<id>` or a bare
+/// agent id), else by `X-Ferroclaw-Agent-Id`, else the default agent.
+pub fn resolve_agent<'a>(
+    state: &'a AppState,
+    model: Option<&str>,
+    headers: &HeaderMap,
+    shape: ErrorShape,
+) -> Result<&'a AgentEntry, ApiError> {
+    let unknown = |id: &str| {
+        ApiError::not_found(
+            "model_not_found",
+            format!(
+                "unknown agent `{id}`; GET /v1/models lists them (available: {})",
+                state
+                    .agents
+                    .iter()
+                    .map(|a| a.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+        .with_shape(shape)
+    };
+    if let Some(model) = model.map(str::trim).filter(|m| !m.is_empty()) {
+        for prefix in ["ferroclaw:", "agent:", "openclaw:"] {
+            if let Some(id) = model.strip_prefix(prefix) {
+                return state.agent(id).ok_or_else(|| unknown(id));
+            }
+        }
+        if let Some(agent) = state.agent(model) {
+            return Ok(agent);
+        }
+        // Any other model name (e.g. the SDK default "gpt-4o") means "the agent
+        // chosen by header or default": the agent owns its real model.
+    }
+    if let Some(id) = header_str(headers, HEADER_AGENT) {
+        return state.agent(id).ok_or_else(|| unknown(id));
+    }
+    state
+        .default_agent()
+        .ok_or_else(|| ApiError::internal("no default agent is available").with_shape(shape))
+}
+
+/// The session a request continues.
+pub struct SessionChoice {
+    pub key: String,
+    /// No key was given: a one-off session, removed after the run.
+    pub ephemeral: bool,
+}
+
+/// `X-Ferroclaw-Session-Key`, else a key derived from the OpenAI `user` field, else a
+/// fresh ephemeral session.
+pub fn resolve_session(
+    headers: &HeaderMap,
+    user: Option<&str>,
+    shape: ErrorShape,
+) -> Result<SessionChoice, ApiError> {
+    if let Some(key) = header_str(headers, HEADER_SESSION) {
+        ferroclaw_store::validate_session_key(key)
+            .map_err(|e| ApiError::bad_request(e.to_string()).with_shape(shape))?;
+        return Ok(SessionChoice {
+            key: key.to_string(),
+            ephemeral: false,
+        });
+    }
+    if let Some(user) = user.map(str::trim).filter(|u| !u.is_empty()) {
+        return Ok(SessionChoice {
+            key: user_session_key(user),
+            ephemeral: false,
+        });
+    }
+    Ok(SessionChoice {
+        key: format!("ephemeral:{}", uuid::Uuid::new_v4()),
+        ephemeral: true,
+    })
+}
+
+/// A stable session key for an OpenAI `user`: readable when the id is short and plain,
+/// otherwise a hash (keys are capped at 256 characters and exclude control characters).
+pub fn user_session_key(user: &str) -> String {
+    if user.len() <= 128 && !user.chars().any(char::is_control) {
+        format!("openai-user:{user}")
+    } else {
+        format!("openai-user:h{:016x}", fnv1a(user.as_bytes()))
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// `X-Ferroclaw-Queue-Mode`, else the configured default.
+pub fn resolve_queue_mode(
+    state: &AppState,
+    headers: &HeaderMap,
+    shape: ErrorShape,
+) -> Result<QueueMode, ApiError> {
+    match header_str(headers, HEADER_QUEUE_MODE) {
+        None => Ok(state.queue_mode),
+        Some(v) => parse_queue_mode(v).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "{HEADER_QUEUE_MODE}: expected queue, followup or interrupt, got {v:?}"
+            ))
+            .with_shape(shape)
+        }),
+    }
+}
+
+/// Removes a one-off session once its run is over (best effort).
+pub fn forget_ephemeral(state: &Arc<AppState>, agent_id: &str, session: &SessionChoice) {
+    if !session.ephemeral {
+        return;
+    }
+    let (state, agent_id, key) = (state.clone(), agent_id.to_string(), session.key.clone());
+    tokio::spawn(async move {
+        if let Err(e) = state.store.delete(&agent_id, &key).await {
+            tracing::debug!(error = %e, session = %key, "could not remove ephemeral session");
+        }
+    });
+}
+
+/// An SSE response fed by a channel of ready-made `data:` blocks.
+pub fn sse_response(rx: mpsc::UnboundedReceiver<Bytes>) -> Response {
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    let mut resp = Response::new(Body::from_stream(stream));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// One SSE `data:` block (optionally with an `event:` line).
+pub fn sse_data(event: Option<&str>, data: &str) -> Bytes {
+    match event {
+        Some(ev) => Bytes::from(format!("event: {ev}\ndata: {data}\n\n")),
+        None => Bytes::from(format!("data: {data}\n\n")),
+    }
+}
+
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Text of an OpenAI/OpenResponses content value: a string or a list of parts.
+pub fn content_text(content: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| match p {
+                Value::String(s) => Some(s.as_str()),
+                Value::Object(o) => o.get("text").and_then(Value::as_str),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn session_keys_from_user_are_stable_and_valid() {
+        assert_eq!(user_session_key("alice"), "openai-user:alice");
+        let long = "x".repeat(500);
+        let k = user_session_key(&long);
+        assert_eq!(k, user_session_key(&long));
+        assert!(ferroclaw_store::validate_session_key(&k).is_ok());
+        assert!(ferroclaw_store::validate_session_key(&user_session_key("a\nb")).is_ok());
+    }
+
+    #[test]
+    fn content_parts_are_joined() {
+        assert_eq!(content_text(&json!("hi")), "hi");
+        assert_eq!(
+            content_text(&json!([{"type":"text","text":"a"},{"type":"input_text","text":"b"}])),
+            "a\nb"
+        );
+        assert_eq!(content_text(&json!(null)), "");
+    }
+}

@@ -1,0 +1,193 @@
+//! Router, listener and graceful shutdown.
+//!
+//! Shutdown order: stop accepting; tell WebSocket clients (`shutdown` event); let the
+//! scheduler give running turns `gateway.shutdown_grace_seconds` before aborting them
+//! (an aborted turn still writes its transcript, see `Agent::run`); let in-flight
+//! answers go out; close WebSocket connections; return.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::middleware::from_fn_with_state;
+use axum::routing::{get, post};
+use axum::Router;
+use ferroclaw_config::LoadedConfig;
+use ferroclaw_store::SessionStore;
+use tokio::net::TcpListener;
+
+use crate::http::{self, MAX_BODY_BYTES};
+use crate::state::{AppState, GatewayError};
+use crate::ws;
+
+/// How often idle rate-limit buckets and old idempotency keys are forgotten.
+const CLEANUP_INTERVAL: Duration = Duration::from_secs(300);
+/// Extra time, past the grace period, for answers to reach clients before exit.
+const DRAIN_MARGIN: Duration = Duration::from_secs(5);
+
+/// Every route. `/health` is open; everything else passes [`http::guard`].
+pub fn router(state: Arc<AppState>) -> Router {
+    let guarded = Router::new()
+        .route("/metrics", get(http::health::metrics))
+        .route("/v1/models", get(http::models::list))
+        .route("/v1/chat/completions", post(http::chat_completions::handle))
+        .route("/v1/responses", post(http::responses::handle))
+        .route("/tools/invoke", post(http::tools_invoke::handle))
+        .route("/v1/tools/invoke", post(http::tools_invoke::handle))
+        .route_layer(from_fn_with_state(state.clone(), http::guard));
+    Router::new()
+        .route("/health", get(http::health::health))
+        // WebSocket auth happens in `connect`, per protocol.
+        .route("/ws", get(ws::upgrade))
+        .merge(guarded)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(from_fn_with_state(state.clone(), http::track))
+        .with_state(state)
+}
+
+/// Where to listen; `None` falls back to the environment, then the config file.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+}
+
+/// A bound, not yet serving, gateway.
+pub struct Gateway {
+    state: Arc<AppState>,
+    listener: TcpListener,
+    addr: SocketAddr,
+}
+
+impl Gateway {
+    /// Builds the agents and binds. Refuses a non-loopback address without a token.
+    pub async fn bind(
+        loaded: LoadedConfig,
+        store: Arc<dyn SessionStore>,
+        opts: ServeOptions,
+    ) -> Result<Gateway, GatewayError> {
+        let env_port = loaded
+            .env
+            .get("FERROCLAW_PORT")
+            .and_then(|p| p.trim().parse::<u16>().ok());
+        let port = opts.port.or(env_port).unwrap_or(loaded.config.gateway.port);
+        let host = opts
+            .host
+            .clone()
+            .or_else(|| loaded.env.get("FERROCLAW_HOST").map(str::to_string))
+            .unwrap_or_else(|| loaded.config.gateway.host.clone());
+        let state = AppState::new(loaded, store)?;
+        let shown = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let listener = TcpListener::bind((host.as_str(), port))
+            .await
+            .map_err(|source| GatewayError::Bind {
+                addr: shown.clone(),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| GatewayError::Bind {
+            addr: shown.clone(),
+            source,
+        })?;
+        if !addr.ip().is_loopback() && !state.auth.token_configured() {
+            return Err(GatewayError::InsecureBind { addr: shown });
+        }
+        Ok(Gateway {
+            state,
+            listener,
+            addr,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+
+    /// Serves until `signal` resolves, then shuts down gracefully (module docs).
+    pub async fn serve(
+        self,
+        signal: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), GatewayError> {
+        let state = self.state.clone();
+        let cleanup = {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(CLEANUP_INTERVAL);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    state.limiter.cleanup();
+                    state.prune_idempotency();
+                }
+            })
+        };
+
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let app = router(state.clone());
+        let server = axum::serve(
+            self.listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = stop_rx.await;
+        });
+        let server = tokio::spawn(async move { server.await });
+
+        signal.await;
+        tracing::info!("shutdown requested");
+        // Refuse new WebSocket upgrades and tell connected clients.
+        state.shutting_down.cancel();
+        // Stop accepting; in-flight HTTP requests keep running until they answer.
+        let _ = stop_tx.send(());
+        let grace = Duration::from_secs(state.config.shutdown_grace_seconds);
+        state.scheduler.shutdown(grace).await;
+        // Turns are over: let WebSocket handlers send their final answers, then close.
+        state.ws_tasks.close();
+        let _ = tokio::time::timeout(DRAIN_MARGIN, state.ws_tasks.wait()).await;
+        state.closing.cancel();
+        state.ws_conns.close();
+        let _ = tokio::time::timeout(DRAIN_MARGIN, state.ws_conns.wait()).await;
+        let result = match tokio::time::timeout(DRAIN_MARGIN, server).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(GatewayError::Serve(e)),
+            Ok(Err(join)) => Err(GatewayError::Serve(std::io::Error::other(join.to_string()))),
+            // Some client keeps a connection open; the turns are done, so leave anyway.
+            Err(_) => Ok(()),
+        };
+        cleanup.abort();
+        result
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

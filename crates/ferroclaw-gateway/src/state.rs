@@ -1,0 +1,255 @@
+//! Everything a request handler can reach: configuration, the agents (built once at
+//! start-up), the session store, the scheduler, auth, rate limit, metrics and the
+//! shutdown signals.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ferroclaw_agent::Agent;
+use ferroclaw_config::{GatewayConfig, GatewayQueueMode, LoadedConfig};
+use ferroclaw_store::SessionStore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Auth;
+use crate::metrics::Metrics;
+use crate::ratelimit::Limiter;
+use crate::scheduler::{DropPolicy, Lane, QueueMode, Scheduler, SchedulerConfig};
+
+/// Tools `POST /tools/invoke` never runs unless `gateway.tools.allow` names them: they
+/// reach other sessions, the gateway itself or the scheduler.
+pub const DEFAULT_HTTP_DENY: &[&str] = &["sessions_spawn", "sessions_send", "gateway", "cron"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("cannot set up agent `{id}`: {source}")]
+    Agent {
+        id: String,
+        source: Box<ferroclaw_agent::bootstrap::BootstrapError>,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to listen on {addr} without a gateway token: anyone who can reach this \
+         address could run the agents and their tools. Set FERROCLAW_GATEWAY_TOKEN, or bind \
+         to a loopback address (gateway.host = \"127.0.0.1\")"
+    )]
+    InsecureBind { addr: String },
+    #[error("server error: {0}")]
+    Serve(std::io::Error),
+}
+
+/// One configured agent, ready to run.
+pub struct AgentEntry {
+    pub id: String,
+    pub agent: Arc<Agent>,
+}
+
+/// The HTTP tool policy (`gateway.tools`).
+#[derive(Debug, Clone)]
+pub struct ToolPolicy {
+    denied: BTreeSet<String>,
+}
+
+impl ToolPolicy {
+    pub fn new(cfg: &ferroclaw_config::GatewayToolsConfig) -> Self {
+        let mut denied: BTreeSet<String> = DEFAULT_HTTP_DENY
+            .iter()
+            .map(|s| (*s).to_string())
+            .filter(|d| !cfg.allow.contains(d))
+            .collect();
+        denied.extend(cfg.deny.iter().cloned());
+        ToolPolicy { denied }
+    }
+
+    pub fn allows(&self, tool: &str) -> bool {
+        !self.denied.contains(tool.trim())
+    }
+}
+
+/// A `chat.send` idempotency key already seen: later senders wait for its result.
+pub struct IdemSlot {
+    pub created: Instant,
+    pub result:
+        tokio::sync::watch::Receiver<Option<Result<serde_json::Value, crate::error::WsError>>>,
+}
+
+/// How long an idempotency key is remembered.
+pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(600);
+
+pub struct AppState {
+    pub loaded: LoadedConfig,
+    pub config: GatewayConfig,
+    /// In `LoadedConfig::agent_ids` order (`main` first).
+    pub agents: Vec<AgentEntry>,
+    pub default_agent: String,
+    pub store: Arc<dyn SessionStore>,
+    pub scheduler: Arc<Scheduler>,
+    pub metrics: Metrics,
+    pub auth: Auth,
+    pub limiter: Limiter,
+    pub queue_mode: QueueMode,
+    pub tool_policy: ToolPolicy,
+    pub started: Instant,
+    /// Cancelled when shutdown begins: WebSocket clients are told, new runs refused.
+    pub shutting_down: CancellationToken,
+    /// Cancelled when running turns are over: WebSocket connections flush and close.
+    pub closing: CancellationToken,
+    /// WebSocket request handlers in flight, so their final answers go out before close.
+    pub ws_tasks: TaskTracker,
+    /// Open WebSocket connections, so exit waits until each has flushed and closed.
+    pub ws_conns: TaskTracker,
+    pub ws_clients: AtomicUsize,
+    pub idempotency: Mutex<HashMap<String, IdemSlot>>,
+    /// Agents that could not be built (start-up summary; requests naming them get 404).
+    pub skipped_agents: Vec<(String, String)>,
+}
+
+impl AppState {
+    /// Builds every configured agent once. The default agent must build; any other
+    /// agent that fails is skipped with a reason (reported at start-up).
+    pub fn new(
+        loaded: LoadedConfig,
+        store: Arc<dyn SessionStore>,
+    ) -> Result<Arc<AppState>, GatewayError> {
+        let default_agent = loaded.default_agent_id();
+        let mut agents = Vec::new();
+        let mut skipped_agents = Vec::new();
+        for id in loaded.agent_ids() {
+            match ferroclaw_agent::bootstrap::build_agent(&loaded, &id, store.clone()) {
+                Ok(agent) => agents.push(AgentEntry {
+                    id: id.clone(),
+                    agent: Arc::new(agent),
+                }),
+                Err(source) if id == default_agent => {
+                    return Err(GatewayError::Agent {
+                        id,
+                        source: Box::new(source),
+                    });
+                }
+                Err(e) => skipped_agents.push((id, e.to_string())),
+            }
+        }
+        if !agents.iter().any(|a| a.id == default_agent) {
+            // Only reachable when the default is not in agent_ids (a config quirk):
+            // fall back to the first agent that built rather than refusing to start.
+            tracing::warn!(default = %default_agent, "default agent not built");
+        }
+        let config = loaded.config.gateway.clone();
+        let token = loaded
+            .env
+            .get("FERROCLAW_GATEWAY_TOKEN")
+            .map(str::to_string);
+        let scheduler = Scheduler::new(scheduler_config(&config, &loaded.env));
+        Ok(Arc::new(AppState {
+            default_agent: if agents.iter().any(|a| a.id == default_agent) {
+                default_agent
+            } else {
+                agents
+                    .first()
+                    .map(|a| a.id.clone())
+                    .unwrap_or(default_agent)
+            },
+            agents,
+            store,
+            scheduler,
+            metrics: Metrics::new(),
+            auth: Auth::new(token),
+            limiter: Limiter::new(config.rate_limit_rpm),
+            queue_mode: queue_mode(config.queue_mode),
+            tool_policy: ToolPolicy::new(&config.tools),
+            started: Instant::now(),
+            shutting_down: CancellationToken::new(),
+            closing: CancellationToken::new(),
+            ws_tasks: TaskTracker::new(),
+            ws_conns: TaskTracker::new(),
+            ws_clients: AtomicUsize::new(0),
+            idempotency: Mutex::new(HashMap::new()),
+            skipped_agents,
+            config,
+            loaded,
+        }))
+    }
+
+    pub fn agent(&self, id: &str) -> Option<&AgentEntry> {
+        self.agents.iter().find(|a| a.id == id)
+    }
+
+    pub fn default_agent(&self) -> Option<&AgentEntry> {
+        self.agent(&self.default_agent)
+    }
+
+    pub fn ws_client_count(&self) -> usize {
+        self.ws_clients.load(Ordering::Relaxed)
+    }
+
+    /// Forgets idempotency keys older than the TTL.
+    pub fn prune_idempotency(&self) {
+        let mut map = self.idempotency.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, slot| slot.created.elapsed() < IDEMPOTENCY_TTL);
+    }
+}
+
+pub fn queue_mode(mode: GatewayQueueMode) -> QueueMode {
+    match mode {
+        GatewayQueueMode::Queue => QueueMode::Queue,
+        GatewayQueueMode::Followup => QueueMode::Followup,
+        GatewayQueueMode::Interrupt => QueueMode::Interrupt,
+    }
+}
+
+/// Per-request queue mode (`queueMode` param, `X-Ferroclaw-Queue-Mode` header).
+pub fn parse_queue_mode(s: &str) -> Option<QueueMode> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "queue" => Some(QueueMode::Queue),
+        "followup" | "follow-up" | "follow_up" => Some(QueueMode::Followup),
+        "interrupt" => Some(QueueMode::Interrupt),
+        _ => None,
+    }
+}
+
+/// Lane sizes from `gateway.lanes`, overridden by `FERROCLAW_LANE_<NAME>`.
+fn scheduler_config(cfg: &GatewayConfig, env: &ferroclaw_config::Env) -> SchedulerConfig {
+    SchedulerConfig {
+        lanes: vec![
+            (Lane::Main, cfg.lanes.main.max(1)),
+            (Lane::Subagent, cfg.lanes.subagent.max(1)),
+            (Lane::Delegate, cfg.lanes.delegate.max(1)),
+            (Lane::Cron, cfg.lanes.cron.max(1)),
+        ],
+        queue_capacity: cfg.queue_capacity.max(1),
+        drop_policy: DropPolicy::Old,
+        debounce: Duration::from_millis(cfg.debounce_ms),
+        direct_concurrency: 1,
+        group_concurrency: 3,
+    }
+    .with_env_overrides(&|k| env.get(k).map(str::to_string))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_policy_defaults_and_overrides() {
+        let p = ToolPolicy::new(&Default::default());
+        assert!(!p.allows("sessions_spawn") && !p.allows("cron") && p.allows("read"));
+        let p = ToolPolicy::new(&ferroclaw_config::GatewayToolsConfig {
+            allow: vec!["cron".into()],
+            deny: vec!["exec".into()],
+        });
+        assert!(p.allows("cron") && !p.allows("exec") && !p.allows("gateway"));
+    }
+
+    #[test]
+    fn queue_modes_parse() {
+        assert_eq!(parse_queue_mode("Interrupt"), Some(QueueMode::Interrupt));
+        assert_eq!(parse_queue_mode("followup"), Some(QueueMode::Followup));
+        assert_eq!(parse_queue_mode("nope"), None);
+    }
+}

@@ -1,0 +1,364 @@
+//! One WebSocket client: the read loop, the bounded send buffer, per-connection event
+//! `seq`, keep-alive pings, the `connect` handshake and role checks.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::frames::{self, str_param, RequestFrame};
+use super::{methods, MAX_FRAME_BYTES, PING_INTERVAL, SEND_BUFFER};
+use crate::auth::{method_role, Role, METHODS};
+use crate::error::{WsCode, WsError};
+use crate::state::AppState;
+
+/// Who is on the other end, once `connect` succeeded.
+#[derive(Debug, Clone)]
+pub struct ConnAuth {
+    pub role: Role,
+    pub user_id: Option<String>,
+}
+
+struct Out {
+    seq: u64,
+    tx: mpsc::Sender<Message>,
+}
+
+pub struct Conn {
+    pub id: String,
+    pub state: Arc<AppState>,
+    out: Mutex<Out>,
+    /// Cancelled to drop the client (send buffer full, socket gone).
+    pub closed: CancellationToken,
+    auth: Mutex<Option<ConnAuth>>,
+}
+
+impl Conn {
+    fn new(state: Arc<AppState>, tx: mpsc::Sender<Message>) -> Self {
+        Conn {
+            id: uuid::Uuid::new_v4().to_string(),
+            state,
+            out: Mutex::new(Out { seq: 0, tx }),
+            closed: CancellationToken::new(),
+            auth: Mutex::new(None),
+        }
+    }
+
+    pub fn auth(&self) -> Option<ConnAuth> {
+        self.auth.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Queues a frame without waiting. A full buffer means the client cannot keep up:
+    /// it is dropped rather than allowed to slow the runs that feed it.
+    fn push(&self, out: &Out, text: String) -> bool {
+        match out.tx.try_send(Message::Text(text.into())) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                if !self.closed.is_cancelled() {
+                    tracing::warn!(conn = %self.id, "WebSocket client too slow: send buffer full, dropping it");
+                    self.state.metrics.ws_slow_client();
+                    self.closed.cancel();
+                }
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    pub fn send_ok(&self, id: &Value, payload: Value) {
+        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        self.push(&out, frames::res_ok(id, payload));
+    }
+
+    pub fn send_err(&self, id: &Value, err: &WsError) {
+        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        self.push(&out, frames::res_err(id, err));
+    }
+
+    /// Sends an event with the next `seq`. Numbering and queueing happen under one lock,
+    /// so the client sees `seq` strictly increasing.
+    pub fn send_event(&self, event: &str, payload: &Value) {
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        out.seq += 1;
+        let text = frames::event(event, payload, out.seq);
+        self.push(&out, text);
+    }
+}
+
+/// Runs one client until it leaves, is dropped, or the gateway closes.
+pub async fn serve(mut socket: WebSocket, state: Arc<AppState>) {
+    let (tx, mut rx) = mpsc::channel::<Message>(SEND_BUFFER);
+    let conn = Arc::new(Conn::new(state.clone(), tx));
+    state.metrics.ws_opened();
+    state.ws_clients.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(conn = %conn.id, "WebSocket connected");
+
+    let mut ping =
+        tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    let mut told_shutdown = state.shutting_down.is_cancelled();
+    if told_shutdown {
+        conn.send_event("shutdown", &json!({"reason": "gateway shutting down"}));
+    }
+    loop {
+        tokio::select! {
+            biased;
+            _ = conn.closed.cancelled() => break,
+            _ = state.closing.cancelled() => {
+                // Whatever was queued (final answers of turns that just ended) goes first.
+                while let Ok(msg) = rx.try_recv() {
+                    if socket.send(msg).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = socket.send(Message::Close(Some(CloseFrame { code: 1001, reason: "gateway shutting down".into() }))).await;
+                break;
+            }
+            _ = state.shutting_down.cancelled(), if !told_shutdown => {
+                told_shutdown = true;
+                let grace = state.config.shutdown_grace_seconds.saturating_mul(1000);
+                conn.send_event("shutdown", &json!({"reason": "gateway shutting down", "graceMs": grace}));
+            }
+            Some(msg) = rx.recv() => {
+                if socket.send(msg).await.is_err() {
+                    break;
+                }
+            }
+            incoming = socket.recv() => match incoming {
+                None => break,
+                Some(Err(e)) => {
+                    // Most likely a frame over the transport limit: say why, then close.
+                    tracing::debug!(conn = %conn.id, error = %e, "WebSocket read error");
+                    too_big(&mut socket, &conn).await;
+                    break;
+                }
+                Some(Ok(Message::Text(text))) => {
+                    if text.len() > MAX_FRAME_BYTES {
+                        too_big(&mut socket, &conn).await;
+                        break;
+                    }
+                    handle_text(&conn, text.as_str());
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    conn.send_err(&Value::Null, &WsError::invalid("binary frames are not supported; send JSON text"));
+                }
+                Some(Ok(Message::Close(_))) => break,
+                // Pongs are answered by the transport.
+                Some(Ok(_)) => {}
+            },
+            _ = ping.tick() => {
+                if socket.send(Message::Ping(Bytes::new())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    conn.closed.cancel();
+    state.ws_clients.fetch_sub(1, Ordering::Relaxed);
+    state.metrics.ws_closed();
+    tracing::debug!(conn = %conn.id, "WebSocket closed");
+}
+
+async fn too_big(socket: &mut WebSocket, conn: &Conn) {
+    let err = WsError::invalid(format!(
+        "frame exceeds the {} KB limit",
+        MAX_FRAME_BYTES / 1024
+    ));
+    let _ = socket
+        .send(Message::Text(frames::res_err(&Value::Null, &err).into()))
+        .await;
+    let _ = socket
+        .send(Message::Close(Some(CloseFrame {
+            code: 1009,
+            reason: "frame too large".into(),
+        })))
+        .await;
+    conn.closed.cancel();
+}
+
+fn handle_text(conn: &Arc<Conn>, text: &str) {
+    let frame: RequestFrame = match serde_json::from_str(text) {
+        Ok(f) => f,
+        Err(e) => {
+            conn.send_err(
+                &Value::Null,
+                &WsError::invalid(format!("malformed frame: {e}")),
+            );
+            return;
+        }
+    };
+    if frame.kind != "req" {
+        conn.send_err(
+            &frame.id,
+            &WsError::invalid("expected a frame of type \"req\""),
+        );
+        return;
+    }
+    if frame.method == "connect" {
+        match connect(conn, &frame.params) {
+            Ok(payload) => conn.send_ok(&frame.id, payload),
+            Err(e) => conn.send_err(&frame.id, &e),
+        }
+        return;
+    }
+    let Some(auth) = conn.auth() else {
+        conn.send_err(
+            &frame.id,
+            &WsError::new(WsCode::Unauthorized, "send `connect` first"),
+        );
+        return;
+    };
+    let Some(needed) = method_role(&frame.method) else {
+        conn.send_err(
+            &frame.id,
+            &WsError::invalid(format!("unknown method `{}`", frame.method)),
+        );
+        return;
+    };
+    if auth.role < needed {
+        tracing::warn!(
+            target: "security.auth",
+            event = "security.forbidden",
+            conn = %conn.id,
+            method = %frame.method,
+            role = auth.role.as_str(),
+            "WebSocket method refused for role"
+        );
+        conn.send_err(
+            &frame.id,
+            &WsError::new(
+                WsCode::Unauthorized,
+                format!(
+                    "`{}` needs the {} role; this connection is {}",
+                    frame.method,
+                    needed.as_str(),
+                    auth.role.as_str()
+                ),
+            ),
+        );
+        return;
+    }
+    let key = match &auth.user_id {
+        Some(u) => format!("ws-user:{u}"),
+        None => format!("ws-conn:{}", conn.id),
+    };
+    if let Err(wait) = conn.state.limiter.check(&key) {
+        conn.state.metrics.rate_limited();
+        tracing::warn!(target: "security.rate_limit", event = "security.rate_limited", conn = %conn.id, "WebSocket rate limit exceeded");
+        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
+        conn.send_err(
+            &frame.id,
+            &WsError::new(WsCode::ResourceExhausted, "rate limit exceeded").retry_after(ms),
+        );
+        return;
+    }
+    // Handlers run on their own tasks so a long `chat.send` never blocks the reader;
+    // the tracker lets shutdown wait for their final answers.
+    let conn = conn.clone();
+    let tracker = conn.state.ws_tasks.clone();
+    if frame.method == "chat.send" {
+        // Submitted here, in frame order; only the wait runs on its own task.
+        let run = methods::chat_send(&conn, &frame.params);
+        tracker.spawn(async move {
+            match run.await {
+                Ok(payload) => conn.send_ok(&frame.id, payload),
+                Err(e) => conn.send_err(&frame.id, &e),
+            }
+        });
+        return;
+    }
+    tracker.spawn(async move {
+        match methods::dispatch(&conn, &frame.method, frame.params, auth).await {
+            Ok(payload) => conn.send_ok(&frame.id, payload),
+            Err(e) => conn.send_err(&frame.id, &e),
+        }
+    });
+}
+
+/// The handshake, in either dialect (DESIGN §6).
+fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
+    if conn.auth().is_some() {
+        return Err(WsError::invalid("already connected"));
+    }
+    let state = &conn.state;
+    let openclaw = params.get("minProtocol").is_some()
+        || params.get("maxProtocol").is_some()
+        || params.get("client").is_some()
+        || params.get("auth").is_some();
+    if openclaw {
+        let min = params
+            .get("minProtocol")
+            .and_then(Value::as_u64)
+            .unwrap_or(3);
+        let max = params
+            .get("maxProtocol")
+            .and_then(Value::as_u64)
+            .unwrap_or(3);
+        let ours = u64::from(crate::PROTOCOL_VERSION);
+        if min > ours || max < ours {
+            return Err(WsError::invalid(format!(
+                "protocol mismatch: client supports {min}..={max}, gateway speaks {ours}"
+            )));
+        }
+    }
+    let token = str_param(params, &["token"])
+        .or_else(|| params.get("auth").and_then(|a| str_param(a, &["token"])));
+    let mut role = state.auth.ws_role(token);
+    if state.auth.token_configured() && role == Role::Viewer {
+        tracing::warn!(
+            target: "security.auth",
+            event = "security.auth_failed",
+            conn = %conn.id,
+            token_present = token.is_some(),
+            "WebSocket connect without a valid token: viewer role"
+        );
+    }
+    // A client may ask for less than it could have (e.g. a read-only dashboard).
+    if let Some(asked) = str_param(params, &["role"]).and_then(Role::parse) {
+        role = role.min(asked);
+    }
+    let user_id = str_param(params, &["user_id", "userId", "sender_id"])
+        .map(str::to_string)
+        .or_else(|| {
+            params
+                .get("client")
+                .and_then(|c| str_param(c, &["id"]))
+                .map(str::to_string)
+        });
+    *conn.auth.lock().unwrap_or_else(|e| e.into_inner()) = Some(ConnAuth {
+        role,
+        user_id: user_id.clone(),
+    });
+    let server_name = "ferroclaw";
+    if openclaw {
+        Ok(json!({
+            "type": "hello-ok",
+            "protocol": crate::PROTOCOL_VERSION,
+            "role": role.as_str(),
+            "server": {"name": server_name, "version": crate::VERSION, "connId": conn.id},
+            "features": {
+                "methods": METHODS,
+                "events": ["agent", "chat", "shutdown"],
+            },
+            "snapshot": {
+                "agents": state.agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+                "defaultAgentId": state.default_agent,
+                "uptimeMs": u64::try_from(state.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            },
+            "policy": {
+                "maxPayload": MAX_FRAME_BYTES,
+                "tickIntervalMs": u64::try_from(PING_INTERVAL.as_millis()).unwrap_or(30_000),
+            },
+        }))
+    } else {
+        Ok(json!({
+            "protocol": crate::PROTOCOL_VERSION,
+            "role": role.as_str(),
+            "user_id": user_id,
+            "server": {"name": server_name, "version": crate::VERSION},
+        }))
+    }
+}

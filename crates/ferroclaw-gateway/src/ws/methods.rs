@@ -1,0 +1,530 @@
+//! One handler per WebSocket method. Each returns the `res` payload or an error; role
+//! checks already happened in `conn`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ferroclaw_agent::{EventSink, RunError};
+use ferroclaw_types::{EntryBody, EventKind, Message, RunEvent, Usage};
+use futures_util::future::BoxFuture;
+use serde_json::{json, Value};
+
+use super::conn::{Conn, ConnAuth};
+use super::frames::str_param;
+use crate::error::{WsCode, WsError};
+use crate::runs::{self, RunFailure, RunIdSlot, Started};
+use crate::scheduler::SubmitError;
+use crate::state::{parse_queue_mode, AgentEntry, AppState, IdemSlot};
+
+pub async fn dispatch(
+    conn: &Arc<Conn>,
+    method: &str,
+    params: Value,
+    auth: ConnAuth,
+) -> Result<Value, WsError> {
+    let state = &conn.state;
+    match method {
+        "health" => Ok(json!({
+            "status": "ok",
+            "protocol": crate::PROTOCOL_VERSION,
+            "version": crate::VERSION,
+        })),
+        "status" => Ok(status(state, &auth)),
+        "models.list" => Ok(models(state)),
+        "agents.list" => Ok(agents(state)),
+        "agent" => agent_details(state, &params),
+        "chat.send" => chat_send(conn, &params).await,
+        "chat.history" => chat_history(state, &params).await,
+        "chat.abort" => chat_abort(state, &params),
+        "chat.inject" => chat_inject(state, &params).await,
+        "sessions.list" => sessions_list(state, &params).await,
+        "sessions.preview" => sessions_preview(state, &params).await,
+        "sessions.patch" => sessions_patch(state, &params).await,
+        "sessions.delete" | "sessions.reset" => sessions_delete(state, &params, method).await,
+        other => Err(WsError::invalid(format!("unknown method `{other}`"))),
+    }
+}
+
+fn status(state: &AppState, auth: &ConnAuth) -> Value {
+    json!({
+        "version": crate::VERSION,
+        "protocol": crate::PROTOCOL_VERSION,
+        "uptimeMs": u64::try_from(state.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "agents": state.agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+        "defaultAgentId": state.default_agent,
+        "connections": state.ws_client_count(),
+        "activeRuns": state.scheduler.active_runs(),
+        "queued": state.scheduler.queued(),
+        "shuttingDown": state.shutting_down.is_cancelled(),
+        "role": auth.role.as_str(),
+    })
+}
+
+fn models(state: &AppState) -> Value {
+    let mut seen = BTreeSet::new();
+    let mut models = Vec::new();
+    for a in &state.agents {
+        let s = a.agent.settings();
+        if seen.insert((s.provider.clone(), s.model.clone())) {
+            models.push(json!({
+                "id": format!("{}/{}", s.provider, s.model),
+                "provider": s.provider,
+                "model": s.model,
+            }));
+        }
+    }
+    json!({"models": models})
+}
+
+fn agent_json(state: &AppState, a: &AgentEntry) -> Value {
+    let s = a.agent.settings();
+    json!({
+        "id": a.id,
+        "name": s.name,
+        "provider": s.provider,
+        "model": s.model,
+        "default": a.id == state.default_agent,
+    })
+}
+
+fn agents(state: &AppState) -> Value {
+    json!({
+        "agents": state.agents.iter().map(|a| agent_json(state, a)).collect::<Vec<_>>(),
+        "defaultId": state.default_agent,
+    })
+}
+
+fn pick_agent<'a>(state: &'a AppState, params: &Value) -> Result<&'a AgentEntry, WsError> {
+    match str_param(params, &["agentId", "agent_id"]) {
+        Some(id) => state
+            .agent(id)
+            .ok_or_else(|| WsError::new(WsCode::NotFound, format!("unknown agent `{id}`"))),
+        None => state
+            .default_agent()
+            .ok_or_else(|| WsError::new(WsCode::Unavailable, "no default agent")),
+    }
+}
+
+/// `sessionKey` (default `main`), validated.
+fn session_key(params: &Value, required: bool) -> Result<String, WsError> {
+    let key = match str_param(params, &["sessionKey", "session_key"]) {
+        Some(k) => k.to_string(),
+        None if required => return Err(WsError::invalid("`sessionKey` is required")),
+        None => "main".to_string(),
+    };
+    ferroclaw_store::validate_session_key(&key).map_err(|e| WsError::invalid(e.to_string()))?;
+    Ok(key)
+}
+
+fn agent_details(state: &AppState, params: &Value) -> Result<Value, WsError> {
+    let a = pick_agent(state, params)?;
+    let s = a.agent.settings();
+    let mut v = agent_json(state, a);
+    v["tools"] = json!(a.agent.tools().names());
+    v["maxIterations"] = json!(s.max_iterations);
+    v["timeoutSeconds"] = json!(s.timeout.as_secs());
+    v["stream"] = json!(s.stream);
+    Ok(v)
+}
+
+/// Maps run events to protocol events on one connection.
+struct WsSink {
+    conn: Arc<Conn>,
+    stream: bool,
+    run_id: Arc<RunIdSlot>,
+}
+
+impl EventSink for WsSink {
+    fn emit(&self, ev: RunEvent) {
+        self.run_id.observe(&ev);
+        let run_id = &ev.run_id;
+        let (event, payload) = match &ev.kind {
+            EventKind::LifecycleStart {
+                agent_id,
+                session_key,
+                model,
+            } => (
+                "agent",
+                json!({"type": "run.started", "runId": run_id, "agentId": agent_id, "sessionKey": session_key, "model": model}),
+            ),
+            EventKind::AssistantDelta { text } if self.stream => (
+                "chat",
+                json!({"type": "chunk", "runId": run_id, "content": text}),
+            ),
+            EventKind::ReasoningDelta { text } if self.stream => (
+                "chat",
+                json!({"type": "thinking", "runId": run_id, "content": text}),
+            ),
+            EventKind::AssistantDelta { .. } | EventKind::ReasoningDelta { .. } => return,
+            EventKind::ToolStart {
+                call_id,
+                name,
+                arguments,
+            } => (
+                "agent",
+                json!({"type": "tool.call", "runId": run_id, "id": call_id, "name": name, "arguments": arguments}),
+            ),
+            EventKind::ToolResult {
+                call_id,
+                name,
+                is_error,
+                duration_ms,
+            } => (
+                "agent",
+                json!({"type": "tool.result", "runId": run_id, "id": call_id, "name": name, "isError": is_error, "durationMs": duration_ms}),
+            ),
+            EventKind::LifecycleEnd {
+                stop_reason,
+                usage,
+                text,
+            } => (
+                "agent",
+                json!({"type": "run.completed", "runId": run_id, "stopReason": stop_reason, "usage": usage, "content": text}),
+            ),
+            EventKind::LifecycleError { message } => (
+                "agent",
+                json!({"type": "run.failed", "runId": run_id, "error": message}),
+            ),
+        };
+        self.conn.send_event(event, &payload);
+    }
+}
+
+/// `chat.send`. Everything up to the scheduler submission happens before the returned
+/// future is first polled, so messages sent in order on one connection are queued in
+/// that order; the future then waits for the run's end.
+pub fn chat_send(conn: &Arc<Conn>, params: &Value) -> BoxFuture<'static, Result<Value, WsError>> {
+    match chat_send_start(conn, params) {
+        Ok(fut) => fut,
+        Err(e) => Box::pin(async move { Err(e) }),
+    }
+}
+
+fn chat_send_start(
+    conn: &Arc<Conn>,
+    params: &Value,
+) -> Result<BoxFuture<'static, Result<Value, WsError>>, WsError> {
+    let state = &conn.state;
+    let message = params
+        .get("message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.trim().is_empty())
+        .ok_or_else(|| WsError::invalid("`message` is required"))?;
+    let agent = pick_agent(state, params)?;
+    let key = session_key(params, false)?;
+    let mode = match str_param(params, &["queueMode", "queue_mode"]) {
+        None => state.queue_mode,
+        Some(m) => parse_queue_mode(m).ok_or_else(|| {
+            WsError::invalid(format!(
+                "queueMode: expected queue, followup or interrupt, got {m:?}"
+            ))
+        })?,
+    };
+    let stream = params
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+
+    let Some(idem) = str_param(params, &["idempotencyKey", "idempotency_key"]) else {
+        return Ok(start_chat(conn, agent, &key, message, mode, stream));
+    };
+    let slot_key = format!("{}:{}:{}", agent.id, key, idem);
+    let existing = {
+        let mut map = state.idempotency.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get(&slot_key) {
+            Some(slot) => Some(slot.result.clone()),
+            None => {
+                if map.len() > 4096 {
+                    map.retain(|_, slot| slot.created.elapsed() < crate::state::IDEMPOTENCY_TTL);
+                }
+                let (tx, rx) = tokio::sync::watch::channel(None);
+                map.insert(
+                    slot_key,
+                    IdemSlot {
+                        created: Instant::now(),
+                        result: rx,
+                    },
+                );
+                let run = start_chat(conn, agent, &key, message, mode, stream);
+                return Ok(Box::pin(async move {
+                    let result = run.await;
+                    tx.send_replace(Some(result.clone()));
+                    result
+                }));
+            }
+        }
+    };
+    let Some(mut rx) = existing else {
+        return Err(WsError::new(WsCode::Internal, "idempotency slot missing"));
+    };
+    // Same key: no second run; answer with the first run's result once it exists.
+    Ok(Box::pin(async move {
+        let result = rx
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| {
+                WsError::new(
+                    WsCode::Internal,
+                    "the original request ended without a result",
+                )
+            })?
+            .clone();
+        match result {
+            Some(Ok(mut payload)) => {
+                payload["duplicate"] = json!(true);
+                Ok(payload)
+            }
+            Some(Err(e)) => Err(e),
+            None => Err(WsError::new(WsCode::Internal, "no result")),
+        }
+    }))
+}
+
+/// Submits the run now; the returned future resolves to the `res` payload.
+fn start_chat(
+    conn: &Arc<Conn>,
+    agent: &AgentEntry,
+    key: &str,
+    message: &str,
+    mode: crate::scheduler::QueueMode,
+    stream: bool,
+) -> BoxFuture<'static, Result<Value, WsError>> {
+    let state = &conn.state;
+    let run_id = Arc::new(RunIdSlot::default());
+    let sink = Arc::new(WsSink {
+        conn: conn.clone(),
+        stream,
+        run_id: run_id.clone(),
+    });
+    let agent_id = agent.id.clone();
+    let key_owned = key.to_string();
+    let base = move |run: Option<String>, content: &str, usage: &Usage, status: &str| {
+        json!({
+            "runId": run,
+            "agentId": agent_id,
+            "sessionKey": key_owned,
+            "content": content,
+            "usage": usage,
+            "status": status,
+        })
+    };
+    let ticket = match runs::start(state, agent, key, message, mode, sink) {
+        Ok(Started::Command(text)) => {
+            let v = base(None, &text, &Usage::default(), "command");
+            return Box::pin(async move { Ok(v) });
+        }
+        Ok(Started::Run(t)) => t,
+        Err(e) => {
+            let e = WsError::from_submit(&e);
+            return Box::pin(async move { Err(e) });
+        }
+    };
+    Box::pin(async move {
+        match runs::finish(ticket).await {
+            Ok((_, out)) => {
+                let content = if out.silent { "" } else { out.text.as_str() };
+                let mut v = base(Some(out.run_id.clone()), content, &out.usage, "completed");
+                v["stopReason"] = json!(out.stop_reason);
+                Ok(v)
+            }
+            // Stopped on purpose (chat.abort, /stop, interrupt, /stopall): not a failure
+            // of the request, so the answer says what happened instead of erroring.
+            Err(RunFailure::Run(shared)) if matches!(shared.as_ref(), Err(RunError::Aborted)) => {
+                Ok(base(run_id.get(), "", &Usage::default(), "aborted"))
+            }
+            Err(RunFailure::Submit(SubmitError::Cancelled)) => {
+                Ok(base(None, "", &Usage::default(), "cancelled"))
+            }
+            Err(RunFailure::Submit(e)) => Err(WsError::from_submit(&e)),
+            Err(f) => Err(match f.run_error() {
+                Some(e) => WsError::from_run(e),
+                None => WsError::new(WsCode::Internal, "run ended without an outcome"),
+            }),
+        }
+    })
+}
+
+async fn chat_history(state: &AppState, params: &Value) -> Result<Value, WsError> {
+    let agent = pick_agent(state, params)?;
+    let key = session_key(params, true)?;
+    let limit = params
+        .get("limit")
+        .and_then(Value::as_u64)
+        .map_or(200, |l| l.clamp(1, 1000) as usize);
+    let Some(meta) = state.store.get(&agent.id, &key).await.map_err(store_err)? else {
+        return Ok(json!({"sessionKey": key, "agentId": agent.id, "messages": []}));
+    };
+    let messages = read_messages(state, &agent.id, &key).await?;
+    let skip = messages.len().saturating_sub(limit);
+    Ok(json!({
+        "sessionKey": key,
+        "agentId": agent.id,
+        "sessionId": meta.session_id,
+        "messages": messages[skip..],
+    }))
+}
+
+/// Messages of a session in file order. Reading never appends, so it is safe beside a
+/// running turn (a line being written is skipped by the loader).
+async fn read_messages(
+    state: &AppState,
+    agent_id: &str,
+    key: &str,
+) -> Result<Vec<Message>, WsError> {
+    let log = state.store.open(agent_id, key).await.map_err(store_err)?;
+    Ok(log
+        .entries()
+        .iter()
+        .filter_map(|e| e.message().cloned())
+        .collect())
+}
+
+fn store_err(e: ferroclaw_store::StoreError) -> WsError {
+    match e {
+        ferroclaw_store::StoreError::InvalidKey(m) => WsError::invalid(m),
+        ferroclaw_store::StoreError::NotFound(m) => WsError::new(WsCode::NotFound, m),
+        other => WsError::new(WsCode::Internal, other.to_string()),
+    }
+}
+
+fn chat_abort(state: &AppState, params: &Value) -> Result<Value, WsError> {
+    let agent = pick_agent(state, params)?;
+    let key = session_key(params, true)?;
+    if let Some(run_id) = str_param(params, &["runId", "run_id"]) {
+        let aborted = state.scheduler.abort_run(run_id);
+        return Ok(json!({"aborted": aborted, "count": usize::from(aborted), "runId": run_id}));
+    }
+    let n = state.scheduler.stop(&runs::queue_key(&agent.id, &key));
+    Ok(json!({"aborted": n > 0, "count": n}))
+}
+
+async fn chat_inject(state: &Arc<AppState>, params: &Value) -> Result<Value, WsError> {
+    let agent = pick_agent(state, params)?;
+    let key = session_key(params, true)?;
+    let text = str_param(params, &["message", "content", "text"])
+        .ok_or_else(|| WsError::invalid("`message` is required"))?;
+    let ticket = runs::write_entry(state, agent, &key, runs::injected_message(text))
+        .map_err(|e| WsError::from_submit(&e))?;
+    finish_write(ticket).await?;
+    Ok(json!({"ok": true, "sessionKey": key, "agentId": agent.id}))
+}
+
+async fn finish_write(ticket: crate::scheduler::Ticket) -> Result<(), WsError> {
+    match runs::finish(ticket).await {
+        Ok(_) => Ok(()),
+        Err(RunFailure::Submit(e)) => Err(WsError::from_submit(&e)),
+        Err(f) => Err(match f.run_error() {
+            Some(e) => WsError::new(WsCode::Internal, e.to_string()),
+            None => WsError::new(WsCode::Internal, "write failed"),
+        }),
+    }
+}
+
+async fn sessions_list(state: &AppState, params: &Value) -> Result<Value, WsError> {
+    let agents: Vec<&AgentEntry> = match str_param(params, &["agentId", "agent_id"]) {
+        Some(_) => vec![pick_agent(state, params)?],
+        None => state.agents.iter().collect(),
+    };
+    let mut sessions = Vec::new();
+    for a in agents {
+        for mut meta in state.store.list(&a.id).await.map_err(store_err)? {
+            if meta.agent_id.is_empty() {
+                meta.agent_id = a.id.clone();
+            }
+            sessions.push(serde_json::to_value(&meta).unwrap_or(Value::Null));
+        }
+    }
+    Ok(json!({"sessions": sessions}))
+}
+
+async fn sessions_preview(state: &AppState, params: &Value) -> Result<Value, WsError> {
+    const PREVIEW_CHARS: usize = 500;
+    let agent = pick_agent(state, params)?;
+    let key = session_key(params, true)?;
+    let limit = params
+        .get("limit")
+        .and_then(Value::as_u64)
+        .map_or(10, |l| l.clamp(1, 100) as usize);
+    if state
+        .store
+        .get(&agent.id, &key)
+        .await
+        .map_err(store_err)?
+        .is_none()
+    {
+        return Err(WsError::new(
+            WsCode::NotFound,
+            format!("no session `{key}`"),
+        ));
+    }
+    let messages = read_messages(state, &agent.id, &key).await?;
+    let skip = messages.len().saturating_sub(limit);
+    let items: Vec<Value> = messages[skip..]
+        .iter()
+        .map(|m| {
+            let role = match m {
+                Message::User(_) => "user",
+                Message::Assistant(_) => "assistant",
+                Message::ToolResult(_) => "toolResult",
+            };
+            let text = m.text();
+            let cut: String = text.chars().take(PREVIEW_CHARS).collect();
+            json!({"role": role, "text": cut, "truncated": cut.len() < text.len()})
+        })
+        .collect();
+    Ok(json!({"sessionKey": key, "agentId": agent.id, "messages": items}))
+}
+
+async fn sessions_patch(state: &Arc<AppState>, params: &Value) -> Result<Value, WsError> {
+    let agent = pick_agent(state, params)?;
+    let key = session_key(params, true)?;
+    let Some(label) = params.get("label").or_else(|| params.get("name")) else {
+        return Err(WsError::invalid("nothing to change: send `label`"));
+    };
+    let name = match label {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        _ => return Err(WsError::invalid("`label` must be a string or null")),
+    };
+    if state
+        .store
+        .get(&agent.id, &key)
+        .await
+        .map_err(store_err)?
+        .is_none()
+    {
+        return Err(WsError::new(
+            WsCode::NotFound,
+            format!("no session `{key}`"),
+        ));
+    }
+    // The label is recorded in the transcript (`session_info`), the format's own place
+    // for a session name; it goes through the session queue like any write.
+    let ticket = runs::write_entry(
+        state,
+        agent,
+        &key,
+        EntryBody::SessionInfo { name: name.clone() },
+    )
+    .map_err(|e| WsError::from_submit(&e))?;
+    finish_write(ticket).await?;
+    Ok(json!({"ok": true, "sessionKey": key, "agentId": agent.id, "label": name}))
+}
+
+async fn sessions_delete(state: &AppState, params: &Value, method: &str) -> Result<Value, WsError> {
+    let agent = pick_agent(state, params)?;
+    let key = session_key(params, true)?;
+    // A turn still writing to the transcript would recreate what is being removed.
+    let stopped = state.scheduler.stop_all(&runs::queue_key(&agent.id, &key));
+    let deleted = state
+        .store
+        .delete(&agent.id, &key)
+        .await
+        .map_err(store_err)?;
+    if method == "sessions.reset" {
+        Ok(json!({"reset": true, "existed": deleted, "stoppedRuns": stopped, "sessionKey": key}))
+    } else {
+        Ok(json!({"deleted": deleted, "stoppedRuns": stopped, "sessionKey": key}))
+    }
+}

@@ -1,0 +1,122 @@
+//! gpt-oss Harmony markup, intact or with the special tokens stripped.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
+
+static RECIPIENT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\bto\s*=\s*([A-Za-z0-9_.\-]{1,128})").unwrap());
+/// What may sit between the recipient and the arguments.
+static BETWEEN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:\s+|<\|[a-z_]{1,20}\|>|commentary|analysis|assistant|json|code|constrain)*")
+        .unwrap()
+});
+static CONTEXT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?:<\|[a-z_]{1,20}\|>|commentary|assistant)\s*$").unwrap());
+static CALL_END: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\s*(?:<\|call\|>|<\|end\|>)").unwrap());
+static PLAIN_END: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"<\|(?:call|end|start|return)\|>").unwrap());
+static FINAL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?s)(?:<\|channel\|>\s*final\s*<\|message\|>|assistant\s*final(?:\s*<\|message\|>)?)")
+        .unwrap()
+});
+static FINAL_END: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"<\|(?:return|end|start|call)\|>|assistant(?:analysis|commentary)").unwrap()
+});
+static DETECT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"<\|(?:channel|message|start|call|end|return|constrain)\|>|assistant(?:final|commentary|analysis)|commentary\s+to\s*=|^\s*analysis[A-Z]")
+        .unwrap()
+});
+
+pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
+    let mut out = StrategyOutput::default();
+    let detected = DETECT.is_match(text);
+    for caps in RECIPIENT.captures_iter(text) {
+        let (Some(whole), Some(name)) = (caps.get(0), caps.get(1)) else {
+            continue;
+        };
+        let raw = name.as_str();
+        let prefixed = raw.to_ascii_lowercase().starts_with("functions.");
+        let before = &text[floor(text, whole.start().saturating_sub(48))..whole.start()];
+        if !prefixed && !CONTEXT.is_match(before) {
+            continue;
+        }
+        let after = &text[whole.end()..];
+        let gap = BETWEEN.find(after).map_or(0, |m| m.end());
+        let gap_text = &after[..gap];
+        let has_message = gap_text.contains("<|message|>");
+        let arg_start = whole.end() + gap;
+        let (args, mut end) = if text[arg_start..].starts_with('{') {
+            match jsonscan::value_at(text, arg_start) {
+                Some((r, v)) => (v, r.end),
+                None => continue,
+            }
+        } else if has_message {
+            let rest = &text[arg_start..];
+            let stop = PLAIN_END.find(rest).map_or(rest.len(), |m| m.start());
+            let body = rest[..stop].trim();
+            if body.is_empty() {
+                continue;
+            }
+            (Value::String(body.to_string()), arg_start + stop)
+        } else {
+            continue;
+        };
+        if let Some(m) = CALL_END.find(&text[end..]) {
+            end += m.end();
+        }
+        let intact = has_message || text[..end].ends_with("<|call|>");
+        let start = message_start(text, whole.start());
+        let conf = if intact { 0.98 } else { 0.9 };
+        if let Some(c) = make_call(raw, args, conf, start..end, tools, cfg) {
+            out.calls.push(c);
+        }
+    }
+    if let Some(m) = FINAL.find(text) {
+        let rest = &text[m.end()..];
+        let stop = FINAL_END.find(rest).map_or(rest.len(), |e| e.start());
+        let body = rest[..stop].trim();
+        out.done = true;
+        if !body.is_empty() {
+            out.final_text = Some(body.to_string());
+        }
+    }
+    if detected || !out.calls.is_empty() {
+        // Everything in a Harmony transcript is markup except the final channel.
+        out.markup.push(0..text.len());
+    }
+    out
+}
+
+/// Start of the Harmony message that holds the recipient at `pos`.
+fn message_start(text: &str, pos: usize) -> usize {
+    let from = floor(text, pos.saturating_sub(80));
+    let window = &text[from..pos];
+    if let Some(i) = window.rfind("<|start|>") {
+        return from + i;
+    }
+    if let Some(i) = window.rfind("<|channel|>") {
+        return from + i;
+    }
+    if let Some(i) = window.rfind("commentary") {
+        let s = from + i;
+        return if text[..s].ends_with("assistant") {
+            s - "assistant".len()
+        } else {
+            s
+        };
+    }
+    pos
+}
+
+pub(crate) fn floor(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while i > 0 && !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}

@@ -1,0 +1,399 @@
+//! Text-intent parser for models without native tool calling (gpt-oss and friends).
+//!
+//! A model answer (its `reasoning` and `content` fields) is scanned for tool-call
+//! intents with a configurable chain of strategies:
+//!
+//! * [`Strategy::Harmony`] — leaked gpt-oss Harmony markup, intact or with its special
+//!   tokens stripped (`commentary to=functions.read json{…}`).
+//! * [`Strategy::GuidedJson`] — `{"tool_calls":[{"name","arguments"}],"done":bool}`,
+//!   bare, fenced or inside prose.
+//! * [`Strategy::React`] — `Thought:` / `Action:` / `Action Input:` blocks.
+//! * [`Strategy::Markers`] — `[TOOL:name|key=value|…]` and `[DONE]`.
+//! * [`Strategy::Fuzzy`] — natural-language intents ("let's read config.yaml"), with
+//!   negated, hypothetical and past-tense mentions rejected.
+//!
+//! Every call is mapped to a canonical tool name (aliases, leaked tokens), its
+//! arguments are coerced to the tool's JSON schema, and duplicates are removed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub mod baseline;
+pub mod eval;
+mod fuzzy;
+mod guided;
+mod harmony;
+mod jsonscan;
+mod markers;
+pub mod prompts;
+mod react;
+mod schema;
+
+pub use schema::{clean_tool_name, default_aliases, ToolSpec};
+
+/// One parsing strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    Harmony,
+    GuidedJson,
+    React,
+    Markers,
+    Fuzzy,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 5] = [
+        Strategy::Harmony,
+        Strategy::GuidedJson,
+        Strategy::React,
+        Strategy::Markers,
+        Strategy::Fuzzy,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Harmony => "harmony",
+            Strategy::GuidedJson => "guided_json",
+            Strategy::React => "react",
+            Strategy::Markers => "markers",
+            Strategy::Fuzzy => "fuzzy",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Error for an unknown strategy or source name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} `{value}`")]
+pub struct ParseNameError {
+    kind: &'static str,
+    value: String,
+}
+
+impl FromStr for Strategy {
+    type Err = ParseNameError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "harmony" => Ok(Strategy::Harmony),
+            "guided_json" | "json" | "guided" => Ok(Strategy::GuidedJson),
+            "react" => Ok(Strategy::React),
+            "markers" | "marker" => Ok(Strategy::Markers),
+            "fuzzy" => Ok(Strategy::Fuzzy),
+            _ => Err(ParseNameError {
+                kind: "strategy",
+                value: s.to_string(),
+            }),
+        }
+    }
+}
+
+/// Which field of the model answer a call came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Reasoning,
+    Content,
+}
+
+impl FromStr for Source {
+    type Err = ParseNameError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "reasoning" | "reasoning_content" => Ok(Source::Reasoning),
+            "content" => Ok(Source::Content),
+            _ => Err(ParseNameError {
+                kind: "source",
+                value: s.to_string(),
+            }),
+        }
+    }
+}
+
+/// How strategies and sources are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precedence {
+    /// Sources outer, strategies inner: the first source (in `sources` order) in which any
+    /// strategy finds calls wins.
+    SourceFirst,
+    /// Strategies outer, sources inner: a structured call anywhere (e.g. Harmony markup
+    /// leaked into `content`) beats a fuzzy guess from `reasoning`. Default, because
+    /// gpt-oss often *talks about* the call in its reasoning and *makes* it in content.
+    #[default]
+    StrategyFirst,
+}
+
+/// Parser configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ParserConfig {
+    /// Strategies, tried in this order; the next one is the fallback.
+    pub order: Vec<Strategy>,
+    /// Answer fields, tried in this order.
+    pub sources: Vec<Source>,
+    /// Extra tool-name aliases (alias → canonical); merged over [`default_aliases`].
+    pub aliases: BTreeMap<String, String>,
+    /// Calls below this confidence are dropped.
+    pub min_confidence: f32,
+    pub precedence: Precedence,
+}
+
+impl Default for ParserConfig {
+    fn default() -> Self {
+        ParserConfig {
+            order: Strategy::ALL.to_vec(),
+            sources: vec![Source::Reasoning, Source::Content],
+            aliases: default_aliases(),
+            min_confidence: 0.5,
+            precedence: Precedence::default(),
+        }
+    }
+}
+
+/// One tool call recovered from text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParsedCall {
+    /// Canonical tool name (one of the offered tools).
+    pub name: String,
+    /// Arguments, coerced to the tool's schema (always a JSON object).
+    pub arguments: Value,
+    pub confidence: f32,
+    pub strategy: Strategy,
+    pub source: Source,
+    /// Byte range in the source text the call was read from.
+    pub span: Range<usize>,
+}
+
+/// Result of [`parse`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ParseOutcome {
+    pub calls: Vec<ParsedCall>,
+    /// A completion signal was seen (`"done": true`, `Action: done`, `[DONE]`,
+    /// `Final Answer:`, a Harmony `final` channel).
+    pub done: bool,
+    /// Text meant for the user: the Harmony final channel, a ReAct final answer, or the
+    /// content with the call markup removed.
+    pub final_text: Option<String>,
+}
+
+/// Output of one strategy on one text.
+#[derive(Debug, Default)]
+pub(crate) struct StrategyOutput {
+    pub calls: Vec<ParsedCall>,
+    pub done: bool,
+    /// Text for the user, if the format delimits it.
+    pub final_text: Option<String>,
+    /// Byte ranges of recognised markup (removed from the content to get the final text).
+    pub markup: Vec<Range<usize>>,
+}
+
+pub(crate) fn run_strategy(
+    strategy: Strategy,
+    text: &str,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> StrategyOutput {
+    let mut out = match strategy {
+        Strategy::Harmony => harmony::parse(text, tools, cfg),
+        Strategy::GuidedJson => guided::parse(text, tools, cfg),
+        Strategy::React => react::parse(text, tools, cfg),
+        Strategy::Markers => markers::parse(text, tools, cfg),
+        Strategy::Fuzzy => fuzzy::parse(text, tools, cfg),
+    };
+    for c in &mut out.calls {
+        c.strategy = strategy;
+    }
+    out.calls.retain(|c| c.confidence >= cfg.min_confidence);
+    dedup(&mut out.calls);
+    out
+}
+
+/// Run one strategy alone on one text (source is reported as `Content`).
+pub fn parse_with(
+    strategy: Strategy,
+    text: &str,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> Vec<ParsedCall> {
+    run_strategy(strategy, text, tools, cfg).calls
+}
+
+/// Parse a model answer for tool calls. Never panics.
+pub fn parse(
+    reasoning: Option<&str>,
+    content: Option<&str>,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> ParseOutcome {
+    let text_of = |s: Source| match s {
+        Source::Reasoning => reasoning.filter(|t| !t.trim().is_empty()),
+        Source::Content => content.filter(|t| !t.trim().is_empty()),
+    };
+    let mut sources: Vec<Source> = Vec::new();
+    for s in &cfg.sources {
+        if !sources.contains(s) {
+            sources.push(*s);
+        }
+    }
+    let mut done = false;
+    let mut final_text: Option<String> = None;
+    // Content-level final text from the first structured strategy that delimits it.
+    let mut content_markup: Vec<Range<usize>> = Vec::new();
+    let mut harmony_final_in: Vec<Source> = Vec::new();
+    let mut winner: Option<Vec<ParsedCall>> = None;
+
+    let mut attempt = |strategy: Strategy, source: Source| -> Option<Vec<ParsedCall>> {
+        let text = text_of(source)?;
+        if strategy == Strategy::Fuzzy && harmony_final_in.contains(&source) {
+            // The text is a Harmony final answer for the user, not a plan.
+            return None;
+        }
+        let mut out = run_strategy(strategy, text, tools, cfg);
+        done |= out.done;
+        if strategy == Strategy::Harmony && out.final_text.is_some() {
+            harmony_final_in.push(source);
+        }
+        if source == Source::Content {
+            if final_text.is_none() {
+                final_text = out.final_text.take();
+            }
+            content_markup.extend(out.markup.iter().cloned());
+        }
+        for c in &mut out.calls {
+            c.source = source;
+        }
+        (!out.calls.is_empty()).then_some(out.calls)
+    };
+
+    match cfg.precedence {
+        Precedence::StrategyFirst => {
+            'outer: for &st in &cfg.order {
+                for &src in &sources {
+                    if let Some(calls) = attempt(st, src) {
+                        winner = Some(calls);
+                        break 'outer;
+                    }
+                }
+            }
+        }
+        Precedence::SourceFirst => {
+            'outer: for &src in &sources {
+                for &st in &cfg.order {
+                    if let Some(calls) = attempt(st, src) {
+                        winner = Some(calls);
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+    let calls = winner.unwrap_or_default();
+
+    if final_text.is_none() {
+        if let Some(c) = content {
+            let mut ranges = content_markup;
+            ranges.extend(
+                calls
+                    .iter()
+                    .filter(|c| c.source == Source::Content && c.strategy != Strategy::Fuzzy)
+                    .map(|c| c.span.clone()),
+            );
+            let rest = remove_ranges(c, &ranges);
+            let rest = rest.trim();
+            if !rest.is_empty() {
+                final_text = Some(rest.to_string());
+            }
+        }
+    }
+    ParseOutcome {
+        calls,
+        done,
+        final_text,
+    }
+}
+
+fn remove_ranges(text: &str, ranges: &[Range<usize>]) -> String {
+    let mut rs: Vec<Range<usize>> = ranges
+        .iter()
+        .filter(|r| r.start < r.end && r.end <= text.len())
+        .filter(|r| text.is_char_boundary(r.start) && text.is_char_boundary(r.end))
+        .cloned()
+        .collect();
+    rs.sort_by_key(|r| r.start);
+    let mut out = String::new();
+    let mut pos = 0;
+    for r in rs {
+        if r.start > pos {
+            out.push_str(&text[pos..r.start]);
+        }
+        pos = pos.max(r.end);
+    }
+    if pos < text.len() {
+        out.push_str(&text[pos..]);
+    }
+    out
+}
+
+/// Remove calls with the same name and arguments (keeps the first).
+pub(crate) fn dedup(calls: &mut Vec<ParsedCall>) {
+    let mut seen = std::collections::HashSet::new();
+    calls.retain(|c| seen.insert((c.name.clone(), c.arguments.to_string())));
+}
+
+/// JSON schema for the guided-JSON answer format, with the tool names as an enum.
+/// Send it as `guided_json` (vLLM) or inside `response_format: {type: json_schema}`.
+pub fn guided_json_schema(tools: &[ToolSpec]) -> Value {
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "tool_calls": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "enum": names},
+                        "arguments": {"type": "object"}
+                    },
+                    "required": ["name", "arguments"],
+                    "additionalProperties": false
+                }
+            },
+            "done": {"type": "boolean"}
+        },
+        "required": ["tool_calls", "done"],
+        "additionalProperties": false
+    })
+}
+
+/// Build a call: resolve the name, coerce the arguments. `None` for an unknown tool.
+pub(crate) fn make_call(
+    raw_name: &str,
+    args: Value,
+    confidence: f32,
+    span: Range<usize>,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> Option<ParsedCall> {
+    let tool = schema::resolve(raw_name, tools, &cfg.aliases)?;
+    let arguments = schema::coerce_args(args, tool);
+    Some(ParsedCall {
+        name: tool.name.clone(),
+        arguments,
+        confidence,
+        strategy: Strategy::Fuzzy,
+        source: Source::Content,
+        span,
+    })
+}

@@ -1,0 +1,132 @@
+//! `Thought:` / `Action:` / `Action Input:` blocks.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::schema::strip_quotes;
+use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
+
+static LABEL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?mi)^[ \t>*_]*(thought|action input|action|observation|final answer)[ \t*_]*:[ \t]*")
+        .unwrap()
+});
+static DONE_NAMES: &[&str] = &[
+    "done",
+    "finish",
+    "finished",
+    "final",
+    "final_answer",
+    "final answer",
+    "complete",
+    "stop",
+    "none",
+];
+
+pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
+    let mut out = StrategyOutput::default();
+    if !text.to_ascii_lowercase().contains("action") && !text.contains("inal Answer") {
+        return out;
+    }
+    // (label, label start, value start, value end)
+    let labels: Vec<(String, usize, usize)> = LABEL
+        .captures_iter(text)
+        .filter_map(|c| {
+            let m = c.get(0)?;
+            Some((c.get(1)?.as_str().to_ascii_lowercase(), m.start(), m.end()))
+        })
+        .collect();
+    let mut i = 0;
+    while i < labels.len() {
+        let (label, lstart, vstart) = (&labels[i].0, labels[i].1, labels[i].2);
+        let vend = labels.get(i + 1).map_or(text.len(), |l| l.1);
+        match label.as_str() {
+            "final answer" => {
+                out.done = true;
+                let body = text[vstart..].trim();
+                if !body.is_empty() {
+                    out.final_text = Some(body.to_string());
+                }
+                out.markup.push(lstart..text.len());
+                break;
+            }
+            "action" => {
+                let line_end = text[vstart..].find('\n').map_or(text.len(), |n| vstart + n);
+                let line = text[vstart..line_end].trim();
+                let (name, inline) = split_inline(line);
+                let lname = name.to_ascii_lowercase();
+                if DONE_NAMES.contains(&lname.as_str()) {
+                    if lname != "none" {
+                        out.done = true;
+                        out.markup.push(lstart..vend);
+                        break;
+                    }
+                    i += 1;
+                    continue;
+                }
+                let mut end = vend.max(line_end);
+                let mut input: Option<Value> = inline.map(|s| input_value(s).0);
+                if let Some(next) = labels.get(i + 1) {
+                    if next.0 == "action input" {
+                        let iend = labels.get(i + 2).map_or(text.len(), |l| l.1);
+                        let (v, used) = input_value_at(text, next.2, iend);
+                        input = Some(v);
+                        end = used;
+                        i += 1;
+                    }
+                }
+                let args = input.unwrap_or(Value::Null);
+                if let Some(c) = make_call(name, args, 0.9, lstart..end, tools, cfg) {
+                    out.calls.push(c);
+                }
+                out.markup.push(lstart..end);
+            }
+            "thought" | "observation" => out.markup.push(lstart..vend),
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `web_search("x")` / `read[config.yaml]` → name and inline input.
+fn split_inline(line: &str) -> (&str, Option<&str>) {
+    let line = line.trim_matches(|c: char| c == '`' || c == '*');
+    if let Some(open) = line.find(['(', '[', '{', ' ']) {
+        let name = &line[..open];
+        let rest = line[open..].trim();
+        let inner = rest
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .or_else(|| rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')))
+            .unwrap_or(rest);
+        let inner = inner.trim();
+        return (name, (!inner.is_empty()).then_some(inner));
+    }
+    (line, None)
+}
+
+fn input_value_at(text: &str, start: usize, limit: usize) -> (Value, usize) {
+    let body = &text[start..limit];
+    let lead = body.len() - body.trim_start().len();
+    let s = start + lead;
+    if text[s..].starts_with('{') || text[s..].starts_with('[') {
+        if let Some((r, v)) = jsonscan::value_at(text, s) {
+            return (v, r.end);
+        }
+    }
+    // Plain text: up to the end of the line (or the block when it has no label after).
+    let first_line = body.trim_start().lines().next().unwrap_or("");
+    (input_value(first_line).0, s + first_line.len())
+}
+
+fn input_value(s: &str) -> (Value, bool) {
+    let t = s.trim();
+    if t.starts_with('{') {
+        if let Some(v) = jsonscan::parse_lenient(t) {
+            return (v, true);
+        }
+    }
+    (Value::String(strip_quotes(t).to_string()), false)
+}

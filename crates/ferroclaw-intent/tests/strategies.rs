@@ -1,0 +1,315 @@
+use ferroclaw_intent::eval::standard_tools;
+use ferroclaw_intent::{
+    clean_tool_name, guided_json_schema, parse, parse_with, prompts, ParsedCall, ParserConfig,
+    Precedence, Source, Strategy, ToolSpec,
+};
+use serde_json::{json, Value};
+
+fn run(st: Strategy, text: &str) -> Vec<ParsedCall> {
+    parse_with(st, text, &standard_tools(), &ParserConfig::default())
+}
+
+fn one(st: Strategy, text: &str) -> (String, Value) {
+    let calls = run(st, text);
+    assert_eq!(calls.len(), 1, "{text}: {calls:?}");
+    (calls[0].name.clone(), calls[0].arguments.clone())
+}
+
+// ------------------------------------------------------------- names
+
+#[test]
+fn clean_tool_name_strips_leaked_tokens() {
+    assert_eq!(clean_tool_name("query<|channel|>commentary"), "query");
+    assert_eq!(clean_tool_name("functions.read"), "read");
+    assert_eq!(clean_tool_name("to=functions.exec"), "exec");
+    assert_eq!(clean_tool_name("`web_search`"), "web_search");
+    assert_eq!(clean_tool_name("<|constrain|>write"), "write");
+    assert_eq!(clean_tool_name("  exec json "), "exec");
+    assert_eq!(clean_tool_name(""), "");
+}
+
+#[test]
+fn strategy_and_source_from_str() {
+    assert_eq!("guided_json".parse::<Strategy>().unwrap(), Strategy::GuidedJson);
+    assert_eq!("Harmony".parse::<Strategy>().unwrap(), Strategy::Harmony);
+    assert!("nope".parse::<Strategy>().is_err());
+    assert_eq!("reasoning".parse::<Source>().unwrap(), Source::Reasoning);
+    assert_eq!(serde_json::to_string(&Strategy::GuidedJson).unwrap(), "\"guided_json\"");
+}
+
+// ------------------------------------------------------------- harmony
+
+#[test]
+fn harmony_full_form() {
+    let (n, a) = one(
+        Strategy::Harmony,
+        r#"<|start|>assistant<|channel|>commentary to=functions.exec <|constrain|>json<|message|>{"command":"ls"}<|call|>"#,
+    );
+    assert_eq!((n.as_str(), a), ("exec", json!({"command": "ls"})));
+}
+
+#[test]
+fn harmony_recipient_in_header_and_leaked_name() {
+    let (n, _) = one(
+        Strategy::Harmony,
+        r#"<|start|>assistant to=functions.read<|channel|>commentary json<|message|>{"path":"a"}<|call|>"#,
+    );
+    assert_eq!(n, "read");
+    let (n, a) = one(
+        Strategy::Harmony,
+        r#"<|channel|>commentary to=functions.web_search<|channel|>commentary <|constrain|>json<|message|>{"query":"x"}<|call|>"#,
+    );
+    assert_eq!((n.as_str(), a), ("web_search", json!({"query": "x"})));
+}
+
+#[test]
+fn harmony_degraded_and_final() {
+    let (n, a) = one(Strategy::Harmony, r#"commentary to=functions.web_search json{"query":"x"}"#);
+    assert_eq!((n.as_str(), a), ("web_search", json!({"query": "x"})));
+    let out = parse(
+        None,
+        Some(r#"analysis need file.assistantcommentary to=functions.read json{"path":"a.txt"}"#),
+        &standard_tools(),
+        &ParserConfig::default(),
+    );
+    assert_eq!(out.calls.len(), 1);
+    let out = parse(
+        None,
+        Some("analysisThinking about it.assistantfinal The answer is 42."),
+        &standard_tools(),
+        &ParserConfig::default(),
+    );
+    assert!(out.calls.is_empty());
+    assert!(out.done);
+    assert_eq!(out.final_text.as_deref(), Some("The answer is 42."));
+}
+
+#[test]
+fn harmony_nested_braces_and_unicode() {
+    let text = r#"<|channel|>commentary to=functions.write <|constrain|>json<|message|>{"path":"ü.md","content":"fn x() { if a { b } } — ✓"}<|call|>"#;
+    let (_, a) = one(Strategy::Harmony, text);
+    assert_eq!(a["content"], "fn x() { if a { b } } — ✓");
+}
+
+// ------------------------------------------------------------- guided json
+
+#[test]
+fn guided_json_bare_fenced_and_in_prose() {
+    let bare = r#"{"tool_calls":[{"name":"exec","arguments":{"command":"pwd"}}],"done":false}"#;
+    assert_eq!(one(Strategy::GuidedJson, bare).0, "exec");
+    let fenced = format!("Sure.\n```json\n{bare}\n```\nthanks");
+    assert_eq!(one(Strategy::GuidedJson, &fenced).0, "exec");
+    let prose = format!("I will now call {bare} and wait");
+    assert_eq!(one(Strategy::GuidedJson, &prose).0, "exec");
+    let out = parse(None, Some(&fenced), &standard_tools(), &ParserConfig::default());
+    assert_eq!(out.final_text.as_deref(), Some("Sure.\n\nthanks"));
+}
+
+#[test]
+fn guided_json_nested_braces_stringified_args_and_done() {
+    let t = r#"{"tool_calls":[{"name":"write","arguments":{"path":"a","content":"{\"x\": \"}\"}"}}],"done":false}"#;
+    assert_eq!(one(Strategy::GuidedJson, t).1["content"], r#"{"x": "}"}"#);
+    let t = r#"{"tool_calls":[{"name":"exec","arguments":"{\"command\":\"id\"}"}],"done":false}"#;
+    assert_eq!(one(Strategy::GuidedJson, t).1, json!({"command": "id"}));
+    let out = parse(None, Some(r#"{"tool_calls":[],"done":true}"#), &standard_tools(), &ParserConfig::default());
+    assert!(out.done && out.calls.is_empty());
+}
+
+#[test]
+fn guided_json_schema_lists_tool_names() {
+    let s = guided_json_schema(&standard_tools());
+    let names = &s["properties"]["tool_calls"]["items"]["properties"]["name"]["enum"];
+    assert!(names.as_array().unwrap().contains(&json!("web_fetch")));
+}
+
+// ------------------------------------------------------------- react
+
+#[test]
+fn react_plain_text_input_and_done() {
+    let (n, a) = one(Strategy::React, "Thought: look\nAction: read_file\nAction Input: config.yaml");
+    assert_eq!((n.as_str(), a), ("read", json!({"path": "config.yaml"})));
+    let t = "Action: exec\nAction Input: {\"command\": \"a\"}\nAction: done\nAction: exec\nAction Input: {\"command\": \"b\"}";
+    let calls = run(Strategy::React, t);
+    assert_eq!(calls.len(), 1);
+    let out = parse(None, Some(t), &standard_tools(), &ParserConfig::default());
+    assert!(out.done);
+}
+
+#[test]
+fn react_multiline_json_input() {
+    let t = "Action: edit\nAction Input: {\n \"path\": \"a\",\n \"oldText\": \"x {\",\n \"newText\": \"y }\"\n}";
+    assert_eq!(one(Strategy::React, t).1["newText"], "y }");
+}
+
+// ------------------------------------------------------------- markers
+
+#[test]
+fn markers_equals_pipes_and_brackets_in_values() {
+    let (_, a) = one(Strategy::Markers, "[TOOL:web_fetch|url=https://x.io/?a=1&b=2]");
+    assert_eq!(a["url"], "https://x.io/?a=1&b=2");
+    let (_, a) = one(Strategy::Markers, "[TOOL:exec|command=A=1 env | grep A]");
+    assert_eq!(a["command"], "A=1 env | grep A");
+    let (_, a) = one(Strategy::Markers, "[TOOL:edit|path=a.rs|oldText=v[0]|newText=v[1]]");
+    assert_eq!(a, json!({"path": "a.rs", "oldText": "v[0]", "newText": "v[1]"}));
+    let (_, a) = one(Strategy::Markers, "[TOOL:web_search|query=rust|count=5]");
+    assert_eq!(a["count"], 5);
+    let out = parse(None, Some("ok [DONE]"), &standard_tools(), &ParserConfig::default());
+    assert!(out.done);
+}
+
+// ------------------------------------------------------------- fuzzy
+
+#[test]
+fn fuzzy_examples_from_the_issue() {
+    assert_eq!(
+        one(Strategy::Fuzzy, "I'll search the web for rust borrow checker tips.").1,
+        json!({"query": "rust borrow checker tips"})
+    );
+    assert_eq!(one(Strategy::Fuzzy, "we should fetch https://example.com/a.").1, json!({"url": "https://example.com/a"}));
+    assert_eq!(one(Strategy::Fuzzy, "Let's read the file config.yaml.").1, json!({"path": "config.yaml"}));
+    assert_eq!(one(Strategy::Fuzzy, "Now run `ls -la`.").1, json!({"command": "ls -la"}));
+    let (n, a) = one(Strategy::Fuzzy, "Then save the summary to out.md.");
+    assert_eq!((n.as_str(), a["path"].clone()), ("write", json!("out.md")));
+}
+
+#[test]
+fn fuzzy_rejects_negated_hypothetical_and_past() {
+    for t in [
+        "No need to search the web for this.",
+        "I already fetched https://example.com.",
+        "If the user had asked to run `ls`, we would.",
+        "The user asked whether we can read config.yaml.",
+        "We would have run `make` but it is not needed.",
+        "Instead of running `ls`, answer directly.",
+        "The user could run `npm test` themselves.",
+        "For example, read the file a.txt.",
+        "Should we fetch https://example.com?",
+        "The user said: \"read the file config.yaml\".",
+        "We have read config.yaml before.",
+        "Don't execute `rm -rf /`.",
+    ] {
+        assert!(run(Strategy::Fuzzy, t).is_empty(), "{t}: {:?}", run(Strategy::Fuzzy, t));
+    }
+}
+
+#[test]
+fn fuzzy_multi_and_unicode() {
+    let calls = run(Strategy::Fuzzy, "Let's run `cargo fmt` and `cargo clippy`, then read Cargo.toml.");
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    let (_, a) = one(Strategy::Fuzzy, "Let's search for \"café crème recette\".");
+    assert_eq!(a["query"], "café crème recette");
+}
+
+#[test]
+fn fuzzy_uses_custom_tools_from_their_description() {
+    let tools = vec![ToolSpec::new(
+        "send_email",
+        "Send an email message.",
+        json!({"type":"object","properties":{"body":{"type":"string"}},"required":["body"]}),
+    )];
+    let calls = parse_with(Strategy::Fuzzy, "Let's send \"hi bob\" now.", &tools, &ParserConfig::default());
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].arguments, json!({"body": "hi bob"}));
+}
+
+// ------------------------------------------------------------- parse()
+
+#[test]
+fn structured_content_beats_fuzzy_reasoning_by_default() {
+    let tools = standard_tools();
+    let reasoning = "We need to list files. Let's run `ls`.";
+    let content = r#"<|channel|>commentary to=functions.exec <|constrain|>json<|message|>{"command":"ls -la"}<|call|>"#;
+    let out = parse(Some(reasoning), Some(content), &tools, &ParserConfig::default());
+    assert_eq!(out.calls[0].arguments["command"], "ls -la");
+    assert_eq!(out.calls[0].source, Source::Content);
+    let cfg = ParserConfig {
+        precedence: Precedence::SourceFirst,
+        ..ParserConfig::default()
+    };
+    let out = parse(Some(reasoning), Some(content), &tools, &cfg);
+    assert_eq!(out.calls[0].arguments["command"], "ls");
+    assert_eq!(out.calls[0].strategy, Strategy::Fuzzy);
+}
+
+#[test]
+fn unknown_tools_dropped_and_duplicates_removed() {
+    let t = r#"{"tool_calls":[{"name":"nope","arguments":{}},{"name":"exec","arguments":{"command":"a"}},{"name":"run","arguments":{"cmd":"a"}}],"done":false}"#;
+    let calls = run(Strategy::GuidedJson, t);
+    assert_eq!(calls.len(), 1);
+    // Tools not offered are unknown, even when an alias points at them.
+    let only_read: Vec<ToolSpec> = standard_tools().into_iter().filter(|t| t.name == "read").collect();
+    assert!(parse_with(Strategy::GuidedJson, t, &only_read, &ParserConfig::default()).is_empty());
+}
+
+#[test]
+fn spans_point_into_the_source() {
+    let text = "Okay. Let's read the file config.yaml now.";
+    let c = &run(Strategy::Fuzzy, text)[0];
+    assert!(text[c.span.clone()].contains("config.yaml"));
+}
+
+// ------------------------------------------------------------- prompts
+
+#[test]
+fn prompts_render_and_override() {
+    for st in Strategy::ALL {
+        let r = prompts::render(prompts::template(st), &standard_tools());
+        assert!(r.contains("web_fetch"), "{st}");
+        assert!(!r.contains("{{"), "{st}");
+    }
+    let dir = std::env::temp_dir().join(format!("intent-prompts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    assert_eq!(prompts::load_override(&dir, Strategy::React).unwrap(), None);
+    std::fs::write(dir.join("react.md"), "custom {{tool_names}}").unwrap();
+    let o = prompts::load_override(&dir, Strategy::React).unwrap().unwrap();
+    assert!(prompts::render(&o, &standard_tools()).starts_with("custom exec, read"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+// ------------------------------------------------------------- robustness
+
+#[test]
+fn never_panics_on_adversarial_input() {
+    let tools = standard_tools();
+    let cfg = ParserConfig::default();
+    let pieces = [
+        "<|start|>", "<|channel|>", "commentary", " to=functions.", "exec", "{", "}", "[", "]",
+        "\"", "'", "`", "```json\n", "Action:", "Action Input:", "\n", "[TOOL:", "|", "=",
+        "Let's run ", "read the file ", "a.txt", "https://x.y/", "é", "😀", "\u{0}", "\\", ".",
+        "?", ", then ", "search for ", "json{", "<|call|>", "assistantfinal", "{\"tool_calls\":[",
+        "Final Answer:", "[DONE]", "to=", ":", " ", "\u{2019}", "\u{201c}",
+    ];
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..3000 {
+        let mut s = String::new();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let n = (seed % 40) as usize;
+        for i in 0..n {
+            let r = seed.rotate_left(i as u32 * 7) as usize;
+            s.push_str(pieces[r % pieces.len()]);
+        }
+        for st in Strategy::ALL {
+            let _ = parse_with(st, &s, &tools, &cfg);
+        }
+        let out = parse(Some(&s), Some(&s), &tools, &cfg);
+        for c in &out.calls {
+            assert!(c.span.end <= s.len());
+            assert!(c.arguments.is_object());
+        }
+    }
+    // Large pathological inputs stay fast enough.
+    for big in [
+        "{".repeat(200_000) + &"[TOOL:".repeat(20_000) + &"`".repeat(10_001),
+        "let's read a.txt, ".repeat(20_000),
+        "run `x` and ".repeat(20_000),
+        "to=functions.exec ".repeat(20_000),
+        "Action: exec\n".repeat(20_000),
+        "'a ".repeat(50_000),
+    ] {
+        let start = std::time::Instant::now();
+        let _ = parse(Some(&big), Some(&big), &tools, &cfg);
+        println!("pathological input ({} bytes) parsed in {:?}", big.len(), start.elapsed());
+    }
+}

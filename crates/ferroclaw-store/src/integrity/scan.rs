@@ -1,0 +1,375 @@
+//! The start-up scan: every transcript under `<home>/agents/*/sessions/` is validated
+//! and, on request, repaired (backup first, then an atomic replace) with an incident
+//! report per repaired file.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::{info, warn};
+
+use super::repair::{repair_bytes, Strategy};
+use super::validate::Issue;
+use crate::file::{sync_dir, write_atomic, write_backup};
+use crate::transcript::iso_now;
+use crate::{is_safe_name, StoreError};
+
+#[derive(Debug, Clone, Default)]
+pub struct ScanOptions {
+    /// Rewrite damaged files; without it the scan only reports.
+    pub repair: bool,
+    pub strategy: Strategy,
+    /// Only this agent's sessions.
+    pub agent: Option<String>,
+}
+
+/// What happened to one file that had issues.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileReport {
+    pub agent_id: String,
+    /// From the agent's `sessions.json`; `None` for a transcript the index does not list.
+    pub session_key: Option<String>,
+    pub file: PathBuf,
+    pub issues: Vec<Issue>,
+    /// `detected` (report only), `repaired` / `removed_orphans` (file rewritten),
+    /// `nothing_to_fix` (the strategy fixes none of these issues) or `unrepairable`.
+    pub action: String,
+    pub backup: Option<PathBuf>,
+    pub incident: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScanSummary {
+    /// Transcripts looked at.
+    pub sessions: usize,
+    /// Issues found, over all transcripts.
+    pub issues: usize,
+    /// Transcripts rewritten.
+    pub repaired: usize,
+    /// Only the transcripts that had issues.
+    pub files: Vec<FileReport>,
+    /// Files that could not be read at all (I/O errors); they are reported, not skipped.
+    pub errors: Vec<(PathBuf, String)>,
+    #[serde(skip)]
+    pub elapsed: Duration,
+}
+
+impl std::fmt::Display for ScanSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} sessions, {} issues, {} repaired",
+            self.sessions, self.issues, self.repaired
+        )?;
+        if !self.errors.is_empty() {
+            write!(f, ", {} unreadable", self.errors.len())?;
+        }
+        Ok(())
+    }
+}
+
+/// One `logs/integrity-incident-<timestamp>.json` file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Incident {
+    /// ISO 8601; filled in by [`write_incident`] when empty.
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    pub session_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+    pub issues: Vec<Issue>,
+    /// e.g. `repaired`, `removed_orphans`, `repaired_on_load`, `detected_at_runtime`.
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<PathBuf>,
+}
+
+/// Writes an incident report under `<home>/logs/` (never overwriting one) and returns
+/// its path. Callers outside the store (e.g. the agent loop's runtime pairing guard)
+/// use it too.
+pub fn write_incident(home: &Path, incident: &Incident) -> Result<PathBuf, StoreError> {
+    let dir = home.join("logs");
+    fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
+    let mut incident = incident.clone();
+    if incident.timestamp.is_empty() {
+        incident.timestamp = iso_now();
+    }
+    let bytes = serde_json::to_vec_pretty(&incident)
+        .map_err(|e| StoreError::io(&dir, io::Error::other(e)))?;
+    let stamp = file_stamp();
+    for n in 0u32.. {
+        let name = if n == 0 {
+            format!("integrity-incident-{stamp}.json")
+        } else {
+            format!("integrity-incident-{stamp}-{n}.json")
+        };
+        let path = dir.join(name);
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut f) => {
+                f.write_all(&bytes)
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| StoreError::io(&path, e))?;
+                sync_dir(&path)?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(StoreError::io(&path, e)),
+        }
+    }
+    unreachable!("u32 range exhausted while naming an incident file")
+}
+
+/// `20260101T120000.123Z`: sortable and valid on every file system (no colons).
+fn file_stamp() -> String {
+    iso_now().replace([':', '-'], "")
+}
+
+/// Scans (and optionally repairs) every transcript of every agent under `home`. Blocking
+/// file I/O: call it from a blocking thread in async code. Per-file failures are
+/// collected in the summary; only an unreadable `agents` directory is an error.
+pub fn scan_home(home: &Path, opts: &ScanOptions) -> Result<ScanSummary, StoreError> {
+    let started = Instant::now();
+    let mut summary = ScanSummary::default();
+    let agents_dir = home.join("agents");
+    let agents: Vec<String> = match &opts.agent {
+        Some(a) => vec![a.clone()],
+        None => match fs::read_dir(&agents_dir) {
+            Ok(rd) => {
+                let mut v: Vec<String> = rd
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                    .collect();
+                v.sort();
+                v
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(StoreError::io(&agents_dir, e)),
+        },
+    };
+    // (agent, session key, path, session id) of every transcript, in a stable order.
+    let mut jobs: Vec<(String, Option<String>, PathBuf, String)> = Vec::new();
+    for agent in agents {
+        if !is_safe_name(&agent, 64) {
+            continue;
+        }
+        let dir = agents_dir.join(&agent).join("sessions");
+        let keys = session_keys(&dir);
+        let mut files: Vec<PathBuf> = match fs::read_dir(&dir) {
+            Ok(rd) => rd
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .collect(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                summary.errors.push((dir.clone(), e.to_string()));
+                continue;
+            }
+        };
+        files.sort();
+        for path in files {
+            let session_id = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let key = keys.get(&session_id).cloned();
+            jobs.push((agent.clone(), key, path, session_id));
+        }
+    }
+    summary.sessions = jobs.len();
+    // Files are independent: spread them over the cores so a large home does not hold
+    // up start-up. Results are collected per chunk and merged in the original order.
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, 8);
+    let chunk = jobs.len().div_ceil(threads).max(1);
+    let results: Vec<(PathBuf, Result<Option<FileReport>, StoreError>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|(agent, key, path, sid)| {
+                            let r = scan_file(home, agent, key.clone(), path, sid, opts);
+                            (path.clone(), r)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| match h.join() {
+                Ok(v) => v,
+                // A panic in a scan thread is a bug; surface it instead of hiding files.
+                Err(p) => std::panic::resume_unwind(p),
+            })
+            .collect()
+    });
+    for (path, result) in results {
+        match result {
+            Ok(Some(report)) => {
+                summary.issues += report.issues.len();
+                if report.backup.is_some() {
+                    summary.repaired += 1;
+                }
+                summary.files.push(report);
+            }
+            Ok(None) => {}
+            Err(e) => summary.errors.push((path, e.to_string())),
+        }
+    }
+    summary.elapsed = started.elapsed();
+    if summary.issues > 0 || !summary.errors.is_empty() {
+        warn!(summary = %summary, "transcript integrity scan");
+    } else {
+        info!(summary = %summary, elapsed_ms = summary.elapsed.as_millis() as u64, "transcript integrity scan");
+    }
+    // A status that cannot be written must not fail the scan it describes.
+    if let Err(e) = write_status(home, &summary, opts.repair) {
+        warn!(error = %e, "could not record the integrity scan status");
+    }
+    Ok(summary)
+}
+
+/// The last scan, as `/integrity` and status surfaces report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IntegrityStatus {
+    pub timestamp: String,
+    pub sessions: usize,
+    pub issues: usize,
+    pub repaired: usize,
+    pub errors: usize,
+    /// Whether that scan was allowed to repair.
+    pub repair: bool,
+    pub elapsed_ms: u64,
+}
+
+const STATUS_FILE: &str = "integrity-status.json";
+
+fn write_status(home: &Path, summary: &ScanSummary, repair: bool) -> Result<(), StoreError> {
+    let dir = home.join("logs");
+    fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
+    let status = IntegrityStatus {
+        timestamp: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        sessions: summary.sessions,
+        issues: summary.issues,
+        repaired: summary.repaired,
+        errors: summary.errors.len(),
+        repair,
+        elapsed_ms: summary.elapsed.as_millis() as u64,
+    };
+    let path = dir.join(STATUS_FILE);
+    let tmp = dir.join(format!(".{STATUS_FILE}.{}.tmp", std::process::id()));
+    let bytes = serde_json::to_vec_pretty(&status).map_err(|e| StoreError::io(&path, e.into()))?;
+    fs::write(&tmp, bytes).map_err(|e| StoreError::io(&tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))
+}
+
+/// The status of the most recent scan of `home`, if one ran.
+pub fn last_status(home: &Path) -> Option<IntegrityStatus> {
+    let raw = fs::read(home.join("logs").join(STATUS_FILE)).ok()?;
+    serde_json::from_slice(&raw).ok()
+}
+
+fn scan_file(
+    home: &Path,
+    agent: &str,
+    key: Option<String>,
+    path: &Path,
+    session_id: &str,
+    opts: &ScanOptions,
+) -> Result<Option<FileReport>, StoreError> {
+    let bytes = fs::read(path).map_err(|e| StoreError::io(path, e))?;
+    let repair = repair_bytes(&bytes, opts.strategy, session_id);
+    if repair.issues.is_empty() {
+        return Ok(None);
+    }
+    let mut report = FileReport {
+        agent_id: agent.to_owned(),
+        session_key: key,
+        file: path.to_owned(),
+        issues: repair.issues,
+        action: "detected".into(),
+        backup: None,
+        incident: None,
+    };
+    if !opts.repair {
+        return Ok(Some(report));
+    }
+    if repair.hopeless {
+        report.action = "unrepairable".into();
+        return Ok(Some(report));
+    }
+    let Some(fixed) = repair.bytes else {
+        report.action = "nothing_to_fix".into();
+        return Ok(Some(report));
+    };
+    let action = match opts.strategy {
+        Strategy::Full => "repaired",
+        Strategy::RemoveOrphans => "removed_orphans",
+    };
+    let backup = replace_with_backup(path, &bytes, &fixed)?;
+    report.action = action.into();
+    report.backup = Some(backup.clone());
+    let incident = Incident {
+        timestamp: String::new(),
+        agent_id: Some(agent.to_owned()),
+        session_key: report.session_key.clone(),
+        file: Some(path.to_owned()),
+        issues: report.issues.clone(),
+        action: action.into(),
+        backup: Some(backup),
+    };
+    match write_incident(home, &incident) {
+        Ok(p) => report.incident = Some(p),
+        // The repair itself succeeded; a missing report must not undo it.
+        Err(e) => warn!(error = %e, "could not write integrity incident report"),
+    }
+    Ok(Some(report))
+}
+
+/// Backs `original` up to `<path>.bak.<ms>`, then atomically replaces `path` with
+/// `fixed` (temp file, fsync, rename, fsync dir). Returns the backup path.
+pub(crate) fn replace_with_backup(
+    path: &Path,
+    original: &[u8],
+    fixed: &[u8],
+) -> Result<PathBuf, StoreError> {
+    let backup = write_backup(path, original)?;
+    write_atomic(path, fixed)?;
+    Ok(backup)
+}
+
+/// Session id → key from an agent's `sessions.json`, read tolerantly (a damaged index is
+/// the index loader's business; the scan only wants names for its report).
+fn session_keys(dir: &Path) -> HashMap<String, String> {
+    let Ok(bytes) = fs::read(dir.join("sessions.json")) else {
+        return HashMap::new();
+    };
+    let Ok(Value::Object(index)) = serde_json::from_slice::<Value>(&bytes) else {
+        return HashMap::new();
+    };
+    index
+        .into_iter()
+        .filter_map(|(key, meta)| {
+            let id = meta.get("sessionId")?.as_str()?.to_owned();
+            Some((id, key))
+        })
+        .collect()
+}

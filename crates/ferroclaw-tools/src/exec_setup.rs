@@ -1,0 +1,160 @@
+//! Builds the exec tool set from `tools.exec` in the config: the guard (with the approval
+//! broker and the persisted allowlist under `<home>/data/exec-allowlist.json`), the
+//! background process manager, `exec`, `process` and the custom tools.
+//!
+//! The gateway keeps [`ExecToolset::approvals`] (to forward `exec.approval.requested` and
+//! serve `exec.approval.list|approve|deny`) and [`ExecToolset::processes`] (to call
+//! `kill_session` when a session is deleted and `kill_all` at shutdown).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroclaw_config::{CustomToolConfig, ExecApprovalConfig, ExecModeConfig, ExecToolConfig};
+
+use crate::builtin::ExecTool;
+use crate::custom_tool::{CustomTool, CustomToolError, CustomToolSpec};
+use crate::exec_guard::{
+    ApprovalBroker, ApprovalMode, ExecAllowlist, ExecGuard, ExecMode, ExecPolicy,
+};
+use crate::process::{ProcessManager, ProcessTool};
+use crate::Tool;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecSetupError {
+    #[error("cannot load the exec allowlist: {0}")]
+    Allowlist(std::io::Error),
+    #[error(transparent)]
+    CustomTool(#[from] CustomToolError),
+    #[error("custom tool {0:?} is defined twice or shadows a built-in tool")]
+    DuplicateName(String),
+}
+
+pub fn policy_from_config(cfg: &ExecToolConfig) -> ExecPolicy {
+    ExecPolicy {
+        mode: match cfg.mode {
+            ExecModeConfig::Deny => ExecMode::Deny,
+            ExecModeConfig::Allowlist => ExecMode::Allowlist,
+            ExecModeConfig::Full => ExecMode::Full,
+        },
+        approval: match cfg.approval {
+            ExecApprovalConfig::Off => ApprovalMode::Off,
+            ExecApprovalConfig::OnMiss => ApprovalMode::OnMiss,
+            ExecApprovalConfig::Always => ApprovalMode::Always,
+        },
+        allowlist: cfg.allowlist.clone(),
+    }
+}
+
+pub fn custom_spec_from_config(c: &CustomToolConfig) -> CustomToolSpec {
+    CustomToolSpec {
+        name: c.name.clone(),
+        description: c.description.clone(),
+        parameters: c.parameters.clone(),
+        command: c.command.clone(),
+        timeout_seconds: c.timeout_seconds,
+        workdir: c.workdir.clone(),
+    }
+}
+
+/// Everything `tools.exec` configures, ready to register.
+#[derive(Clone)]
+pub struct ExecToolset {
+    pub guard: Arc<ExecGuard>,
+    pub approvals: ApprovalBroker,
+    pub processes: Arc<ProcessManager>,
+    pub exec: Arc<ExecTool>,
+    pub process: Arc<ProcessTool>,
+    pub custom: Vec<Arc<CustomTool>>,
+}
+
+impl std::fmt::Debug for ExecToolset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecToolset")
+            .field("guard", &self.guard)
+            .field("custom", &self.custom.len())
+            .finish()
+    }
+}
+
+/// Names custom tools may not take (they would replace a built-in tool).
+const RESERVED: &[&str] = &[
+    "read",
+    "write",
+    "edit",
+    "ls",
+    "glob",
+    "grep",
+    "exec",
+    "bash",
+    "process",
+    "apply_patch",
+    "web_fetch",
+    "web_search",
+    "memory_search",
+    "memory_get",
+    "sessions_list",
+    "sessions_history",
+    "sessions_send",
+    "sessions_spawn",
+    "session_status",
+];
+
+impl ExecToolset {
+    /// A fresh process manager and approval broker (loading the allowlist from `home`).
+    pub fn from_config(cfg: &ExecToolConfig, home: &Path) -> Result<Self, ExecSetupError> {
+        let allowlist = ExecAllowlist::load(ExecAllowlist::path_in_home(home))
+            .map_err(ExecSetupError::Allowlist)?;
+        let broker = ApprovalBroker::new(
+            Arc::new(allowlist),
+            Duration::from_secs(cfg.approval_timeout_seconds.max(1)),
+        );
+        let processes = Arc::new(ProcessManager::with_buffer_bytes(
+            cfg.background_buffer_bytes,
+        ));
+        Self::with_shared(cfg, processes, broker)
+    }
+
+    /// Uses a gateway-wide process manager and broker (several agents, one of each).
+    pub fn with_shared(
+        cfg: &ExecToolConfig,
+        processes: Arc<ProcessManager>,
+        approvals: ApprovalBroker,
+    ) -> Result<Self, ExecSetupError> {
+        let guard =
+            Arc::new(ExecGuard::new(policy_from_config(cfg)).with_approvals(approvals.clone()));
+        let exec = Arc::new(
+            ExecTool::new()
+                .with_guard(guard.clone())
+                .with_process_manager(processes.clone())
+                .with_default_timeout(Duration::from_secs(cfg.timeout_seconds.max(1)))
+                .with_max_output(cfg.max_output_chars),
+        );
+        let mut custom: Vec<Arc<CustomTool>> = Vec::new();
+        for c in &cfg.custom {
+            if RESERVED.contains(&c.name.as_str()) || custom.iter().any(|t| t.spec().name == c.name)
+            {
+                return Err(ExecSetupError::DuplicateName(c.name.clone()));
+            }
+            custom.push(Arc::new(
+                CustomTool::new(custom_spec_from_config(c), guard.clone())?
+                    .with_max_output(cfg.max_output_chars),
+            ));
+        }
+        Ok(Self {
+            guard,
+            approvals,
+            process: Arc::new(ProcessTool::new(processes.clone())),
+            processes,
+            exec,
+            custom,
+        })
+    }
+
+    /// `exec`, `process`, then the custom tools. Registering `exec` replaces the core one.
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut v: Vec<Arc<dyn Tool>> = vec![self.exec.clone(), self.process.clone()];
+        v.extend(self.custom.iter().map(|t| t.clone() as Arc<dyn Tool>));
+        v
+    }
+}

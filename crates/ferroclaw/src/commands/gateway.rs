@@ -1,0 +1,58 @@
+//! `ferroclaw gateway` (and a bare `ferroclaw`): serves the agents over HTTP and
+//! WebSocket until SIGINT/SIGTERM. The last start-up line on stdout is
+//! `listening on http://HOST:PORT` (tests and scripts read the port from it).
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use ferroclaw_gateway::server::{shutdown_signal, Gateway, ServeOptions};
+
+use crate::cli::{GatewayArgs, GlobalArgs};
+use crate::context::AppContext;
+
+pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitCode> {
+    let ctx = AppContext::load(global)?;
+    let providers = ctx.loaded.providers();
+    let gateway = Gateway::bind(
+        ctx.loaded,
+        ctx.store,
+        ServeOptions {
+            host: args.host,
+            port: args.port,
+        },
+    )
+    .await?;
+    let state = gateway.state().clone();
+    let addr = gateway.local_addr();
+
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ferroclaw gateway {}", ferroclaw_gateway::VERSION)?;
+    for p in &providers {
+        writeln!(out, "  provider {} ({}, {})", p.name, p.kind, p.base_url)?;
+    }
+    for a in &state.agents {
+        let s = a.agent.settings();
+        let mark = if a.id == state.default_agent {
+            " (default)"
+        } else {
+            ""
+        };
+        writeln!(out, "  agent {}{mark}: {}/{}", a.id, s.provider, s.model)?;
+    }
+    for (id, why) in &state.skipped_agents {
+        writeln!(out, "  agent {id} skipped: {why}")?;
+    }
+    let auth = if state.auth.token_configured() {
+        "token required (FERROCLAW_GATEWAY_TOKEN)"
+    } else {
+        "no token: loopback only, clients get the operator role"
+    };
+    writeln!(out, "  auth: {auth}")?;
+    writeln!(out, "listening on http://{addr}")?;
+    out.flush()?;
+    drop(out);
+
+    gateway.serve(shutdown_signal()).await?;
+    eprintln!("gateway stopped");
+    Ok(ExitCode::SUCCESS)
+}

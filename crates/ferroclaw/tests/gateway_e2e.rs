@@ -1,0 +1,1245 @@
+//! The real `ferroclaw gateway` binary, started with a temporary home against the test
+//! kit's scripted LLM, driven over loopback HTTP (reqwest) and WebSocket (tungstenite).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferroclaw_testkit::{Reply, ScriptedLlm};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+const PROVIDER_VARS: [&str; 10] = [
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GROQ_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "MISTRAL_API_KEY",
+    "XAI_API_KEY",
+    "FERROCLAW_CONFIG",
+    "FERROCLAW_MODEL",
+    "FERROCLAW_GATEWAY_TOKEN",
+];
+
+/// Upper bound on any single wait, so a broken gateway fails the test instead of
+/// hanging it. Never used to let something "settle".
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Gateway {
+    child: tokio::process::Child,
+    base: String,
+    ws_url: String,
+    home: tempfile::TempDir,
+    llm: ScriptedLlm,
+    http: reqwest::Client,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Gateway {
+    /// Starts the binary; `gateway_cfg` is the body of the config's `gateway` object.
+    async fn start(gateway_cfg: &str, env: &[(&str, &str)]) -> Gateway {
+        let llm = ScriptedLlm::start().await.expect("scripted llm");
+        let home = tempfile::tempdir().expect("tempdir");
+        let cfg = format!(
+            r#"{{
+  agents: {{
+    defaults: {{ provider: "scripted", model: "model-a" }},
+    list: [{{ id: "main" }}, {{ id: "helper", name: "Helper" }}],
+  }},
+  providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
+  gateway: {{ {gateway_cfg} }},
+}}"#,
+            llm.openai_base_url()
+        );
+        std::fs::write(home.path().join("config.json5"), cfg).expect("write config");
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"));
+        cmd.args(["gateway", "--port", "0"])
+            .env("FERROCLAW_HOME", home.path())
+            .env("HOME", home.path())
+            .env("FERROCLAW_LOG_LEVEL", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for v in PROVIDER_VARS {
+            cmd.env_remove(v);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn ferroclaw gateway");
+
+        let stderr = Arc::new(Mutex::new(String::new()));
+        if let Some(mut err) = child.stderr.take() {
+            let sink = stderr.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = err.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            });
+        }
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = tokio::time::timeout(WAIT, async {
+            while let Some(line) = lines.next_line().await.expect("read stdout") {
+                if let Some(rest) = line.strip_prefix("listening on http://") {
+                    return rest.trim().to_string();
+                }
+            }
+            panic!(
+                "gateway exited before listening: {}",
+                stderr.lock().unwrap()
+            );
+        })
+        .await
+        .expect("gateway start-up timed out");
+        // Keep draining stdout so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+        Gateway {
+            child,
+            base: format!("http://{addr}"),
+            ws_url: format!("ws://{addr}/ws"),
+            home,
+            llm,
+            http: reqwest::Client::new(),
+            stderr,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.http
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("POST")
+    }
+
+    async fn ws(&self) -> Ws {
+        let (stream, _) = tokio_tungstenite::connect_async(self.ws_url.as_str())
+            .await
+            .expect("ws connect");
+        Ws {
+            stream,
+            next_id: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    fn sessions_dir(&self, agent: &str) -> PathBuf {
+        self.home.path().join(format!("agents/{agent}/sessions"))
+    }
+
+    /// Transcript entries of a session (every line must be valid JSON).
+    fn transcript(&self, agent: &str, key: &str) -> Vec<Value> {
+        transcript_in(&self.sessions_dir(agent), key)
+    }
+
+    fn signal(&self, sig: i32) {
+        let pid = self.child.id().expect("child pid") as i32;
+        // SAFETY: sending a signal to our own child process by pid.
+        let rc = unsafe { libc::kill(pid, sig) };
+        assert_eq!(rc, 0, "kill({pid}, {sig})");
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+fn transcript_in(dir: &Path, key: &str) -> Vec<Value> {
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sessions.json")).expect("index"))
+            .expect("index json");
+    let sid = index[key]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("session {key} in index {index}"))
+        .to_string();
+    std::fs::read_to_string(dir.join(format!("{sid}.jsonl")))
+        .expect("transcript")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+        .collect()
+}
+
+/// `(role, text, stopReason)` of each message entry.
+fn messages(entries: &[Value]) -> Vec<(String, String, String)> {
+    entries
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| {
+            let m = &e["message"];
+            let text = m["content"]
+                .as_array()
+                .map(|blocks| {
+                    blocks
+                        .iter()
+                        .filter_map(|b| b["text"].as_str())
+                        .collect::<String>()
+                })
+                .unwrap_or_default();
+            (
+                m["role"].as_str().unwrap_or("").to_string(),
+                text,
+                m["stopReason"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+struct Ws {
+    stream: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    next_id: u64,
+    /// Frames read while looking for something else.
+    pending: Vec<Value>,
+}
+
+impl Ws {
+    async fn send(&mut self, method: &str, params: Value) -> String {
+        self.next_id += 1;
+        let id = format!("r{}", self.next_id);
+        let frame = json!({"type": "req", "id": id, "method": method, "params": params});
+        self.stream
+            .send(Message::text(frame.to_string()))
+            .await
+            .expect("ws send");
+        id
+    }
+
+    /// Next JSON frame from the socket; `None` once the server closed.
+    async fn read(&mut self) -> Option<Value> {
+        loop {
+            let msg = tokio::time::timeout(WAIT, self.stream.next())
+                .await
+                .expect("timed out waiting for a frame");
+            match msg {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return None,
+                Some(Ok(Message::Text(t))) => {
+                    return Some(serde_json::from_str(t.as_str()).expect("frame json"))
+                }
+                Some(Ok(_)) => continue,
+            }
+        }
+    }
+
+    /// Frames up to and including the response to `id`; the events seen meanwhile are
+    /// returned (and other responses kept for later).
+    async fn until_res(&mut self, id: &str) -> (Vec<Value>, Value) {
+        if let Some(pos) = self
+            .pending
+            .iter()
+            .position(|f| f["type"] == "res" && f["id"] == id)
+        {
+            return (Vec::new(), self.pending.remove(pos));
+        }
+        let mut events = Vec::new();
+        loop {
+            let f = self
+                .read()
+                .await
+                .expect("connection closed before the response");
+            if f["type"] == "res" && f["id"] == id {
+                return (events, f);
+            }
+            if f["type"] == "event" {
+                events.push(f);
+            } else {
+                self.pending.push(f);
+            }
+        }
+    }
+
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params).await;
+        self.until_res(&id).await.1
+    }
+
+    /// Reads until an event satisfying `pred`; returns every event read.
+    async fn until_event(&mut self, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let mut events = Vec::new();
+        loop {
+            let f = self
+                .read()
+                .await
+                .expect("connection closed before the event");
+            if f["type"] == "event" {
+                let hit = pred(&f);
+                events.push(f);
+                if hit {
+                    return events;
+                }
+            } else {
+                self.pending.push(f);
+            }
+        }
+    }
+
+    async fn connect_goclaw(&mut self, token: Option<&str>) -> Value {
+        let mut params = json!({"user_id": "tester"});
+        if let Some(t) = token {
+            params["token"] = json!(t);
+        }
+        self.call("connect", params).await
+    }
+}
+
+fn event_type(f: &Value) -> String {
+    format!(
+        "{}:{}",
+        f["event"].as_str().unwrap_or(""),
+        f["payload"]["type"].as_str().unwrap_or("")
+    )
+}
+
+/// Parses an SSE body into its `data:` payloads (in order).
+fn sse_data(body: &str) -> Vec<String> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Reads an SSE response body to the end, chunk by chunk.
+async fn read_stream(resp: reqwest::Response) -> String {
+    let mut body = String::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = tokio::time::timeout(WAIT, stream.next())
+        .await
+        .expect("SSE stream stalled")
+    {
+        body.push_str(&String::from_utf8_lossy(&chunk.expect("SSE chunk")));
+    }
+    body
+}
+
+#[tokio::test]
+async fn health_models_and_metrics() {
+    let gw = Gateway::start("", &[]).await;
+    let health: Value = gw
+        .http
+        .get(gw.url("/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["protocol"], 3);
+    assert!(health["version"].is_string());
+
+    let models: Value = gw
+        .http
+        .get(gw.url("/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["ferroclaw:main", "ferroclaw:helper"]);
+
+    let resp = gw.http.get(gw.url("/no/such/route")).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+
+    let metrics = gw
+        .http
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            r#"ferroclaw_http_requests_total{route="/v1/models",method="GET",status="200"} 1"#
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains("ferroclaw_active_runs 0"), "{metrics}");
+    assert!(metrics.contains("ferroclaw_ws_connections 0"), "{metrics}");
+}
+
+#[tokio::test]
+async fn chat_completions_json_runs_tools_server_side() {
+    let gw = Gateway::start("", &[]).await;
+    gw.llm.push(Reply::tool_call(
+        "call_1",
+        "write",
+        json!({"path": "note.txt", "content": "from the gateway"}),
+    ));
+    gw.llm
+        .push(Reply::text("I saved the note.").with_usage(30, 7));
+
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .header("X-Ferroclaw-Session-Key", "http-json")
+        .json(&json!({
+            "model": "ferroclaw:main",
+            "messages": [{"role": "user", "content": "save a note"}],
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["model"], "ferroclaw:main");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "I saved the note."
+    );
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    assert_eq!(body["usage"]["completion_tokens"], 7);
+    assert_eq!(
+        std::fs::read_to_string(gw.home.path().join("workspace/note.txt")).unwrap(),
+        "from the gateway",
+        "the tool ran on the server"
+    );
+    assert_eq!(gw.llm.requests().len(), 2);
+
+    // The session header picked the transcript.
+    let roles: Vec<String> = messages(&gw.transcript("main", "http-json"))
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "toolResult", "assistant"]);
+
+    // Agent by header, bare model names fall through to it; unknown prefixed agent → 404.
+    gw.llm.push(Reply::text("helper here"));
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .header("X-Ferroclaw-Agent-Id", "helper")
+        .json(&json!({"model": "gpt-4o", "user": "alice", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(gw.transcript("helper", "openai-user:alice").len() >= 2);
+
+    let resp = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "agent:nobody", "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 404);
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "model_not_found");
+    assert!(err["error"]["message"].is_string() && err["error"]["type"].is_string());
+
+    // Malformed JSON → 400 in OpenAI's shape.
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(err["error"]["type"], "invalid_request_error");
+
+    let metrics = gw
+        .http
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for needle in [
+        r#"ferroclaw_http_requests_total{route="/v1/chat/completions",method="POST",status="200"} 2"#,
+        r#"ferroclaw_tool_calls_total{tool="write",outcome="ok"} 1"#,
+        r#"ferroclaw_llm_calls_total{provider="scripted",model="model-a"} 3"#,
+        "ferroclaw_run_duration_seconds_count 2",
+    ] {
+        assert!(metrics.contains(needle), "missing {needle}:\n{metrics}");
+    }
+}
+
+#[tokio::test]
+async fn chat_completions_stream_sends_chunks_usage_and_done() {
+    let gw = Gateway::start("", &[]).await;
+    gw.llm
+        .push(Reply::tool_call("call_1", "ls", json!({"path": "."})));
+    gw.llm
+        .push(Reply::text("Streaming answer here.").with_usage(12, 5));
+    let resp = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({
+                "model": "main",
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "messages": [{"role": "user", "content": "list files"}],
+            }),
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let body = read_stream(resp).await;
+    let data = sse_data(&body);
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{body}");
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "Streaming answer here.");
+    assert!(
+        chunks
+            .iter()
+            .filter(|c| c["choices"][0]["delta"]["content"]
+                .as_str()
+                .is_some_and(|t| !t.is_empty()))
+            .count()
+            > 1,
+        "text arrives in several chunks"
+    );
+    let finish = chunks
+        .iter()
+        .find(|c| c["choices"][0]["finish_reason"] == "stop")
+        .expect("finish chunk");
+    assert_eq!(finish["object"], "chat.completion.chunk");
+    let usage = chunks.last().unwrap();
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["completion_tokens"], 5);
+    assert_eq!(gw.llm.requests().len(), 2, "tool call executed server-side");
+}
+
+#[tokio::test]
+async fn responses_api_json_and_sse() {
+    let gw = Gateway::start("", &[]).await;
+    gw.llm.push(Reply::text("Plain response.").with_usage(9, 3));
+    let body: Value = gw
+        .post(
+            "/v1/responses",
+            &json!({"model": "ferroclaw:main", "input": "hello"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["object"], "response");
+    assert_eq!(body["status"], "completed");
+    assert_eq!(body["output"][0]["content"][0]["type"], "output_text");
+    assert_eq!(body["output"][0]["content"][0]["text"], "Plain response.");
+    assert_eq!(body["output_text"], "Plain response.");
+    assert_eq!(body["usage"]["output_tokens"], 3);
+
+    gw.llm
+        .push(Reply::text("Streamed response.").with_usage(4, 2));
+    let resp = gw
+        .post(
+            "/v1/responses",
+            &json!({
+                "stream": true,
+                "input": [{"role": "user", "content": [{"type": "input_text", "text": "stream it"}]}],
+            }),
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    let body = read_stream(resp).await;
+    let events: Vec<Value> = sse_data(&body)
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"response.created"));
+    assert_eq!(types.last(), Some(&"response.completed"));
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Streamed response.");
+    let done = events.last().unwrap();
+    assert_eq!(done["response"]["usage"]["output_tokens"], 2);
+    assert_eq!(done["response"]["output_text"], "Streamed response.");
+    let seqs: Vec<u64> = events
+        .iter()
+        .map(|e| e["sequence_number"].as_u64().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    // The user text reached the model.
+    let last = gw.llm.requests().pop().unwrap();
+    assert!(last.body.to_string().contains("stream it"));
+}
+
+#[tokio::test]
+async fn tools_invoke_contract() {
+    let gw = Gateway::start(r#"tools: { deny: ["exec"] }"#, &[]).await;
+    std::fs::create_dir_all(gw.home.path().join("workspace")).unwrap();
+    std::fs::write(gw.home.path().join("workspace/data.txt"), "tool data\n").unwrap();
+
+    for path in ["/tools/invoke", "/v1/tools/invoke"] {
+        let resp = gw
+            .post(path, &json!({"tool": "read", "args": {"path": "data.txt"}}))
+            .await;
+        assert_eq!(resp.status(), 200, "{path}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["ok"], true);
+        assert!(body["result"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("tool data"));
+    }
+
+    let body: Value = gw
+        .post("/tools/invoke", &json!({"tool": "read", "dryRun": true}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["ok"], true);
+    assert_eq!(body["result"]["tool"]["name"], "read");
+    assert_eq!(body["result"]["tool"]["parameters"]["type"], "object");
+
+    // 400: bad arguments, failing tool, malformed body.
+    let resp = gw
+        .post("/tools/invoke", &json!({"tool": "read", "args": [1, 2]}))
+        .await;
+    assert_eq!(resp.status(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["ok"], false);
+    assert!(body["error"]["type"].is_string() && body["error"]["message"].is_string());
+    let resp = gw
+        .post(
+            "/tools/invoke",
+            &json!({"tool": "read", "args": {"path": "missing.txt"}}),
+        )
+        .await;
+    assert_eq!(resp.status(), 400);
+    assert_eq!(
+        resp.json::<Value>().await.unwrap()["error"]["type"],
+        "tool_error"
+    );
+    let resp = gw
+        .http
+        .post(gw.url("/tools/invoke"))
+        .body("tool=read")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    assert_eq!(resp.json::<Value>().await.unwrap()["ok"], false);
+
+    // 404: unknown, denied by config, denied by default.
+    for tool in ["no_such_tool", "exec", "cron", "sessions_spawn"] {
+        let resp = gw.post("/tools/invoke", &json!({"tool": tool})).await;
+        assert_eq!(resp.status(), 404, "{tool}");
+        assert_eq!(resp.json::<Value>().await.unwrap()["ok"], false);
+    }
+}
+
+#[tokio::test]
+async fn auth_roles_and_tokens() {
+    let token = "test-gateway-token";
+    let gw = Gateway::start("", &[("FERROCLAW_GATEWAY_TOKEN", token)]).await;
+    let chat = json!({"messages": [{"role": "user", "content": "hi"}]});
+
+    // HTTP: no token / wrong token → 401 in each route's shape; /health stays open.
+    let resp = gw.post("/v1/chat/completions", &chat).await;
+    assert_eq!(resp.status(), 401);
+    assert!(resp.json::<Value>().await.unwrap()["error"]["message"].is_string());
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth("wrong")
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    let resp = gw.post("/tools/invoke", &json!({"tool": "read"})).await;
+    assert_eq!(resp.status(), 401);
+    assert_eq!(resp.json::<Value>().await.unwrap()["ok"], false);
+    assert_eq!(
+        gw.http
+            .get(gw.url("/health"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    gw.llm.push(Reply::text("authorised"));
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(token)
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+
+    // WS: requests before connect are refused.
+    let mut ws = gw.ws().await;
+    let res = ws.call("health", json!({})).await;
+    assert_eq!(res["ok"], false);
+    assert_eq!(res["error"]["code"], "UNAUTHORIZED");
+
+    // Wrong token → viewer: read methods work, chat does not.
+    let res = ws.connect_goclaw(Some("wrong")).await;
+    assert_eq!(res["ok"], true);
+    assert_eq!(res["payload"]["role"], "viewer");
+    for m in [
+        "health",
+        "status",
+        "agents.list",
+        "models.list",
+        "sessions.list",
+    ] {
+        let res = ws.call(m, json!({})).await;
+        assert_eq!(res["ok"], true, "{m}: {res}");
+    }
+    let res = ws.call("chat.send", json!({"message": "hi"})).await;
+    assert_eq!(res["error"]["code"], "UNAUTHORIZED");
+    let res = ws
+        .call("sessions.delete", json!({"sessionKey": "main"}))
+        .await;
+    assert_eq!(res["error"]["code"], "UNAUTHORIZED");
+    let res = ws.call("no.such.method", json!({})).await;
+    assert_eq!(res["error"]["code"], "INVALID_REQUEST");
+
+    // Right token → admin (OpenClaw dialect, token under auth).
+    let mut ws = gw.ws().await;
+    let res = ws
+        .call(
+            "connect",
+            json!({"minProtocol": 3, "maxProtocol": 3, "client": {"id": "t", "version": "1", "platform": "test", "mode": "cli"}, "auth": {"token": token}}),
+        )
+        .await;
+    assert_eq!(res["payload"]["role"], "admin");
+    gw.llm.push(Reply::text("ws authorised"));
+    let res = ws.call("chat.send", json!({"message": "hi"})).await;
+    assert_eq!(res["ok"], true, "{res}");
+    assert_eq!(res["payload"]["content"], "ws authorised");
+}
+
+#[tokio::test]
+async fn ws_connect_both_dialects() {
+    let gw = Gateway::start("", &[]).await;
+    let mut ws = gw.ws().await;
+    let res = ws.connect_goclaw(None).await;
+    assert_eq!(res["type"], "res");
+    assert_eq!(res["ok"], true);
+    let p = &res["payload"];
+    assert_eq!(p["protocol"], 3);
+    assert_eq!(p["role"], "operator", "no token on loopback → operator");
+    assert_eq!(p["user_id"], "tester");
+    assert_eq!(p["server"]["name"], "ferroclaw");
+    let res = ws.call("connect", json!({"user_id": "x"})).await;
+    assert_eq!(res["ok"], false, "second connect is refused");
+
+    let mut ws = gw.ws().await;
+    let res = ws
+        .call(
+            "connect",
+            json!({"minProtocol": 3, "maxProtocol": 3, "client": {"id": "cli", "version": "1.0", "platform": "linux", "mode": "cli"}}),
+        )
+        .await;
+    let p = &res["payload"];
+    assert_eq!(p["type"], "hello-ok");
+    assert_eq!(p["protocol"], 3);
+    assert!(p["server"]["connId"].is_string() && p["server"]["version"].is_string());
+    let methods = p["features"]["methods"].as_array().unwrap();
+    assert!(methods.contains(&json!("chat.send")));
+    assert_eq!(p["policy"]["maxPayload"], 512 * 1024);
+    assert_eq!(p["snapshot"]["defaultAgentId"], "main");
+    let agents = ws.call("agents.list", json!({})).await;
+    assert_eq!(agents["payload"]["agents"][1]["id"], "helper");
+    let agent = ws.call("agent", json!({"agentId": "helper"})).await;
+    assert_eq!(agent["payload"]["name"], "Helper");
+    assert!(agent["payload"]["tools"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("read")));
+
+    let mut ws = gw.ws().await;
+    let res = ws
+        .call(
+            "connect",
+            json!({"minProtocol": 4, "maxProtocol": 5, "client": {"id": "future"}}),
+        )
+        .await;
+    assert_eq!(res["error"]["code"], "INVALID_REQUEST");
+}
+
+#[tokio::test]
+async fn ws_chat_send_streams_events_in_order_then_answers() {
+    let gw = Gateway::start("", &[]).await;
+    gw.llm.push(Reply::tool_call(
+        "call_9",
+        "write",
+        json!({"path": "ws.txt", "content": "x"}),
+    ));
+    gw.llm
+        .push(Reply::text("All done over WS.").with_usage(20, 6));
+    let mut ws = gw.ws().await;
+    ws.connect_goclaw(None).await;
+    let id = ws
+        .send(
+            "chat.send",
+            json!({"message": "write ws.txt", "sessionKey": "ws-1"}),
+        )
+        .await;
+    let (events, res) = ws.until_res(&id).await;
+    assert_eq!(res["ok"], true, "{res}");
+    let p = &res["payload"];
+    assert_eq!(p["content"], "All done over WS.");
+    assert_eq!(p["usage"]["output"], 6);
+    let run_id = p["runId"].as_str().unwrap();
+
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "seq increases: {seqs:?}"
+    );
+    let types: Vec<String> = events.iter().map(event_type).collect();
+    let pos = |t: &str| {
+        types
+            .iter()
+            .position(|x| x == t)
+            .unwrap_or_else(|| panic!("no {t} in {types:?}"))
+    };
+    assert_eq!(pos("agent:run.started"), 0);
+    assert!(pos("agent:tool.call") < pos("agent:tool.result"));
+    assert!(pos("agent:tool.result") < pos("chat:chunk"));
+    assert_eq!(types.last().unwrap(), "agent:run.completed");
+    for e in &events {
+        assert_eq!(e["payload"]["runId"], run_id);
+    }
+    let text: String = events
+        .iter()
+        .filter(|e| event_type(e) == "chat:chunk")
+        .map(|e| e["payload"]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "All done over WS.");
+
+    // History and session methods see the run.
+    let hist = ws
+        .call("chat.history", json!({"sessionKey": "ws-1", "limit": 2}))
+        .await;
+    let msgs = hist["payload"]["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[1]["role"], "assistant");
+    let list = ws.call("sessions.list", json!({})).await;
+    assert!(list["payload"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["key"] == "ws-1"));
+    let preview = ws
+        .call("sessions.preview", json!({"sessionKey": "ws-1"}))
+        .await;
+    assert_eq!(preview["payload"]["messages"][0]["text"], "write ws.txt");
+    let inject = ws
+        .call(
+            "chat.inject",
+            json!({"sessionKey": "ws-1", "message": "operator note"}),
+        )
+        .await;
+    assert_eq!(inject["ok"], true, "{inject}");
+    let patch = ws
+        .call(
+            "sessions.patch",
+            json!({"sessionKey": "ws-1", "label": "demo"}),
+        )
+        .await;
+    assert_eq!(patch["ok"], true, "{patch}");
+    let entries = gw.transcript("main", "ws-1");
+    assert!(entries
+        .iter()
+        .any(|e| e["type"] == "session_info" && e["name"] == "demo"));
+    assert_eq!(messages(&entries).last().unwrap().1, "operator note");
+    let del = ws
+        .call("sessions.delete", json!({"sessionKey": "ws-1"}))
+        .await;
+    assert_eq!(del["payload"]["deleted"], true);
+    let hist = ws.call("chat.history", json!({"sessionKey": "ws-1"})).await;
+    assert_eq!(hist["payload"]["messages"], json!([]));
+}
+
+#[tokio::test]
+async fn ws_chat_abort_stops_the_run_and_keeps_a_valid_transcript() {
+    let gw = Gateway::start("", &[]).await;
+    gw.llm
+        .push(Reply::text("this answer never finishes").hang_after(2));
+    let mut ws = gw.ws().await;
+    ws.connect_goclaw(None).await;
+    let send = ws
+        .send(
+            "chat.send",
+            json!({"message": "long task", "sessionKey": "abort-me"}),
+        )
+        .await;
+    // The run is producing text: abort it.
+    ws.until_event(|e| event_type(e) == "chat:chunk").await;
+    let abort = ws
+        .send("chat.abort", json!({"sessionKey": "abort-me"}))
+        .await;
+    let (_, abort_res) = ws.until_res(&abort).await;
+    assert_eq!(abort_res["payload"]["aborted"], true, "{abort_res}");
+    let (events, res) = ws.until_res(&send).await;
+    assert_eq!(res["ok"], true, "{res}");
+    assert_eq!(res["payload"]["status"], "aborted");
+    assert!(events.iter().any(|e| event_type(e) == "agent:run.failed"));
+    let msgs = messages(&gw.transcript("main", "abort-me"));
+    assert_eq!(msgs[0].0, "user");
+    assert_eq!(msgs.last().unwrap().0, "assistant");
+    assert_eq!(msgs.last().unwrap().2, "aborted");
+}
+
+#[tokio::test]
+async fn ws_repeated_idempotency_key_runs_once() {
+    let gw = Gateway::start("", &[]).await;
+    gw.llm.push(Reply::text("only once"));
+    let mut ws = gw.ws().await;
+    ws.connect_goclaw(None).await;
+    let params = json!({"message": "do it", "sessionKey": "idem", "idempotencyKey": "k-1"});
+    // Back to back: the second arrives while the first is still running.
+    let a = ws.send("chat.send", params.clone()).await;
+    let b = ws.send("chat.send", params.clone()).await;
+    let (_, ra) = ws.until_res(&a).await;
+    let (_, rb) = ws.until_res(&b).await;
+    assert_eq!(ra["payload"]["content"], "only once");
+    assert_eq!(rb["payload"]["content"], "only once");
+    assert_eq!(ra["payload"]["runId"], rb["payload"]["runId"]);
+    assert_eq!(rb["payload"]["duplicate"], true);
+    // And again after it finished.
+    let rc = ws.call("chat.send", params).await;
+    assert_eq!(rc["payload"]["runId"], ra["payload"]["runId"]);
+    assert_eq!(gw.llm.requests().len(), 1, "one run, one LLM call");
+    let users = messages(&gw.transcript("main", "idem"))
+        .into_iter()
+        .filter(|m| m.0 == "user")
+        .count();
+    assert_eq!(users, 1);
+}
+
+#[tokio::test]
+async fn concurrent_sends_on_one_session_run_in_turn() {
+    let gw = Gateway::start("", &[]).await;
+    // The first answer is slow, so the second message arrives while it runs.
+    gw.llm
+        .push(Reply::text("first answer").delay(Duration::from_millis(300)));
+    gw.llm.push(Reply::text("second answer"));
+    let mut a = gw.ws().await;
+    let mut b = gw.ws().await;
+    a.connect_goclaw(None).await;
+    b.connect_goclaw(None).await;
+    let ia = a
+        .send(
+            "chat.send",
+            json!({"message": "message A", "sessionKey": "shared"}),
+        )
+        .await;
+    a.until_event(|e| event_type(e) == "agent:run.started")
+        .await;
+    let ib = b
+        .send(
+            "chat.send",
+            json!({"message": "message B", "sessionKey": "shared"}),
+        )
+        .await;
+    let (_, ra) = a.until_res(&ia).await;
+    let (_, rb) = b.until_res(&ib).await;
+    assert_eq!(ra["payload"]["content"], "first answer");
+    assert_eq!(rb["payload"]["content"], "second answer");
+
+    let msgs: Vec<(String, String)> = messages(&gw.transcript("main", "shared"))
+        .into_iter()
+        .map(|m| (m.0, m.1))
+        .collect();
+    let expect = |r: &str, t: &str| (r.to_string(), t.to_string());
+    assert_eq!(
+        msgs,
+        [
+            expect("user", "message A"),
+            expect("assistant", "first answer"),
+            expect("user", "message B"),
+            expect("assistant", "second answer"),
+        ]
+    );
+    // The second run saw the first one's answer: it started after the first ended.
+    let second = &gw.llm.requests()[1];
+    assert!(second.body.to_string().contains("first answer"));
+}
+
+#[tokio::test]
+async fn interrupt_mode_aborts_the_running_turn() {
+    let gw = Gateway::start("", &[]).await;
+    gw.llm
+        .push(Reply::text("slow original answer").hang_after(2));
+    gw.llm.push(Reply::text("the new answer"));
+    let mut ws = gw.ws().await;
+    ws.connect_goclaw(None).await;
+    let first = ws
+        .send(
+            "chat.send",
+            json!({"message": "first", "sessionKey": "intr"}),
+        )
+        .await;
+    ws.until_event(|e| event_type(e) == "chat:chunk").await;
+    let second = ws
+        .send(
+            "chat.send",
+            json!({"message": "never mind, do this", "sessionKey": "intr", "queueMode": "interrupt"}),
+        )
+        .await;
+    let (_, r1) = ws.until_res(&first).await;
+    let (_, r2) = ws.until_res(&second).await;
+    assert_eq!(r1["payload"]["status"], "aborted", "{r1}");
+    assert_eq!(r2["payload"]["content"], "the new answer", "{r2}");
+    let msgs = messages(&gw.transcript("main", "intr"));
+    let roles: Vec<(&str, &str)> = msgs.iter().map(|m| (m.0.as_str(), m.2.as_str())).collect();
+    assert_eq!(
+        roles,
+        [
+            ("user", ""),
+            ("assistant", "aborted"),
+            ("user", ""),
+            ("assistant", "stop")
+        ]
+    );
+
+    // The HTTP header selects the mode too, and `/stop` answers without a run.
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .header("X-Ferroclaw-Queue-Mode", "sideways")
+        .json(&json!({"messages": [{"role": "user", "content": "x"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .header("X-Ferroclaw-Session-Key", "intr")
+        .json(&json!({"messages": [{"role": "user", "content": "/stop"}]}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = resp.json().await.unwrap();
+    assert!(body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("Stopped 0"));
+}
+
+#[tokio::test]
+async fn rate_limit_answers_429_then_recovers() {
+    let gw = Gateway::start("rate_limit_rpm: 60", &[]).await;
+    // Burst of 5, then refused.
+    for i in 0..5 {
+        let r = gw.http.get(gw.url("/v1/models")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "request {i}");
+    }
+    let r = gw.http.get(gw.url("/v1/models")).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    let retry: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry >= 1);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limit_exceeded");
+    // Waiting as told is the protocol; afterwards a request goes through.
+    tokio::time::sleep(Duration::from_secs(retry)).await;
+    let r = gw.http.get(gw.url("/v1/models")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+
+    // WebSocket requests share the budget per user: RESOURCE_EXHAUSTED with retryAfterMs.
+    let mut ws = gw.ws().await;
+    ws.connect_goclaw(None).await;
+    let mut refused = None;
+    for _ in 0..10 {
+        let res = ws.call("health", json!({})).await;
+        if res["ok"] == false {
+            refused = Some(res);
+            break;
+        }
+    }
+    let res = refused.expect("WS requests are limited too");
+    assert_eq!(res["error"]["code"], "RESOURCE_EXHAUSTED");
+    assert!(res["error"]["retryAfterMs"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn oversized_http_body_and_ws_frame_are_refused() {
+    let gw = Gateway::start("", &[]).await;
+    let big = "x".repeat(1024 * 1024 + 10);
+    let resp = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({"messages": [{"role": "user", "content": big}]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 413);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "payload_too_large");
+    assert_eq!(gw.llm.requests().len(), 0);
+
+    let mut ws = gw.ws().await;
+    ws.connect_goclaw(None).await;
+    let frame = json!({"type": "req", "id": "big", "method": "chat.send", "params": {"message": "y".repeat(600 * 1024)}});
+    ws.stream
+        .send(Message::text(frame.to_string()))
+        .await
+        .unwrap();
+    let err = ws.read().await.expect("an error before the close");
+    assert_eq!(err["ok"], false);
+    assert_eq!(err["error"]["code"], "INVALID_REQUEST");
+    assert!(ws.read().await.is_none(), "then the connection closes");
+    assert_eq!(gw.llm.requests().len(), 0);
+}
+
+#[tokio::test]
+async fn long_messages_are_truncated_with_a_note() {
+    let gw = Gateway::start("max_message_chars: 100", &[]).await;
+    gw.llm.push(Reply::text("got it"));
+    let resp = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({"messages": [{"role": "user", "content": "z".repeat(500)}]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 200, "never rejected");
+    let sent = gw.llm.requests()[0].body.to_string();
+    assert!(sent.contains(&"z".repeat(100)) && !sent.contains(&"z".repeat(101)));
+    assert!(sent.contains("truncated from 500 to 100"));
+}
+
+#[tokio::test]
+async fn non_loopback_without_token_refuses_to_start() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.json5"),
+        r#"{ agents: { defaults: { provider: "scripted", model: "m" } }, providers: { scripted: { base_url: "http://127.0.0.1:9/v1" } } }"#,
+    )
+    .unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"));
+    cmd.args(["gateway", "--host", "0.0.0.0", "--port", "0"])
+        .env("FERROCLAW_HOME", home.path())
+        .env("HOME", home.path())
+        .stdin(Stdio::null());
+    for v in PROVIDER_VARS {
+        cmd.env_remove(v);
+    }
+    let out = cmd.output().await.unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("without a gateway token") && err.contains("FERROCLAW_GATEWAY_TOKEN"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn graceful_shutdown_with_a_turn_in_flight() {
+    let mut gw = Gateway::start("shutdown_grace_seconds: 1", &[]).await;
+    gw.llm
+        .push(Reply::text("an answer that hangs").hang_after(2));
+    let mut ws = gw.ws().await;
+    ws.connect_goclaw(None).await;
+    let send = ws
+        .send(
+            "chat.send",
+            json!({"message": "keep working", "sessionKey": "shut"}),
+        )
+        .await;
+    ws.until_event(|e| event_type(e) == "chat:chunk").await;
+
+    gw.signal(libc::SIGTERM);
+    let events = ws.until_event(|e| e["event"] == "shutdown").await;
+    assert!(!events.is_empty());
+    // The hung turn is aborted after the grace period and still answered.
+    let (_, res) = ws.until_res(&send).await;
+    assert_eq!(res["payload"]["status"], "aborted", "{res}");
+    assert!(
+        ws.read().await.is_none(),
+        "then the server closes the socket"
+    );
+
+    let status = tokio::time::timeout(WAIT, gw.child.wait())
+        .await
+        .expect("gateway exits")
+        .unwrap();
+    assert!(status.success(), "exit 0; stderr: {}", gw.stderr());
+    let msgs = messages(&gw.transcript("main", "shut"));
+    assert_eq!(msgs.first().unwrap().0, "user");
+    assert_eq!(msgs.last().unwrap().0, "assistant");
+    assert_eq!(msgs.last().unwrap().2, "aborted");
+}
+
+#[tokio::test]
+async fn websocket_origin_is_checked_when_configured() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let gw = Gateway::start(r#"allowed_origins: ["http://good.example"]"#, &[]).await;
+    let with_origin = |origin: &str| {
+        let mut req = gw.ws_url.as_str().into_client_request().unwrap();
+        req.headers_mut().insert("origin", origin.parse().unwrap());
+        req
+    };
+    let err = tokio_tungstenite::connect_async(with_origin("http://evil.example"))
+        .await
+        .expect_err("foreign origin refused");
+    match err {
+        tokio_tungstenite::tungstenite::Error::Http(resp) => assert_eq!(resp.status(), 403),
+        other => panic!("expected HTTP 403, got {other:?}"),
+    }
+    let (mut ok, _) = tokio_tungstenite::connect_async(with_origin("http://good.example"))
+        .await
+        .expect("allowed origin");
+    ok.send(Message::text(
+        json!({"type": "req", "id": "1", "method": "connect", "params": {}}).to_string(),
+    ))
+    .await
+    .unwrap();
+    let reply = ok.next().await.unwrap().unwrap();
+    assert!(reply.to_text().unwrap().contains("\"ok\":true"));
+}
