@@ -162,6 +162,7 @@ async fn bench() {
         max_tokens: None,
         temperature: None,
         stream: true,
+        extra_body: Default::default(),
     };
     println!(
         "ferroclaw loop overhead, {turns} turns each, streaming OpenAI wire, scripted LLM on 127.0.0.1, home in {}\n",

@@ -11,7 +11,9 @@ use ferroclaw_providers::{
     ProviderError, RetryPolicy, RetryingProvider, SchemaFlavor,
 };
 use ferroclaw_store::SessionStore;
-use ferroclaw_tools::ToolRegistry;
+use ferroclaw_tools::builtin::{apply_patch::ApplyPatchTool, memory, web_search};
+use ferroclaw_tools::exec_setup::ExecToolset;
+use ferroclaw_tools::{DeniedPaths, PolicyContext, PolicyEngine, RateLimiter, ToolRegistry};
 
 use crate::history::HistoryLimits;
 use crate::prompt::PromptMode;
@@ -30,6 +32,8 @@ pub enum BootstrapError {
     UnknownProvider(String),
     #[error("provider `{name}`: {source}")]
     Provider { name: String, source: ProviderError },
+    #[error("tools: {0}")]
+    Tools(String),
     #[error("workspace {path}: {source}")]
     Workspace {
         path: std::path::PathBuf,
@@ -132,11 +136,40 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
     }
 }
 
-/// Everything needed to run agent `agent_id` as configured.
+/// Services one process shares between all its agents: the exec toolset (guard,
+/// approval broker, background processes) and the per-session tool rate limiter.
+pub struct SharedServices {
+    pub exec: ExecToolset,
+    pub rate_limiter: Arc<RateLimiter>,
+}
+
+impl SharedServices {
+    pub fn from_config(loaded: &LoadedConfig) -> Result<Self, BootstrapError> {
+        let cfg = &loaded.config.tools;
+        Ok(Self {
+            exec: ExecToolset::from_config(&cfg.exec, &loaded.home)
+                .map_err(|e| BootstrapError::Tools(e.to_string()))?,
+            rate_limiter: Arc::new(RateLimiter::per_hour(cfg.rate_limit_per_hour)),
+        })
+    }
+}
+
+/// Everything needed to run agent `agent_id` as configured (with its own services; a
+/// gateway serving several agents uses [`build_agent_with`] and one [`SharedServices`]).
 pub fn build_agent(
     loaded: &LoadedConfig,
     agent_id: &str,
     store: Arc<dyn SessionStore>,
+) -> Result<Agent, BootstrapError> {
+    let services = SharedServices::from_config(loaded)?;
+    build_agent_with(loaded, agent_id, store, &services)
+}
+
+pub fn build_agent_with(
+    loaded: &LoadedConfig,
+    agent_id: &str,
+    store: Arc<dyn SessionStore>,
+    services: &SharedServices,
 ) -> Result<Agent, BootstrapError> {
     let resolved = loaded.resolve_agent(agent_id)?;
     std::fs::create_dir_all(&resolved.workspace).map_err(|source| BootstrapError::Workspace {
@@ -150,9 +183,48 @@ pub fn build_agent(
         settings.workspace = canonical;
     }
     let provider = chain_for(loaded, &resolved, RetryPolicy::default())?;
-    let mut tools = ToolRegistry::with_core_tools();
-    if let Some(allow) = &resolved.tools {
-        tools = tools.filtered(allow);
-    }
+    let tools = tool_registry(loaded, &resolved, services);
     Ok(Agent::new(settings, provider, Arc::new(tools), store))
+}
+
+/// The agent's tools behind its policy (what the model sees and may call), the
+/// per-session rate limit, and the paths no tool may reach (the ferroclaw home first).
+pub fn tool_registry(
+    loaded: &LoadedConfig,
+    agent: &ResolvedAgent,
+    services: &SharedServices,
+) -> ToolRegistry {
+    let cfg = &loaded.config.tools;
+    let policy = PolicyEngine::from_config(cfg);
+    let ctx = PolicyContext {
+        provider: Some(agent.provider.clone()),
+        agent_id: Some(agent.id.clone()),
+        agent: Some(agent.tool_policy.clone()),
+        agent_provider: agent.tool_policy_by_provider.get(&agent.provider).cloned(),
+        group_chat: None,
+        subagent_depth: 0,
+        max_depth: 1,
+    };
+    let denied: Vec<std::path::PathBuf> = cfg
+        .denied_paths
+        .iter()
+        .map(|p| loaded.resolve_path(std::path::Path::new(p)))
+        .collect();
+    let mut registry = ToolRegistry::with_core_tools();
+    // The guarded exec (and process, custom tools) replace the plain core exec.
+    for tool in services.exec.tools() {
+        registry.register(tool);
+    }
+    registry.register(Arc::new(ApplyPatchTool));
+    for tool in web_search::web_tools(&cfg.web, &loaded.env) {
+        registry.register(tool);
+    }
+    for tool in memory::memory_tools(memory::MemorySettings::default()) {
+        registry.register(tool);
+    }
+    // Policy last: it decides over everything registered above.
+    registry
+        .with_policy(&policy, &ctx)
+        .with_rate_limit(services.rate_limiter.clone())
+        .with_denied_paths(DeniedPaths::for_home(&loaded.home, &denied))
 }

@@ -251,6 +251,7 @@ async fn summarize_once(
         max_tokens: Some(2_048),
         temperature: Some(0.2),
         stream: false,
+        extra_body: Default::default(),
     };
     let resp = provider.chat(&req, &NoSink, cancel).await?;
     let summary = resp

@@ -274,6 +274,7 @@ impl Agent {
             max_tokens: s.max_tokens,
             temperature: s.temperature,
             stream: s.stream,
+            extra_body: Default::default(),
         };
         for iteration in 1..=s.max_iterations {
             chat.messages = self.prepare(&context, &req.session_key);
@@ -619,6 +620,7 @@ impl Agent {
                 max_tokens: s.max_tokens,
                 temperature: s.temperature,
                 stream: false,
+                extra_body: Default::default(),
             };
             let resp = match self
                 .provider

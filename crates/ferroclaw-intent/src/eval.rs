@@ -35,7 +35,10 @@ pub fn standard_tools() -> Vec<ToolSpec> {
         ToolSpec::new(
             "write",
             "Write content to a file, creating or overwriting it.",
-            s(json!({"path": {"type": "string"}, "content": {"type": "string"}}), &["path", "content"]),
+            s(
+                json!({"path": {"type": "string"}, "content": {"type": "string"}}),
+                &["path", "content"],
+            ),
         ),
         ToolSpec::new(
             "edit",
@@ -58,12 +61,18 @@ pub fn standard_tools() -> Vec<ToolSpec> {
         ToolSpec::new(
             "grep",
             "Search file contents for a regex pattern.",
-            s(json!({"pattern": {"type": "string"}, "path": {"type": "string"}}), &["pattern"]),
+            s(
+                json!({"pattern": {"type": "string"}, "path": {"type": "string"}}),
+                &["pattern"],
+            ),
         ),
         ToolSpec::new(
             "web_search",
             "Search the web and return titles, URLs and snippets.",
-            s(json!({"query": {"type": "string"}, "count": {"type": "integer"}}), &["query"]),
+            s(
+                json!({"query": {"type": "string"}, "count": {"type": "integer"}}),
+                &["query"],
+            ),
         ),
         ToolSpec::new(
             "web_fetch",
@@ -104,7 +113,11 @@ impl Case {
     /// The case's tools: the named subset of the standard set (all when absent).
     pub fn tool_specs(&self, all: &[ToolSpec]) -> Vec<ToolSpec> {
         match &self.tools {
-            Some(names) => all.iter().filter(|t| names.contains(&t.name)).cloned().collect(),
+            Some(names) => all
+                .iter()
+                .filter(|t| names.contains(&t.name))
+                .cloned()
+                .collect(),
             None => all.to_vec(),
         }
     }
@@ -234,11 +247,7 @@ fn format_tag(s: Strategy) -> &'static str {
     s.as_str()
 }
 
-fn run_row(
-    label: &str,
-    cases: &[&Case],
-    mut f: impl FnMut(&Case) -> Vec<ParsedCall>,
-) -> Row {
+fn run_row(label: &str, cases: &[&Case], mut f: impl FnMut(&Case) -> Vec<ParsedCall>) -> Row {
     let mut row = Row {
         label: label.to_string(),
         cases: cases.len(),
@@ -253,8 +262,13 @@ fn run_row(
                 .iter()
                 .map(|g| format!("{} {}", g.name, g.arguments))
                 .collect();
-            row.failures
-                .push(format!("{} (fp {}, fn {}) got: [{}]", c.id, s.fp, s.fn_, names.join("; ")));
+            row.failures.push(format!(
+                "{} (fp {}, fn {}) got: [{}]",
+                c.id,
+                s.fp,
+                s.fn_,
+                names.join("; ")
+            ));
         }
         row.counts.add(s);
     }
@@ -326,12 +340,22 @@ impl Report {
     pub fn table(&self) -> String {
         let mut s = format!(
             "corpus: {} cases ({} negative)\n{:<26} {:>5} {:>5} {:>5} {:>5} {:>9} {:>7} {:>10}\n",
-            self.total_cases, self.negative_cases, "row", "cases", "TP", "FP", "FN", "precision", "recall", "cases/s"
+            self.total_cases,
+            self.negative_cases,
+            "row",
+            "cases",
+            "TP",
+            "FP",
+            "FN",
+            "precision",
+            "recall",
+            "cases/s"
         );
-        let rows = self
-            .strategies
-            .iter()
-            .chain([&self.overall, &self.baseline, &self.baseline_fuzzy_subset]);
+        let rows = self.strategies.iter().chain([
+            &self.overall,
+            &self.baseline,
+            &self.baseline_fuzzy_subset,
+        ]);
         for r in rows {
             let secs = r.elapsed.as_secs_f64().max(1e-9);
             s.push_str(&format!(

@@ -49,7 +49,18 @@ const CONCEPTS: &[Concept] = &[
     },
     Concept {
         keys: &["read", "view", "cat"],
-        verbs: &["read", "open", "view", "inspect", "examine", "look at", "a look at", "check", "cat", "load"],
+        verbs: &[
+            "read",
+            "open",
+            "view",
+            "inspect",
+            "examine",
+            "look at",
+            "a look at",
+            "check",
+            "cat",
+            "load",
+        ],
         nouns: &["file", "contents"],
     },
     Concept {
@@ -58,13 +69,17 @@ const CONCEPTS: &[Concept] = &[
         nouns: &["file"],
     },
     Concept {
-        keys: &["exec", "execute", "run", "shell", "command", "bash", "terminal"],
+        keys: &[
+            "exec", "execute", "run", "shell", "command", "bash", "terminal",
+        ],
         verbs: &["run", "execute", "exec", "invoke", "launch"],
         nouns: &["command", "shell", "terminal"],
     },
     Concept {
         keys: &["edit", "replace", "modify", "patch"],
-        verbs: &["edit", "replace", "change", "modify", "update", "patch", "swap"],
+        verbs: &[
+            "edit", "replace", "change", "modify", "update", "patch", "swap",
+        ],
         nouns: &[],
     },
     Concept {
@@ -81,8 +96,16 @@ const CONCEPTS: &[Concept] = &[
         keys: &["grep", "regex"],
         verbs: &["grep", "search", "look for", "scan"],
         nouns: &[
-            "codebase", "code", "repo", "repository", "source", "sources", "project", "crate",
-            "crates", "workspace",
+            "codebase",
+            "code",
+            "repo",
+            "repository",
+            "source",
+            "sources",
+            "project",
+            "crate",
+            "crates",
+            "workspace",
         ],
     },
     Concept {
@@ -187,7 +210,11 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             let mut own_verbs: Vec<Vec<String>> = Vec::new();
             for c in CONCEPTS {
                 if c.keys.iter().any(|k| name_keys.iter().any(|w| w == k)) {
-                    own_verbs.extend(c.verbs.iter().map(|v| v.split(' ').map(str::to_string).collect()));
+                    own_verbs.extend(
+                        c.verbs
+                            .iter()
+                            .map(|v| v.split(' ').map(str::to_string).collect()),
+                    );
                 }
                 if c.keys.iter().any(|k| keys.iter().any(|w| w == k)) {
                     for v in c.verbs {
@@ -207,9 +234,9 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             }
             // A verb shared with many tools (search) is not enough for a tool whose
             // defining word is a noun (memory): require that noun.
-            let needs_noun = keys.iter().any(|k| {
-                ["memory", "memories", "notes"].contains(&k.as_str())
-            });
+            let needs_noun = keys
+                .iter()
+                .any(|k| ["memory", "memories", "notes"].contains(&k.as_str()));
             Some(Profile {
                 tool: t,
                 verbs,
@@ -374,7 +401,9 @@ fn push_tok(out: &mut Vec<Tok>, s: &str, st: usize, en: usize, base: usize) {
     });
 }
 
-const CLAUSE_WORDS: &[&str] = &["then", "but", "so", "because", "while", "although", "whereas"];
+const CLAUSE_WORDS: &[&str] = &[
+    "then", "but", "so", "because", "while", "although", "whereas",
+];
 
 /// Clause ranges inside a sentence: split at commas, dashes and clause words, and at
 /// "and" when a trigger verb follows.
@@ -419,28 +448,121 @@ fn clauses(
 // ---------------------------------------------------------------- context
 
 const NEG: &[&str] = &[
-    "no", "not", "never", "without", "avoid", "instead", "unnecessary", "pointless", "cannot",
-    "refuse", "skip", "nor", "neither", "nothing", "forbid", "forbade", "forbidden", "dont",
-    "wont", "cant", "shouldnt", "rather", "needn't", "none",
+    "no",
+    "not",
+    "never",
+    "without",
+    "avoid",
+    "instead",
+    "unnecessary",
+    "pointless",
+    "cannot",
+    "refuse",
+    "skip",
+    "nor",
+    "neither",
+    "nothing",
+    "forbid",
+    "forbade",
+    "forbidden",
+    "dont",
+    "wont",
+    "cant",
+    "shouldnt",
+    "rather",
+    "needn't",
+    "none",
 ];
 const HYP: &[&str] = &[
-    "if", "whether", "would", "could", "might", "may", "hypothetically", "suppose",
-    "imagine", "example", "e", "wonder", "wonders", "wondering", "asking", "how", "explain",
-    "suggest", "recommend", "you", "your", "they", "their", "themselves", "already",
-    "earlier", "previously", "previous", "had", "did", "was", "were", "said", "says", "wrote",
-    "mentions", "mentioned", "according", "meaning", "unless",
+    "if",
+    "whether",
+    "would",
+    "could",
+    "might",
+    "may",
+    "hypothetically",
+    "suppose",
+    "imagine",
+    "example",
+    "e",
+    "wonder",
+    "wonders",
+    "wondering",
+    "asking",
+    "how",
+    "explain",
+    "suggest",
+    "recommend",
+    "you",
+    "your",
+    "they",
+    "their",
+    "themselves",
+    "already",
+    "earlier",
+    "previously",
+    "previous",
+    "had",
+    "did",
+    "was",
+    "were",
+    "said",
+    "says",
+    "wrote",
+    "mentions",
+    "mentioned",
+    "according",
+    "meaning",
+    "unless",
 ];
 const POST_PAST: &[&str] = &["already", "earlier", "previously"];
 const BEFORE_BLOCK: &[&str] = &[
-    "have", "has", "had", "was", "were", "been", "is", "are", "be", "being", "the", "a",
-    "an", "this", "that", "its", "our", "his", "her", "their", "to-be", "of",
+    "have", "has", "had", "was", "were", "been", "is", "are", "be", "being", "the", "a", "an",
+    "this", "that", "its", "our", "his", "her", "their", "to-be", "of",
 ];
 const POS: &[&str] = &[
-    "let's", "lets", "let us", "let me", "we'll", "we will", "i'll", "i will", "we need",
-    "i need", "need to", "needs to", "we should", "i should", "should", "we must", "must",
-    "have to", "has to", "we can", "i can", "going to", "gonna", "try to", "want to",
-    "time to", "next", "now", "then", "first", "plan", "call", "use", "using", "proceed",
-    "start by", "begin by", "we'd better", "ought to", "we're going", "also", "step",
+    "let's",
+    "lets",
+    "let us",
+    "let me",
+    "we'll",
+    "we will",
+    "i'll",
+    "i will",
+    "we need",
+    "i need",
+    "need to",
+    "needs to",
+    "we should",
+    "i should",
+    "should",
+    "we must",
+    "must",
+    "have to",
+    "has to",
+    "we can",
+    "i can",
+    "going to",
+    "gonna",
+    "try to",
+    "want to",
+    "time to",
+    "next",
+    "now",
+    "then",
+    "first",
+    "plan",
+    "call",
+    "use",
+    "using",
+    "proceed",
+    "start by",
+    "begin by",
+    "we'd better",
+    "ought to",
+    "we're going",
+    "also",
+    "step",
 ];
 const DISCOURSE: &[&str] = &[
     "and", "then", "also", "now", "next", "so", "first", "finally", "okay", "ok", "alright",
@@ -536,8 +658,7 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
 
 // ---------------------------------------------------------------- arguments
 
-static URL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r#"https?://[^\s<>"'`\])}]+"#).unwrap());
+static URL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r#"https?://[^\s<>"'`\])}]+"#).unwrap());
 static EXT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[\w.\-~/@+]*\.[A-Za-z][A-Za-z0-9]{0,7}$").unwrap());
 static REPLACE: LazyLock<Regex> = LazyLock::new(|| {
@@ -564,24 +685,106 @@ const KNOWN_FILES: &[&str] = &[
     "CHANGELOG",
     "CODEOWNERS",
 ];
-const DOMAIN_EXT: &[&str] = &["com", "org", "net", "io", "ai", "gov", "edu", "co", "uk", "de"];
+const DOMAIN_EXT: &[&str] = &[
+    "com", "org", "net", "io", "ai", "gov", "edu", "co", "uk", "de",
+];
 const KNOWN_BINS: &[&str] = &[
-    "ls", "cat", "git", "cargo", "npm", "npx", "pnpm", "yarn", "node", "python", "python3",
-    "pip", "pip3", "make", "grep", "rg", "find", "echo", "curl", "wget", "docker", "kubectl",
-    "pytest", "go", "rustc", "mkdir", "rm", "cp", "mv", "pwd", "whoami", "uname", "df", "du",
-    "ps", "top", "tail", "head", "wc", "sed", "awk", "chmod", "touch", "which", "env", "date",
-    "ping", "tar", "unzip", "jq", "bash", "sh", "uptime", "free", "systemctl", "journalctl",
-    "terraform", "helm", "ruby", "java", "mvn", "gradle", "dotnet", "deno", "bun", "tree",
+    "ls",
+    "cat",
+    "git",
+    "cargo",
+    "npm",
+    "npx",
+    "pnpm",
+    "yarn",
+    "node",
+    "python",
+    "python3",
+    "pip",
+    "pip3",
+    "make",
+    "grep",
+    "rg",
+    "find",
+    "echo",
+    "curl",
+    "wget",
+    "docker",
+    "kubectl",
+    "pytest",
+    "go",
+    "rustc",
+    "mkdir",
+    "rm",
+    "cp",
+    "mv",
+    "pwd",
+    "whoami",
+    "uname",
+    "df",
+    "du",
+    "ps",
+    "top",
+    "tail",
+    "head",
+    "wc",
+    "sed",
+    "awk",
+    "chmod",
+    "touch",
+    "which",
+    "env",
+    "date",
+    "ping",
+    "tar",
+    "unzip",
+    "jq",
+    "bash",
+    "sh",
+    "uptime",
+    "free",
+    "systemctl",
+    "journalctl",
+    "terraform",
+    "helm",
+    "ruby",
+    "java",
+    "mvn",
+    "gradle",
+    "dotnet",
+    "deno",
+    "bun",
+    "tree",
 ];
 const QUERY_REJECT: &[&str] = &[
-    "it", "this", "that", "them", "something", "anything", "more", "more info", "info",
-    "information", "results", "sources", "more sources", "the answer", "answers", "those",
-    "these", "stuff", "a bit", "around", "the web", "online", "the internet", "memory",
+    "it",
+    "this",
+    "that",
+    "them",
+    "something",
+    "anything",
+    "more",
+    "more info",
+    "info",
+    "information",
+    "results",
+    "sources",
+    "more sources",
+    "the answer",
+    "answers",
+    "those",
+    "these",
+    "stuff",
+    "a bit",
+    "around",
+    "the web",
+    "online",
+    "the internet",
+    "memory",
 ];
 
 fn path_like(s: &str) -> bool {
-    if s.is_empty() || s.len() > 260 || s.contains("://") || s.chars().any(char::is_whitespace)
-    {
+    if s.is_empty() || s.len() > 260 || s.contains("://") || s.chars().any(char::is_whitespace) {
         return false;
     }
     if KNOWN_FILES.contains(&s) {
@@ -605,7 +808,12 @@ fn path_like(s: &str) -> bool {
     if s.contains('/') {
         return s.ends_with('/') || s.matches('/').count() >= 2 || EXT.is_match(s);
     }
-    if s.starts_with('.') && s.len() > 2 && s[1..].chars().all(|c| c.is_alphanumeric() || "_-.".contains(c)) {
+    if s.starts_with('.')
+        && s.len() > 2
+        && s[1..]
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_-.".contains(c))
+    {
         return true;
     }
     if EXT.is_match(s) {
@@ -654,7 +862,9 @@ fn quoted_in(prot: &[Protected], text: &str, win: Range<usize>, kinds: &[Quote])
     prot[from..]
         .iter()
         .take_while(|p| p.range.start < win.end)
-        .filter(|p| p.range.start >= win.start && p.range.start < win.end && kinds.contains(&p.kind))
+        .filter(|p| {
+            p.range.start >= win.start && p.range.start < win.end && kinds.contains(&p.kind)
+        })
         .find(|p| !text[p.inner.clone()].trim().is_empty())
         .map(|p| Found {
             value: text[p.inner.clone()].trim().to_string(),
@@ -664,7 +874,9 @@ fn quoted_in(prot: &[Protected], text: &str, win: Range<usize>, kinds: &[Quote])
 
 fn url_in(text: &str, win: Range<usize>) -> Option<Found> {
     URL.find(&text[win.clone()]).map(|m| {
-        let v = m.as_str().trim_end_matches(['.', ',', ';', ':', '!', '?', '\'']);
+        let v = m
+            .as_str()
+            .trim_end_matches(['.', ',', ';', ':', '!', '?', '\'']);
         Found {
             value: v.to_string(),
             range: win.start + m.start()..win.start + m.start() + v.len(),
@@ -725,8 +937,10 @@ fn command_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found
     let mut end = r0.end;
     for (r, tok) in &toks[k + 1..] {
         let l = tok.to_lowercase();
-        if ["to", "so", "in", "and", "then", "first", "now", "again", "for", "which", "because"]
-            .contains(&l.as_str())
+        if [
+            "to", "so", "in", "and", "then", "first", "now", "again", "for", "which", "because",
+        ]
+        .contains(&l.as_str())
         {
             break;
         }
@@ -743,16 +957,48 @@ fn command_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found
 }
 
 const QUERY_STOPS: &[&str] = &[
-    " to see", " to find", " to get", " to check", " to learn", " to confirm", " to verify",
-    " to know", " to understand", " to figure", " to answer", " to help", " so ", " and then",
-    " then ", " because", " since", " using ", " via ", " with ", " in order", " first",
-    " before ", " after ", " on the web", " online", " if ", " which ", " later", " again",
-    " for the user", " for details",
+    " to see",
+    " to find",
+    " to get",
+    " to check",
+    " to learn",
+    " to confirm",
+    " to verify",
+    " to know",
+    " to understand",
+    " to figure",
+    " to answer",
+    " to help",
+    " so ",
+    " and then",
+    " then ",
+    " because",
+    " since",
+    " using ",
+    " via ",
+    " with ",
+    " in order",
+    " first",
+    " before ",
+    " after ",
+    " on the web",
+    " online",
+    " if ",
+    " which ",
+    " later",
+    " again",
+    " for the user",
+    " for details",
 ];
 
 fn query_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
     let near = win.start..floor(text, (win.start + 70).min(win.end));
-    if let Some(f) = quoted_in(prot, text, near, &[Quote::Double, Quote::Single, Quote::Backtick]) {
+    if let Some(f) = quoted_in(
+        prot,
+        text,
+        near,
+        &[Quote::Double, Quote::Single, Quote::Backtick],
+    ) {
         return Some(f);
     }
     let s = &text[win.clone()];
@@ -761,8 +1007,17 @@ fn query_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> 
         let lower = rest.to_ascii_lowercase();
         let mut advanced = false;
         for pre in [
-            "for ", "about ", "up ", "the web ", "web ", "the internet ", "internet ", "online ",
-            "memory ", "the codebase ", "codebase ",
+            "for ",
+            "about ",
+            "up ",
+            "the web ",
+            "web ",
+            "the internet ",
+            "internet ",
+            "online ",
+            "memory ",
+            "the codebase ",
+            "codebase ",
         ] {
             if lower.starts_with(pre) {
                 rest = rest[pre.len()..].trim_start();
@@ -802,7 +1057,10 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
     }
     let q = rest[..end].trim();
     let ql = q.to_lowercase();
-    if q.chars().count() < 2 || QUERY_REJECT.contains(&ql.as_str()) || q.split_whitespace().count() > 12 {
+    if q.chars().count() < 2
+        || QUERY_REJECT.contains(&ql.as_str())
+        || q.split_whitespace().count() > 12
+    {
         return None;
     }
     let _ = win;
@@ -815,7 +1073,12 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
 
 fn pattern_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
     let near = win.start..floor(text, (win.start + 60).min(win.end));
-    if let Some(f) = quoted_in(prot, text, near, &[Quote::Double, Quote::Single, Quote::Backtick]) {
+    if let Some(f) = quoted_in(
+        prot,
+        text,
+        near,
+        &[Quote::Double, Quote::Single, Quote::Backtick],
+    ) {
         return Some(f);
     }
     let s = text[win.clone()].trim_start();
@@ -908,7 +1171,12 @@ fn extract_primary(kind: Kind, text: &str, prot: &[Protected], win: Range<usize>
         Kind::Glob => glob_in(text, prot, win),
         Kind::Text => {
             let near = win.start..floor(text, (win.start + 60).min(win.end));
-            quoted_in(prot, text, near, &[Quote::Double, Quote::Single, Quote::Backtick])
+            quoted_in(
+                prot,
+                text,
+                near,
+                &[Quote::Double, Quote::Single, Quote::Backtick],
+            )
         }
     }
 }
@@ -921,14 +1189,17 @@ fn more_of_kind(
     mut after: usize,
     end: usize,
 ) -> Vec<Found> {
-    static JOIN: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"^\s*(?:,\s*(?:and\s+|then\s+)?|and\s+(?:then\s+)?)").unwrap());
+    static JOIN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^\s*(?:,\s*(?:and\s+|then\s+)?|and\s+(?:then\s+)?)").unwrap()
+    });
     let mut out = Vec::new();
     if !matches!(kind, Kind::Command | Kind::Path | Kind::File | Kind::Url) {
         return out;
     }
     while after < end && out.len() < 8 {
-        let Some(m) = JOIN.find(&text[after..end]) else { break };
+        let Some(m) = JOIN.find(&text[after..end]) else {
+            break;
+        };
         let s = after + m.end();
         let tok_end = text[s..end]
             .find(char::is_whitespace)
@@ -973,6 +1244,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             .any(|p| p.verbs.iter().any(|v| v[0] == w) || p.names.iter().any(|n| n == w))
     };
     for sent in sentences(text, &prot) {
+        if out.calls.len() >= crate::MAX_CALLS {
+            break;
+        }
         if sentence_rejected(text, &sent) {
             continue;
         }
@@ -1018,11 +1292,15 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 }
             }
             let mut k = 0;
-            while k < trigs.len() {
+            while k < trigs.len() && out.calls.len() < crate::MAX_CALLS {
                 let tok = trigs[k].tok;
                 let group: Vec<&Trigger> = trigs[k..].iter().take_while(|t| t.tok == tok).collect();
                 k += group.len();
-                let t_end = group.iter().map(|t| t.end).max().unwrap_or(toks[tok].range.end);
+                let t_end = group
+                    .iter()
+                    .map(|t| t.end)
+                    .max()
+                    .unwrap_or(toks[tok].range.end);
                 if !context_ok(text, &clause, &toks, tok, t_end) {
                     continue;
                 }
@@ -1030,7 +1308,8 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 let mut best: Option<(i32, Vec<ParsedCall>)> = None;
                 for tr in &group {
                     let p = &profs[tr.profile];
-                    let Some(calls) = build_calls(p, tr, text, &prot, &clause, &sent, cfg, tools) else {
+                    let Some(calls) = build_calls(p, tr, text, &prot, &clause, &sent, cfg, tools)
+                    else {
                         continue;
                     };
                     // Nouns between the verb and the argument ("search the codebase for").
@@ -1074,7 +1353,8 @@ fn code_like(text: &str, r: &Range<usize>) -> bool {
     let before = text[..r.start].chars().next_back();
     let after = text[r.end..].chars().next();
     let functions_prefix = text[..r.start].ends_with("functions.");
-    matches!(after, Some('(')) || (matches!(before, Some('.' | '/' | '-' | '$')) && !functions_prefix)
+    matches!(after, Some('('))
+        || (matches!(before, Some('.' | '/' | '-' | '$')) && !functions_prefix)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1152,7 +1432,12 @@ fn toks_start(tr: &Trigger, text: &str) -> usize {
     s.rfind(|c: char| c.is_whitespace()).map_or(0, |i| i + 1)
 }
 
-fn content_in(text: &str, prot: &[Protected], win: Range<usize>, path: &Range<usize>) -> Option<Found> {
+fn content_in(
+    text: &str,
+    prot: &[Protected],
+    win: Range<usize>,
+    path: &Range<usize>,
+) -> Option<Found> {
     if let Some(c) = CONTENT.captures(&text[win.clone()]) {
         let m = c.get(1).or_else(|| c.get(2)).or_else(|| c.get(3))?;
         return Some(Found {
@@ -1194,7 +1479,10 @@ fn merge_subsets(calls: &mut Vec<ParsedCall>) {
             if i == j || !keep[j] || calls[i].name != calls[j].name {
                 continue;
             }
-            let (Some(a), Some(b)) = (calls[i].arguments.as_object(), calls[j].arguments.as_object()) else {
+            let (Some(a), Some(b)) = (
+                calls[i].arguments.as_object(),
+                calls[j].arguments.as_object(),
+            ) else {
                 continue;
             };
             if a.len() < b.len() && a.iter().all(|(k, v)| b.get(k) == Some(v)) {

@@ -12,6 +12,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         return out;
     }
     for (range, obj) in jsonscan::find_objects(text) {
+        if out.calls.len() >= crate::MAX_CALLS {
+            break;
+        }
         let list = ["tool_calls", "calls", "tool_call", "actions"]
             .iter()
             .find_map(|k| obj.get(*k));

@@ -21,8 +21,10 @@ static CALL_END: LazyLock<Regex> =
 static PLAIN_END: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"<\|(?:call|end|start|return)\|>").unwrap());
 static FINAL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?s)(?:<\|channel\|>\s*final\s*<\|message\|>|assistant\s*final(?:\s*<\|message\|>)?)")
-        .unwrap()
+    Regex::new(
+        r"(?s)(?:<\|channel\|>\s*final\s*<\|message\|>|assistant\s*final(?:\s*<\|message\|>)?)",
+    )
+    .unwrap()
 });
 static FINAL_END: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"<\|(?:return|end|start|call)\|>|assistant(?:analysis|commentary)").unwrap()
@@ -36,6 +38,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     let mut out = StrategyOutput::default();
     let detected = DETECT.is_match(text);
     for caps in RECIPIENT.captures_iter(text) {
+        if out.calls.len() >= crate::MAX_CALLS {
+            break;
+        }
         let (Some(whole), Some(name)) = (caps.get(0), caps.get(1)) else {
             continue;
         };

@@ -187,6 +187,9 @@ pub struct ParseOutcome {
     pub final_text: Option<String>,
 }
 
+/// No answer legitimately holds more calls than this; the rest are ignored.
+pub const MAX_CALLS: usize = 64;
+
 /// Output of one strategy on one text.
 #[derive(Debug, Default)]
 pub(crate) struct StrategyOutput {
@@ -211,6 +214,7 @@ pub(crate) fn run_strategy(
         Strategy::Markers => markers::parse(text, tools, cfg),
         Strategy::Fuzzy => fuzzy::parse(text, tools, cfg),
     };
+    out.calls.truncate(MAX_CALLS);
     for c in &mut out.calls {
         c.strategy = strategy;
     }

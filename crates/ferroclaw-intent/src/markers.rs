@@ -20,6 +20,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         out.markup.push(m.range());
     }
     for m in OPEN.find_iter(text) {
+        if out.calls.len() >= crate::MAX_CALLS {
+            break;
+        }
         let body_start = m.end();
         let Some(close) = closing_bracket(text, body_start) else {
             // No later marker can close either (the rest of the text has no `]` at
@@ -131,6 +134,15 @@ fn pairs(parts: &[&str], tool: &ToolSpec) -> Map<String, Value> {
 fn is_synonym(k: &str) -> bool {
     matches!(
         k.to_ascii_lowercase().as_str(),
-        "file_path" | "filepath" | "file" | "cmd" | "q" | "url" | "input" | "text" | "old_text" | "new_text"
+        "file_path"
+            | "filepath"
+            | "file"
+            | "cmd"
+            | "q"
+            | "url"
+            | "input"
+            | "text"
+            | "old_text"
+            | "new_text"
     )
 }

@@ -77,7 +77,11 @@ fn param_summary(schema: &serde_json::Value) -> String {
         .iter()
         .map(|(k, v)| {
             let ty = v.get("type").and_then(|t| t.as_str()).unwrap_or("any");
-            let opt = if required.contains(&k.as_str()) { "" } else { "?" };
+            let opt = if required.contains(&k.as_str()) {
+                ""
+            } else {
+                "?"
+            };
             format!("{k}{opt}: {ty}")
         })
         .collect::<Vec<_>>()

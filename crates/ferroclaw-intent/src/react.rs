@@ -9,8 +9,10 @@ use crate::schema::strip_quotes;
 use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
 static LABEL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?mi)^[ \t>*_]*(thought|action input|action|observation|final answer)[ \t*_]*:[ \t]*")
-        .unwrap()
+    Regex::new(
+        r"(?mi)^[ \t>*_]*(thought|action input|action|observation|final answer)[ \t*_]*:[ \t]*",
+    )
+    .unwrap()
 });
 static DONE_NAMES: &[&str] = &[
     "done",
@@ -38,7 +40,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         })
         .collect();
     let mut i = 0;
-    while i < labels.len() {
+    while i < labels.len() && out.calls.len() < crate::MAX_CALLS {
         let (label, lstart, vstart) = (&labels[i].0, labels[i].1, labels[i].2);
         let vend = labels.get(i + 1).map_or(text.len(), |l| l.1);
         match label.as_str() {

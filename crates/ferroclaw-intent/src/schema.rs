@@ -77,7 +77,10 @@ impl ToolSpec {
     /// else the first property.
     pub(crate) fn primary_property(&self) -> Option<&str> {
         let req = self.required();
-        if let Some(r) = req.iter().find(|r| self.prop_type(r).is_none_or(|t| t == "string")) {
+        if let Some(r) = req
+            .iter()
+            .find(|r| self.prop_type(r).is_none_or(|t| t == "string"))
+        {
             return Some(r);
         }
         if let Some(r) = req.first() {
@@ -200,7 +203,14 @@ pub(crate) fn resolve<'a>(
     }
     // Degraded Harmony: channel words glued to the name (`readcommentary`, `execjson`).
     let lower = cleaned.to_ascii_lowercase();
-    for suffix in ["commentary", "analysis", "final", "json", "code", "constrain"] {
+    for suffix in [
+        "commentary",
+        "analysis",
+        "final",
+        "json",
+        "code",
+        "constrain",
+    ] {
         if let Some(stem) = lower.strip_suffix(suffix) {
             if let Some(t) = resolve_exact(stem, tools, aliases) {
                 return Some(t);

@@ -11,7 +11,11 @@ fn corpus_is_large_and_varied() {
     assert!(cases.iter().filter(|c| c.expected.len() > 1).count() >= 10);
     for tag in ["harmony", "guided_json", "react", "markers", "fuzzy"] {
         assert!(
-            cases.iter().filter(|c| c.tags.iter().any(|t| t == tag)).count() >= 15,
+            cases
+                .iter()
+                .filter(|c| c.tags.iter().any(|t| t == tag))
+                .count()
+                >= 15,
             "{tag}"
         );
     }
@@ -27,13 +31,28 @@ fn overall_precision_and_recall_hold() {
     let report = evaluate(&cases, &ParserConfig::default());
     let o = report.overall.counts;
     println!("{}", report.table());
-    assert!(o.precision() >= 0.95, "precision {:.3}: {:#?}", o.precision(), report.overall.failures);
-    assert!(o.recall() >= 0.90, "recall {:.3}: {:#?}", o.recall(), report.overall.failures);
+    assert!(
+        o.precision() >= 0.95,
+        "precision {:.3}: {:#?}",
+        o.precision(),
+        report.overall.failures
+    );
+    assert!(
+        o.recall() >= 0.90,
+        "recall {:.3}: {:#?}",
+        o.recall(),
+        report.overall.failures
+    );
     // Clearly above the seed's regex baseline.
     let b = report.baseline.counts;
     assert!(o.precision() > b.precision() + 0.2);
     assert!(o.recall() > b.recall() + 0.2);
     for row in &report.strategies {
-        assert!(row.counts.precision() >= 0.9, "{}: {:?}", row.label, row.failures);
+        assert!(
+            row.counts.precision() >= 0.9,
+            "{}: {:?}",
+            row.label,
+            row.failures
+        );
     }
 }

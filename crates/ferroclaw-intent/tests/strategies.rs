@@ -30,11 +30,17 @@ fn clean_tool_name_strips_leaked_tokens() {
 
 #[test]
 fn strategy_and_source_from_str() {
-    assert_eq!("guided_json".parse::<Strategy>().unwrap(), Strategy::GuidedJson);
+    assert_eq!(
+        "guided_json".parse::<Strategy>().unwrap(),
+        Strategy::GuidedJson
+    );
     assert_eq!("Harmony".parse::<Strategy>().unwrap(), Strategy::Harmony);
     assert!("nope".parse::<Strategy>().is_err());
     assert_eq!("reasoning".parse::<Source>().unwrap(), Source::Reasoning);
-    assert_eq!(serde_json::to_string(&Strategy::GuidedJson).unwrap(), "\"guided_json\"");
+    assert_eq!(
+        serde_json::to_string(&Strategy::GuidedJson).unwrap(),
+        "\"guided_json\""
+    );
 }
 
 // ------------------------------------------------------------- harmony
@@ -64,7 +70,10 @@ fn harmony_recipient_in_header_and_leaked_name() {
 
 #[test]
 fn harmony_degraded_and_final() {
-    let (n, a) = one(Strategy::Harmony, r#"commentary to=functions.web_search json{"query":"x"}"#);
+    let (n, a) = one(
+        Strategy::Harmony,
+        r#"commentary to=functions.web_search json{"query":"x"}"#,
+    );
     assert_eq!((n.as_str(), a), ("web_search", json!({"query": "x"})));
     let out = parse(
         None,
@@ -101,7 +110,12 @@ fn guided_json_bare_fenced_and_in_prose() {
     assert_eq!(one(Strategy::GuidedJson, &fenced).0, "exec");
     let prose = format!("I will now call {bare} and wait");
     assert_eq!(one(Strategy::GuidedJson, &prose).0, "exec");
-    let out = parse(None, Some(&fenced), &standard_tools(), &ParserConfig::default());
+    let out = parse(
+        None,
+        Some(&fenced),
+        &standard_tools(),
+        &ParserConfig::default(),
+    );
     assert_eq!(out.final_text.as_deref(), Some("Sure.\n\nthanks"));
 }
 
@@ -111,7 +125,12 @@ fn guided_json_nested_braces_stringified_args_and_done() {
     assert_eq!(one(Strategy::GuidedJson, t).1["content"], r#"{"x": "}"}"#);
     let t = r#"{"tool_calls":[{"name":"exec","arguments":"{\"command\":\"id\"}"}],"done":false}"#;
     assert_eq!(one(Strategy::GuidedJson, t).1, json!({"command": "id"}));
-    let out = parse(None, Some(r#"{"tool_calls":[],"done":true}"#), &standard_tools(), &ParserConfig::default());
+    let out = parse(
+        None,
+        Some(r#"{"tool_calls":[],"done":true}"#),
+        &standard_tools(),
+        &ParserConfig::default(),
+    );
     assert!(out.done && out.calls.is_empty());
 }
 
@@ -126,7 +145,10 @@ fn guided_json_schema_lists_tool_names() {
 
 #[test]
 fn react_plain_text_input_and_done() {
-    let (n, a) = one(Strategy::React, "Thought: look\nAction: read_file\nAction Input: config.yaml");
+    let (n, a) = one(
+        Strategy::React,
+        "Thought: look\nAction: read_file\nAction Input: config.yaml",
+    );
     assert_eq!((n.as_str(), a), ("read", json!({"path": "config.yaml"})));
     let t = "Action: exec\nAction Input: {\"command\": \"a\"}\nAction: done\nAction: exec\nAction Input: {\"command\": \"b\"}";
     let calls = run(Strategy::React, t);
@@ -145,15 +167,29 @@ fn react_multiline_json_input() {
 
 #[test]
 fn markers_equals_pipes_and_brackets_in_values() {
-    let (_, a) = one(Strategy::Markers, "[TOOL:web_fetch|url=https://x.io/?a=1&b=2]");
+    let (_, a) = one(
+        Strategy::Markers,
+        "[TOOL:web_fetch|url=https://x.io/?a=1&b=2]",
+    );
     assert_eq!(a["url"], "https://x.io/?a=1&b=2");
     let (_, a) = one(Strategy::Markers, "[TOOL:exec|command=A=1 env | grep A]");
     assert_eq!(a["command"], "A=1 env | grep A");
-    let (_, a) = one(Strategy::Markers, "[TOOL:edit|path=a.rs|oldText=v[0]|newText=v[1]]");
-    assert_eq!(a, json!({"path": "a.rs", "oldText": "v[0]", "newText": "v[1]"}));
+    let (_, a) = one(
+        Strategy::Markers,
+        "[TOOL:edit|path=a.rs|oldText=v[0]|newText=v[1]]",
+    );
+    assert_eq!(
+        a,
+        json!({"path": "a.rs", "oldText": "v[0]", "newText": "v[1]"})
+    );
     let (_, a) = one(Strategy::Markers, "[TOOL:web_search|query=rust|count=5]");
     assert_eq!(a["count"], 5);
-    let out = parse(None, Some("ok [DONE]"), &standard_tools(), &ParserConfig::default());
+    let out = parse(
+        None,
+        Some("ok [DONE]"),
+        &standard_tools(),
+        &ParserConfig::default(),
+    );
     assert!(out.done);
 }
 
@@ -162,12 +198,25 @@ fn markers_equals_pipes_and_brackets_in_values() {
 #[test]
 fn fuzzy_examples_from_the_issue() {
     assert_eq!(
-        one(Strategy::Fuzzy, "I'll search the web for rust borrow checker tips.").1,
+        one(
+            Strategy::Fuzzy,
+            "I'll search the web for rust borrow checker tips."
+        )
+        .1,
         json!({"query": "rust borrow checker tips"})
     );
-    assert_eq!(one(Strategy::Fuzzy, "we should fetch https://example.com/a.").1, json!({"url": "https://example.com/a"}));
-    assert_eq!(one(Strategy::Fuzzy, "Let's read the file config.yaml.").1, json!({"path": "config.yaml"}));
-    assert_eq!(one(Strategy::Fuzzy, "Now run `ls -la`.").1, json!({"command": "ls -la"}));
+    assert_eq!(
+        one(Strategy::Fuzzy, "we should fetch https://example.com/a.").1,
+        json!({"url": "https://example.com/a"})
+    );
+    assert_eq!(
+        one(Strategy::Fuzzy, "Let's read the file config.yaml.").1,
+        json!({"path": "config.yaml"})
+    );
+    assert_eq!(
+        one(Strategy::Fuzzy, "Now run `ls -la`.").1,
+        json!({"command": "ls -la"})
+    );
     let (n, a) = one(Strategy::Fuzzy, "Then save the summary to out.md.");
     assert_eq!((n.as_str(), a["path"].clone()), ("write", json!("out.md")));
 }
@@ -188,13 +237,20 @@ fn fuzzy_rejects_negated_hypothetical_and_past() {
         "We have read config.yaml before.",
         "Don't execute `rm -rf /`.",
     ] {
-        assert!(run(Strategy::Fuzzy, t).is_empty(), "{t}: {:?}", run(Strategy::Fuzzy, t));
+        assert!(
+            run(Strategy::Fuzzy, t).is_empty(),
+            "{t}: {:?}",
+            run(Strategy::Fuzzy, t)
+        );
     }
 }
 
 #[test]
 fn fuzzy_multi_and_unicode() {
-    let calls = run(Strategy::Fuzzy, "Let's run `cargo fmt` and `cargo clippy`, then read Cargo.toml.");
+    let calls = run(
+        Strategy::Fuzzy,
+        "Let's run `cargo fmt` and `cargo clippy`, then read Cargo.toml.",
+    );
     assert_eq!(calls.len(), 3, "{calls:?}");
     let (_, a) = one(Strategy::Fuzzy, "Let's search for \"café crème recette\".");
     assert_eq!(a["query"], "café crème recette");
@@ -207,7 +263,12 @@ fn fuzzy_uses_custom_tools_from_their_description() {
         "Send an email message.",
         json!({"type":"object","properties":{"body":{"type":"string"}},"required":["body"]}),
     )];
-    let calls = parse_with(Strategy::Fuzzy, "Let's send \"hi bob\" now.", &tools, &ParserConfig::default());
+    let calls = parse_with(
+        Strategy::Fuzzy,
+        "Let's send \"hi bob\" now.",
+        &tools,
+        &ParserConfig::default(),
+    );
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].arguments, json!({"body": "hi bob"}));
 }
@@ -219,7 +280,12 @@ fn structured_content_beats_fuzzy_reasoning_by_default() {
     let tools = standard_tools();
     let reasoning = "We need to list files. Let's run `ls`.";
     let content = r#"<|channel|>commentary to=functions.exec <|constrain|>json<|message|>{"command":"ls -la"}<|call|>"#;
-    let out = parse(Some(reasoning), Some(content), &tools, &ParserConfig::default());
+    let out = parse(
+        Some(reasoning),
+        Some(content),
+        &tools,
+        &ParserConfig::default(),
+    );
     assert_eq!(out.calls[0].arguments["command"], "ls -la");
     assert_eq!(out.calls[0].source, Source::Content);
     let cfg = ParserConfig {
@@ -237,8 +303,17 @@ fn unknown_tools_dropped_and_duplicates_removed() {
     let calls = run(Strategy::GuidedJson, t);
     assert_eq!(calls.len(), 1);
     // Tools not offered are unknown, even when an alias points at them.
-    let only_read: Vec<ToolSpec> = standard_tools().into_iter().filter(|t| t.name == "read").collect();
-    assert!(parse_with(Strategy::GuidedJson, t, &only_read, &ParserConfig::default()).is_empty());
+    let only_read: Vec<ToolSpec> = standard_tools()
+        .into_iter()
+        .filter(|t| t.name == "read")
+        .collect();
+    assert!(parse_with(
+        Strategy::GuidedJson,
+        t,
+        &only_read,
+        &ParserConfig::default()
+    )
+    .is_empty());
 }
 
 #[test]
@@ -261,7 +336,9 @@ fn prompts_render_and_override() {
     std::fs::create_dir_all(&dir).unwrap();
     assert_eq!(prompts::load_override(&dir, Strategy::React).unwrap(), None);
     std::fs::write(dir.join("react.md"), "custom {{tool_names}}").unwrap();
-    let o = prompts::load_override(&dir, Strategy::React).unwrap().unwrap();
+    let o = prompts::load_override(&dir, Strategy::React)
+        .unwrap()
+        .unwrap();
     assert!(prompts::render(&o, &standard_tools()).starts_with("custom exec, read"));
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -273,11 +350,48 @@ fn never_panics_on_adversarial_input() {
     let tools = standard_tools();
     let cfg = ParserConfig::default();
     let pieces = [
-        "<|start|>", "<|channel|>", "commentary", " to=functions.", "exec", "{", "}", "[", "]",
-        "\"", "'", "`", "```json\n", "Action:", "Action Input:", "\n", "[TOOL:", "|", "=",
-        "Let's run ", "read the file ", "a.txt", "https://x.y/", "é", "😀", "\u{0}", "\\", ".",
-        "?", ", then ", "search for ", "json{", "<|call|>", "assistantfinal", "{\"tool_calls\":[",
-        "Final Answer:", "[DONE]", "to=", ":", " ", "\u{2019}", "\u{201c}",
+        "<|start|>",
+        "<|channel|>",
+        "commentary",
+        " to=functions.",
+        "exec",
+        "{",
+        "}",
+        "[",
+        "]",
+        "\"",
+        "'",
+        "`",
+        "```json\n",
+        "Action:",
+        "Action Input:",
+        "\n",
+        "[TOOL:",
+        "|",
+        "=",
+        "Let's run ",
+        "read the file ",
+        "a.txt",
+        "https://x.y/",
+        "é",
+        "😀",
+        "\u{0}",
+        "\\",
+        ".",
+        "?",
+        ", then ",
+        "search for ",
+        "json{",
+        "<|call|>",
+        "assistantfinal",
+        "{\"tool_calls\":[",
+        "Final Answer:",
+        "[DONE]",
+        "to=",
+        ":",
+        " ",
+        "\u{2019}",
+        "\u{201c}",
     ];
     let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
     for _ in 0..3000 {
@@ -310,6 +424,10 @@ fn never_panics_on_adversarial_input() {
     ] {
         let start = std::time::Instant::now();
         let _ = parse(Some(&big), Some(&big), &tools, &cfg);
-        println!("pathological input ({} bytes) parsed in {:?}", big.len(), start.elapsed());
+        println!(
+            "pathological input ({} bytes) parsed in {:?}",
+            big.len(),
+            start.elapsed()
+        );
     }
 }

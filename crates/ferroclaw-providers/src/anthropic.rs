@@ -196,6 +196,7 @@ pub(crate) fn build_body(req: &ChatRequest, default_max_tokens: u32) -> Value {
     if req.stream {
         body.insert("stream".into(), Value::Bool(true));
     }
+    crate::merge_extra_body(&mut body, &req.extra_body);
     Value::Object(body)
 }
 

@@ -54,6 +54,9 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
     pub stream: bool,
+    /// Extra top-level body fields for servers that take them (e.g. vLLM's
+    /// `guided_json`); they never replace a field the provider sets itself.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The completed assistant turn: `content` holds thinking, text and tool calls in the
@@ -115,4 +118,14 @@ pub trait Provider: Send + Sync {
 
     /// Model ids the endpoint reports (`GET /models`); used by `doctor`.
     async fn list_models(&self) -> Result<Vec<String>, ProviderError>;
+}
+
+/// Adds `extra` fields to a wire body without replacing any the provider set itself.
+pub(crate) fn merge_extra_body(
+    body: &mut serde_json::Map<String, serde_json::Value>,
+    extra: &serde_json::Map<String, serde_json::Value>,
+) {
+    for (k, v) in extra {
+        body.entry(k.clone()).or_insert_with(|| v.clone());
+    }
 }

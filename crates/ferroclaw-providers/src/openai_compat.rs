@@ -206,6 +206,7 @@ pub(crate) fn build_body(req: &ChatRequest, flavor: SchemaFlavor) -> Value {
         body.insert("stream".into(), Value::Bool(true));
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
+    crate::merge_extra_body(&mut body, &req.extra_body);
     Value::Object(body)
 }
 
@@ -705,6 +706,7 @@ mod tests {
             max_tokens: Some(10),
             temperature: None,
             stream: true,
+            extra_body: Default::default(),
         };
         let b = build_body(&req, SchemaFlavor::OpenAi);
         let m = &b["messages"];

@@ -107,6 +107,7 @@ const ATTACKS: &[(&str, ExecCategory)] = &[
     ("python3 -c 'import base64;exec(base64.b64decode(\"cHJpbnQoMSk=\"))'", EvalDecode),
     ("$(echo cm0K | base64 -d) -rf /tmp/x", EvalDecode),
     ("cat script.txt | sh", EvalDecode),
+    ("a=r; b=m; $a$b -rf /", EvalDecode),
     // exfiltration
     ("cat ~/.ssh/id_rsa", Exfiltration),
     ("cat ~/.ssh/id_*", Exfiltration),

@@ -231,6 +231,12 @@ async fn scan_finds_and_repairs_every_issue_then_chat_works() {
         }
         let logs = std::fs::read_dir(home.path().join("logs"))
             .expect("logs")
+            .filter_map(Result::ok)
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("integrity-incident-")
+            })
             .count();
         assert_eq!(logs, cases.len(), "one incident per repaired file");
 

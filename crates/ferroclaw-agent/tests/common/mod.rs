@@ -29,6 +29,8 @@ pub struct Options {
     pub stream: bool,
     /// Extra JSON5 keys for `agents.defaults`, e.g. `context_window: 8000,`.
     pub defaults_extra: &'static str,
+    /// Extra top-level JSON5 keys, e.g. `tools: { deny: ["exec"] },`.
+    pub config_extra: &'static str,
 }
 
 impl Default for Options {
@@ -39,6 +41,7 @@ impl Default for Options {
             timeout_seconds: 60,
             stream: true,
             defaults_extra: "",
+            config_extra: "",
         }
     }
 }
@@ -58,12 +61,14 @@ impl Harness {
   agents: {{ defaults: {{ provider: "scripted", model: "model-a", fallbacks: [{}],
     max_iterations: {}, timeout_seconds: {}, stream: {}, {} }} }},
   providers: {{ scripted: {{ type: "{kind}", base_url: "{base}" }} }},
+  {}
 }}"#,
             fallbacks.join(", "),
             opts.max_iterations,
             opts.timeout_seconds,
             opts.stream,
-            opts.defaults_extra
+            opts.defaults_extra,
+            opts.config_extra
         );
         std::fs::write(home.path().join("config.json5"), config).expect("write config");
         let env = Env::from_pairs([("FERROCLAW_SCRIPTED_API_KEY", "test-key-123")]);

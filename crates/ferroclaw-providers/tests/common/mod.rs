@@ -55,6 +55,7 @@ pub fn request(model: &str, stream: bool) -> ChatRequest {
         max_tokens: None,
         temperature: None,
         stream,
+        extra_body: Default::default(),
     }
 }
 

@@ -623,7 +623,12 @@ impl Plan {
 }
 
 fn resolve(root: &Path, p: &str) -> Result<PathBuf, String> {
-    crate::paths::resolve_in_workspace(root, p).map_err(|e| e.to_string())
+    crate::paths::resolve_in_workspace(root, p).map_err(|e| {
+        if matches!(e, crate::paths::PathError::OutsideWorkspace { .. }) {
+            tracing::warn!(target: "security.paths", path = %p, "apply_patch refused a path outside the workspace");
+        }
+        e.to_string()
+    })
 }
 
 fn apply_ops(root: &Path, ops: &[FileOp]) -> Result<String, String> {

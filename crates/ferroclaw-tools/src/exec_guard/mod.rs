@@ -17,9 +17,6 @@ mod approval;
 mod normalize;
 mod patterns;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 
 pub use allowlist::ExecAllowlist;
@@ -429,15 +426,6 @@ impl ExecGuard {
     }
 }
 
-/// Convenience for callers that build a guard from settings.
-pub fn guard(policy: ExecPolicy, broker: Option<ApprovalBroker>) -> Arc<ExecGuard> {
-    let g = ExecGuard::new(policy);
-    Arc::new(match broker {
-        Some(b) => g.with_approvals(b),
-        None => g,
-    })
-}
-
 fn truncate_for_log(cmd: &str) -> String {
     const MAX: usize = 300;
     if cmd.chars().count() <= MAX {
@@ -447,9 +435,4 @@ fn truncate_for_log(cmd: &str) -> String {
         s.push('…');
         s
     }
-}
-
-/// Default time an approval waits for an answer, re-exported for configuration code.
-pub const fn default_approval_timeout() -> Duration {
-    DEFAULT_APPROVAL_TIMEOUT
 }

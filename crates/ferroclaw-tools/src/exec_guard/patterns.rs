@@ -552,6 +552,13 @@ pub(crate) static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             "command name produced by a command substitution",
             &[r"^(?:\$\(|<\()"],
         ),
+        // `a=r; b=m; $a$b -rf /`: the guard cannot know what a variable holds.
+        p(
+            EvalDecode,
+            Cmd,
+            "command name taken from a variable",
+            &[r"^\$\{?[a-z_]"],
+        ),
         p(
             EvalDecode,
             Cmd,
