@@ -133,6 +133,11 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
         },
         tool_result_max_chars: 50_000,
         home: None,
+        intent: crate::tool_intent::IntentSettings {
+            mode: agent.tool_mode,
+            guided: agent.guided_decoding,
+            ..Default::default()
+        },
     }
 }
 
@@ -178,6 +183,8 @@ pub fn build_agent_with(
     })?;
     let mut settings = settings_for(&resolved);
     settings.home = Some(loaded.home.clone());
+    // `<home>/prompts/intent/<strategy>.md` overrides the built-in tool-calling prompts.
+    settings.intent.prompts_dir = Some(loaded.home.join("prompts").join("intent"));
     // Confinement checks compare canonical paths; resolve symlinks in the root once.
     if let Ok(canonical) = std::fs::canonicalize(&resolved.workspace) {
         settings.workspace = canonical;

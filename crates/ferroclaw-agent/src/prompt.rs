@@ -37,6 +37,9 @@ pub struct PromptInput<'a> {
     pub context_files: &'a [ContextFile],
     /// RFC 3339 time; passed in so prompts are reproducible in tests.
     pub now: &'a str,
+    /// The model calls tools by writing them as text (intent mode): the tool-calling
+    /// instructions come from the intent section instead.
+    pub tool_calls_as_text: bool,
 }
 
 /// Reads the context files present in `workspace`, truncating each past
@@ -109,7 +112,13 @@ pub fn build_system_prompt(input: &PromptInput<'_>) -> String {
     );
 
     if !input.tools.is_empty() {
-        p.push_str("\n## Tools\nCall tools through the tool-calling interface, never by writing the call as text.\n");
+        if input.tool_calls_as_text {
+            p.push_str(
+                "\n## Tools\nCall tools in the format described under \"Tool calling\" below.\n",
+            );
+        } else {
+            p.push_str("\n## Tools\nCall tools through the tool-calling interface, never by writing the call as text.\n");
+        }
         for t in input.tools {
             let _ = writeln!(p, "- {}: {}", t.name, first_sentence(&t.description));
         }
@@ -197,6 +206,7 @@ mod tests {
             model: "gpt",
             context_files: &files,
             now: "2026-01-01T00:00:00Z",
+            tool_calls_as_text: false,
         });
         for needle in [
             "You are Ferro",
@@ -225,6 +235,7 @@ mod tests {
             model: "m",
             context_files: &[],
             now: "t",
+            tool_calls_as_text: false,
         });
         assert!(!p.contains("## Safety"));
         assert!(!p.contains("NO_REPLY"));

@@ -26,6 +26,8 @@ use crate::events::{Emitter, EventSink};
 use crate::history::{self, HistoryLimits};
 use crate::prompt::{self, PromptInput, PromptMode};
 use crate::sanitize::{is_silent, sanitize_output};
+use crate::tool_intent::{self, IntentSettings};
+use ferroclaw_config::ToolMode;
 
 /// Everything about an agent that does not change between runs.
 #[derive(Debug, Clone)]
@@ -50,6 +52,8 @@ pub struct AgentSettings {
     pub tool_result_max_chars: usize,
     /// Where incident reports go (`<home>/logs`); `None` only logs.
     pub home: Option<PathBuf>,
+    /// Native tool calls, or tool intents parsed from text (see [`crate::tool_intent`]).
+    pub intent: IntentSettings,
 }
 
 impl AgentSettings {
@@ -75,6 +79,7 @@ impl AgentSettings {
             compaction: CompactionSettings::default(),
             tool_result_max_chars: 50_000,
             home: None,
+            intent: IntentSettings::default(),
         }
     }
 }
@@ -254,7 +259,16 @@ impl Agent {
         let mut context = log.context();
 
         let tool_defs = self.tools.definitions();
-        let system = self.system_prompt(&tool_defs).await;
+        let intent = &s.intent;
+        // In intent mode (and in auto mode once a server refuses `tools`) the tools are
+        // described in the system prompt and calls are parsed from the text.
+        let mut text_tools = intent.mode == ToolMode::Intent;
+        let specs = if intent.mode == ToolMode::Native {
+            Vec::new()
+        } else {
+            tool_intent::tool_specs(&self.tools, &tool_defs)
+        };
+        let mut system = self.request_system(&tool_defs, &specs, text_tools).await;
         let tool_ctx = ToolContext {
             agent_id: s.id.clone(),
             session_key: req.session_key.clone(),
@@ -270,14 +284,22 @@ impl Agent {
             model: s.model.clone(),
             system: Some(system.clone()),
             messages: Vec::new(),
-            tools: tool_defs,
+            tools: if text_tools {
+                Vec::new()
+            } else {
+                tool_defs.clone()
+            },
             max_tokens: s.max_tokens,
             temperature: s.temperature,
             stream: s.stream,
-            extra_body: Default::default(),
+            extra_body: if text_tools {
+                tool_intent::guided_body(intent.guided, &specs)
+            } else {
+                Default::default()
+            },
         };
         for iteration in 1..=s.max_iterations {
-            chat.messages = self.prepare(&context, &req.session_key);
+            chat.messages = self.prepare_request(&context, &req.session_key, text_tools);
             let estimate =
                 compaction::estimate_request(&system, &chat.tools, &chat.messages, &s.model);
             if !compaction.tried_this_run
@@ -297,7 +319,7 @@ impl Agent {
                     .await?
                 {
                     context = log.context();
-                    chat.messages = self.prepare(&context, &req.session_key);
+                    chat.messages = self.prepare_request(&context, &req.session_key, text_tools);
                 }
             }
 
@@ -351,7 +373,8 @@ impl Agent {
                                 .await?
                             {
                                 context = log.context();
-                                chat.messages = self.prepare(&context, &req.session_key);
+                                chat.messages =
+                                    self.prepare_request(&context, &req.session_key, text_tools);
                                 continue;
                             }
                         }
@@ -368,6 +391,25 @@ impl Agent {
                         log.flush().await?;
                         return Err(RunError::Provider(e));
                     }
+                    Err(e)
+                        if intent.mode == ToolMode::Auto
+                            && !text_tools
+                            && e.kind == ErrorKind::BadRequest
+                            && !e.streamed
+                            && tool_intent::rejects_tools(&e.message) =>
+                    {
+                        tracing::warn!(error = %e, "the server refused `tools`; this run calls tools through text");
+                        text_tools = true;
+                        system = self.request_system(&tool_defs, &specs, true).await;
+                        chat.system = Some(system.clone());
+                        chat.tools = Vec::new();
+                        chat.extra_body = tool_intent::guided_body(intent.guided, &specs);
+                        chat.messages = tool_intent::downgrade_history(
+                            std::mem::take(&mut chat.messages),
+                            intent.prompt_strategy,
+                        );
+                        continue;
+                    }
                     Err(e) => {
                         // The user's message stays: it was accepted, and the next turn sees it.
                         log.flush().await?;
@@ -378,12 +420,27 @@ impl Agent {
             usage.add(&response.usage);
             answered_by = (response.provider.clone(), response.model.clone());
 
+            let mut content = response.content;
+            let mut stop_reason = response.stop_reason;
+            let native_calls = content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
+            if intent.mode != ToolMode::Native && !native_calls {
+                let salt = format!("{}{iteration}", &run_id[run_id.len().saturating_sub(8)..]);
+                tool_intent::apply_intents(
+                    &mut content,
+                    &mut stop_reason,
+                    &specs,
+                    &intent.parser,
+                    &salt,
+                );
+            }
             let assistant = AssistantMessage {
-                content: response.content,
+                content,
                 provider: response.provider,
                 model: response.model,
                 usage: response.usage,
-                stop_reason: response.stop_reason,
+                stop_reason,
                 error_message: None,
                 timestamp: ferroclaw_types::now_millis(),
             };
@@ -456,6 +513,37 @@ impl Agent {
             )
             .await?;
         Err(RunError::IterationLimit(s.max_iterations))
+    }
+
+    /// The system prompt for a request: with the tool-calling section when tools are
+    /// called through text.
+    async fn request_system(
+        &self,
+        tools: &[ToolDefinition],
+        specs: &[ferroclaw_intent::ToolSpec],
+        text_tools: bool,
+    ) -> String {
+        let mut system = self.system_prompt(tools, text_tools).await;
+        if text_tools {
+            system.push_str(&tool_intent::system_section(&self.settings.intent, specs));
+        }
+        system
+    }
+
+    /// The history pipeline, plus the text form of tool turns when tools are called
+    /// through text.
+    fn prepare_request(
+        &self,
+        context: &[Message],
+        session_key: &str,
+        text_tools: bool,
+    ) -> Vec<Message> {
+        let messages = self.prepare(context, session_key);
+        if text_tools {
+            tool_intent::downgrade_history(messages, self.settings.intent.prompt_strategy)
+        } else {
+            messages
+        }
     }
 
     /// The history pipeline, logging when it had to repair the pairing.
@@ -679,7 +767,7 @@ impl Agent {
         let s = &self.settings;
         let mut log = self.store.open(&s.id, session_key).await?;
         let tool_defs = self.tools.definitions();
-        let system = self.system_prompt(&tool_defs).await;
+        let system = self.system_prompt(&tool_defs, false).await;
         let messages = self.prepare(&log.context(), session_key);
         let before = compaction::estimate_request(&system, &tool_defs, &messages, &s.model);
         let tool_ctx = ToolContext {
@@ -782,7 +870,7 @@ impl Agent {
         }
     }
 
-    async fn system_prompt(&self, tools: &[ToolDefinition]) -> String {
+    async fn system_prompt(&self, tools: &[ToolDefinition], tool_calls_as_text: bool) -> String {
         let s = &self.settings;
         let files = prompt::load_context_files(&s.workspace, s.prompt_mode).await;
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
@@ -796,6 +884,7 @@ impl Agent {
             model: &s.model,
             context_files: &files,
             now: &now,
+            tool_calls_as_text,
         })
     }
 }

@@ -28,8 +28,9 @@ pub use load::{default_home, load, parse_config, ConfigWarning, LoadOptions};
 pub use providers::{env_name, mask_secret, ResolvedProvider};
 pub use schema::{
     AgentConfig, AgentDefaults, AgentsConfig, CompactionConfig, Config, GatewayConfig,
-    GatewayLanesConfig, GatewayQueueMode, GatewayToolsConfig, IntegrityStrategy, LogFormat,
-    LoggingConfig, ModelConfig, PromptMode, ProviderConfig, ProviderType, SessionConfig,
+    GatewayLanesConfig, GatewayQueueMode, GatewayToolsConfig, GuidedDecoding, IntegrityStrategy,
+    LogFormat, LoggingConfig, ModelConfig, PromptMode, ProviderConfig, ProviderType, SessionConfig,
+    ToolMode,
 };
 pub use starter::starter_config;
 pub use tools_config::{InputGuardAction, ToolPolicyConfig, ToolProfile, ToolsConfig};
@@ -82,6 +83,9 @@ pub struct ResolvedAgent {
     pub history_turns: usize,
     pub tool_result_context_chars: usize,
     pub compaction: CompactionConfig,
+    /// Tool mode of the primary model (`providers.<p>.models[].tool_mode`, else the provider's).
+    pub tool_mode: ToolMode,
+    pub guided_decoding: GuidedDecoding,
 }
 
 impl LoadedConfig {
@@ -246,6 +250,9 @@ impl LoadedConfig {
             .collect();
 
         let listed = provider.model(&model);
+        let tool_mode = listed
+            .and_then(|m| m.tool_mode)
+            .unwrap_or(provider.tool_mode);
         let context_window = listed
             .and_then(|m| m.context_window)
             .or(a.context_window)
@@ -266,6 +273,8 @@ impl LoadedConfig {
             model,
             fallbacks,
             context_window,
+            tool_mode,
+            guided_decoding: provider.guided_decoding,
             max_tokens,
             temperature: d.temperature,
             max_iterations: a.max_iterations.unwrap_or(d.max_iterations),

@@ -21,6 +21,8 @@ pub struct ResolvedProvider {
     pub timeout: Duration,
     /// "openai" or "gemini".
     pub schema_flavor: String,
+    pub tool_mode: crate::ToolMode,
+    pub guided_decoding: crate::GuidedDecoding,
     pub models: Vec<ModelConfig>,
 }
 
@@ -255,6 +257,8 @@ fn resolve_one(name: &str, p: &ProviderConfig, env: &Env) -> ResolvedProvider {
             .collect(),
         timeout: Duration::from_secs(p.timeout_seconds),
         schema_flavor,
+        tool_mode: p.tool_mode,
+        guided_decoding: p.guided_decoding,
         models: p.models.clone(),
     }
 }

@@ -167,7 +167,37 @@ pub struct ProviderConfig {
     pub timeout_seconds: u64,
     /// JSON-schema dialect for tool definitions: "openai" or "gemini".
     pub schema_flavor: Option<String>,
+    /// How tools reach this provider's models (a model entry may override it).
+    pub tool_mode: ToolMode,
+    /// In `intent` mode, constrain the answer to the tool-call JSON schema.
+    pub guided_decoding: GuidedDecoding,
     pub models: Vec<ModelConfig>,
+}
+
+/// How a model is given tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolMode {
+    /// Send `tools`; expect structured tool calls.
+    #[default]
+    Native,
+    /// Never send `tools`: describe them in the system prompt and parse the text.
+    Intent,
+    /// Send `tools`; when the answer carries a tool intent only in its text (or the
+    /// server rejects `tools`), parse the text.
+    Auto,
+}
+
+/// How an `intent`-mode request asks the server to follow the tool-call schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuidedDecoding {
+    #[default]
+    Off,
+    /// vLLM's `guided_json` body field.
+    Vllm,
+    /// OpenAI-style `response_format: {type: json_schema}`.
+    ResponseFormat,
 }
 
 impl Default for ProviderConfig {
@@ -179,6 +209,8 @@ impl Default for ProviderConfig {
             headers: BTreeMap::new(),
             timeout_seconds: 120,
             schema_flavor: None,
+            tool_mode: ToolMode::Native,
+            guided_decoding: GuidedDecoding::Off,
             models: Vec::new(),
         }
     }
@@ -190,6 +222,8 @@ pub struct ModelConfig {
     pub id: String,
     pub context_window: Option<u32>,
     pub max_tokens: Option<u32>,
+    /// Overrides the provider's `tool_mode` for this model.
+    pub tool_mode: Option<ToolMode>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

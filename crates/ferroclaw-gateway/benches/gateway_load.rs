@@ -3,8 +3,8 @@
 //! 1. `/v1/chat/completions` through the gateway vs. the same request sent straight to
 //!    the zero-delay scripted LLM: requests/s, p50/p99 latency, and their ratio.
 //! 2. 1,000 sessions, then 200 concurrent WebSocket clients each running a turn; peak
-//!    RSS (VmHWM) of this process, which holds the gateway, the scripted LLM and the
-//!    clients (so it is an upper bound for the gateway alone).
+//!    RSS (VmHWM) of the gateway. The gateway runs in a child process (this binary,
+//!    re-executed) so the figure excludes the scripted LLM, which keeps every request.
 //!
 //! Knobs (environment): BENCH_REQUESTS (default 2000), BENCH_CONCURRENCY (32),
 //! BENCH_SESSIONS (1000), BENCH_WS_CLIENTS (200). Loopback only, bounded loops.
@@ -27,8 +27,8 @@ fn knob(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn proc_status_kb(field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     text.lines()
         .find(|l| l.starts_with(field))?
         .split_whitespace()
@@ -116,22 +116,8 @@ fn print(label: &str, s: &Stats) {
     );
 }
 
-#[tokio::main]
-async fn main() {
-    let requests = knob("BENCH_REQUESTS", 2000);
-    let concurrency = knob("BENCH_CONCURRENCY", 32).max(1);
-    let sessions = knob("BENCH_SESSIONS", 1000);
-    let ws_clients = knob("BENCH_WS_CLIENTS", 200);
-
-    let llm = ScriptedLlm::start().await.expect("scripted LLM");
-    // BENCH_HOME_DIR=/dev/shm puts transcripts on tmpfs, separating the gateway's own
-    // cost from the store's fsyncs (the default: the system temp dir, usually a disk).
-    let home = match std::env::var("BENCH_HOME_DIR") {
-        Ok(dir) => tempfile::tempdir_in(dir),
-        Err(_) => tempfile::tempdir(),
-    }
-    .expect("temp home");
-    println!("home       {}", home.path().display());
+/// Gateway configuration shared by parent (for display) and child.
+fn gateway_config(llm_base: &str, lane: usize) -> Config {
     let mut config = Config::default();
     config.agents.defaults.provider = Some("scripted".into());
     config.agents.defaults.model = Some("bench-model".into());
@@ -140,19 +126,23 @@ async fn main() {
     config.providers.insert(
         "scripted".into(),
         ProviderConfig {
-            base_url: Some(llm.openai_base_url()),
+            base_url: Some(llm_base.to_string()),
             ..ProviderConfig::default()
         },
     );
     // The lane must not be the bottleneck being measured.
-    config.gateway.lanes.main = concurrency.max(ws_clients);
+    config.gateway.lanes.main = lane;
+    config
+}
+
+/// Child mode: serve the gateway until stdin closes.
+async fn child(llm_base: String, home: String, lane: usize) {
     let loaded = LoadedConfig::from_config(
-        config,
-        home.path().to_path_buf(),
+        gateway_config(&llm_base, lane),
+        home.clone().into(),
         Env::from_pairs(Vec::<(String, String)>::new()),
     );
-    let store = Arc::new(FileSessionStore::new(home.path().to_path_buf()));
-    let rss_before = proc_status_kb("VmRSS:").unwrap_or(0);
+    let store = Arc::new(FileSessionStore::new(std::path::PathBuf::from(home)));
     let gateway = Gateway::bind(
         loaded,
         store,
@@ -163,11 +153,65 @@ async fn main() {
     )
     .await
     .expect("gateway");
-    let addr = gateway.local_addr();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(gateway.serve(async move {
-        let _ = stop_rx.await;
-    }));
+    println!("listening on {}", gateway.local_addr());
+    let _ = gateway
+        .serve(async {
+            let mut sink = Vec::new();
+            let _ = tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut sink).await;
+        })
+        .await;
+}
+
+#[tokio::main]
+async fn main() {
+    if let (Ok(llm), Ok(home)) = (
+        std::env::var("BENCH_CHILD_LLM"),
+        std::env::var("BENCH_CHILD_HOME"),
+    ) {
+        let lane = knob("BENCH_CHILD_LANE", 32);
+        return child(llm, home, lane).await;
+    }
+    let requests = knob("BENCH_REQUESTS", 2000);
+    let concurrency = knob("BENCH_CONCURRENCY", 32).max(1);
+    let sessions = knob("BENCH_SESSIONS", 1000);
+    let ws_clients = knob("BENCH_WS_CLIENTS", 200);
+
+    let llm = ScriptedLlm::start().await.expect("scripted LLM");
+    // BENCH_HOME_DIR=/dev/shm puts transcripts on tmpfs, separating the gateway's own
+    // cost from the store's fsyncs (the default: the system temp dir, usually a disk).
+    let home = match std::env::var("BENCH_HOME_DIR")
+        .ok()
+        .filter(|d| !d.is_empty())
+    {
+        Some(dir) => tempfile::tempdir_in(dir),
+        None => tempfile::tempdir(),
+    }
+    .expect("temp home");
+    println!("home       {}", home.path().display());
+    let exe = std::env::current_exe().expect("own path");
+    let mut gateway = tokio::process::Command::new(exe)
+        .env("BENCH_CHILD_LLM", llm.openai_base_url())
+        .env("BENCH_CHILD_HOME", home.path())
+        .env("BENCH_CHILD_LANE", concurrency.max(ws_clients).to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn gateway child");
+    let pid = gateway.id().unwrap_or(0);
+    let stdin = gateway.stdin.take();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
+        gateway.stdout.take().expect("child stdout"),
+    ));
+    let mut addr = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(a) = line.strip_prefix("listening on ") {
+            addr = a.trim().to_string();
+            break;
+        }
+    }
+    assert!(!addr.is_empty(), "gateway child did not start");
+    let rss_start = proc_status_kb(pid, "VmRSS:").unwrap_or(0);
 
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency)
@@ -310,15 +354,16 @@ async fn main() {
         "ws         {opened} clients connected, {ok} turns answered in {:.2} s",
         t.elapsed().as_secs_f64()
     );
-    let hwm = proc_status_kb("VmHWM:").unwrap_or(0);
-    let rss = proc_status_kb("VmRSS:").unwrap_or(0);
+    let hwm = proc_status_kb(pid, "VmHWM:").unwrap_or(0);
+    let rss = proc_status_kb(pid, "VmRSS:").unwrap_or(0);
     println!(
-        "memory     peak RSS {:.1} MB (now {:.1} MB; {:.1} MB before the gateway started) — one process: gateway + scripted LLM + clients",
+        "memory     gateway peak RSS {:.1} MB (now {:.1} MB, {:.1} MB right after start-up)",
         hwm as f64 / 1024.0,
         rss as f64 / 1024.0,
-        rss_before as f64 / 1024.0
+        rss_start as f64 / 1024.0
     );
     drop(keep);
-    let _ = stop_tx.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(15), server).await;
+    // Closing the child's stdin is its shutdown signal.
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(15), gateway.wait()).await;
 }

@@ -19,6 +19,8 @@ use crate::harmony::floor;
 use crate::{jsonscan, make_call, ParsedCall, ParserConfig, StrategyOutput, ToolSpec};
 
 const MAX_TEXT: usize = 256 * 1024;
+/// How far (bytes) context cues and arguments are looked for around a trigger.
+const WINDOW: usize = 240;
 
 // ---------------------------------------------------------------- lexicon
 
@@ -571,12 +573,18 @@ const DISCOURSE: &[&str] = &[
 
 fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: usize) -> bool {
     let trig = &toks[t];
+    // Cues are local: look at most WINDOW bytes back and a few words ahead.
+    let cstart = clause
+        .start
+        .max(floor(text, trig.range.start.saturating_sub(WINDOW)));
+    let clause = &(cstart..clause.end);
     let lo = toks.partition_point(|x| x.range.start < clause.start);
     let pre_toks: Vec<&Tok> = toks[lo.min(t)..t].iter().collect();
     let post_toks = toks[t..]
         .iter()
         .skip_while(|x| x.range.start < t_end)
-        .take_while(|x| x.range.end <= clause.end);
+        .take_while(|x| x.range.end <= clause.end)
+        .take(24);
     for p in &pre_toks {
         let w = p.lower.as_str();
         if NEG.contains(&w) || w.ends_with("n't") || HYP.contains(&w) {
@@ -1262,7 +1270,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     continue;
                 }
                 for (pi, p) in profs.iter().enumerate() {
-                    if p.names.iter().any(|n| *n == t.lower) {
+                    if p.names.contains(&t.lower) {
                         trigs.push(Trigger {
                             tok: k,
                             end: t.range.end,
@@ -1368,7 +1376,10 @@ fn build_calls(
     cfg: &ParserConfig,
     tools: &[ToolSpec],
 ) -> Option<Vec<ParsedCall>> {
-    let win = tr.end..clause.end;
+    let clause = &(clause.start..floor(text, clause.end.min(tr.end + 2 * WINDOW)));
+    let sent = &(floor(text, sent.start.max(tr.end.saturating_sub(WINDOW)))
+        ..floor(text, sent.end.min(tr.end + 3 * WINDOW)));
+    let win = tr.end..clause.end.max(tr.end);
     let start = tr.end.min(text.len());
     // Explicit JSON after a tool-name mention: `web_search {"query": "x"}`.
     if tr.by_name {

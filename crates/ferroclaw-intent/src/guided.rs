@@ -41,6 +41,14 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         if done == Some(true) {
             out.done = true;
         }
+        // The finishing object carries the answer for the user.
+        if out.final_text.is_none() {
+            out.final_text = ["answer", "final_answer", "final", "response"]
+                .iter()
+                .find_map(|k| obj.get(*k).and_then(Value::as_str))
+                .filter(|s| !s.trim().is_empty())
+                .map(str::to_string);
+        }
         let span = with_fence(text, range);
         out.markup.push(span.clone());
         let conf = if list.is_some() { 0.95 } else { 0.8 };

@@ -374,7 +374,8 @@ pub fn guided_json_schema(tools: &[ToolSpec]) -> Value {
                     "additionalProperties": false
                 }
             },
-            "done": {"type": "boolean"}
+            "done": {"type": "boolean"},
+            "answer": {"type": "string"}
         },
         "required": ["tool_calls", "done"],
         "additionalProperties": false

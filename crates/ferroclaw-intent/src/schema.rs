@@ -184,7 +184,7 @@ pub fn clean_tool_name(raw: &str) -> String {
         .find(|c: char| c.is_whitespace() || c == '(' || c == '[' || c == '{')
         .unwrap_or(s.len());
     s[..end]
-        .trim_end_matches(|c: char| matches!(c, '.' | ',' | ':' | ';' | '!' | '?'))
+        .trim_end_matches(['.', ',', ':', ';', '!', '?'])
         .to_string()
 }
 

@@ -431,3 +431,20 @@ fn never_panics_on_adversarial_input() {
         );
     }
 }
+
+#[test]
+fn guided_json_done_object_carries_the_answer() {
+    let tools = ferroclaw_intent::eval::standard_tools();
+    let out = ferroclaw_intent::parse(
+        None,
+        Some(r#"{"tool_calls": [], "done": true, "answer": "All files are listed above."}"#),
+        &tools,
+        &ferroclaw_intent::ParserConfig::default(),
+    );
+    assert!(out.calls.is_empty());
+    assert!(out.done);
+    assert_eq!(
+        out.final_text.as_deref(),
+        Some("All files are listed above.")
+    );
+}

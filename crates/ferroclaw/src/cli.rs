@@ -42,6 +42,9 @@ pub enum Command {
     Onboard(OnboardArgs),
     /// Serve agents over HTTP (OpenAI-compatible) and WebSocket (what a bare `ferroclaw` runs).
     Gateway(GatewayArgs),
+    /// Serve the tool-calling executor for gpt-oss and other models without native tool
+    /// calling (`--config executor.yaml`).
+    Executor(crate::commands::executor::ExecutorArgs),
     /// List sessions, check and repair transcripts, import OpenClaw/pi transcripts.
     #[command(subcommand)]
     Sessions(crate::commands::sessions::SessionsCommand),

@@ -31,6 +31,8 @@ pub struct Options {
     pub defaults_extra: &'static str,
     /// Extra top-level JSON5 keys, e.g. `tools: { deny: ["exec"] },`.
     pub config_extra: &'static str,
+    /// Extra JSON5 keys for the scripted provider, e.g. `tool_mode: "intent",`.
+    pub provider_extra: &'static str,
 }
 
 impl Default for Options {
@@ -42,6 +44,7 @@ impl Default for Options {
             stream: true,
             defaults_extra: "",
             config_extra: "",
+            provider_extra: "",
         }
     }
 }
@@ -60,7 +63,7 @@ impl Harness {
   // written by the test harness
   agents: {{ defaults: {{ provider: "scripted", model: "model-a", fallbacks: [{}],
     max_iterations: {}, timeout_seconds: {}, stream: {}, {} }} }},
-  providers: {{ scripted: {{ type: "{kind}", base_url: "{base}" }} }},
+  providers: {{ scripted: {{ type: "{kind}", base_url: "{base}", {} }} }},
   {}
 }}"#,
             fallbacks.join(", "),
@@ -68,6 +71,7 @@ impl Harness {
             opts.timeout_seconds,
             opts.stream,
             opts.defaults_extra,
+            opts.provider_extra,
             opts.config_extra
         );
         std::fs::write(home.path().join("config.json5"), config).expect("write config");

@@ -2,6 +2,7 @@ mod agent_list;
 mod chat;
 mod config_cmd;
 mod doctor;
+pub(crate) mod executor;
 mod gateway;
 mod onboard;
 pub(crate) mod sessions;
@@ -31,6 +32,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Config(cmd) => config_cmd::run(&cli.global, cmd),
         Command::Doctor => doctor::run(&cli.global).await,
         Command::Gateway(args) => gateway::run(&cli.global, args).await,
+        Command::Executor(args) => executor::run(&cli.global, args).await,
         Command::Sessions(cmd) => sessions::run(&cli.global, cmd).await,
         Command::Agent(AgentCommand::List) => agent_list::run(&AppContext::load(&cli.global)?),
         Command::Agent(AgentCommand::Chat(args)) => {
