@@ -133,6 +133,7 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
         },
         tool_result_max_chars: 50_000,
         home: None,
+        input_guard: ferroclaw_tools::InputGuardAction::Warn,
         intent: crate::tool_intent::IntentSettings {
             mode: agent.tool_mode,
             guided: agent.guided_decoding,
@@ -183,6 +184,7 @@ pub fn build_agent_with(
     })?;
     let mut settings = settings_for(&resolved);
     settings.home = Some(loaded.home.clone());
+    settings.input_guard = loaded.config.tools.input_guard;
     // `<home>/prompts/intent/<strategy>.md` overrides the built-in tool-calling prompts.
     settings.intent.prompts_dir = Some(loaded.home.join("prompts").join("intent"));
     // Confinement checks compare canonical paths; resolve symlinks in the root once.

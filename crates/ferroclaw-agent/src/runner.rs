@@ -28,6 +28,7 @@ use crate::prompt::{self, PromptInput, PromptMode};
 use crate::sanitize::{is_silent, sanitize_output};
 use crate::tool_intent::{self, IntentSettings};
 use ferroclaw_config::ToolMode;
+use ferroclaw_tools::{InputGuardAction, InputVerdict};
 
 /// Everything about an agent that does not change between runs.
 #[derive(Debug, Clone)]
@@ -52,6 +53,8 @@ pub struct AgentSettings {
     pub tool_result_max_chars: usize,
     /// Where incident reports go (`<home>/logs`); `None` only logs.
     pub home: Option<PathBuf>,
+    /// What to do with user messages that look like prompt injection.
+    pub input_guard: InputGuardAction,
     /// Native tool calls, or tool intents parsed from text (see [`crate::tool_intent`]).
     pub intent: IntentSettings,
 }
@@ -79,6 +82,7 @@ impl AgentSettings {
             compaction: CompactionSettings::default(),
             tool_result_max_chars: 50_000,
             home: None,
+            input_guard: InputGuardAction::Warn,
             intent: IntentSettings::default(),
         }
     }
@@ -117,6 +121,9 @@ pub enum RunError {
     Timeout(Duration),
     #[error("stopped after {0} iterations without a final answer")]
     IterationLimit(u32),
+    /// The input guard (action `block`) refused the user's message.
+    #[error("message refused: {0}")]
+    InputBlocked(String),
 }
 
 impl RunError {
@@ -129,6 +136,7 @@ impl RunError {
             RunError::Aborted => "aborted",
             RunError::Timeout(_) => "timeout",
             RunError::IterationLimit(_) => "iteration_limit",
+            RunError::InputBlocked(_) => "input_blocked",
         }
     }
 }
@@ -242,6 +250,13 @@ impl Agent {
         timed_out: &AtomicBool,
     ) -> Result<RunOutput, RunError> {
         let s = &self.settings;
+        // Checked before anything is written: a blocked message leaves no trace but a log.
+        let text = cap_user_message(&req.message, s.max_message_chars);
+        let text = match ferroclaw_tools::input_guard::apply(&text, s.input_guard) {
+            InputVerdict::Allow => text,
+            InputVerdict::AllowWithWarning(note) => format!("{text}\n\n{note}"),
+            InputVerdict::Block(reason) => return Err(RunError::InputBlocked(reason)),
+        };
         let mut log = self.store.open(&s.id, &req.session_key).await?;
         if !log.problems().is_empty() {
             tracing::warn!(
@@ -251,7 +266,7 @@ impl Agent {
             );
         }
 
-        let user = Message::user(cap_user_message(&req.message, s.max_message_chars));
+        let user = Message::user(text);
         log.append(EntryBody::Message {
             message: user.clone(),
         })

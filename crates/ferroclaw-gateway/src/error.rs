@@ -163,6 +163,12 @@ impl ApiError {
                 msg,
             ),
             RunError::Store(_) => Self::internal(msg),
+            RunError::InputBlocked(_) => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "input_blocked",
+                msg,
+            ),
         }
     }
 }
@@ -272,6 +278,7 @@ impl WsError {
             }
             RunError::Aborted => Self::new(WsCode::FailedPrecondition, msg),
             RunError::IterationLimit(_) | RunError::Store(_) => Self::new(WsCode::Internal, msg),
+            RunError::InputBlocked(_) => Self::new(WsCode::InvalidRequest, msg),
         }
     }
 }
