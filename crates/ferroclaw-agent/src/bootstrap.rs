@@ -142,6 +142,23 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
     }
 }
 
+/// The transcript repair strategy configured in `session.integrity_strategy`, for the
+/// store's repair-on-load and for integrity scans (CLI and gateway use the same one).
+pub fn integrity_strategy(loaded: &LoadedConfig) -> ferroclaw_store::Strategy {
+    match loaded.config.session.integrity_strategy {
+        ferroclaw_config::IntegrityStrategy::Full => ferroclaw_store::Strategy::Full,
+        ferroclaw_config::IntegrityStrategy::RemoveOrphans => {
+            ferroclaw_store::Strategy::RemoveOrphans
+        }
+    }
+}
+
+/// The embedded file store under the home, repairing with the configured strategy.
+pub fn file_store(loaded: &LoadedConfig) -> ferroclaw_store::FileSessionStore {
+    ferroclaw_store::FileSessionStore::new(loaded.home.clone())
+        .with_integrity_strategy(integrity_strategy(loaded))
+}
+
 /// Services one process shares between all its agents: the exec toolset (guard,
 /// approval broker, background processes) and the per-session tool rate limiter.
 pub struct SharedServices {

@@ -15,6 +15,9 @@ fn big(marker: &str) -> String {
 }
 
 const SMALL_WINDOW: &str = "context_window: 8000, compaction: { keep_recent_turns: 1 },";
+/// A fixed tool set: the thresholds below are sized against the system prompt, which
+/// includes every offered tool's schema.
+const FIXED_TOOLS: &str = r#"tools: { allow: ["read", "write", "edit", "ls"] },"#;
 
 fn openai_user_texts(body: &Value) -> Vec<String> {
     body["messages"]
@@ -44,6 +47,7 @@ async fn threshold_triggers_a_summary_that_replaces_older_turns() {
             protocol,
             Options {
                 defaults_extra: SMALL_WINDOW,
+                config_extra: FIXED_TOOLS,
                 ..Options::default()
             },
         )
@@ -130,6 +134,7 @@ async fn overflow_error_compacts_and_retries() {
         Protocol::OpenAi,
         Options {
             defaults_extra: "compaction: { keep_recent_turns: 1 },",
+            config_extra: FIXED_TOOLS,
             ..Options::default()
         },
     )
@@ -169,6 +174,7 @@ async fn persistent_overflow_fails_with_context_overflow() {
         Protocol::OpenAi,
         Options {
             defaults_extra: "compaction: { keep_recent_turns: 1 },",
+            config_extra: FIXED_TOOLS,
             ..Options::default()
         },
     )
@@ -203,6 +209,7 @@ async fn compaction_never_splits_a_tool_call_from_its_result() {
         Protocol::OpenAi,
         Options {
             defaults_extra: SMALL_WINDOW,
+            config_extra: FIXED_TOOLS,
             ..Options::default()
         },
     )
@@ -259,6 +266,7 @@ async fn failed_summary_keeps_the_session_usable_and_is_retried_later() {
         Protocol::OpenAi,
         Options {
             defaults_extra: "context_window: 8000, compaction: { keep_recent_turns: 2 },",
+            config_extra: FIXED_TOOLS,
             ..Options::default()
         },
     )
@@ -305,6 +313,7 @@ async fn memory_flush_runs_once_before_compaction() {
         Options {
             defaults_extra:
                 "context_window: 8000, compaction: { keep_recent_turns: 1, memory_flush: true },",
+            config_extra: FIXED_TOOLS,
             ..Options::default()
         },
     )
@@ -367,6 +376,7 @@ async fn forced_compaction_via_compact_session() {
         Protocol::Anthropic,
         Options {
             defaults_extra: "compaction: { keep_recent_turns: 1 },",
+            config_extra: FIXED_TOOLS,
             ..Options::default()
         },
     )
@@ -408,6 +418,7 @@ async fn an_older_part_larger_than_the_window_is_summarised_in_chunks_and_merged
         Options {
             defaults_extra:
                 "context_window: 10000, compaction: { keep_recent_turns: 1, threshold: 0.9 },",
+            config_extra: FIXED_TOOLS,
             ..Options::default()
         },
     )

@@ -597,6 +597,7 @@ impl Executor {
                 name,
                 &why,
                 "refused by the executor's exec policy; told the model",
+                "continued",
             );
             return Ok(Err(why));
         }
@@ -623,11 +624,17 @@ impl Executor {
                     return Ok(Ok(text));
                 }
                 Err(ToolFailure::Rejected { message, .. }) => {
-                    self.tool_failed(st, name, &message, "injected the error into the context");
+                    self.tool_failed(
+                        st,
+                        name,
+                        &message,
+                        "injected the error into the context",
+                        "continued",
+                    );
                     return Ok(Err(message));
                 }
                 Err(ToolFailure::Fatal(message)) => {
-                    self.tool_failed(st, name, &message, "none: not retryable");
+                    self.tool_failed(st, name, &message, "none: not retryable", "failed");
                     return Err(ExecError::new(
                         ErrorCode::ToolExecutionFailed,
                         format!("tool `{name}` failed: {message}"),
@@ -644,6 +651,7 @@ impl Executor {
                             attempts - 1,
                             delay.as_millis()
                         ),
+                        "retrying",
                     );
                     tokio::time::sleep(delay).await;
                 }
@@ -653,6 +661,7 @@ impl Executor {
                         name,
                         &message,
                         &format!("failed after {attempts} attempts"),
+                        "failed",
                     );
                     return Err(ExecError::new(
                         ErrorCode::ToolExecutionFailed,
@@ -668,7 +677,7 @@ impl Executor {
         ))
     }
 
-    fn tool_failed(&self, st: &RunState, name: &str, error: &str, action: &str) {
+    fn tool_failed(&self, st: &RunState, name: &str, error: &str, action: &str, status: &str) {
         self.events.warn(
             "tool_execution_failed",
             json!({"run_id": st.run_id, "iteration": st.iteration, "tool": name, "error": error, "action": action}),
@@ -677,7 +686,7 @@ impl Executor {
             component: name,
             error,
             attempted_fix: action,
-            status: "failed",
+            status,
             run_id: Some(&st.run_id),
         });
     }

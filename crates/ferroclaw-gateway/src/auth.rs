@@ -39,9 +39,19 @@ impl Role {
 pub fn method_role(method: &str) -> Option<Role> {
     match method {
         "health" | "status" | "models.list" | "agents.list" | "agent" | "sessions.list"
-        | "sessions.preview" => Some(Role::Viewer),
-        "chat.send" | "chat.history" | "chat.abort" | "chat.inject" | "sessions.patch"
-        | "sessions.delete" | "sessions.reset" => Some(Role::Operator),
+        | "sessions.preview" | "integrity.status" => Some(Role::Viewer),
+        "chat.send"
+        | "chat.history"
+        | "chat.abort"
+        | "chat.inject"
+        | "sessions.patch"
+        | "sessions.delete"
+        | "sessions.reset"
+        | "exec.approval.list"
+        | "exec.approval.approve"
+        | "exec.approval.deny" => Some(Role::Operator),
+        // Rewrites transcripts on disk.
+        "integrity.scan" => Some(Role::Admin),
         _ => None,
     }
 }
@@ -62,7 +72,25 @@ pub const METHODS: &[&str] = &[
     "sessions.patch",
     "sessions.delete",
     "sessions.reset",
+    "integrity.status",
+    "integrity.scan",
+    "exec.approval.list",
+    "exec.approval.approve",
+    "exec.approval.deny",
 ];
+
+/// Every event the gateway sends (advertised in the OpenClaw `hello-ok`).
+pub const EVENTS: &[&str] = &[
+    "agent",
+    "chat",
+    "shutdown",
+    "exec.approval.requested",
+    "exec.approval.resolved",
+];
+
+/// The least role that receives exec approval events: they show the commands an agent
+/// wants to run, and only someone who may answer them needs to see them.
+pub const APPROVAL_EVENTS_ROLE: Role = Role::Operator;
 
 #[derive(Clone)]
 pub struct Auth {
@@ -167,6 +195,9 @@ mod tests {
         assert_eq!(method_role("sessions.preview"), Some(Role::Viewer));
         assert_eq!(method_role("chat.send"), Some(Role::Operator));
         assert_eq!(method_role("no.such"), None);
+        assert_eq!(method_role("integrity.status"), Some(Role::Viewer));
+        assert_eq!(method_role("exec.approval.approve"), Some(Role::Operator));
+        assert_eq!(method_role("integrity.scan"), Some(Role::Admin));
         for m in METHODS {
             assert!(method_role(m).is_some(), "{m} advertised but not routed");
         }

@@ -1,9 +1,13 @@
 //! Router, listener and graceful shutdown.
 //!
+//! Start-up: build the agents, bind, then scan (and repair) every transcript before the
+//! first request is accepted, so no turn reads a damaged file the scan would have fixed.
+//!
 //! Shutdown order: stop accepting; tell WebSocket clients (`shutdown` event); let the
 //! scheduler give running turns `gateway.shutdown_grace_seconds` before aborting them
-//! (an aborted turn still writes its transcript, see `Agent::run`); let in-flight
-//! answers go out; close WebSocket connections; return.
+//! (an aborted turn still writes its transcript, see `Agent::run`); kill the background
+//! processes the agents started; let in-flight answers go out; close WebSocket
+//! connections; return.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,7 +19,7 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use axum::Router;
 use ferroclaw_config::LoadedConfig;
-use ferroclaw_store::SessionStore;
+use ferroclaw_store::{ScanOptions, ScanSummary, SessionStore};
 use tokio::net::TcpListener;
 
 use crate::http::{self, MAX_BODY_BYTES};
@@ -31,6 +35,7 @@ const DRAIN_MARGIN: Duration = Duration::from_secs(5);
 pub fn router(state: Arc<AppState>) -> Router {
     let guarded = Router::new()
         .route("/metrics", get(http::health::metrics))
+        .route("/integrity", get(http::health::integrity))
         .route("/v1/models", get(http::models::list))
         .route("/v1/chat/completions", post(http::chat_completions::handle))
         .route("/v1/responses", post(http::responses::handle))
@@ -59,6 +64,7 @@ pub struct Gateway {
     state: Arc<AppState>,
     listener: TcpListener,
     addr: SocketAddr,
+    startup_scan: Result<ScanSummary, String>,
 }
 
 impl Gateway {
@@ -97,11 +103,29 @@ impl Gateway {
         if !addr.ip().is_loopback() && !state.auth.token_configured() {
             return Err(GatewayError::InsecureBind { addr: shown });
         }
+        // Bound but not yet accepting: connections wait in the backlog until the scan
+        // is over. A scan that fails is reported, never fatal: the store still repairs
+        // each transcript when it is loaded.
+        let startup_scan = run_scan(&state, true).await;
+        match &startup_scan {
+            Ok(summary) => {
+                for (path, error) in &summary.errors {
+                    tracing::warn!(file = %path.display(), %error, "transcript unreadable during the start-up scan");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "start-up integrity scan failed"),
+        }
         Ok(Gateway {
             state,
             listener,
             addr,
+            startup_scan,
         })
+    }
+
+    /// What the start-up integrity scan found (`Err` when it could not run).
+    pub fn startup_scan(&self) -> &Result<ScanSummary, String> {
+        &self.startup_scan
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -150,6 +174,11 @@ impl Gateway {
         let _ = stop_tx.send(());
         let grace = Duration::from_secs(state.config.shutdown_grace_seconds);
         state.scheduler.shutdown(grace).await;
+        // No turn is left to use them: background processes must not outlive the gateway.
+        let killed = state.services.exec.processes.kill_all();
+        if killed > 0 {
+            tracing::info!(killed, "killed background processes at shutdown");
+        }
         // Turns are over: let WebSocket handlers send their final answers, then close.
         state.ws_tasks.close();
         let _ = tokio::time::timeout(DRAIN_MARGIN, state.ws_tasks.wait()).await;
@@ -165,6 +194,22 @@ impl Gateway {
         };
         cleanup.abort();
         result
+    }
+}
+
+/// Scans every transcript under the home on a blocking thread (the scan is blocking
+/// file I/O), repairing with `session.integrity_strategy` when `repair` is set.
+pub async fn run_scan(state: &AppState, repair: bool) -> Result<ScanSummary, String> {
+    let home = state.loaded.home.clone();
+    let opts = ScanOptions {
+        repair,
+        strategy: state.integrity_strategy,
+        agent: None,
+    };
+    match tokio::task::spawn_blocking(move || ferroclaw_store::scan_home(&home, &opts)).await {
+        Ok(Ok(summary)) => Ok(summary),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(format!("scan task failed: {e}")),
     }
 }
 

@@ -1,15 +1,17 @@
 //! Everything a request handler can reach: configuration, the agents (built once at
-//! start-up), the session store, the scheduler, auth, rate limit, metrics and the
-//! shutdown signals.
+//! start-up), the services they share (exec approvals, background processes, tool rate
+//! limit), the session store, the scheduler, auth, rate limit, metrics and the shutdown
+//! signals.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ferroclaw_agent::bootstrap::SharedServices;
 use ferroclaw_agent::Agent;
 use ferroclaw_config::{GatewayConfig, GatewayQueueMode, LoadedConfig};
-use ferroclaw_store::SessionStore;
+use ferroclaw_store::{SessionStore, Strategy};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -29,6 +31,8 @@ pub enum GatewayError {
         id: String,
         source: Box<ferroclaw_agent::bootstrap::BootstrapError>,
     },
+    #[error("cannot set up the shared tool services: {0}")]
+    Services(Box<ferroclaw_agent::bootstrap::BootstrapError>),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -89,6 +93,11 @@ pub struct AppState {
     pub agents: Vec<AgentEntry>,
     pub default_agent: String,
     pub store: Arc<dyn SessionStore>,
+    /// One set for every agent: a single approval queue for operators to answer, one
+    /// process table to clean up per session and at shutdown, one tool rate limit.
+    pub services: SharedServices,
+    /// `session.integrity_strategy`, for `integrity.scan`.
+    pub integrity_strategy: Strategy,
     pub scheduler: Arc<Scheduler>,
     pub metrics: Metrics,
     pub auth: Auth,
@@ -118,10 +127,17 @@ impl AppState {
         store: Arc<dyn SessionStore>,
     ) -> Result<Arc<AppState>, GatewayError> {
         let default_agent = loaded.default_agent_id();
+        let services = SharedServices::from_config(&loaded)
+            .map_err(|e| GatewayError::Services(Box::new(e)))?;
         let mut agents = Vec::new();
         let mut skipped_agents = Vec::new();
         for id in loaded.agent_ids() {
-            match ferroclaw_agent::bootstrap::build_agent(&loaded, &id, store.clone()) {
+            match ferroclaw_agent::bootstrap::build_agent_with(
+                &loaded,
+                &id,
+                store.clone(),
+                &services,
+            ) {
                 Ok(agent) => agents.push(AgentEntry {
                     id: id.clone(),
                     agent: Arc::new(agent),
@@ -157,6 +173,8 @@ impl AppState {
             },
             agents,
             store,
+            services,
+            integrity_strategy: ferroclaw_agent::bootstrap::integrity_strategy(&loaded),
             scheduler,
             metrics: Metrics::new(),
             auth: Auth::new(token),
@@ -186,6 +204,18 @@ impl AppState {
 
     pub fn ws_client_count(&self) -> usize {
         self.ws_clients.load(Ordering::Relaxed)
+    }
+
+    /// Cleans up after a session was deleted or reset: kills its background processes
+    /// and drops its tool rate-limit history. Both are keyed by the bare session key
+    /// (what `ToolContext::session_key` carries), so another agent's session with the
+    /// same key is affected too.
+    pub fn forget_session(&self, session_key: &str) {
+        let killed = self.services.exec.processes.kill_session(session_key);
+        if killed > 0 {
+            tracing::info!(session = %session_key, killed, "killed the background processes of a removed session");
+        }
+        self.services.rate_limiter.forget(session_key);
     }
 
     /// Forgets idempotency keys older than the TTL.

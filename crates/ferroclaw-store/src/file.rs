@@ -36,6 +36,77 @@ pub struct FileSessionStore {
     index_locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     strategy: Strategy,
     tool_result_chars: usize,
+    /// Parsed indexes, reused while the file on disk is the one they were read from.
+    index_cache: Arc<std::sync::Mutex<HashMap<String, CachedIndex>>>,
+    /// Transcripts of recently closed sessions, so a continuing conversation is not
+    /// re-read and re-validated on every turn.
+    log_cache: Arc<std::sync::Mutex<LogCache>>,
+}
+
+/// Identity of a file's current contents: any rewrite (rename) changes the inode, any
+/// append the length, any in-place write the modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    ino: u64,
+}
+
+fn file_stamp(path: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(path).ok()?;
+    Some(FileStamp {
+        len: m.len(),
+        modified: m.modified().ok(),
+        ino: m.ino(),
+    })
+}
+
+struct CachedIndex {
+    index: Index,
+    stamp: Option<FileStamp>,
+}
+
+/// Parsed state of a closed transcript, valid while the file still has `len` bytes and
+/// the same inode (appends by this process are counted; anyone else's change the length).
+struct CachedLog {
+    header: SessionHeader,
+    entries: Vec<Entry>,
+    ids: HashSet<String>,
+    len: u64,
+    ino: u64,
+    used: u64,
+}
+
+/// Sessions kept parsed in memory at most.
+const LOG_CACHE_CAPACITY: usize = 128;
+
+#[derive(Default)]
+struct LogCache {
+    logs: HashMap<PathBuf, CachedLog>,
+    clock: u64,
+}
+
+impl LogCache {
+    fn take(&mut self, path: &Path) -> Option<CachedLog> {
+        self.logs.remove(path)
+    }
+
+    fn put(&mut self, path: PathBuf, mut log: CachedLog) {
+        self.clock += 1;
+        log.used = self.clock;
+        self.logs.insert(path, log);
+        if self.logs.len() > LOG_CACHE_CAPACITY {
+            if let Some(oldest) = self
+                .logs
+                .iter()
+                .min_by_key(|(_, l)| l.used)
+                .map(|(p, _)| p.clone())
+            {
+                self.logs.remove(&oldest);
+            }
+        }
+    }
 }
 
 impl FileSessionStore {
@@ -46,6 +117,8 @@ impl FileSessionStore {
             index_locks: std::sync::Mutex::new(HashMap::new()),
             strategy: Strategy::Full,
             tool_result_chars: DEFAULT_TOOL_RESULT_CHARS,
+            index_cache: Arc::default(),
+            log_cache: Arc::default(),
         }
     }
 
@@ -112,13 +185,23 @@ impl FileSessionStore {
         // is still held until the index work on the blocking thread has finished.
         let guard = self.index_lock(agent_id).lock_owned().await;
         let agent = agent_id.to_owned();
+        let cache = self.index_cache.clone();
         blocking(dir.clone(), move || {
             let _guard = guard;
-            let mut index = load_index(&dir, &agent)?;
+            let path = dir.join(INDEX_FILE);
+            let on_disk = file_stamp(&path);
+            let cached = lock(&cache).remove(&agent);
+            let mut index = match cached {
+                Some(c) if c.stamp.is_some() && c.stamp == on_disk => c.index,
+                _ => load_index(&dir, &agent)?,
+            };
+            // On error the (possibly half-changed) index is not cached: re-read next time.
             let (out, changed) = f(&dir, &mut index)?;
             if changed {
                 write_index(&dir, &index, sync_dir)?;
             }
+            let stamp = file_stamp(&path);
+            lock(&cache).insert(agent, CachedIndex { index, stamp });
             Ok(out)
         })
         .await
@@ -139,7 +222,11 @@ impl SessionStore for FileSessionStore {
                     return Ok(((dir.to_owned(), meta.session_id.clone()), false));
                 }
                 let session_id = uuid::Uuid::now_v7().to_string();
-                init_transcript(&transcript_path_in(dir, &session_id)?, &session_id)?;
+                init_transcript(
+                    &transcript_path_in(dir, &session_id)?,
+                    &session_id,
+                    Some(&owned_key),
+                )?;
                 let now = now_millis();
                 index.insert(
                     owned_key.clone(),
@@ -167,8 +254,22 @@ impl SessionStore for FileSessionStore {
             path: path.clone(),
             strategy: self.strategy,
             tool_result_chars: self.tool_result_chars,
+            cache: Arc::downgrade(&self.log_cache),
         };
-        let log = blocking(path, move || FileSessionLog::load(target)).await?;
+        let cache = self.log_cache.clone();
+        let log = blocking(path, move || {
+            let cached = lock(&cache).take(&target.path);
+            match cached {
+                Some(c)
+                    if file_stamp(&target.path)
+                        .is_some_and(|st| st.len == c.len && st.ino == c.ino) =>
+                {
+                    Ok(FileSessionLog::from_cache(target, c))
+                }
+                _ => FileSessionLog::load(target),
+            }
+        })
+        .await?;
         Ok(Box::new(log))
     }
 
@@ -183,7 +284,7 @@ impl SessionStore for FileSessionStore {
     async fn list(&self, agent_id: &str) -> Result<Vec<SessionMeta>, StoreError> {
         let mut all: Vec<SessionMeta> = self
             .with_index(agent_id, |_, index| {
-                Ok((std::mem::take(index).into_values().collect(), false))
+                Ok((index.values().cloned().collect(), false))
             })
             .await?;
         all.sort_by(|a, b| {
@@ -210,8 +311,7 @@ impl SessionStore for FileSessionStore {
             *usage,
         );
         let agent = agent_id.to_owned();
-        // Only totals and timestamps change here: if a crash loses the rename, the previous
-        // (complete, synced) index remains, so the directory fsync buys nothing.
+        // Only totals and timestamps change here, and they can be recomputed: see SyncDir.
         self.with_index_sync(agent_id, SyncDir::No, move |_, index| {
             let meta = index.get_mut(&key).ok_or_else(|| {
                 StoreError::NotFound(format!("session {key:?} of agent {agent:?}"))
@@ -264,6 +364,7 @@ struct LoadTarget {
     path: PathBuf,
     strategy: Strategy,
     tool_result_chars: usize,
+    cache: std::sync::Weak<std::sync::Mutex<LogCache>>,
 }
 
 /// An open transcript. Appends go through one append-mode handle, opened at the first
@@ -286,9 +387,54 @@ pub struct FileSessionLog {
     /// was cancelled); the next append inspects and repairs the tail first.
     tail_clean: bool,
     unsynced: bool,
+    /// Where this log's parsed state goes when it is dropped.
+    cache: std::sync::Weak<std::sync::Mutex<LogCache>>,
+    /// Bytes in the file and its inode, as far as this log knows; `None` once unsure.
+    file_len: Option<u64>,
+    ino: u64,
+}
+
+impl Drop for FileSessionLog {
+    fn drop(&mut self) {
+        // Only a log whose every write completed knows the file's exact length.
+        let (Some(len), true, Some(cache)) = (self.file_len, self.tail_clean, self.cache.upgrade())
+        else {
+            return;
+        };
+        let cached = CachedLog {
+            header: self.header.clone(),
+            entries: std::mem::take(&mut self.entries),
+            ids: std::mem::take(&mut self.ids),
+            len,
+            ino: self.ino,
+            used: 0,
+        };
+        lock(&cache).put(std::mem::take(&mut self.path), cached);
+    }
 }
 
 impl FileSessionLog {
+    fn from_cache(t: LoadTarget, c: CachedLog) -> Self {
+        FileSessionLog {
+            home: t.home,
+            agent_id: t.agent_id,
+            tool_result_chars: t.tool_result_chars,
+            path: t.path,
+            session_id: t.session_id,
+            key: t.key,
+            header: c.header,
+            entries: c.entries,
+            ids: c.ids,
+            problems: Vec::new(),
+            file: None,
+            tail_clean: true,
+            unsynced: false,
+            cache: t.cache,
+            file_len: Some(c.len),
+            ino: c.ino,
+        }
+    }
+
     fn load(t: LoadTarget) -> Result<Self, StoreError> {
         let LoadTarget {
             home,
@@ -298,6 +444,7 @@ impl FileSessionLog {
             path,
             strategy,
             tool_result_chars,
+            cache,
         } = t;
         let (header, entries, problems, tail_clean) = match fs::read(&path) {
             Ok(bytes) if !bytes.is_empty() => {
@@ -321,11 +468,21 @@ impl FileSessionLog {
             }
             Ok(_) => {
                 // An empty file can only come from an interrupted creation: no data.
-                (init_transcript(&path, &session_id)?, vec![], vec![], true)
+                (
+                    init_transcript(&path, &session_id, Some(&key))?,
+                    vec![],
+                    vec![],
+                    true,
+                )
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 warn!(path = %path.display(), "transcript listed in the index is missing; starting it afresh");
-                (init_transcript(&path, &session_id)?, vec![], vec![], true)
+                (
+                    init_transcript(&path, &session_id, Some(&key))?,
+                    vec![],
+                    vec![],
+                    true,
+                )
             }
             Err(e) => return Err(StoreError::io(&path, e)),
         };
@@ -335,6 +492,8 @@ impl FileSessionLog {
         if header.id != session_id {
             warn!(path = %path.display(), header_id = %header.id, "transcript header id differs from its file name");
         }
+        // Read after any repair-on-load rewrite, so it describes the file as it is now.
+        let stamp = file_stamp(&path);
         Ok(FileSessionLog {
             ids: entries.iter().map(|e| e.id.clone()).collect(),
             home,
@@ -349,6 +508,9 @@ impl FileSessionLog {
             file: None,
             tail_clean,
             unsynced: false,
+            cache,
+            file_len: stamp.map(|st| st.len),
+            ino: stamp.map_or(0, |st| st.ino),
         })
     }
 
@@ -408,6 +570,7 @@ impl SessionLog for FileSessionLog {
             body,
         };
         let mut line = Vec::new();
+        let repaired_tail = !self.tail_clean;
         if !self.tail_clean {
             let path = self.path.clone();
             let session_id = self.session_id.clone();
@@ -444,6 +607,10 @@ impl SessionLog for FileSessionLog {
         // future is dropped mid-write.
         self.tail_clean = false;
         self.unsynced = true;
+        let written = line.len() as u64;
+        // A tail repair may have rewritten the file: the length is unknown from here on.
+        let known_len = if repaired_tail { None } else { self.file_len };
+        self.file_len = None;
         let path = self.path.clone();
         blocking(path.clone(), move || {
             // One write call for the whole line: an O_APPEND write is never interleaved
@@ -454,6 +621,7 @@ impl SessionLog for FileSessionLog {
         })
         .await?;
         self.tail_clean = true;
+        self.file_len = known_len.map(|n| n + written);
         self.ids.insert(entry.id.clone());
         self.entries.push(entry.clone());
         Ok(entry)
@@ -537,7 +705,10 @@ fn transcript_path_in(dir: &Path, session_id: &str) -> Result<PathBuf, StoreErro
     Ok(dir.join(format!("{session_id}.jsonl")))
 }
 
-fn header_line(session_id: &str) -> Result<(SessionHeader, Vec<u8>), serde_json::Error> {
+fn header_line(
+    session_id: &str,
+    key: Option<&str>,
+) -> Result<(SessionHeader, Vec<u8>), serde_json::Error> {
     let header = SessionHeader {
         kind: "session".into(),
         version: TRANSCRIPT_VERSION,
@@ -546,6 +717,7 @@ fn header_line(session_id: &str) -> Result<(SessionHeader, Vec<u8>), serde_json:
         cwd: std::env::current_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
+        session_key: key.map(str::to_owned),
     };
     let mut line = serde_json::to_vec(&header)?;
     line.push(b'\n');
@@ -553,12 +725,16 @@ fn header_line(session_id: &str) -> Result<(SessionHeader, Vec<u8>), serde_json:
 }
 
 /// Creates the transcript (or fills an empty one) with its header, durably.
-fn init_transcript(path: &Path, session_id: &str) -> Result<SessionHeader, StoreError> {
+fn init_transcript(
+    path: &Path,
+    session_id: &str,
+    key: Option<&str>,
+) -> Result<SessionHeader, StoreError> {
     let io_err = |e| StoreError::io(path, e);
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
     }
-    let (header, line) = header_line(session_id).map_err(|e| io_err(e.into()))?;
+    let (header, line) = header_line(session_id, key).map_err(|e| io_err(e.into()))?;
     let mut file = OpenOptions::new()
         .append(true)
         .create(true)
@@ -583,7 +759,7 @@ fn repair_tail(
 ) -> Result<bool, StoreError> {
     let bytes = fs::read(path).map_err(|e| StoreError::io(path, e))?;
     if bytes.is_empty() {
-        init_transcript(path, session_id)?;
+        init_transcript(path, session_id, Some(key))?;
         return Ok(false);
     }
     if bytes.ends_with(b"\n") {
@@ -631,7 +807,7 @@ fn repair_tail(
         warn!(error = %e, "could not write integrity incident report");
     }
     if keep == 0 {
-        init_transcript(path, session_id)?;
+        init_transcript(path, session_id, Some(key))?;
     }
     Ok(false)
 }
@@ -743,8 +919,9 @@ fn load_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
     }
 }
 
-/// Rebuilds index rows from `*.jsonl` files. The original keys are unknown, so each
-/// session is keyed by its id; totals are summed from the assistant messages.
+/// Rebuilds index rows from `*.jsonl` files: each session under the key its header
+/// records (older transcripts have none and are keyed by their id; when two claim one
+/// key the newer wins); totals are summed from the assistant messages.
 fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
     let mut index = Index::new();
     let read_dir = match fs::read_dir(dir) {
@@ -783,6 +960,12 @@ fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
         match read_transcript(&path) {
             Ok((header, entries, _)) => {
                 meta.created_at = iso_to_millis(&header.timestamp).unwrap_or(mtime);
+                if let Some(key) = header
+                    .session_key
+                    .filter(|k| validate_session_key(k).is_ok())
+                {
+                    meta.key = key;
+                }
                 for message in entries.iter().filter_map(Entry::message) {
                     if let Message::Assistant(a) = message {
                         meta.usage.add(&a.usage);
@@ -798,23 +981,29 @@ fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
             // Still listed: opening it will report the error instead of hiding the file.
             Err(e) => warn!(error = %e, "unreadable transcript during index rebuild"),
         }
-        index.insert(session_id.to_owned(), meta);
+        match index.get(&meta.key) {
+            Some(existing) if existing.created_at > meta.created_at => {}
+            _ => {
+                index.insert(meta.key.clone(), meta);
+            }
+        }
     }
     Ok(index)
 }
 
-/// Whether an index rewrite must also make its rename durable (fsync the directory).
+/// How durable an index rewrite must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SyncDir {
-    /// The key → session mapping changed: a lost rename would lose a session.
+    /// The key → session mapping changed: fsync the file and the directory.
     Yes,
-    /// Only derived data changed (totals, timestamps).
+    /// Only derived data changed (totals, timestamps): no fsync. The rename keeps the
+    /// file whole against a process crash; after a power loss an old or empty index is
+    /// rebuilt from the transcripts, whose headers carry the session keys.
     No,
 }
 
-/// Atomic replace: temp file in the same directory, fsync, rename, and (for mapping
-/// changes) fsync the directory. The temp fsync always runs, so whichever version a
-/// crash leaves behind is complete.
+/// Atomic replace: temp file in the same directory, rename; for mapping changes the temp
+/// file and the directory are fsynced too (see [`SyncDir`]).
 fn write_index(dir: &Path, index: &Index, sync_dir_after: SyncDir) -> Result<(), StoreError> {
     fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
     let path = dir.join(INDEX_FILE);
@@ -831,7 +1020,10 @@ fn write_index(dir: &Path, index: &Index, sync_dir_after: SyncDir) -> Result<(),
             .open(&tmp)
             .map_err(|e| StoreError::io(&tmp, e))?;
         f.write_all(&bytes)
-            .and_then(|()| f.sync_all())
+            .and_then(|()| match sync_dir_after {
+                SyncDir::Yes => f.sync_all(),
+                SyncDir::No => Ok(()),
+            })
             .map_err(|e| StoreError::io(&tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
         match sync_dir_after {
@@ -844,4 +1036,10 @@ fn write_index(dir: &Path, index: &Index, sync_dir_after: SyncDir) -> Result<(),
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Locks a cache; a poisoned one is still a valid map (nothing is half-updated by an
+/// insert or remove).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -160,6 +160,7 @@ pub(crate) fn parse_transcript(bytes: &[u8], path: &Path) -> Result<Parsed, Stor
                 .unwrap_or_default(),
             timestamp: String::new(),
             cwd: String::new(),
+            session_key: None,
         },
     };
     Ok(Parsed {

@@ -15,6 +15,14 @@ pub struct SessionHeader {
     pub timestamp: String,
     #[serde(default)]
     pub cwd: String,
+    /// The session key this transcript belongs to, so an index can always be rebuilt
+    /// from the transcripts alone (an extra field other readers ignore).
+    #[serde(
+        rename = "sessionKey",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub session_key: Option<String>,
 }
 
 /// Any line after the header. Entries form a tree through `parent_id`.

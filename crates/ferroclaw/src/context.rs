@@ -5,7 +5,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use ferroclaw_agent::Agent;
 use ferroclaw_config::{Env, LoadOptions, LoadedConfig};
-use ferroclaw_store::{FileSessionStore, SessionStore};
+use ferroclaw_store::SessionStore;
 
 use crate::cli::GlobalArgs;
 
@@ -24,10 +24,8 @@ impl AppContext {
         for w in &loaded.warnings {
             eprintln!("warning: {w}");
         }
-        let store: Arc<dyn SessionStore> = Arc::new(
-            FileSessionStore::new(loaded.home.clone())
-                .with_integrity_strategy(integrity_strategy(&loaded)),
-        );
+        let store: Arc<dyn SessionStore> =
+            Arc::new(ferroclaw_agent::bootstrap::file_store(&loaded));
         Ok(Self { loaded, store })
     }
 
@@ -35,15 +33,5 @@ impl AppContext {
         let id = id.map_or_else(|| self.loaded.default_agent_id(), str::to_string);
         ferroclaw_agent::bootstrap::build_agent(&self.loaded, &id, self.store.clone())
             .with_context(|| format!("cannot set up agent `{id}`"))
-    }
-}
-
-/// The repair strategy configured in `session.integrity_strategy`.
-pub fn integrity_strategy(loaded: &LoadedConfig) -> ferroclaw_store::Strategy {
-    match loaded.config.session.integrity_strategy {
-        ferroclaw_config::IntegrityStrategy::Full => ferroclaw_store::Strategy::Full,
-        ferroclaw_config::IntegrityStrategy::RemoveOrphans => {
-            ferroclaw_store::Strategy::RemoveOrphans
-        }
     }
 }

@@ -414,6 +414,43 @@ async fn executor_runs_tools_through_a_real_gateway() {
     );
     assert!(sse.trim_end().ends_with("data: [DONE]"), "{sse}");
 
+    // Registered as an OpenAI-compatible provider of ferroclaw, the executor answers
+    // an agent's (streamed) turn.
+    let agent_home = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        agent_home.path().join("config.json5"),
+        format!(
+            r#"{{
+  agents: {{ defaults: {{ provider: "executor", model: "gpt-oss" }} }},
+  providers: {{ executor: {{ type: "openai_compat", base_url: "{}/v1" }} }},
+}}"#,
+            c.base
+        ),
+    )
+    .unwrap();
+    llm.push(Reply::text("hello via the executor"));
+    let out = tokio::time::timeout(
+        WAIT,
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"))
+            .args(["agent", "chat", "-m", "hi"])
+            .env("FERROCLAW_HOME", agent_home.path())
+            .env("HOME", agent_home.path())
+            .env_remove("FERROCLAW_CONFIG")
+            .env_remove("FERROCLAW_MODEL")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("agent chat timed out")
+    .expect("run agent chat");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("hello via the executor"),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // invalid_request: malformed body, missing messages.
     let resp = c
         .http
@@ -483,7 +520,7 @@ async fn executor_runs_tools_through_a_real_gateway() {
         "Status: retrying",
         "recovered on retry 1",
         "] read | Error: ",
-        "injected the error into the context",
+        "injected the error into the context | Status: continued",
         "invalid_request",
         "model_not_found",
         "context_window_exceeded",

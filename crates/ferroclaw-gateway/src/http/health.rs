@@ -1,4 +1,4 @@
-//! `GET /health` (no auth) and `GET /metrics`.
+//! `GET /health` (no auth), `GET /metrics` and `GET /integrity`.
 
 use std::sync::Arc;
 
@@ -26,4 +26,24 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     resp
+}
+
+/// `GET /integrity`: the last transcript integrity scan (the gateway runs one at
+/// start-up), same payload as the WebSocket `integrity.status`.
+pub async fn integrity(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(integrity_status(&state))
+}
+
+/// The last scan's status with `scanned: true`, or `{scanned: false}` when none ran.
+/// Reads one small file; not worth a blocking thread.
+pub fn integrity_status(state: &AppState) -> Value {
+    match ferroclaw_store::last_status(&state.loaded.home)
+        .and_then(|st| serde_json::to_value(st).ok())
+    {
+        Some(mut v) => {
+            v["scanned"] = json!(true);
+            v
+        }
+        None => json!({"scanned": false}),
+    }
 }

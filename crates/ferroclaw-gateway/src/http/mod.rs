@@ -251,6 +251,8 @@ pub fn forget_ephemeral(state: &Arc<AppState>, agent_id: &str, session: &Session
         if let Err(e) = state.store.delete(&agent_id, &key).await {
             tracing::debug!(error = %e, session = %key, "could not remove ephemeral session");
         }
+        // Nobody can reach a one-off session's background processes once it is gone.
+        state.forget_session(&key);
     });
 }
 

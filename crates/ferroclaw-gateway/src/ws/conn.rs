@@ -1,5 +1,6 @@
 //! One WebSocket client: the read loop, the bounded send buffer, per-connection event
-//! `seq`, keep-alive pings, the `connect` handshake and role checks.
+//! `seq`, keep-alive pings, the `connect` handshake, role checks and the forwarding of
+//! exec approval events to operators.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -7,12 +8,12 @@ use std::sync::{Arc, Mutex};
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::frames::{self, str_param, RequestFrame};
 use super::{methods, MAX_FRAME_BYTES, PING_INTERVAL, SEND_BUFFER};
-use crate::auth::{method_role, Role, METHODS};
+use crate::auth::{method_role, Role, APPROVAL_EVENTS_ROLE, EVENTS, METHODS};
 use crate::error::{WsCode, WsError};
 use crate::state::AppState;
 
@@ -99,6 +100,9 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>) {
 
     let mut ping =
         tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    // Subscribed before `connect` so nothing published after the handshake is missed;
+    // each event is checked against the role the connection has when it arrives.
+    let mut approvals = Some(state.services.exec.approvals.subscribe());
     let mut told_shutdown = state.shutting_down.is_cancelled();
     if told_shutdown {
         conn.send_event("shutdown", &json!({"reason": "gateway shutting down"}));
@@ -149,6 +153,18 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>) {
                 // Pongs are answered by the transport.
                 Some(Ok(_)) => {}
             },
+            ev = next_approval(&mut approvals) => match ev {
+                Ok(ev) => {
+                    if conn.auth().is_some_and(|a| a.role >= APPROVAL_EVENTS_ROLE) {
+                        conn.send_event(ev.event_name(), &ev.payload());
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    // Missed events are still answerable: `exec.approval.list` has them.
+                    tracing::warn!(conn = %conn.id, missed = n, "WebSocket client missed exec approval events");
+                }
+                Err(broadcast::error::RecvError::Closed) => approvals = None,
+            },
             _ = ping.tick() => {
                 if socket.send(Message::Ping(Bytes::new())).await.is_err() {
                     break;
@@ -160,6 +176,16 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>) {
     state.ws_clients.fetch_sub(1, Ordering::Relaxed);
     state.metrics.ws_closed();
     tracing::debug!(conn = %conn.id, "WebSocket closed");
+}
+
+/// The next approval event; pending forever once the broker is gone.
+async fn next_approval(
+    rx: &mut Option<broadcast::Receiver<ferroclaw_tools::exec_guard::ApprovalEvent>>,
+) -> Result<ferroclaw_tools::exec_guard::ApprovalEvent, broadcast::error::RecvError> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn too_big(socket: &mut WebSocket, conn: &Conn) {
@@ -341,7 +367,7 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
             "server": {"name": server_name, "version": crate::VERSION, "connId": conn.id},
             "features": {
                 "methods": METHODS,
-                "events": ["agent", "chat", "shutdown"],
+                "events": EVENTS,
             },
             "snapshot": {
                 "agents": state.agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),

@@ -42,6 +42,11 @@ pub async fn dispatch(
         "sessions.preview" => sessions_preview(state, &params).await,
         "sessions.patch" => sessions_patch(state, &params).await,
         "sessions.delete" | "sessions.reset" => sessions_delete(state, &params, method).await,
+        "integrity.status" => Ok(crate::http::health::integrity_status(state)),
+        "integrity.scan" => integrity_scan(state, &params).await,
+        "exec.approval.list" => Ok(json!({"approvals": state.services.exec.approvals.list()})),
+        "exec.approval.approve" => approval_answer(state, &params, true),
+        "exec.approval.deny" => approval_answer(state, &params, false),
         other => Err(WsError::invalid(format!("unknown method `{other}`"))),
     }
 }
@@ -522,9 +527,88 @@ async fn sessions_delete(state: &AppState, params: &Value, method: &str) -> Resu
         .delete(&agent.id, &key)
         .await
         .map_err(store_err)?;
+    // A fresh session starts without the old one's background processes or tool budget.
+    state.forget_session(&key);
     if method == "sessions.reset" {
         Ok(json!({"reset": true, "existed": deleted, "stoppedRuns": stopped, "sessionKey": key}))
     } else {
         Ok(json!({"deleted": deleted, "stoppedRuns": stopped, "sessionKey": key}))
+    }
+}
+
+/// `integrity.scan {repair?}` (admin): scans every transcript now, repairing unless
+/// `repair: false`, and answers with the summary.
+async fn integrity_scan(state: &AppState, params: &Value) -> Result<Value, WsError> {
+    let repair = params
+        .get("repair")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    // A running turn holds its transcript open for appending and, mid-turn, looks like
+    // a missing tool result: a repair would replace the file under it and lose what it
+    // writes next. Runs starting during the scan are not excluded; the window is the
+    // scan's duration.
+    let active = state.scheduler.active_runs();
+    if repair && active > 0 {
+        return Err(WsError::new(
+            WsCode::FailedPrecondition,
+            format!(
+                "{active} run(s) in progress: a repair scan could rewrite a transcript being written; retry when idle or send repair: false"
+            ),
+        ));
+    }
+    let summary = crate::server::run_scan(state, repair)
+        .await
+        .map_err(|e| WsError::new(WsCode::Internal, e))?;
+    let errors: Vec<Value> = summary
+        .errors
+        .iter()
+        .map(|(path, error)| json!({"file": path, "error": error}))
+        .collect();
+    Ok(json!({
+        "summary": summary.to_string(),
+        "repair": repair,
+        "sessions": summary.sessions,
+        "issues": summary.issues,
+        "repaired": summary.repaired,
+        "files": summary.files,
+        "errors": errors,
+        "elapsedMs": u64::try_from(summary.elapsed.as_millis()).unwrap_or(u64::MAX),
+    }))
+}
+
+/// `exec.approval.approve {id, always?}` and `exec.approval.deny {id}`.
+fn approval_answer(state: &AppState, params: &Value, approve: bool) -> Result<Value, WsError> {
+    use ferroclaw_tools::exec_guard::ApprovalError;
+    let id = str_param(params, &["id", "approvalId"])
+        .ok_or_else(|| WsError::invalid("`id` is required"))?;
+    let broker = &state.services.exec.approvals;
+    let always = approve
+        && params
+            .get("always")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    let result = if approve {
+        broker.approve(id, always)
+    } else {
+        broker.deny(id)
+    };
+    let decision = match (approve, always) {
+        (false, _) => "denied",
+        (true, false) => "approved",
+        (true, true) => "approved-always",
+    };
+    match result {
+        Ok(()) => Ok(json!({"ok": true, "id": id, "decision": decision})),
+        Err(ApprovalError::NotFound(_)) => Err(WsError::new(
+            WsCode::NotFound,
+            format!("no pending exec approval `{id}` (already answered, expired or withdrawn)"),
+        )),
+        // The command was approved for this run; only the allowlist entry is missing.
+        Err(e @ ApprovalError::Persist(_)) => Ok(json!({
+            "ok": true,
+            "id": id,
+            "decision": "approved",
+            "warning": e.to_string(),
+        })),
     }
 }

@@ -275,6 +275,7 @@ impl<'d, 'a> Rewriter<'d, 'a> {
                 id: session_id.to_owned(),
                 timestamp: iso_now(),
                 cwd: String::new(),
+                session_key: None,
             };
             // Serialising plain strings and numbers cannot fail.
             if let Ok(line) = serde_json::to_vec(&header) {

@@ -1,5 +1,6 @@
 //! `ferroclaw gateway` (and a bare `ferroclaw`): serves the agents over HTTP and
-//! WebSocket until SIGINT/SIGTERM. The last start-up line on stdout is
+//! WebSocket until SIGINT/SIGTERM, after scanning every transcript (summary printed as
+//! `  integrity: N sessions, M issues, K repaired`). The last start-up line on stdout is
 //! `listening on http://HOST:PORT` (tests and scripts read the port from it).
 
 use std::io::Write as _;
@@ -48,6 +49,17 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
         "no token: loopback only, clients get the operator role"
     };
     writeln!(out, "  auth: {auth}")?;
+    // A failed or partial scan never stops the gateway: the store still repairs each
+    // transcript when it is loaded.
+    match gateway.startup_scan() {
+        Ok(summary) => {
+            writeln!(out, "  integrity: {summary}")?;
+            for (path, error) in &summary.errors {
+                writeln!(out, "  integrity: unreadable {}: {error}", path.display())?;
+            }
+        }
+        Err(e) => writeln!(out, "  integrity: scan failed: {e}")?,
+    }
     writeln!(out, "listening on http://{addr}")?;
     out.flush()?;
     drop(out);

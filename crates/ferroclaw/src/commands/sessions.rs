@@ -85,14 +85,7 @@ async fn list(ctx: &AppContext, args: ListArgs) -> anyhow::Result<ExitCode> {
 async fn scan(ctx: &AppContext, args: ScanArgs) -> anyhow::Result<ExitCode> {
     let strategy = match args.strategy {
         Some(s) => s,
-        None => ctx
-            .loaded
-            .config
-            .session
-            .integrity_strategy
-            .as_str()
-            .parse()
-            .map_err(anyhow::Error::msg)?,
+        None => ferroclaw_agent::bootstrap::integrity_strategy(&ctx.loaded),
     };
     let opts = ScanOptions {
         repair: args.repair,

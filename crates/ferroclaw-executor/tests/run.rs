@@ -1,0 +1,179 @@
+//! The run loop against the scripted LLM and a stub `/tools/invoke` on loopback:
+//! per-tool truncation, context shortening/compaction, native tool calls, exec policy.
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use ferroclaw_executor::errors_log::ErrorLog;
+use ferroclaw_executor::events::EventLog;
+use ferroclaw_executor::{Config, Executor, RunRequest};
+use ferroclaw_testkit::{ReasoningField, Reply, ScriptedLlm};
+use ferroclaw_types::Message;
+use serde_json::{json, Value};
+
+type Calls = Arc<Mutex<Vec<Value>>>;
+
+/// A gateway stand-in: `read` answers a long text ending in `TAIL`; every body is kept.
+async fn stub_gateway() -> (String, Calls) {
+    async fn invoke(State(calls): State<Calls>, Json(body): Json<Value>) -> Json<Value> {
+        calls.lock().unwrap().push(body.clone());
+        if body["dryRun"] == true {
+            return Json(json!({"ok": true, "result": {"dryRun": true, "tool": {
+                "name": body["tool"], "description": "Read a file.",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}}));
+        }
+        let text = format!("{}TAIL", "A".repeat(3000));
+        Json(json!({"ok": true, "result": {"content": text}}))
+    }
+    let calls: Calls = Arc::default();
+    let app = Router::new()
+        .route("/tools/invoke", post(invoke))
+        .with_state(calls.clone());
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}"), calls)
+}
+
+fn executor(yaml: &str) -> Executor {
+    let cfg = Config::from_yaml_with_env(yaml, "test", &[])
+        .unwrap()
+        .config;
+    Executor::new(
+        cfg,
+        Arc::new(EventLog::discard()),
+        Arc::new(ErrorLog::disabled()),
+    )
+    .unwrap()
+}
+
+fn read_intent(path: &str) -> Reply {
+    Reply::text("").with_reasoning(
+        format!("Thought: read it.\nAction: read\nAction Input: {{\"path\": \"{path}\"}}"),
+        ReasoningField::Reasoning,
+    )
+}
+
+fn all_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn ask(text: &str) -> RunRequest {
+    RunRequest {
+        messages: vec![Message::user(text)],
+        ..RunRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn results_are_truncated_then_older_ones_shortened_and_dropped() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let (gw, _calls) = stub_gateway().await;
+    let exec = executor(&format!(
+        r#"
+executor:
+  gpt_oss_url: "{}"
+  gpt_oss_max_tokens: 100
+  max_iterations: 4
+  context_window_limit: 2000
+  context_buffer_tokens: 100
+  context_trunc_threshold: 0.25
+  context_compact_threshold: 0.35
+  openclaw_gateway_url: "{gw}"
+tools:
+  allowed: [read]
+  result_limits: {{read: 1000}}
+"#,
+        llm.base_url()
+    ));
+    for p in ["a.txt", "b.txt", "c.txt"] {
+        llm.push(read_intent(p));
+    }
+    llm.push(Reply::text("done reading"));
+    let out = exec.run(ask("read three files")).await.unwrap();
+    assert_eq!(out.content, "done reading");
+    assert_eq!(out.iterations, 4);
+    assert_eq!(out.tools_called, vec!["read", "read", "read"]);
+
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 4);
+    // Per-tool limit: head and tail kept, the middle cut.
+    let second = all_text(&reqs[1].body);
+    assert!(second.contains("[truncated"), "{second}");
+    assert!(second.contains("TAIL"), "{second}");
+    assert!(!second.contains(&"A".repeat(1000)), "result over its limit");
+    // By the last call the oldest result gave way; the newest is intact.
+    let last = all_text(&reqs[3].body);
+    assert!(
+        last.contains("[earlier tool output omitted"),
+        "older results not compacted:\n{last}"
+    );
+    assert!(last.trim_end().contains("TAIL"), "{last}");
+}
+
+#[tokio::test]
+async fn native_tool_calls_and_exec_policy() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let (gw, calls) = stub_gateway().await;
+    let exec = executor(&format!(
+        r#"
+executor:
+  gpt_oss_url: "{}"
+  openclaw_gateway_url: "{gw}"
+parser:
+  native_tools: true
+tools:
+  allowed:
+    - read
+    - name: exec
+      description: Run a command.
+      parameters: {{type: object, properties: {{command: {{type: string}}}}, required: [command]}}
+  exec:
+    blocked_commands: ["shutdown"]
+"#,
+        llm.base_url()
+    ));
+    llm.push(Reply::tool_call("call_1", "read", json!({"path": "x"})));
+    llm.push(Reply::text("").with_reasoning(
+        "Thought: stop the box.\nAction: exec\nAction Input: {\"command\": \"shutdown -h now\"}",
+        ReasoningField::Reasoning,
+    ));
+    llm.push(Reply::text("finished"));
+    let out = exec.run(ask("go")).await.unwrap();
+    assert_eq!(out.content, "finished");
+    assert_eq!(out.tools_called, vec!["read", "exec"]);
+
+    let reqs = llm.requests();
+    // Native tools were offered, and the native call's result came back as a `tool`
+    // message paired with its id.
+    assert!(reqs[0].body["tools"]
+        .as_array()
+        .is_some_and(|t| t.len() == 2));
+    let msgs = reqs[1].body["messages"].as_array().unwrap();
+    assert!(msgs
+        .iter()
+        .any(|m| m["role"] == "tool" && m["tool_call_id"] == "call_1"));
+    // The blocked command never reached the gateway; the model was told why.
+    let third = all_text(&reqs[2].body);
+    assert!(
+        third.contains("[ERROR: exec]") && third.contains("blocked"),
+        "{third}"
+    );
+    let bodies = calls.lock().unwrap().clone();
+    assert!(bodies.iter().all(|b| b["tool"] != "exec"), "{bodies:?}");
+    assert!(bodies
+        .iter()
+        .any(|b| b["tool"] == "read" && b["args"]["path"] == "x" && b["sessionKey"] == "main"));
+}
