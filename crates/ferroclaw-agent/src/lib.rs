@@ -13,3 +13,9 @@ pub mod tool_intent;
 
 pub use events::{EventSink, NullSink};
 pub use runner::{Agent, AgentSettings, RunError, RunOutput, RunRequest};
+
+/// The key tool state (background processes, the tool rate limit, approvals) is scoped
+/// by: session keys are only unique within an agent.
+pub fn tool_scope(agent_id: &str, session_key: &str) -> String {
+    format!("{agent_id}:{session_key}")
+}

@@ -286,7 +286,7 @@ impl Agent {
         let mut system = self.request_system(&tool_defs, &specs, text_tools).await;
         let tool_ctx = ToolContext {
             agent_id: s.id.clone(),
-            session_key: req.session_key.clone(),
+            session_key: crate::tool_scope(&s.id, &req.session_key),
             workspace: s.workspace.clone(),
             cancel: cancel.clone(),
         };
@@ -787,7 +787,7 @@ impl Agent {
         let before = compaction::estimate_request(&system, &tool_defs, &messages, &s.model);
         let tool_ctx = ToolContext {
             agent_id: s.id.clone(),
-            session_key: session_key.to_string(),
+            session_key: crate::tool_scope(&s.id, session_key),
             workspace: s.workspace.clone(),
             cancel: cancel.clone(),
         };

@@ -210,12 +210,13 @@ impl AppState {
     /// and drops its tool rate-limit history. Both are keyed by the bare session key
     /// (what `ToolContext::session_key` carries), so another agent's session with the
     /// same key is affected too.
-    pub fn forget_session(&self, session_key: &str) {
-        let killed = self.services.exec.processes.kill_session(session_key);
+    pub fn forget_session(&self, agent_id: &str, session_key: &str) {
+        let scope = ferroclaw_agent::tool_scope(agent_id, session_key);
+        let killed = self.services.exec.processes.kill_session(&scope);
         if killed > 0 {
-            tracing::info!(session = %session_key, killed, "killed the background processes of a removed session");
+            tracing::info!(agent = %agent_id, session = %session_key, killed, "killed the background processes of a removed session");
         }
-        self.services.rate_limiter.forget(session_key);
+        self.services.rate_limiter.forget(&scope);
     }
 
     /// Forgets idempotency keys older than the TTL.

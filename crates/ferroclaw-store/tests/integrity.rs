@@ -331,10 +331,12 @@ fn scan_reports_then_repairs_every_case_with_exact_backups() {
         }
         let incidents: Vec<Value> = std::fs::read_dir(home.path().join("logs"))
             .expect("logs")
-            .map(|e| {
-                serde_json::from_slice(&std::fs::read(e.expect("entry").path()).expect("read"))
-                    .expect("json")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("integrity-incident-"))
             })
+            .map(|p| serde_json::from_slice(&std::fs::read(p).expect("read")).expect("json"))
             .collect();
         assert_eq!(incidents.len(), cases.len());
         for inc in &incidents {
@@ -565,7 +567,18 @@ async fn clean_transcripts_are_never_rewritten() {
         before
     );
     assert!(backups_of(&paths[0]).is_empty());
-    assert!(!home.path().join("logs").exists());
+    let incidents = std::fs::read_dir(home.path().join("logs"))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("integrity-incident-")
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(incidents, 0, "a clean scan writes no incident");
 }
 
 #[test]

@@ -215,7 +215,7 @@ impl Tool for CustomTool {
         };
         if let Err(denied) = self
             .guard
-            .authorize(&ctx.session_key, &ctx.agent_id, &command)
+            .authorize(ctx.session_display(), &ctx.agent_id, &command)
             .await
         {
             return ToolResult::error(format!(

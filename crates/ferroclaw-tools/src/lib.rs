@@ -40,6 +40,17 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
 }
 
+impl ToolContext {
+    /// The session key as people know it: `session_key` is scoped by agent
+    /// (`<agent>:<key>`, see `ferroclaw_agent::tool_scope`) for keying tool state.
+    pub fn session_display(&self) -> &str {
+        self.session_key
+            .strip_prefix(self.agent_id.as_str())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .unwrap_or(&self.session_key)
+    }
+}
+
 /// What a tool returns. `for_llm` goes back to the model; `for_user` (if set) is what a
 /// surface shows a person instead.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -561,7 +561,12 @@ async fn agent_loop_reads_background_output_with_process() {
     assert!(!body(1).contains("bg-output-42\\n"), "{}", body(1));
     assert!(body(2).contains("bg-output-42\\n"), "{}", body(2));
     assert!(body(2).contains("exited with code 0"), "{}", body(2));
-    // The process belongs to the run's session.
-    assert_eq!(manager.list("agent:main:bg").len(), 1);
+    // The process belongs to the run's session (scoped by agent, as every tool state is).
+    assert_eq!(
+        manager
+            .list(&ferroclaw_agent::tool_scope("main", "agent:main:bg"))
+            .len(),
+        1
+    );
     assert!(manager.list("test-session").is_empty());
 }

@@ -252,7 +252,7 @@ pub fn forget_ephemeral(state: &Arc<AppState>, agent_id: &str, session: &Session
             tracing::debug!(error = %e, session = %key, "could not remove ephemeral session");
         }
         // Nobody can reach a one-off session's background processes once it is gone.
-        state.forget_session(&key);
+        state.forget_session(&agent_id, &key);
     });
 }
 

@@ -125,7 +125,8 @@ async fn invoke(
         .map_err(|e| error(StatusCode::BAD_REQUEST, "invalid_request", e.to_string()))?;
     let ctx = ToolContext {
         agent_id: agent.id.clone(),
-        session_key,
+        // Same scope as the agent's own runs, so `process` sees that session's processes.
+        session_key: ferroclaw_agent::tool_scope(&agent.id, &session_key),
         workspace: agent.agent.settings().workspace.clone(),
         cancel: CancellationToken::new(),
     };

@@ -528,7 +528,7 @@ async fn sessions_delete(state: &AppState, params: &Value, method: &str) -> Resu
         .await
         .map_err(store_err)?;
     // A fresh session starts without the old one's background processes or tool budget.
-    state.forget_session(&key);
+    state.forget_session(&agent.id, &key);
     if method == "sessions.reset" {
         Ok(json!({"reset": true, "existed": deleted, "stoppedRuns": stopped, "sessionKey": key}))
     } else {
