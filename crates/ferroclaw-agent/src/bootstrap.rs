@@ -134,11 +134,11 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
         tool_result_max_chars: 50_000,
         home: None,
         input_guard: ferroclaw_tools::InputGuardAction::Warn,
-        intent: crate::tool_intent::IntentSettings {
-            mode: agent.tool_mode,
-            guided: agent.guided_decoding,
-            ..Default::default()
-        },
+        intent: crate::tool_intent::IntentSettings::from_config(
+            agent.tool_mode,
+            agent.guided_decoding,
+            &agent.intent,
+        ),
     }
 }
 

@@ -35,6 +35,40 @@ impl Default for IntentSettings {
     }
 }
 
+impl IntentSettings {
+    /// From a provider's configuration; names were validated when the config loaded, so an
+    /// unknown one here can only come from a hand-built config and falls back to the default.
+    pub fn from_config(
+        mode: ToolMode,
+        guided: GuidedDecoding,
+        cfg: &ferroclaw_config::IntentConfig,
+    ) -> Self {
+        let defaults = ParserConfig::default();
+        let order: Vec<Strategy> = cfg.order.iter().filter_map(|n| n.parse().ok()).collect();
+        let sources: Vec<ferroclaw_intent::Source> =
+            cfg.sources.iter().filter_map(|n| n.parse().ok()).collect();
+        Self {
+            mode,
+            prompt_strategy: cfg.prompt.parse().unwrap_or(Strategy::GuidedJson),
+            parser: ParserConfig {
+                order: if order.is_empty() {
+                    defaults.order.clone()
+                } else {
+                    order
+                },
+                sources: if sources.is_empty() {
+                    defaults.sources.clone()
+                } else {
+                    sources
+                },
+                ..defaults
+            },
+            prompts_dir: None,
+            guided,
+        }
+    }
+}
+
 /// What the parser needs to know about each tool, aliases included.
 pub fn tool_specs(registry: &ToolRegistry, defs: &[ToolDefinition]) -> Vec<ToolSpec> {
     defs.iter()

@@ -181,3 +181,45 @@ async fn native_mode_ignores_text_that_only_mentions_tools() {
     );
     assert_eq!(h.llm.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn the_configured_parser_order_and_prompt_are_used() {
+    let h = Harness::new(
+        Protocol::OpenAi,
+        Options {
+            provider_extra: r#"tool_mode: "intent", intent: { order: ["react"], sources: ["content"], prompt: "react" },"#,
+            ..Options::default()
+        },
+    )
+    .await;
+    // Guided JSON is not in the configured order: it stays text.
+    h.llm.push(Reply::text(
+        r#"{"tool_calls":[{"name":"ls","arguments":{}}],"done":false}"#,
+    ));
+    let (res, _) = run(&h.agent(), "a", "list").await;
+    assert!(
+        res.expect("run").text.contains("tool_calls"),
+        "not parsed as a call"
+    );
+    assert_eq!(h.llm.requests().len(), 1);
+    let system = h.llm.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        system.contains("Action Input"),
+        "the ReAct format is taught: {system}"
+    );
+
+    // ReAct is.
+    h.llm.push(Reply::text(
+        "Thought: look around\nAction: ls\nAction Input: {}",
+    ));
+    h.llm.push(Reply::text("Final Answer: listed"));
+    let (res, _) = run(&h.agent(), "b", "list").await;
+    assert_eq!(res.expect("run").text, "listed");
+    assert!(h.llm.requests()[2]
+        .body
+        .to_string()
+        .contains("[Tool result for ls]"));
+}

@@ -29,8 +29,8 @@ pub use providers::{env_name, mask_secret, ResolvedProvider};
 pub use schema::{
     AgentConfig, AgentDefaults, AgentsConfig, CompactionConfig, Config, GatewayConfig,
     GatewayLanesConfig, GatewayQueueMode, GatewayToolsConfig, GuidedDecoding, IntegrityStrategy,
-    LogFormat, LoggingConfig, ModelConfig, PromptMode, ProviderConfig, ProviderType, SessionConfig,
-    ToolMode,
+    IntentConfig, LogFormat, LoggingConfig, ModelConfig, PromptMode, ProviderConfig, ProviderType,
+    SessionConfig, ToolMode,
 };
 pub use starter::starter_config;
 pub use tools_config::{InputGuardAction, ToolPolicyConfig, ToolProfile, ToolsConfig};
@@ -86,6 +86,7 @@ pub struct ResolvedAgent {
     /// Tool mode of the primary model (`providers.<p>.models[].tool_mode`, else the provider's).
     pub tool_mode: ToolMode,
     pub guided_decoding: GuidedDecoding,
+    pub intent: IntentConfig,
 }
 
 impl LoadedConfig {
@@ -275,6 +276,7 @@ impl LoadedConfig {
             context_window,
             tool_mode,
             guided_decoding: provider.guided_decoding,
+            intent: provider.intent.clone(),
             max_tokens,
             temperature: d.temperature,
             max_iterations: a.max_iterations.unwrap_or(d.max_iterations),

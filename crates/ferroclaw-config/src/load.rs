@@ -321,6 +321,39 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
 
     for (name, p) in &config.providers {
         let field = |f: &str| format!("providers.{name}.{f}");
+        let known = |list: &[&str], v: &str| list.contains(&v);
+        for (list, values, what) in [
+            (
+                &crate::schema::INTENT_STRATEGIES[..],
+                &p.intent.order,
+                "intent.order",
+            ),
+            (
+                &crate::schema::INTENT_SOURCES[..],
+                &p.intent.sources,
+                "intent.sources",
+            ),
+        ] {
+            if values.is_empty() {
+                return Err(invalid(field(what), "expected at least one entry".into()));
+            }
+            if let Some(bad) = values.iter().find(|v| !known(list, v)) {
+                return Err(invalid(
+                    field(what),
+                    format!("unknown `{bad}`; expected one of: {}", list.join(", ")),
+                ));
+            }
+        }
+        if !known(&crate::schema::INTENT_STRATEGIES, &p.intent.prompt) {
+            return Err(invalid(
+                field("intent.prompt"),
+                format!(
+                    "unknown `{}`; expected one of: {}",
+                    p.intent.prompt,
+                    crate::schema::INTENT_STRATEGIES.join(", ")
+                ),
+            ));
+        }
         if !valid_id(name) {
             return Err(invalid(
                 format!("providers.{name}"),

@@ -23,6 +23,7 @@ pub struct ResolvedProvider {
     pub schema_flavor: String,
     pub tool_mode: crate::ToolMode,
     pub guided_decoding: crate::GuidedDecoding,
+    pub intent: crate::IntentConfig,
     pub models: Vec<ModelConfig>,
 }
 
@@ -259,6 +260,7 @@ fn resolve_one(name: &str, p: &ProviderConfig, env: &Env) -> ResolvedProvider {
         schema_flavor,
         tool_mode: p.tool_mode,
         guided_decoding: p.guided_decoding,
+        intent: p.intent.clone(),
         models: p.models.clone(),
     }
 }

@@ -171,7 +171,35 @@ pub struct ProviderConfig {
     pub tool_mode: ToolMode,
     /// In `intent` mode, constrain the answer to the tool-call JSON schema.
     pub guided_decoding: GuidedDecoding,
+    /// How tool intents are read from text (`tool_mode` intent or auto).
+    pub intent: IntentConfig,
     pub models: Vec<ModelConfig>,
+}
+
+/// Text-intent parsing for models without native tool calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IntentConfig {
+    /// Strategies in the order they are tried: harmony, guided_json, react, markers, fuzzy.
+    pub order: Vec<String>,
+    /// Where intents are looked for, first first: reasoning, content.
+    pub sources: Vec<String>,
+    /// The format the model is taught in `intent` mode (one of the strategies).
+    pub prompt: String,
+}
+
+/// Names the intent settings accept.
+pub const INTENT_STRATEGIES: [&str; 5] = ["harmony", "guided_json", "react", "markers", "fuzzy"];
+pub const INTENT_SOURCES: [&str; 2] = ["reasoning", "content"];
+
+impl Default for IntentConfig {
+    fn default() -> Self {
+        IntentConfig {
+            order: INTENT_STRATEGIES.iter().map(|s| (*s).to_string()).collect(),
+            sources: INTENT_SOURCES.iter().map(|s| (*s).to_string()).collect(),
+            prompt: "guided_json".into(),
+        }
+    }
 }
 
 /// How a model is given tools.
@@ -211,6 +239,7 @@ impl Default for ProviderConfig {
             schema_flavor: None,
             tool_mode: ToolMode::Native,
             guided_decoding: GuidedDecoding::Off,
+            intent: IntentConfig::default(),
             models: Vec::new(),
         }
     }

@@ -713,3 +713,46 @@ fn starter_config_round_trips_without_warnings() {
         assert_eq!(c.provider(provider).expect("p").kind, expected_kind);
     }
 }
+
+#[test]
+fn tool_mode_and_intent_settings_resolve_and_validate() {
+    let h = Home::new();
+    h.write(
+        "config.json5",
+        r#"{ agents: { defaults: { provider: "local", model: "gpt-oss" } },
+             providers: { local: { base_url: "http://127.0.0.1:8000/v1", tool_mode: "auto",
+               intent: { order: ["harmony", "react"], sources: ["content", "reasoning"], prompt: "react" },
+               models: [{ id: "gpt-oss", tool_mode: "intent" }] } } }"#,
+    );
+    let a = h.load_ok(&[]).resolve_agent("main").expect("main");
+    assert_eq!(
+        a.tool_mode,
+        crate::ToolMode::Intent,
+        "the model entry overrides the provider"
+    );
+    assert_eq!(a.intent.order, ["harmony", "react"]);
+    assert_eq!(a.intent.prompt, "react");
+
+    for (snippet, field) in [
+        (
+            r#"intent: { order: ["regex"] }"#,
+            "providers.local.intent.order",
+        ),
+        (
+            r#"intent: { sources: ["thoughts"] }"#,
+            "providers.local.intent.sources",
+        ),
+        (
+            r#"intent: { prompt: "xml" }"#,
+            "providers.local.intent.prompt",
+        ),
+        (r#"intent: { order: [] }"#, "providers.local.intent.order"),
+    ] {
+        h.write(
+            "config.json5",
+            &format!(r#"{{ providers: {{ local: {{ base_url: "http://127.0.0.1:8000/v1", {snippet} }} }} }}"#),
+        );
+        let (f, msg) = invalid(h.load(&[]).expect_err(snippet));
+        assert_eq!(f, field, "{snippet}: {msg}");
+    }
+}
