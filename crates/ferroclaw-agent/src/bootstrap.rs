@@ -134,6 +134,7 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
         tool_result_max_chars: 50_000,
         home: None,
         input_guard: ferroclaw_tools::InputGuardAction::Warn,
+        per_user_workspace: agent.per_user_workspace,
         intent: crate::tool_intent::IntentSettings::from_config(
             agent.tool_mode,
             agent.guided_decoding,

@@ -55,6 +55,8 @@ pub struct AgentSettings {
     pub home: Option<PathBuf>,
     /// What to do with user messages that look like prompt injection.
     pub input_guard: InputGuardAction,
+    /// Runs on behalf of a user get the sub-workspace `user_<sanitized id>`.
+    pub per_user_workspace: bool,
     /// Native tool calls, or tool intents parsed from text (see [`crate::tool_intent`]).
     pub intent: IntentSettings,
 }
@@ -83,6 +85,7 @@ impl AgentSettings {
             tool_result_max_chars: 50_000,
             home: None,
             input_guard: InputGuardAction::Warn,
+            per_user_workspace: false,
             intent: IntentSettings::default(),
         }
     }
@@ -124,6 +127,9 @@ pub enum RunError {
     /// The input guard (action `block`) refused the user's message.
     #[error("message refused: {0}")]
     InputBlocked(String),
+    /// The user's sub-workspace could not be prepared.
+    #[error("workspace: {0}")]
+    Workspace(String),
 }
 
 impl RunError {
@@ -137,6 +143,7 @@ impl RunError {
             RunError::Timeout(_) => "timeout",
             RunError::IterationLimit(_) => "iteration_limit",
             RunError::InputBlocked(_) => "input_blocked",
+            RunError::Workspace(_) => "workspace_error",
         }
     }
 }
@@ -194,6 +201,18 @@ impl Agent {
         events: Arc<dyn EventSink>,
         cancel: CancellationToken,
     ) -> Result<RunOutput, RunError> {
+        self.run_as(req, None, events, cancel).await
+    }
+
+    /// As [`Agent::run`], on behalf of `user`: with `per_user_workspace` set, the tools
+    /// work in that user's sub-workspace.
+    pub async fn run_as(
+        &self,
+        req: RunRequest,
+        user: Option<&str>,
+        events: Arc<dyn EventSink>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutput, RunError> {
         let run_id = uuid::Uuid::now_v7().to_string();
         let emitter = Emitter::new(run_id.clone(), events);
         emitter.emit(EventKind::LifecycleStart {
@@ -221,7 +240,7 @@ impl Agent {
         };
 
         let result = self
-            .run_inner(&run_id, &req, &emitter, &run_cancel, &timed_out)
+            .run_inner(&run_id, &req, user, &emitter, &run_cancel, &timed_out)
             .await;
         timer.abort();
 
@@ -245,6 +264,7 @@ impl Agent {
         &self,
         run_id: &str,
         req: &RunRequest,
+        on_behalf_of: Option<&str>,
         emitter: &Emitter,
         cancel: &CancellationToken,
         timed_out: &AtomicBool,
@@ -284,10 +304,17 @@ impl Agent {
             tool_intent::tool_specs(&self.tools, &tool_defs)
         };
         let mut system = self.request_system(&tool_defs, &specs, text_tools).await;
+        let workspace = match on_behalf_of.filter(|_| s.per_user_workspace) {
+            Some(user_id) => {
+                ferroclaw_tools::path_guard::ensure_user_workspace(&s.workspace, user_id)
+                    .map_err(|e| RunError::Workspace(e.to_string()))?
+            }
+            None => s.workspace.clone(),
+        };
         let tool_ctx = ToolContext {
             agent_id: s.id.clone(),
             session_key: crate::tool_scope(&s.id, &req.session_key),
-            workspace: s.workspace.clone(),
+            workspace,
             cancel: cancel.clone(),
         };
 

@@ -824,3 +824,56 @@ async fn input_guard_blocks_or_annotates_injection_attempts() {
         "a note for the model follows the message"
     );
 }
+
+#[tokio::test]
+async fn runs_on_behalf_of_a_user_work_in_that_users_sub_workspace() {
+    let h = Harness::new(
+        Protocol::OpenAi,
+        Options {
+            defaults_extra: "per_user_workspace: true,",
+            ..Options::default()
+        },
+    )
+    .await;
+    let agent = h.agent();
+    for (user, dir) in [("alice", "user_alice"), ("../../etc", "user_______etc")] {
+        h.llm.push(Reply::tool_call(
+            "w",
+            "write",
+            json!({"path": "note.txt", "content": user}),
+        ));
+        h.llm.push(Reply::text("saved"));
+        let res = agent
+            .run_as(
+                RunRequest {
+                    session_key: format!("s-{dir}"),
+                    message: "save".into(),
+                },
+                Some(user),
+                Collector::new(),
+                CancellationToken::new(),
+            )
+            .await;
+        assert_eq!(res.expect("run").text, "saved");
+        let written = std::fs::read_to_string(h.workspace().join(dir).join("note.txt"));
+        assert_eq!(
+            written.ok().as_deref(),
+            Some(user),
+            "{user} writes under {dir}"
+        );
+    }
+    assert!(
+        !h.workspace().join("note.txt").exists(),
+        "nothing lands in the shared root"
+    );
+
+    // Without a user (or with the setting off) the agent's own workspace is used.
+    h.llm.push(Reply::tool_call(
+        "w",
+        "write",
+        json!({"path": "root.txt", "content": "x"}),
+    ));
+    h.llm.push(Reply::text("saved"));
+    run(&agent, "s-root", "save").await.0.expect("run");
+    assert!(h.workspace().join("root.txt").exists());
+}

@@ -87,6 +87,7 @@ pub struct ResolvedAgent {
     pub tool_mode: ToolMode,
     pub guided_decoding: GuidedDecoding,
     pub intent: IntentConfig,
+    pub per_user_workspace: bool,
 }
 
 impl LoadedConfig {
@@ -277,6 +278,7 @@ impl LoadedConfig {
             tool_mode,
             guided_decoding: provider.guided_decoding,
             intent: provider.intent.clone(),
+            per_user_workspace: d.per_user_workspace,
             max_tokens,
             temperature: d.temperature,
             max_iterations: a.max_iterations.unwrap_or(d.max_iterations),

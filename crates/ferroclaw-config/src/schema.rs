@@ -45,6 +45,9 @@ pub struct AgentDefaults {
     pub prompt_mode: PromptMode,
     pub stream: bool,
     pub compaction: CompactionConfig,
+    /// Give each user (WS `user_id`, HTTP `X-Ferroclaw-User-Id` or OpenAI `user`) their own
+    /// sub-workspace `user_<sanitized id>` inside the agent's workspace.
+    pub per_user_workspace: bool,
 }
 
 /// When and how the older part of a conversation is summarised.
@@ -87,6 +90,7 @@ impl Default for AgentDefaults {
             prompt_mode: PromptMode::Full,
             stream: true,
             compaction: CompactionConfig::default(),
+            per_user_workspace: false,
         }
     }
 }

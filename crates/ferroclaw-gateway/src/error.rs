@@ -169,6 +169,7 @@ impl ApiError {
                 "input_blocked",
                 msg,
             ),
+            RunError::Workspace(_) => Self::internal(msg),
         }
     }
 }
@@ -279,6 +280,7 @@ impl WsError {
             RunError::Aborted => Self::new(WsCode::FailedPrecondition, msg),
             RunError::IterationLimit(_) | RunError::Store(_) => Self::new(WsCode::Internal, msg),
             RunError::InputBlocked(_) => Self::new(WsCode::InvalidRequest, msg),
+            RunError::Workspace(_) => Self::new(WsCode::Internal, msg),
         }
     }
 }

@@ -30,6 +30,7 @@ pub fn start(
     state: &Arc<AppState>,
     agent: &AgentEntry,
     session_key: &str,
+    user: Option<&str>,
     message: &str,
     mode: QueueMode,
     events: Arc<dyn EventSink>,
@@ -49,7 +50,12 @@ pub fn start(
         _ => {}
     }
     let message = cap_message(message, state.config.max_message_chars);
-    let run = agent_run_fn(state.clone(), agent, session_key.to_string());
+    let run = agent_run_fn(
+        state.clone(),
+        agent,
+        session_key.to_string(),
+        user.map(str::to_string),
+    );
     state
         .scheduler
         .submit(Submission {
@@ -65,15 +71,21 @@ pub fn start(
 }
 
 /// The closure the scheduler calls: `Agent::run` with run metrics around it.
-fn agent_run_fn(state: Arc<AppState>, entry: &AgentEntry, session_key: String) -> RunFn {
+fn agent_run_fn(
+    state: Arc<AppState>,
+    entry: &AgentEntry,
+    session_key: String,
+    user: Option<String>,
+) -> RunFn {
     let agent = entry.agent.clone();
     let agent_id = entry.id.clone();
     Arc::new(move |message, sink, cancel| {
-        let (agent, agent_id, key, state) = (
+        let (agent, agent_id, key, state, user) = (
             agent.clone(),
             agent_id.clone(),
             session_key.clone(),
             state.clone(),
+            user.clone(),
         );
         Box::pin(async move {
             state.metrics.run_started();
@@ -86,7 +98,7 @@ fn agent_run_fn(state: Arc<AppState>, entry: &AgentEntry, session_key: String) -
                 session_key: key,
                 message,
             };
-            let result = agent.run(req, sink, cancel).await;
+            let result = agent.run_as(req, user.as_deref(), sink, cancel).await;
             let outcome = match &result {
                 Ok(out) => {
                     state.metrics.llm_usage(

@@ -160,6 +160,7 @@ async fn complete(state: Arc<AppState>, p: Prepared) -> Result<Response, ApiErro
         &state,
         agent,
         &p.session.key,
+        p.session.user.as_deref(),
         &p.message,
         p.mode,
         Arc::new(ferroclaw_agent::NullSink),
@@ -266,7 +267,15 @@ async fn stream(state: Arc<AppState>, p: Prepared) -> Response {
         json!({"role": "assistant", "content": ""}),
         None,
     ));
-    let started = match runs::start(&state, agent, &p.session.key, &p.message, p.mode, sink) {
+    let started = match runs::start(
+        &state,
+        agent,
+        &p.session.key,
+        p.session.user.as_deref(),
+        &p.message,
+        p.mode,
+        sink,
+    ) {
         Ok(s) => s,
         Err(e) => return ApiError::from_submit(&e).into_response(),
     };

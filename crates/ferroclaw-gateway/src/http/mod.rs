@@ -27,6 +27,7 @@ use crate::state::{parse_queue_mode, AgentEntry, AppState};
 
 pub const HEADER_AGENT: &str = "x-ferroclaw-agent-id";
 pub const HEADER_SESSION: &str = "x-ferroclaw-session-key";
+pub const HEADER_USER: &str = "x-ferroclaw-user-id";
 pub const HEADER_QUEUE_MODE: &str = "x-ferroclaw-queue-mode";
 
 /// Request bodies above this are refused with 413.
@@ -176,6 +177,9 @@ pub struct SessionChoice {
     pub key: String,
     /// No key was given: a one-off session, removed after the run.
     pub ephemeral: bool,
+    /// Who the run is for (`X-Ferroclaw-User-Id`, else the OpenAI `user` field); selects
+    /// the per-user sub-workspace when the agent has one.
+    pub user: Option<String>,
 }
 
 /// `X-Ferroclaw-Session-Key`, else a key derived from the OpenAI `user` field, else a
@@ -185,23 +189,32 @@ pub fn resolve_session(
     user: Option<&str>,
     shape: ErrorShape,
 ) -> Result<SessionChoice, ApiError> {
+    let user = user.map(str::trim).filter(|u| !u.is_empty());
+    let who = header_str(headers, HEADER_USER)
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .or(user)
+        .map(str::to_string);
     if let Some(key) = header_str(headers, HEADER_SESSION) {
         ferroclaw_store::validate_session_key(key)
             .map_err(|e| ApiError::bad_request(e.to_string()).with_shape(shape))?;
         return Ok(SessionChoice {
             key: key.to_string(),
             ephemeral: false,
+            user: who,
         });
     }
-    if let Some(user) = user.map(str::trim).filter(|u| !u.is_empty()) {
+    if let Some(user) = user {
         return Ok(SessionChoice {
             key: user_session_key(user),
             ephemeral: false,
+            user: who,
         });
     }
     Ok(SessionChoice {
         key: format!("ephemeral:{}", uuid::Uuid::new_v4()),
         ephemeral: true,
+        user: who,
     })
 }
 
@@ -308,6 +321,19 @@ pub fn content_text(content: &serde_json::Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_user_comes_from_the_header_then_the_openai_field() {
+        let mut h = HeaderMap::new();
+        let s = resolve_session(&h, Some("bob"), ErrorShape::OpenAi).expect("ok");
+        assert_eq!(s.user.as_deref(), Some("bob"));
+        h.insert(HEADER_USER, "alice".parse().expect("header"));
+        h.insert(HEADER_SESSION, "k".parse().expect("header"));
+        let s = resolve_session(&h, Some("bob"), ErrorShape::OpenAi).expect("ok");
+        assert_eq!((s.key.as_str(), s.user.as_deref()), ("k", Some("alice")));
+        let s = resolve_session(&HeaderMap::new(), None, ErrorShape::OpenAi).expect("ok");
+        assert!(s.ephemeral && s.user.is_none());
+    }
 
     #[test]
     fn session_keys_from_user_are_stable_and_valid() {

@@ -157,6 +157,7 @@ pub async fn handle(
             &state,
             agent,
             &session.key,
+            session.user.as_deref(),
             &message,
             mode,
             Arc::new(ferroclaw_agent::NullSink),
@@ -199,7 +200,15 @@ pub async fn handle(
     );
     // The preamble is queued before the run can emit its first delta; if the scheduler
     // refuses, the unread channel is dropped and the client gets a plain HTTP error.
-    let started = match runs::start(&state, agent, &session.key, &message, mode, out.clone()) {
+    let started = match runs::start(
+        &state,
+        agent,
+        &session.key,
+        session.user.as_deref(),
+        &message,
+        mode,
+        out.clone(),
+    ) {
         Ok(s) => s,
         Err(e) => return ApiError::from_submit(&e).into_response(),
     };

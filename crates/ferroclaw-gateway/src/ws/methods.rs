@@ -314,7 +314,8 @@ fn start_chat(
             "status": status,
         })
     };
-    let ticket = match runs::start(state, agent, key, message, mode, sink) {
+    let user = conn.auth().and_then(|a| a.user_id);
+    let ticket = match runs::start(state, agent, key, user.as_deref(), message, mode, sink) {
         Ok(Started::Command(text)) => {
             let v = base(None, &text, &Usage::default(), "command");
             return Box::pin(async move { Ok(v) });
