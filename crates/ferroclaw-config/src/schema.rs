@@ -333,7 +333,9 @@ pub struct GatewayLanesConfig {
 impl Default for GatewayLanesConfig {
     fn default() -> Self {
         GatewayLanesConfig {
-            main: 4,
+            // Runs mostly wait on the model: the lane bounds load, it should not make a few
+            // slow conversations queue everyone else.
+            main: 32,
             subagent: 8,
             delegate: 4,
             cron: 2,

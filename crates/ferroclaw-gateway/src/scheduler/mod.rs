@@ -80,7 +80,7 @@ impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
             lanes: vec![
-                (Lane::Main, 4),
+                (Lane::Main, 32),
                 (Lane::Subagent, 8),
                 (Lane::Delegate, 4),
                 (Lane::Cron, 2),
