@@ -18,6 +18,7 @@ use ferroclaw_tools::{DeniedPaths, PolicyContext, PolicyEngine, RateLimiter, Too
 use crate::history::HistoryLimits;
 use crate::prompt::PromptMode;
 use crate::runner::{Agent, AgentSettings};
+use crate::session_tools::{SessionHub, SubagentLimits};
 
 /// A stream may pause this long between events before it counts as stalled.
 const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -161,10 +162,13 @@ pub fn file_store(loaded: &LoadedConfig) -> ferroclaw_store::FileSessionStore {
 }
 
 /// Services one process shares between all its agents: the exec toolset (guard,
-/// approval broker, background processes) and the per-session tool rate limiter.
+/// approval broker, background processes), the per-session tool rate limiter, and the
+/// hub behind the session tools and subagents.
 pub struct SharedServices {
     pub exec: ExecToolset,
     pub rate_limiter: Arc<RateLimiter>,
+    /// Agents built with these services are bound to it by [`build_agent_with`].
+    pub sessions: Arc<SessionHub>,
 }
 
 impl SharedServices {
@@ -174,6 +178,11 @@ impl SharedServices {
             exec: ExecToolset::from_config(&cfg.exec, &loaded.home)
                 .map_err(|e| BootstrapError::Tools(e.to_string()))?,
             rate_limiter: Arc::new(RateLimiter::per_hour(cfg.rate_limit_per_hour)),
+            sessions: SessionHub::new(SubagentLimits {
+                // Subagents run in the `subagent` lane; its size is the process-wide cap.
+                max_concurrent: loaded.config.gateway.lanes.subagent.max(1),
+                ..SubagentLimits::default()
+            }),
         })
     }
 }
@@ -210,8 +219,38 @@ pub fn build_agent_with(
         settings.workspace = canonical;
     }
     let provider = chain_for(loaded, &resolved, RetryPolicy::default())?;
-    let tools = tool_registry(loaded, &resolved, services);
-    Ok(Agent::new(settings, provider, Arc::new(tools), store))
+    let tools = Arc::new(tool_registry(loaded, &resolved, services));
+    // The session tools inside `tools` reach agents through the hub, so the agent is
+    // bound after its registry exists; the agent then uses the hub's tracking store.
+    let (policy, policy_ctx) = policy_for(loaded, &resolved, services);
+    let store = services.sessions.bind(
+        settings.clone(),
+        provider.clone(),
+        &tools,
+        store,
+        policy,
+        policy_ctx,
+    );
+    Ok(Agent::new(settings, provider, tools, store))
+}
+
+/// The tool policy of an agent's top-level runs (subagents re-bind it deeper).
+fn policy_for(
+    loaded: &LoadedConfig,
+    agent: &ResolvedAgent,
+    services: &SharedServices,
+) -> (PolicyEngine, PolicyContext) {
+    let policy = PolicyEngine::from_config(&loaded.config.tools);
+    let ctx = PolicyContext {
+        provider: Some(agent.provider.clone()),
+        agent_id: Some(agent.id.clone()),
+        agent: Some(agent.tool_policy.clone()),
+        agent_provider: agent.tool_policy_by_provider.get(&agent.provider).cloned(),
+        group_chat: None,
+        subagent_depth: 0,
+        max_depth: services.sessions.limits().max_depth,
+    };
+    (policy, ctx)
 }
 
 /// The agent's tools behind its policy (what the model sees and may call), the
@@ -222,16 +261,7 @@ pub fn tool_registry(
     services: &SharedServices,
 ) -> ToolRegistry {
     let cfg = &loaded.config.tools;
-    let policy = PolicyEngine::from_config(cfg);
-    let ctx = PolicyContext {
-        provider: Some(agent.provider.clone()),
-        agent_id: Some(agent.id.clone()),
-        agent: Some(agent.tool_policy.clone()),
-        agent_provider: agent.tool_policy_by_provider.get(&agent.provider).cloned(),
-        group_chat: None,
-        subagent_depth: 0,
-        max_depth: 1,
-    };
+    let (policy, ctx) = policy_for(loaded, agent, services);
     let denied: Vec<std::path::PathBuf> = cfg
         .denied_paths
         .iter()
@@ -247,6 +277,9 @@ pub fn tool_registry(
         registry.register(tool);
     }
     for tool in memory::memory_tools(memory::MemorySettings::default()) {
+        registry.register(tool);
+    }
+    for tool in services.sessions.tools(0) {
         registry.register(tool);
     }
     // Policy last: it decides over everything registered above.

@@ -9,6 +9,7 @@ pub mod history;
 pub mod prompt;
 pub mod runner;
 pub mod sanitize;
+pub mod session_tools;
 pub mod tool_intent;
 
 pub use events::{EventSink, NullSink};

@@ -1,0 +1,1008 @@
+//! Session tools and subagents: `sessions_list`, `sessions_history`, `session_status`,
+//! `sessions_send`, `sessions_spawn` and `subagents`.
+//!
+//! These tools have to run agents, and the tools live inside each agent's own registry,
+//! so they reach agents through a [`SessionHub`] that is bound *after* the agents are
+//! built ([`SessionHub::bind`], called by `bootstrap::build_agent_with`). The hub keeps
+//! per agent only what is needed to assemble an [`Agent`] on demand (settings, provider,
+//! store, policy) and a *weak* reference to the agent's tool registry: the registry holds
+//! the tools, the tools hold the hub, so a strong reference would be a cycle.
+//!
+//! Design choices (documented here because they are the contract):
+//! - **Depth** travels in the tool instances: a subagent gets its own registry whose
+//!   session tools carry `depth = parent + 1`, and whose policy is bound at that depth
+//!   (the policy's subagent deny list and leaf rules then hide `sessions_send`, and at the
+//!   maximum depth `sessions_spawn` / `subagents`). `sessions_spawn` refuses on its own
+//!   too, so a policy that allows it anyway cannot go deeper.
+//! - **Announcements** (`mode: "session"`): when a background subagent ends, a user-role
+//!   message `[Subagent <label> finished]\n<text>` (or `failed`) is appended to the parent
+//!   session's transcript, so the parent's next turn sees it. Transcripts allow a single
+//!   writer, so the hub wraps each agent's store ([`SessionHub::bind`] returns the
+//!   wrapper) to know which sessions have a log open, and the announcement waits until
+//!   the parent's log is closed (its run ended). A cancelled subagent is not announced:
+//!   the parent asked for it.
+//! - **Limits**: depth (default 1), running children per parent session (default 5) and
+//!   running subagents in the process (the `subagent` lane, default 8). Going over a
+//!   limit is refused with a clear error rather than queued, so a model never waits on
+//!   a queue it cannot see.
+//! - `sessions_send` and `subagents steer` refuse a session that has a run in progress
+//!   (its own current session included: waiting on it would deadlock).
+//! - A `model` override for a subagent is refused unless it names the agent's model: the
+//!   provider chain fixes its models when it is built.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ferroclaw_providers::Provider;
+use ferroclaw_store::{LoadProblem, SessionLog, SessionMeta, SessionStore, StoreError};
+use ferroclaw_tools::{PolicyContext, PolicyEngine, Tool, ToolContext, ToolRegistry, ToolResult};
+use ferroclaw_types::{Entry, EntryBody, Message, Usage};
+use serde_json::{json, Value};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::events::NullSink;
+use crate::prompt::PromptMode;
+use crate::runner::{Agent, AgentSettings, RunError, RunRequest};
+
+/// Finished subagent records kept for `subagents list` (oldest dropped first).
+const KEEP_FINISHED: usize = 100;
+/// `sessions_send` waits this long unless told otherwise, and never longer than the max.
+const DEFAULT_SEND_TIMEOUT: u64 = 60;
+const MAX_TIMEOUT: u64 = 3600;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubagentLimits {
+    /// Deepest subagent level; a run at this depth cannot spawn.
+    pub max_depth: u32,
+    /// Subagents running at once per parent session.
+    pub max_children: usize,
+    /// Subagents running at once in the process (the `subagent` lane).
+    pub max_concurrent: usize,
+}
+
+impl Default for SubagentLimits {
+    fn default() -> Self {
+        Self {
+            max_depth: 1,
+            max_children: 5,
+            max_concurrent: 8,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubagentMode {
+    Run,
+    Session,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubagentStatus {
+    Running,
+    Done,
+    Failed(String),
+    Cancelled,
+}
+
+/// What `subagents list` shows, and what [`SessionHub::subagents`] returns.
+#[derive(Debug, Clone)]
+pub struct SubagentInfo {
+    pub id: String,
+    pub label: String,
+    pub agent_id: String,
+    pub session_key: String,
+    pub parent_agent: String,
+    pub parent_key: String,
+    pub mode: SubagentMode,
+    pub status: SubagentStatus,
+    pub result: Option<String>,
+}
+
+struct Record {
+    info: SubagentInfo,
+    cancel: CancellationToken,
+}
+
+/// What the hub needs to assemble agent `settings.id` on demand.
+struct AgentHandle {
+    settings: AgentSettings,
+    provider: Arc<dyn Provider>,
+    tools: Weak<ToolRegistry>,
+    store: Arc<dyn SessionStore>,
+    raw_store: Arc<dyn SessionStore>,
+    policy: PolicyEngine,
+    policy_ctx: PolicyContext,
+}
+
+/// Shared by all agents of a process; see the module docs.
+pub struct SessionHub {
+    limits: SubagentLimits,
+    agents: RwLock<HashMap<String, Arc<AgentHandle>>>,
+    lane: Arc<Semaphore>,
+    records: Mutex<Vec<Record>>,
+    next_id: AtomicU64,
+    busy: Arc<Busy>,
+    finished: Notify,
+}
+
+impl SessionHub {
+    pub fn new(limits: SubagentLimits) -> Arc<Self> {
+        Arc::new(Self {
+            limits,
+            agents: RwLock::new(HashMap::new()),
+            lane: Arc::new(Semaphore::new(limits.max_concurrent.max(1))),
+            records: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+            busy: Arc::new(Busy::default()),
+            finished: Notify::new(),
+        })
+    }
+
+    pub fn limits(&self) -> SubagentLimits {
+        self.limits
+    }
+
+    /// The session tools for a run at subagent `depth` (0 = top level).
+    pub fn tools(self: &Arc<Self>, depth: u32) -> Vec<Arc<dyn Tool>> {
+        [
+            Kind::List,
+            Kind::History,
+            Kind::Status,
+            Kind::Send,
+            Kind::Spawn,
+            Kind::Subagents,
+        ]
+        .into_iter()
+        .map(|kind| {
+            Arc::new(SessionTool {
+                kind,
+                hub: self.clone(),
+                depth,
+            }) as Arc<dyn Tool>
+        })
+        .collect()
+    }
+
+    /// Makes an agent reachable from the session tools. Returns the store the agent must
+    /// be built with: `store` wrapped so the hub knows which sessions have a run going.
+    pub fn bind(
+        &self,
+        settings: AgentSettings,
+        provider: Arc<dyn Provider>,
+        tools: &Arc<ToolRegistry>,
+        store: Arc<dyn SessionStore>,
+        policy: PolicyEngine,
+        policy_ctx: PolicyContext,
+    ) -> Arc<dyn SessionStore> {
+        let tracked: Arc<dyn SessionStore> = Arc::new(TrackedStore {
+            inner: store.clone(),
+            busy: self.busy.clone(),
+        });
+        let handle = AgentHandle {
+            settings,
+            provider,
+            tools: Arc::downgrade(tools),
+            store: tracked.clone(),
+            raw_store: store,
+            policy,
+            policy_ctx,
+        };
+        if let Ok(mut agents) = self.agents.write() {
+            agents.insert(handle.settings.id.clone(), Arc::new(handle));
+        }
+        tracked
+    }
+
+    /// Every subagent the hub knows of (running and recently finished).
+    pub fn subagents(&self) -> Vec<SubagentInfo> {
+        self.lock_records().iter().map(|r| r.info.clone()).collect()
+    }
+
+    /// Resolves once subagent `id` is no longer running (or is unknown).
+    pub async fn wait_finished(&self, id: &str) {
+        loop {
+            let notified = self.finished.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let running = self
+                .lock_records()
+                .iter()
+                .any(|r| r.info.id == id && r.info.status == SubagentStatus::Running);
+            if !running {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn lock_records(&self) -> std::sync::MutexGuard<'_, Vec<Record>> {
+        // A panic while holding the lock leaves consistent data (plain pushes/updates).
+        self.records.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn handle(&self, agent_id: &str) -> Result<Arc<AgentHandle>, String> {
+        let agents = self
+            .agents
+            .read()
+            .map_err(|_| "agent directory unavailable")?;
+        agents.get(agent_id).cloned().ok_or_else(|| {
+            let mut known: Vec<&String> = agents.keys().collect();
+            known.sort();
+            format!("unknown agent \"{agent_id}\"; known agents: {known:?}")
+        })
+    }
+
+    fn session_busy(&self, agent_id: &str, key: &str) -> bool {
+        self.busy.count(&busy_key(agent_id, key)) > 0
+    }
+
+    /// Registers a running subagent after checking the per-parent and lane limits.
+    fn admit(
+        &self,
+        info: SubagentInfo,
+        cancel: CancellationToken,
+    ) -> Result<OwnedSemaphorePermit, String> {
+        let mut records = self.lock_records();
+        let running = |r: &&Record| r.info.status == SubagentStatus::Running;
+        let children = records
+            .iter()
+            .filter(running)
+            .filter(|r| {
+                r.info.parent_agent == info.parent_agent && r.info.parent_key == info.parent_key
+            })
+            .count();
+        if children >= self.limits.max_children {
+            return Err(format!(
+                "refused: this session already has {children} subagents running (the limit is {}); wait for one to finish or cancel one with `subagents`",
+                self.limits.max_children
+            ));
+        }
+        if records
+            .iter()
+            .filter(running)
+            .any(|r| r.info.agent_id == info.agent_id && r.info.session_key == info.session_key)
+        {
+            return Err(format!(
+                "refused: subagent \"{}\" is already running; choose another label or wait for it",
+                info.label
+            ));
+        }
+        let permit = self.lane.clone().try_acquire_owned().map_err(|_| {
+            format!(
+                "refused: the subagent lane is full ({} subagents running in this process); try again later",
+                self.limits.max_concurrent
+            )
+        })?;
+        // Re-steering a finished subagent replaces its old record.
+        records.retain(|r| r.info.id != info.id);
+        records.push(Record { info, cancel });
+        let finished = records
+            .iter()
+            .filter(|r| r.info.status != SubagentStatus::Running)
+            .count();
+        if finished > KEEP_FINISHED {
+            if let Some(i) = records
+                .iter()
+                .position(|r| r.info.status != SubagentStatus::Running)
+            {
+                records.remove(i);
+            }
+        }
+        Ok(permit)
+    }
+
+    fn finish(&self, id: &str, outcome: &Result<String, RunError>, cancelled: bool) {
+        if let Some(r) = self.lock_records().iter_mut().find(|r| r.info.id == id) {
+            r.info.status = match outcome {
+                Ok(_) => SubagentStatus::Done,
+                Err(_) if cancelled => SubagentStatus::Cancelled,
+                Err(e) => SubagentStatus::Failed(e.to_string()),
+            };
+            r.info.result = outcome.as_ref().ok().cloned();
+        }
+        self.finished.notify_waiters();
+    }
+
+    /// Appends `text` as a user message to a session once no run has it open.
+    async fn append_when_idle(
+        &self,
+        agent_id: &str,
+        key: &str,
+        text: String,
+    ) -> Result<(), String> {
+        let handle = self.handle(agent_id)?;
+        let k = busy_key(agent_id, key);
+        loop {
+            let notified = self.busy.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.busy.count(&k) == 0 {
+                // Opens take the gate before counting themselves, so holding it while
+                // the count is zero means nobody can open this session until we are done.
+                let _gate = self.busy.gate.lock().await;
+                if self.busy.count(&k) == 0 {
+                    let write = async {
+                        let mut log = handle.raw_store.open(agent_id, key).await?;
+                        log.append(EntryBody::Message {
+                            message: Message::user(text),
+                        })
+                        .await?;
+                        log.flush().await
+                    };
+                    return write.await.map_err(|e: StoreError| e.to_string());
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Runs a subagent in the background and announces its end to the parent session.
+    fn start_background(
+        self: &Arc<Self>,
+        agent: Agent,
+        info: SubagentInfo,
+        message: String,
+        cancel: CancellationToken,
+        permit: OwnedSemaphorePermit,
+    ) {
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let outcome = run_text(&agent, &info.session_key, message, cancel.clone()).await;
+            drop(permit);
+            let cancelled = cancel.is_cancelled();
+            hub.finish(&info.id, &outcome, cancelled);
+            if cancelled {
+                return;
+            }
+            let text = match &outcome {
+                Ok(text) => format!("[Subagent {} finished]\n{text}", info.label),
+                Err(e) => format!("[Subagent {} failed]\n{e}", info.label),
+            };
+            if let Err(e) = hub
+                .append_when_idle(&info.parent_agent, &info.parent_key, text)
+                .await
+            {
+                tracing::warn!(subagent = %info.id, error = %e, "could not announce the subagent result");
+            }
+        });
+    }
+}
+
+impl AgentHandle {
+    fn registry(&self) -> Result<Arc<ToolRegistry>, String> {
+        self.tools
+            .upgrade()
+            .ok_or_else(|| format!("agent \"{}\" is no longer running", self.settings.id))
+    }
+
+    /// The agent itself, with its run time-out replaced.
+    fn agent(&self, timeout: Duration) -> Result<Agent, String> {
+        let mut settings = self.settings.clone();
+        settings.timeout = timeout;
+        // Nobody watches these runs' partial text; only the final answer is used.
+        settings.stream = false;
+        Ok(Agent::new(
+            settings,
+            self.provider.clone(),
+            self.registry()?,
+            self.store.clone(),
+        ))
+    }
+
+    /// A subagent at `depth`: minimal prompt, tools re-bound to the policy at that depth,
+    /// with session tools that know their depth.
+    fn subagent(
+        &self,
+        hub: &Arc<SessionHub>,
+        depth: u32,
+        timeout: Option<Duration>,
+    ) -> Result<Agent, String> {
+        let mut registry = (*self.registry()?).clone();
+        for tool in hub.tools(depth) {
+            registry.register(tool);
+        }
+        let ctx = PolicyContext {
+            subagent_depth: depth,
+            max_depth: hub.limits.max_depth,
+            ..self.policy_ctx.clone()
+        };
+        let registry = registry.with_policy(&self.policy, &ctx);
+        let mut settings = self.settings.clone();
+        settings.prompt_mode = PromptMode::Minimal;
+        settings.stream = false;
+        if let Some(t) = timeout {
+            settings.timeout = t;
+        }
+        Ok(Agent::new(
+            settings,
+            self.provider.clone(),
+            Arc::new(registry),
+            self.store.clone(),
+        ))
+    }
+}
+
+async fn run_text(
+    agent: &Agent,
+    session_key: &str,
+    message: String,
+    cancel: CancellationToken,
+) -> Result<String, RunError> {
+    agent
+        .run(
+            RunRequest {
+                session_key: session_key.to_string(),
+                message,
+            },
+            Arc::new(NullSink),
+            cancel,
+        )
+        .await
+        .map(|out| out.text)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    List,
+    History,
+    Status,
+    Send,
+    Spawn,
+    Subagents,
+}
+
+struct SessionTool {
+    kind: Kind,
+    hub: Arc<SessionHub>,
+    /// Subagent depth of the run this instance belongs to (0 = top level).
+    depth: u32,
+}
+
+#[async_trait]
+impl Tool for SessionTool {
+    fn name(&self) -> &str {
+        match self.kind {
+            Kind::List => "sessions_list",
+            Kind::History => "sessions_history",
+            Kind::Status => "session_status",
+            Kind::Send => "sessions_send",
+            Kind::Spawn => "sessions_spawn",
+            Kind::Subagents => "subagents",
+        }
+    }
+
+    fn description(&self) -> &str {
+        match self.kind {
+            Kind::List => "List this agent's sessions (key, last update, model, tokens).",
+            Kind::History => "Read the messages of one of this agent's sessions.",
+            Kind::Status => "Show the current session's details and its running subagents.",
+            Kind::Send => "Send a message to another session of this agent and wait for its reply.",
+            Kind::Spawn => "Start a subagent on a task, in its own session; mode \"run\" waits for the result, mode \"session\" posts it back here when done.",
+            Kind::Subagents => "List, cancel or steer (send a follow-up to) the subagents of this session.",
+        }
+    }
+
+    fn parameters(&self) -> Value {
+        match self.kind {
+            Kind::List => json!({"type": "object", "properties": {
+                "limit": {"type": "integer", "description": "most recent sessions to list (default 20)"}}}),
+            Kind::History => json!({"type": "object", "properties": {
+                "sessionKey": {"type": "string"},
+                "limit": {"type": "integer", "description": "last N messages (default 20)"},
+                "includeTools": {"type": "boolean", "description": "include tool calls and results"}},
+                "required": ["sessionKey"]}),
+            Kind::Status => json!({"type": "object", "properties": {}}),
+            Kind::Send => json!({"type": "object", "properties": {
+                "sessionKey": {"type": "string"},
+                "label": {"type": "string", "description": "a subagent label of this session, instead of sessionKey"},
+                "message": {"type": "string"},
+                "timeoutSeconds": {"type": "integer"}},
+                "required": ["message"]}),
+            Kind::Spawn => json!({"type": "object", "properties": {
+                "task": {"type": "string"},
+                "label": {"type": "string"},
+                "agentId": {"type": "string"},
+                "model": {"type": "string"},
+                "runTimeoutSeconds": {"type": "integer"},
+                "mode": {"type": "string", "enum": ["run", "session"]}},
+                "required": ["task"]}),
+            Kind::Subagents => json!({"type": "object", "properties": {
+                "action": {"type": "string", "enum": ["list", "cancel", "steer"]},
+                "id": {"type": "string", "description": "subagent id or label"},
+                "message": {"type": "string"}},
+                "required": ["action"]}),
+        }
+    }
+
+    async fn execute(&self, ctx: &ToolContext, args: Value) -> ToolResult {
+        let result = match self.kind {
+            Kind::List => self.list(ctx, &args).await,
+            Kind::History => self.history(ctx, &args).await,
+            Kind::Status => self.status(ctx).await,
+            Kind::Send => self.send(ctx, &args).await,
+            Kind::Spawn => self.spawn(ctx, &args).await,
+            Kind::Subagents => self.subagents(ctx, &args).await,
+        };
+        match result {
+            Ok(text) => ToolResult::ok(text),
+            Err(text) => ToolResult::error(format!("{}: {text}", self.name())),
+        }
+    }
+}
+
+impl SessionTool {
+    async fn list(&self, ctx: &ToolContext, args: &Value) -> Result<String, String> {
+        let handle = self.hub.handle(&ctx.agent_id)?;
+        let limit = uint_arg(args, &["limit"]).unwrap_or(20).clamp(1, 200) as usize;
+        let sessions = handle
+            .store
+            .list(&ctx.agent_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let rows: Vec<Value> = sessions.iter().take(limit).map(meta_json).collect();
+        Ok(json!({"count": sessions.len(), "sessions": rows}).to_string())
+    }
+
+    async fn history(&self, ctx: &ToolContext, args: &Value) -> Result<String, String> {
+        let key = str_arg(args, &["sessionKey", "session_key"]).ok_or("sessionKey is required")?;
+        let limit = uint_arg(args, &["limit"]).unwrap_or(20).clamp(1, 500) as usize;
+        let tools = args
+            .get("includeTools")
+            .or_else(|| args.get("include_tools"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let handle = self.hub.handle(&ctx.agent_id)?;
+        existing(&handle, &ctx.agent_id, &key).await?;
+        let log = handle
+            .store
+            .open(&ctx.agent_id, &key)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut rows: Vec<Value> = log
+            .context()
+            .iter()
+            .filter_map(|m| message_json(m, tools))
+            .collect();
+        let skip = rows.len().saturating_sub(limit);
+        let rows: Vec<Value> = rows.drain(skip..).collect();
+        Ok(json!({"sessionKey": key, "messages": rows}).to_string())
+    }
+
+    async fn status(&self, ctx: &ToolContext) -> Result<String, String> {
+        let handle = self.hub.handle(&ctx.agent_id)?;
+        let key = ctx.session_display();
+        let meta = handle
+            .store
+            .get(&ctx.agent_id, key)
+            .await
+            .map_err(|e| e.to_string())?;
+        let running: Vec<Value> = self
+            .children(ctx)
+            .into_iter()
+            .filter(|i| i.status == SubagentStatus::Running)
+            .map(|i| info_json(&i))
+            .collect();
+        Ok(json!({
+            "agentId": ctx.agent_id,
+            "sessionKey": key,
+            "session": meta.as_ref().map(meta_json),
+            "subagentDepth": self.depth,
+            "runningSubagents": running,
+        })
+        .to_string())
+    }
+
+    async fn send(&self, ctx: &ToolContext, args: &Value) -> Result<String, String> {
+        let message = str_arg(args, &["message"]).ok_or("message is required")?;
+        let current = ctx.session_display();
+        let key = match (
+            str_arg(args, &["sessionKey", "session_key"]),
+            str_arg(args, &["label"]),
+        ) {
+            (Some(key), _) => key,
+            (None, Some(label)) => format!("{current}::{label}"),
+            (None, None) => return Err("give sessionKey or label".into()),
+        };
+        if key == current {
+            return Err(
+                "refused: cannot send to the current session (it is waiting on this call)".into(),
+            );
+        }
+        let timeout = uint_arg(args, &["timeoutSeconds", "timeout_seconds"])
+            .unwrap_or(DEFAULT_SEND_TIMEOUT)
+            .clamp(1, MAX_TIMEOUT);
+        let handle = self.hub.handle(&ctx.agent_id)?;
+        existing(&handle, &ctx.agent_id, &key).await?;
+        if self.hub.session_busy(&ctx.agent_id, &key) {
+            return Err(format!(
+                "refused: session \"{key}\" has a run in progress; try again later"
+            ));
+        }
+        let agent = handle.agent(Duration::from_secs(timeout))?;
+        let reply = run_text(&agent, &key, message, ctx.cancel.child_token())
+            .await
+            .map_err(|e| format!("the run in session \"{key}\" failed: {e}"))?;
+        Ok(format!("Reply from session {key}:\n{reply}"))
+    }
+
+    async fn spawn(&self, ctx: &ToolContext, args: &Value) -> Result<String, String> {
+        let limits = self.hub.limits;
+        if self.depth >= limits.max_depth {
+            return Err(format!(
+                "refused: this run is at subagent depth {} and the maximum depth is {}; do the task yourself",
+                self.depth, limits.max_depth
+            ));
+        }
+        let task = str_arg(args, &["task"]).ok_or("task is required")?;
+        let mode = match str_arg(args, &["mode"]).as_deref() {
+            None | Some("run") => SubagentMode::Run,
+            Some("session") => SubagentMode::Session,
+            Some(other) => {
+                return Err(format!(
+                    "mode must be \"run\" or \"session\", not \"{other}\""
+                ))
+            }
+        };
+        let agent_id = str_arg(args, &["agentId", "agent_id"]).unwrap_or(ctx.agent_id.clone());
+        let handle = self.hub.handle(&agent_id)?;
+        if let Some(model) = str_arg(args, &["model"]) {
+            if model != handle.settings.model {
+                return Err(format!(
+                    "a model override is not supported (agent \"{agent_id}\" runs \"{}\"); configure an agent with that model and pass its agentId",
+                    handle.settings.model
+                ));
+            }
+        }
+        let n = self.hub.next_id.fetch_add(1, Ordering::Relaxed);
+        let label = match str_arg(args, &["label"]) {
+            Some(l) => valid_label(&l)?,
+            None => format!("sub-{n}"),
+        };
+        let timeout = uint_arg(args, &["runTimeoutSeconds", "run_timeout_seconds"])
+            .map(|s| Duration::from_secs(s.clamp(1, MAX_TIMEOUT)));
+        let agent = handle.subagent(&self.hub, self.depth + 1, timeout)?;
+        let info = SubagentInfo {
+            id: format!("sa-{n}"),
+            label: label.clone(),
+            agent_id,
+            session_key: format!("{}::{label}", ctx.session_display()),
+            parent_agent: ctx.agent_id.clone(),
+            parent_key: ctx.session_display().to_string(),
+            mode,
+            status: SubagentStatus::Running,
+            result: None,
+        };
+        match mode {
+            SubagentMode::Run => {
+                // The parent's abort reaches the subagent; `subagents cancel` too.
+                let cancel = ctx.cancel.child_token();
+                let _permit = self.hub.admit(info.clone(), cancel.clone())?;
+                let outcome = run_text(&agent, &info.session_key, task, cancel.clone()).await;
+                self.hub.finish(&info.id, &outcome, cancel.is_cancelled());
+                let text = outcome.map_err(|e| format!("subagent \"{label}\" failed: {e}"))?;
+                Ok(format!("Subagent {label} ({}) finished:\n{text}", info.id))
+            }
+            SubagentMode::Session => {
+                // Outlives the parent's run on purpose; only `subagents cancel` stops it.
+                let cancel = CancellationToken::new();
+                let permit = self.hub.admit(info.clone(), cancel.clone())?;
+                let reply = format!(
+                    "Subagent {label} started (id {}, session {}). Its result will be posted to this session when it finishes.",
+                    info.id, info.session_key
+                );
+                self.hub.start_background(agent, info, task, cancel, permit);
+                Ok(reply)
+            }
+        }
+    }
+
+    async fn subagents(&self, ctx: &ToolContext, args: &Value) -> Result<String, String> {
+        let action = str_arg(args, &["action"]).unwrap_or_else(|| "list".into());
+        if action == "list" {
+            let rows: Vec<Value> = self.children(ctx).iter().map(info_json).collect();
+            return Ok(json!({"subagents": rows}).to_string());
+        }
+        let id = str_arg(args, &["id", "label"]).ok_or("id is required")?;
+        let info = self
+            .children(ctx)
+            .into_iter()
+            .rev()
+            .find(|i| i.id == id || i.label == id)
+            .ok_or_else(|| format!("no subagent \"{id}\" in this session"))?;
+        match action.as_str() {
+            "cancel" => {
+                if info.status != SubagentStatus::Running {
+                    return Err(format!("subagent \"{id}\" is not running"));
+                }
+                if let Some(r) = self
+                    .hub
+                    .lock_records()
+                    .iter()
+                    .find(|r| r.info.id == info.id)
+                {
+                    r.cancel.cancel();
+                }
+                Ok(format!("Subagent {} ({}) cancelled.", info.label, info.id))
+            }
+            "steer" => {
+                let message = str_arg(args, &["message"]).ok_or("message is required")?;
+                if info.mode != SubagentMode::Session {
+                    return Err(
+                        "only subagents spawned with mode \"session\" can be steered".into(),
+                    );
+                }
+                if info.status == SubagentStatus::Running
+                    || self.hub.session_busy(&info.agent_id, &info.session_key)
+                {
+                    return Err(format!(
+                        "subagent \"{id}\" is still running; steer it after it finishes (its result is posted here)"
+                    ));
+                }
+                let handle = self.hub.handle(&info.agent_id)?;
+                let agent = handle.subagent(&self.hub, self.depth + 1, None)?;
+                let cancel = CancellationToken::new();
+                let next = SubagentInfo {
+                    status: SubagentStatus::Running,
+                    result: None,
+                    ..info
+                };
+                let permit = self.hub.admit(next.clone(), cancel.clone())?;
+                let reply = format!(
+                    "Subagent {} ({}) is working on the follow-up; its result will be posted here.",
+                    next.label, next.id
+                );
+                self.hub
+                    .start_background(agent, next, message, cancel, permit);
+                Ok(reply)
+            }
+            other => Err(format!(
+                "action must be list, cancel or steer, not \"{other}\""
+            )),
+        }
+    }
+
+    /// Subagents spawned from the current session.
+    fn children(&self, ctx: &ToolContext) -> Vec<SubagentInfo> {
+        let key = ctx.session_display();
+        self.hub
+            .lock_records()
+            .iter()
+            .filter(|r| r.info.parent_agent == ctx.agent_id && r.info.parent_key == key)
+            .map(|r| r.info.clone())
+            .collect()
+    }
+}
+
+async fn existing(handle: &AgentHandle, agent_id: &str, key: &str) -> Result<(), String> {
+    match handle.store.get(agent_id, key).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(format!(
+            "no session \"{key}\" for agent \"{agent_id}\"; sessions_list shows the existing ones"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn str_arg(args: &Value, names: &[&str]) -> Option<String> {
+    names
+        .iter()
+        .filter_map(|n| args.get(*n).and_then(Value::as_str))
+        .map(str::trim)
+        .find(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// Accepts numbers and numeric strings (models send both); anything else is ignored.
+fn uint_arg(args: &Value, names: &[&str]) -> Option<u64> {
+    names.iter().find_map(|n| match args.get(*n)? {
+        Value::Number(v) => v.as_u64().or_else(|| v.as_f64().map(|f| f.max(0.0) as u64)),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    })
+}
+
+fn valid_label(label: &str) -> Result<String, String> {
+    let ok = label.len() <= 64
+        && label
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(label.to_string())
+    } else {
+        Err(format!(
+            "label \"{label}\" must be at most 64 characters of A-Z a-z 0-9 - _ ."
+        ))
+    }
+}
+
+fn meta_json(m: &SessionMeta) -> Value {
+    let tokens = if m.usage.total_tokens > 0 {
+        m.usage.total_tokens
+    } else {
+        m.usage.input + m.usage.output
+    };
+    json!({
+        "key": m.key,
+        "sessionId": m.session_id,
+        "updatedAt": m.updated_at,
+        "model": m.model,
+        "tokens": tokens,
+        "label": m.label,
+    })
+}
+
+fn message_json(m: &Message, include_tools: bool) -> Option<Value> {
+    match m {
+        Message::User(_) => Some(json!({"role": "user", "text": m.text()})),
+        Message::Assistant(a) => {
+            let calls: Vec<Value> = a
+                .tool_calls()
+                .map(|(id, name, args)| json!({"id": id, "name": name, "arguments": args}))
+                .collect();
+            let text = a.text();
+            if include_tools && !calls.is_empty() {
+                Some(json!({"role": "assistant", "text": text, "toolCalls": calls}))
+            } else if text.is_empty() {
+                None
+            } else {
+                Some(json!({"role": "assistant", "text": text}))
+            }
+        }
+        Message::ToolResult(r) if include_tools => Some(json!({
+            "role": "toolResult", "toolName": r.tool_name, "text": r.text(), "isError": r.is_error})),
+        Message::ToolResult(_) => None,
+    }
+}
+
+fn info_json(i: &SubagentInfo) -> Value {
+    let (status, error) = match &i.status {
+        SubagentStatus::Running => ("running", None),
+        SubagentStatus::Done => ("done", None),
+        SubagentStatus::Failed(e) => ("failed", Some(e.clone())),
+        SubagentStatus::Cancelled => ("cancelled", None),
+    };
+    json!({
+        "id": i.id,
+        "label": i.label,
+        "agentId": i.agent_id,
+        "sessionKey": i.session_key,
+        "mode": if i.mode == SubagentMode::Run { "run" } else { "session" },
+        "status": status,
+        "error": error,
+        "result": i.result.as_deref().map(|r| r.chars().take(500).collect::<String>()),
+    })
+}
+
+fn busy_key(agent_id: &str, key: &str) -> String {
+    format!("{agent_id}\u{0}{key}")
+}
+
+/// Which sessions have a log open (a run, a history read), through the wrapped stores.
+#[derive(Default)]
+struct Busy {
+    open: Mutex<HashMap<String, usize>>,
+    changed: Notify,
+    /// Taken by every open before it counts itself, and by an announcement while it
+    /// writes, so the two never interleave.
+    gate: tokio::sync::Mutex<()>,
+}
+
+impl Busy {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn count(&self, key: &str) -> usize {
+        self.lock().get(key).copied().unwrap_or(0)
+    }
+
+    fn enter(&self, key: &str) {
+        *self.lock().entry(key.to_string()).or_insert(0) += 1;
+    }
+
+    fn leave(&self, key: &str) {
+        {
+            let mut open = self.lock();
+            if let Some(n) = open.get_mut(key) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    open.remove(key);
+                }
+            }
+        }
+        self.changed.notify_waiters();
+    }
+}
+
+struct TrackedStore {
+    inner: Arc<dyn SessionStore>,
+    busy: Arc<Busy>,
+}
+
+#[async_trait]
+impl SessionStore for TrackedStore {
+    async fn open(&self, agent_id: &str, key: &str) -> Result<Box<dyn SessionLog>, StoreError> {
+        let k = busy_key(agent_id, key);
+        {
+            let _gate = self.busy.gate.lock().await;
+            self.busy.enter(&k);
+        }
+        match self.inner.open(agent_id, key).await {
+            Ok(inner) => Ok(Box::new(TrackedLog {
+                inner,
+                key: k,
+                busy: self.busy.clone(),
+            })),
+            Err(e) => {
+                self.busy.leave(&k);
+                Err(e)
+            }
+        }
+    }
+
+    async fn get(&self, agent_id: &str, key: &str) -> Result<Option<SessionMeta>, StoreError> {
+        self.inner.get(agent_id, key).await
+    }
+
+    async fn list(&self, agent_id: &str) -> Result<Vec<SessionMeta>, StoreError> {
+        self.inner.list(agent_id).await
+    }
+
+    async fn record_run(
+        &self,
+        agent_id: &str,
+        key: &str,
+        provider: &str,
+        model: &str,
+        usage: &Usage,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .record_run(agent_id, key, provider, model, usage)
+            .await
+    }
+
+    async fn delete(&self, agent_id: &str, key: &str) -> Result<bool, StoreError> {
+        self.inner.delete(agent_id, key).await
+    }
+}
+
+struct TrackedLog {
+    inner: Box<dyn SessionLog>,
+    key: String,
+    busy: Arc<Busy>,
+}
+
+impl Drop for TrackedLog {
+    fn drop(&mut self) {
+        self.busy.leave(&self.key);
+    }
+}
+
+#[async_trait]
+impl SessionLog for TrackedLog {
+    fn session_id(&self) -> &str {
+        self.inner.session_id()
+    }
+    fn key(&self) -> &str {
+        self.inner.key()
+    }
+    fn entries(&self) -> &[Entry] {
+        self.inner.entries()
+    }
+    fn problems(&self) -> &[LoadProblem] {
+        self.inner.problems()
+    }
+    fn context(&self) -> Vec<Message> {
+        self.inner.context()
+    }
+    async fn append(&mut self, body: EntryBody) -> Result<Entry, StoreError> {
+        self.inner.append(body).await
+    }
+    async fn flush(&mut self) -> Result<(), StoreError> {
+        self.inner.flush().await
+    }
+}
