@@ -877,3 +877,83 @@ async fn runs_on_behalf_of_a_user_work_in_that_users_sub_workspace() {
     run(&agent, "s-root", "save").await.0.expect("run");
     assert!(h.workspace().join("root.txt").exists());
 }
+
+#[tokio::test]
+async fn edit_glob_grep_memory_get_and_a_custom_tool_run_through_the_loop() {
+    let h = Harness::new(
+        Protocol::OpenAi,
+        Options {
+            config_extra: r#"tools: { exec: { custom: [{ name: "shout", description: "Upper-case a word",
+                parameters: { type: "object", properties: { word: { type: "string" } }, required: ["word"] },
+                command: "echo {{.word}} | tr a-z A-Z", timeout_seconds: 10 }] } },"#,
+            ..Options::default()
+        },
+    )
+    .await;
+    let ws = h.workspace();
+    std::fs::create_dir_all(ws.join("src")).expect("ws");
+    std::fs::write(ws.join("src/lib.rs"), "fn old_name() {}\n").expect("file");
+    std::fs::create_dir_all(ws.join("memory")).expect("memory dir");
+    std::fs::write(
+        ws.join("memory/notes.md"),
+        "# Notes\nthe deploy key rotates monthly\n",
+    )
+    .expect("note");
+    h.llm.push(Reply::tool_calls(vec![
+        (
+            "e".into(),
+            "edit".into(),
+            json!({"path": "src/lib.rs", "oldText": "old_name", "newText": "new_name"}),
+        ),
+        ("g".into(), "glob".into(), json!({"pattern": "**/*.rs"})),
+        (
+            "m".into(),
+            "memory_get".into(),
+            json!({"path": "memory/notes.md"}),
+        ),
+        (
+            "c".into(),
+            "shout".into(),
+            json!({"word": "quiet; rm -rf /"}),
+        ),
+    ]));
+    h.llm.push(Reply::tool_call(
+        "r",
+        "grep",
+        json!({"pattern": "new_name", "path": "src"}),
+    ));
+    h.llm.push(Reply::text("done"));
+    let (res, _) = run(&h.agent(), "s", "go").await;
+    assert_eq!(res.expect("run").text, "done");
+
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/lib.rs")).expect("read"),
+        "fn new_name() {}\n"
+    );
+    let first = request_shape(Protocol::OpenAi, &h.llm.requests()[1].body);
+    let results: Vec<&String> = first
+        .iter()
+        .filter(|m| m.0 == "tool")
+        .map(|m| &m.1)
+        .collect();
+    assert_eq!(results.len(), 4);
+    assert!(results[1].contains("src/lib.rs"), "glob: {}", results[1]);
+    assert!(
+        results[2].contains("rotates monthly"),
+        "memory_get: {}",
+        results[2]
+    );
+    assert!(
+        results[3].contains("QUIET; RM -RF /"),
+        "custom tool got the argument as one literal word: {}",
+        results[3]
+    );
+    let second = request_shape(Protocol::OpenAi, &h.llm.requests()[2].body);
+    let grep = &second
+        .iter()
+        .filter(|m| m.0 == "tool")
+        .next_back()
+        .expect("grep result")
+        .1;
+    assert!(grep.contains("lib.rs:1"), "grep: {grep}");
+}
