@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use ferroclaw_providers::{ChatRequest, NoSink, Provider, ProviderError};
-use ferroclaw_types::{ContentBlock, Entry, EntryBody, Message, ToolDefinition};
+use ferroclaw_types::{ContentBlock, Entry, Message, ToolDefinition};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -118,37 +118,19 @@ pub struct Plan {
     pub kept_tokens: usize,
 }
 
-/// The entries the current context is made of (after the newest compaction), with ids.
+/// The entries the current context is made of (the store's rule, so the plan always
+/// matches what is sent), with the newest summary.
 fn effective_branch(entries: &[Entry]) -> (Option<String>, Vec<&Entry>) {
-    let branch = ferroclaw_store::active_branch(entries);
-    let newest = branch
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(i, e)| match &e.body {
-            EntryBody::Compaction {
-                summary,
-                first_kept_entry_id,
-                ..
-            } => Some((i, summary.clone(), first_kept_entry_id.clone())),
-            _ => None,
-        });
-    let (summary, start) = match newest {
-        None => (None, 0),
-        Some((ci, summary, first_kept)) => {
-            let start = branch
-                .iter()
-                .position(|e| e.id == first_kept)
-                .unwrap_or(ci + 1);
-            (Some(summary), start)
-        }
-    };
-    let messages = branch[start..]
-        .iter()
-        .copied()
+    let effective = ferroclaw_store::effective_branch(entries);
+    let messages = effective
+        .entries
+        .into_iter()
         .filter(|e| e.message().is_some())
         .collect();
-    (summary, messages)
+    (
+        effective.compaction.map(|(_, summary)| summary.to_string()),
+        messages,
+    )
 }
 
 /// Chooses the split: keep the last `keep_recent_turns` user turns, fewer when they
@@ -349,7 +331,7 @@ pub fn truncate_tool_results(messages: &mut [Message], max_chars: usize) -> usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferroclaw_types::{AssistantMessage, StopReason, Usage};
+    use ferroclaw_types::{AssistantMessage, EntryBody, StopReason, Usage};
     use serde_json::json;
 
     fn entry(id: &str, parent: Option<&str>, message: Message) -> Entry {

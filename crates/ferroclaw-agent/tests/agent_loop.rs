@@ -951,8 +951,7 @@ async fn edit_glob_grep_memory_get_and_a_custom_tool_run_through_the_loop() {
     let second = request_shape(Protocol::OpenAi, &h.llm.requests()[2].body);
     let grep = &second
         .iter()
-        .filter(|m| m.0 == "tool")
-        .next_back()
+        .rfind(|m| m.0 == "tool")
         .expect("grep result")
         .1;
     assert!(grep.contains("lib.rs:1"), "grep: {grep}");

@@ -22,7 +22,8 @@ pub use integrity::{
     Incident, IntegrityStatus, Issue, IssueKind, ScanOptions, ScanSummary, Strategy,
 };
 pub use transcript::{
-    active_branch, build_context, read_transcript, LoadProblem, LoadProblemKind, SUMMARY_PREFIX,
+    active_branch, build_context, effective_branch, read_transcript, EffectiveBranch, LoadProblem,
+    LoadProblemKind, SUMMARY_PREFIX,
 };
 
 /// One row of the session index: where a session's transcript lives and running totals.

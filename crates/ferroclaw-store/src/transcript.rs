@@ -236,7 +236,14 @@ pub fn active_branch(entries: &[Entry]) -> Vec<&Entry> {
 /// replaces everything before its `firstKeptEntryId` with a single user message
 /// `"[Conversation summary]\n<summary>"`; if that id is not on the branch, only what
 /// follows the compaction is kept. Non-message entries contribute nothing.
-pub fn build_context(entries: &[Entry]) -> Vec<Message> {
+/// What the context is made of: the newest compaction on the active branch (if any) and
+/// the branch entries sent verbatim, from that compaction's first kept entry on.
+pub struct EffectiveBranch<'a> {
+    pub compaction: Option<(&'a Entry, &'a str)>,
+    pub entries: Vec<&'a Entry>,
+}
+
+pub fn effective_branch(entries: &[Entry]) -> EffectiveBranch<'_> {
     let branch = active_branch(entries);
     let newest_compaction = branch
         .iter()
@@ -247,24 +254,42 @@ pub fn build_context(entries: &[Entry]) -> Vec<Message> {
                 summary,
                 first_kept_entry_id,
                 ..
-            } => Some((i, e, summary, first_kept_entry_id)),
+            } => Some((i, *e, summary.as_str(), first_kept_entry_id)),
             _ => None,
         });
-    let mut out = Vec::new();
-    let start = match newest_compaction {
-        None => 0,
-        Some((ci, entry, summary, first_kept)) => {
-            out.push(Message::User(UserMessage {
-                content: vec![ContentBlock::text(format!("{SUMMARY_PREFIX}{summary}"))],
-                timestamp: iso_to_millis(&entry.timestamp).unwrap_or(0),
-            }));
+    let (compaction, start) = match newest_compaction {
+        None => (None, 0),
+        Some((ci, entry, summary, first_kept)) => (
+            Some((entry, summary)),
             branch
                 .iter()
                 .position(|e| e.id == *first_kept)
-                .unwrap_or(ci + 1)
-        }
+                .unwrap_or(ci + 1),
+        ),
     };
-    out.extend(branch[start..].iter().filter_map(|e| e.message().cloned()));
+    EffectiveBranch {
+        compaction,
+        entries: branch[start..].to_vec(),
+    }
+}
+
+/// The messages sent to a model: the newest compaction's summary as a user message, then
+/// the messages of the effective branch.
+pub fn build_context(entries: &[Entry]) -> Vec<Message> {
+    let effective = effective_branch(entries);
+    let mut out = Vec::with_capacity(effective.entries.len() + 1);
+    if let Some((entry, summary)) = effective.compaction {
+        out.push(Message::User(UserMessage {
+            content: vec![ContentBlock::text(format!("{SUMMARY_PREFIX}{summary}"))],
+            timestamp: iso_to_millis(&entry.timestamp).unwrap_or(0),
+        }));
+    }
+    out.extend(
+        effective
+            .entries
+            .iter()
+            .filter_map(|e| e.message().cloned()),
+    );
     out
 }
 
