@@ -815,6 +815,17 @@ fn repair_tail(
 /// Atomic replace of a whole file: temp file in the same directory, fsync, rename, fsync
 /// the directory. A crash leaves either the old or the new content, never a mix.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    write_atomic_with(path, bytes, SyncDir::Yes)
+}
+
+/// [`write_atomic`]; with `SyncDir::No` nothing is fsynced: the rename still keeps the
+/// file whole against a process crash, for data that can be recomputed after a power loss.
+pub(crate) fn write_atomic_with(
+    path: &Path,
+    bytes: &[u8],
+    durability: SyncDir,
+) -> Result<(), StoreError> {
+    let durable = durability == SyncDir::Yes;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
@@ -828,10 +839,14 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> 
             .open(&tmp)
             .map_err(|e| StoreError::io(&tmp, e))?;
         f.write_all(bytes)
-            .and_then(|()| f.sync_all())
+            .and_then(|()| if durable { f.sync_all() } else { Ok(()) })
             .map_err(|e| StoreError::io(&tmp, e))?;
         fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))?;
-        sync_dir(path)
+        if durable {
+            sync_dir(path)
+        } else {
+            Ok(())
+        }
     })();
     if result.is_err() {
         // Best effort: a leftover temp file is harmless, the original error matters more.
@@ -1004,38 +1019,11 @@ pub(crate) enum SyncDir {
 
 /// Atomic replace: temp file in the same directory, rename; for mapping changes the temp
 /// file and the directory are fsynced too (see [`SyncDir`]).
-fn write_index(dir: &Path, index: &Index, sync_dir_after: SyncDir) -> Result<(), StoreError> {
+fn write_index(dir: &Path, index: &Index, durability: SyncDir) -> Result<(), StoreError> {
     fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
     let path = dir.join(INDEX_FILE);
-    let tmp = dir.join(format!(
-        ".{INDEX_FILE}.{}.tmp",
-        uuid::Uuid::new_v4().simple()
-    ));
-    let result = (|| {
-        let bytes =
-            serde_json::to_vec_pretty(index).map_err(|e| StoreError::io(&path, e.into()))?;
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| StoreError::io(&tmp, e))?;
-        f.write_all(&bytes)
-            .and_then(|()| match sync_dir_after {
-                SyncDir::Yes => f.sync_all(),
-                SyncDir::No => Ok(()),
-            })
-            .map_err(|e| StoreError::io(&tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
-        match sync_dir_after {
-            SyncDir::Yes => sync_dir(&path),
-            SyncDir::No => Ok(()),
-        }
-    })();
-    if result.is_err() {
-        // Best effort: a leftover temp file is harmless, the original error matters more.
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    let bytes = serde_json::to_vec_pretty(index).map_err(|e| StoreError::io(&path, e.into()))?;
+    write_atomic_with(&path, &bytes, durability)
 }
 
 /// Locks a cache; a poisoned one is still a valid map (nothing is half-updated by an

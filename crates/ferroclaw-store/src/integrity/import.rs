@@ -1,7 +1,6 @@
 //! `sessions import`: reads OpenClaw / pi transcripts and registers them as sessions of
 //! one agent, repairing them on the way.
 
-use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -223,7 +222,8 @@ fn prepare(source: &Path, sessions_dir: &Path) -> Result<Prepared, StoreError> {
     }
     // OpenClaw's index names the session by id; fall back to the file name.
     let key_hint = source.parent().and_then(|d| {
-        let keys = source_keys(d);
+        // OpenClaw keeps the same `sessions.json` layout, so the scan's reader serves.
+        let keys = super::scan::session_keys(d);
         keys.get(&session_id).or_else(|| keys.get(&stem)).cloned()
     });
     Ok(Prepared::Ready {
@@ -298,20 +298,6 @@ fn assign_missing_ids(bytes: &[u8]) -> Option<Vec<u8>> {
         }
     }
     Some(out)
-}
-
-/// Session id → key from a `sessions.json` in `dir` (OpenClaw layout), if any.
-fn source_keys(dir: &Path) -> HashMap<String, String> {
-    let Ok(bytes) = fs::read(dir.join("sessions.json")) else {
-        return HashMap::new();
-    };
-    let Ok(Value::Object(index)) = serde_json::from_slice::<Value>(&bytes) else {
-        return HashMap::new();
-    };
-    index
-        .into_iter()
-        .filter_map(|(key, meta)| Some((meta.get("sessionId")?.as_str()?.to_owned(), key)))
-        .collect()
 }
 
 fn collect_jsonl(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), StoreError> {

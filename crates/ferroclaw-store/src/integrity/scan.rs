@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use super::repair::{repair_bytes, Strategy};
 use super::validate::Issue;
-use crate::file::{sync_dir, write_atomic, write_backup};
+use crate::file::{sync_dir, write_atomic, write_atomic_with, write_backup, SyncDir};
 use crate::transcript::iso_now;
 use crate::{is_safe_name, StoreError};
 
@@ -275,10 +275,9 @@ fn write_status(home: &Path, summary: &ScanSummary, repair: bool) -> Result<(), 
         elapsed_ms: summary.elapsed.as_millis() as u64,
     };
     let path = dir.join(STATUS_FILE);
-    let tmp = dir.join(format!(".{STATUS_FILE}.{}.tmp", std::process::id()));
     let bytes = serde_json::to_vec_pretty(&status).map_err(|e| StoreError::io(&path, e.into()))?;
-    fs::write(&tmp, bytes).map_err(|e| StoreError::io(&tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))
+    // Rewritten by every scan: whole on a crash, not worth an fsync.
+    write_atomic_with(&path, &bytes, SyncDir::No)
 }
 
 /// The status of the most recent scan of `home`, if one ran.
@@ -358,7 +357,7 @@ pub(crate) fn replace_with_backup(
 
 /// Session id → key from an agent's `sessions.json`, read tolerantly (a damaged index is
 /// the index loader's business; the scan only wants names for its report).
-fn session_keys(dir: &Path) -> HashMap<String, String> {
+pub(crate) fn session_keys(dir: &Path) -> HashMap<String, String> {
     let Ok(bytes) = fs::read(dir.join("sessions.json")) else {
         return HashMap::new();
     };
