@@ -349,15 +349,7 @@ impl Agent {
             {
                 compaction.tried_this_run = true;
                 if self
-                    .compact_log(
-                        &mut *log,
-                        estimate,
-                        &chat.messages,
-                        &system,
-                        &tool_ctx,
-                        cancel,
-                        &mut compaction,
-                    )
+                    .compact_log(&mut *log, &chat, &tool_ctx, cancel, &mut compaction)
                     .await?
                 {
                     context = log.context();
@@ -395,30 +387,15 @@ impl Agent {
                     Err(e) if e.kind == ErrorKind::ContextOverflow && !e.streamed => {
                         compaction.overflows += 1;
                         tracing::warn!(session = %req.session_key, attempt = compaction.overflows, error = %e, "context overflow");
-                        if compaction.overflows <= MAX_OVERFLOW_COMPACTIONS {
-                            let estimate = compaction::estimate_request(
-                                &system,
-                                &chat.tools,
-                                &chat.messages,
-                                &s.model,
-                            );
-                            if self
-                                .compact_log(
-                                    &mut *log,
-                                    estimate,
-                                    &chat.messages,
-                                    &system,
-                                    &tool_ctx,
-                                    cancel,
-                                    &mut compaction,
-                                )
+                        if compaction.overflows <= MAX_OVERFLOW_COMPACTIONS
+                            && self
+                                .compact_log(&mut *log, &chat, &tool_ctx, cancel, &mut compaction)
                                 .await?
-                            {
-                                context = log.context();
-                                chat.messages =
-                                    self.prepare_request(&context, &req.session_key, text_tools);
-                                continue;
-                            }
+                        {
+                            context = log.context();
+                            chat.messages =
+                                self.prepare_request(&context, &req.session_key, text_tools);
+                            continue;
                         }
                         if !compaction.truncated {
                             compaction.truncated = true;
@@ -659,18 +636,19 @@ impl Agent {
     /// Summarises the older part of the session and appends a `compaction` entry.
     /// Returns whether the context changed. A failed summary is recorded in the
     /// transcript and the run goes on with the full history; the next run tries again.
-    #[allow(clippy::too_many_arguments)]
+    /// `chat` is the request about to be sent: its size is the "before" figure.
     async fn compact_log(
         &self,
         log: &mut dyn SessionLog,
-        tokens_before: usize,
-        messages: &[Message],
-        system: &str,
+        chat: &ChatRequest,
         tool_ctx: &ToolContext,
         cancel: &CancellationToken,
         state: &mut CompactionState,
     ) -> Result<bool, RunError> {
         let s = &self.settings;
+        let system = chat.system.as_deref().unwrap_or_default();
+        let messages = &chat.messages;
+        let tokens_before = compaction::estimate_request(system, &chat.tools, messages, &s.model);
         let Some(plan) = compaction::plan(log.entries(), &s.compaction, &s.model) else {
             return Ok(false);
         };
@@ -810,8 +788,13 @@ impl Agent {
         let mut log = self.store.open(&s.id, session_key).await?;
         let tool_defs = self.tools.definitions();
         let system = self.system_prompt(&tool_defs, false).await;
-        let messages = self.prepare(&log.context(), session_key);
-        let before = compaction::estimate_request(&system, &tool_defs, &messages, &s.model);
+        let chat = ChatRequest {
+            model: s.model.clone(),
+            system: Some(system),
+            messages: self.prepare(&log.context(), session_key),
+            tools: tool_defs,
+            ..Default::default()
+        };
         let tool_ctx = ToolContext {
             agent_id: s.id.clone(),
             session_key: crate::tool_scope(&s.id, session_key),
@@ -819,17 +802,19 @@ impl Agent {
             cancel: cancel.clone(),
         };
         let mut state = CompactionState::default();
+        let size = |messages: &[Message]| {
+            let system = chat.system.as_deref().unwrap_or_default();
+            compaction::estimate_request(system, &chat.tools, messages, &s.model) as u64
+        };
+        let before = size(&chat.messages);
         if !self
-            .compact_log(
-                &mut *log, before, &messages, &system, &tool_ctx, &cancel, &mut state,
-            )
+            .compact_log(&mut *log, &chat, &tool_ctx, &cancel, &mut state)
             .await?
         {
             return Ok(None);
         }
-        let after_messages = self.prepare(&log.context(), session_key);
-        let after = compaction::estimate_request(&system, &tool_defs, &after_messages, &s.model);
-        Ok(Some((before as u64, after as u64)))
+        let after = size(&self.prepare(&log.context(), session_key));
+        Ok(Some((before, after)))
     }
 
     async fn call_tool(
