@@ -304,18 +304,25 @@ impl Agent {
             tool_intent::tool_specs(&self.tools, &tool_defs)
         };
         let mut system = self.request_system(&tool_defs, &specs, text_tools).await;
-        let workspace = match on_behalf_of.filter(|_| s.per_user_workspace) {
+        let (workspace, user) = match on_behalf_of.filter(|_| s.per_user_workspace) {
             Some(user_id) => {
-                ferroclaw_tools::path_guard::ensure_user_workspace(&s.workspace, user_id)
-                    .map_err(|e| RunError::Workspace(e.to_string()))?
+                let dir =
+                    ferroclaw_tools::path_guard::ensure_user_workspace(&s.workspace, user_id)
+                        .map_err(|e| RunError::Workspace(e.to_string()))?;
+                let user = ferroclaw_tools::ToolUser {
+                    id: user_id.to_string(),
+                    root_workspace: s.workspace.clone(),
+                };
+                (dir, Some(user))
             }
-            None => s.workspace.clone(),
+            None => (s.workspace.clone(), None),
         };
         let tool_ctx = ToolContext {
             agent_id: s.id.clone(),
             session_key: crate::tool_scope(&s.id, &req.session_key),
             workspace,
             cancel: cancel.clone(),
+            user,
         };
 
         let mut usage = Usage::default();
@@ -800,6 +807,7 @@ impl Agent {
             session_key: crate::tool_scope(&s.id, session_key),
             workspace: s.workspace.clone(),
             cancel: cancel.clone(),
+            user: None,
         };
         let mut state = CompactionState::default();
         let size = |messages: &[Message]| {

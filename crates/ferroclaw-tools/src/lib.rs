@@ -38,6 +38,18 @@ pub struct ToolContext {
     /// Root the filesystem tools are confined to (must exist; canonicalised by the registry user).
     pub workspace: PathBuf,
     pub cancel: CancellationToken,
+    /// Set when the run acts for one user of a per-user agent: `workspace` is then that
+    /// user's sub-workspace, and everything else under the agent's root workspace (the
+    /// other users) is out of reach.
+    pub user: Option<ToolUser>,
+}
+
+/// The user a tool call acts for (see [`ToolContext::user`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolUser {
+    pub id: String,
+    /// The agent's shared workspace root, parent of every `user_<id>` sub-workspace.
+    pub root_workspace: PathBuf,
 }
 
 impl ToolContext {

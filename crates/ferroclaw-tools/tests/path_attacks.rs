@@ -105,6 +105,7 @@ fn ctx(ws: &Path) -> ToolContext {
         session_key: "attack".into(),
         workspace: ws.to_path_buf(),
         cancel: CancellationToken::new(),
+        user: None,
     }
 }
 

@@ -518,6 +518,7 @@ fn ctx(ws: &std::path::Path) -> ToolContext {
         session_key: "s1".into(),
         workspace: ws.to_path_buf(),
         cancel: CancellationToken::new(),
+        user: None,
     }
 }
 

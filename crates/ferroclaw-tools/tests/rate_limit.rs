@@ -79,6 +79,7 @@ async fn registry_refuses_over_the_limit() {
         session_key: session.into(),
         workspace: ws.path().to_path_buf(),
         cancel: CancellationToken::new(),
+        user: None,
     };
     for _ in 0..2 {
         let r = reg.execute("ls", &ctx("s1"), json!({})).await;

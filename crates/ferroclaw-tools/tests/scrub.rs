@@ -301,6 +301,7 @@ async fn registry_scrubs_both_channels_of_every_result() {
         session_key: "s".into(),
         workspace: ws.path().to_path_buf(),
         cancel: CancellationToken::new(),
+        user: None,
     };
     for error in [false, true] {
         let r = reg.execute("leaky", &ctx, json!({"error": error})).await;
@@ -323,6 +324,7 @@ async fn core_read_of_a_dotenv_is_scrubbed() {
         session_key: "s".into(),
         workspace: ws.path().to_path_buf(),
         cancel: CancellationToken::new(),
+        user: None,
     };
     let r = ToolRegistry::with_core_tools()
         .execute("read", &ctx, json!({"path": ".env"}))

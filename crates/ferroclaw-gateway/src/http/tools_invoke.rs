@@ -129,6 +129,7 @@ async fn invoke(
         session_key: ferroclaw_agent::tool_scope(&agent.id, &session_key),
         workspace: agent.agent.settings().workspace.clone(),
         cancel: CancellationToken::new(),
+        user: None,
     };
     let result = agent
         .agent

@@ -25,6 +25,7 @@ pub fn ctx(ws: &Path) -> ToolContext {
         session_key: "test-session".into(),
         workspace: ws.to_path_buf(),
         cancel: CancellationToken::new(),
+        user: None,
     }
 }
 
