@@ -8,6 +8,8 @@
 
 mod env;
 mod error;
+mod gateway_access_config;
+mod gateway_token;
 mod keylines;
 mod load;
 mod providers;
@@ -24,6 +26,11 @@ use serde_json::{json, Map, Value};
 
 pub use env::Env;
 pub use error::ConfigError;
+pub use gateway_access_config::{GatewayLimitsConfig, GatewayUserConfig, GatewayUserRole};
+pub use gateway_token::{
+    load_or_create_gateway_token, read_gateway_token, token_path, GatewayToken, TokenSource,
+    TOKEN_ENV, VIEWER_TOKEN_ENV,
+};
 pub use load::{default_home, load, parse_config, ConfigWarning, LoadOptions};
 pub use providers::{env_name, mask_secret, ResolvedProvider};
 pub use schema::{

@@ -311,6 +311,28 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
         message,
     };
 
+    for (i, u) in config.gateway.users.iter().enumerate() {
+        let field = |f: &str| format!("gateway.users[{i}].{f}");
+        if u.id.trim().is_empty() || u.id.len() > 255 || u.id.chars().any(char::is_control) {
+            return Err(invalid(
+                field("id"),
+                "expected a non-empty user id of at most 255 characters".into(),
+            ));
+        }
+        if u.token_env.trim().is_empty() {
+            return Err(invalid(
+                field("token_env"),
+                "name the environment variable that holds this user's token".into(),
+            ));
+        }
+        if config.gateway.users[..i].iter().any(|o| o.id == u.id) {
+            return Err(invalid(
+                field("id"),
+                format!("user {:?} is listed twice", u.id),
+            ));
+        }
+    }
+
     let threshold = config.agents.defaults.compaction.threshold;
     if !(threshold > 0.0 && threshold <= 1.0) {
         return Err(invalid(

@@ -268,8 +268,15 @@ pub struct GatewayConfig {
     pub rate_limit_rpm: u32,
     /// Longer incoming user messages are truncated (with a note to the model).
     pub max_message_chars: usize,
-    /// Browser origins allowed to open the WebSocket; empty means any.
+    /// Browser origins allowed besides the gateway's own (same-origin); `"*"` allows any.
+    /// A request from any other origin is refused on every route.
     pub allowed_origins: Vec<String>,
+    /// `Host` names accepted besides loopback names and IP literals (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
+    /// Per-user tokens (see `gateway_access_config`).
+    pub users: Vec<crate::GatewayUserConfig>,
+    /// Connection and time caps.
+    pub limits: crate::GatewayLimitsConfig,
     /// On SIGINT/SIGTERM, running turns get this long to finish before they are aborted.
     pub shutdown_grace_seconds: u64,
     /// What a message does when its session is busy: `queue`, `followup` or `interrupt`.
@@ -293,6 +300,9 @@ impl Default for GatewayConfig {
             rate_limit_rpm: 0,
             max_message_chars: 32_000,
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            users: Vec::new(),
+            limits: crate::GatewayLimitsConfig::default(),
             shutdown_grace_seconds: 5,
             queue_mode: GatewayQueueMode::Queue,
             debounce_ms: 0,

@@ -7,9 +7,12 @@
 //! resolved, `/stop` commands, submission to the [`scheduler`]) → `Agent::run` → events
 //! back to the surface.
 
+pub mod access;
 pub mod auth;
+pub mod conn_limit;
 pub mod error;
 pub mod http;
+pub mod listener;
 pub mod metrics;
 pub mod ratelimit;
 pub mod runs;

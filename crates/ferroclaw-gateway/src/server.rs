@@ -21,17 +21,22 @@ use axum::Router;
 use ferroclaw_config::LoadedConfig;
 use ferroclaw_store::{ScanOptions, ScanSummary, SessionStore};
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
+use crate::conn_limit::ConnLimiter;
 use crate::http::{self, MAX_BODY_BYTES};
 use crate::state::{AppState, GatewayError};
 use crate::ws;
+use crate::{access, listener};
 
 /// How often idle rate-limit buckets and old idempotency keys are forgotten.
 const CLEANUP_INTERVAL: Duration = Duration::from_secs(300);
 /// Extra time, past the grace period, for answers to reach clients before exit.
 const DRAIN_MARGIN: Duration = Duration::from_secs(5);
 
-/// Every route. `/health` is open; everything else passes [`http::guard`].
+/// Every route. Every request, `/health` and `/ws` included, passes
+/// [`access::browser_guard`] (Host, Origin, JSON bodies); `/health` needs no token, `/ws`
+/// takes it in `connect`, everything else passes [`http::guard`].
 pub fn router(state: Arc<AppState>) -> Router {
     let guarded = Router::new()
         .route("/metrics", get(http::health::metrics))
@@ -48,6 +53,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/ws", get(ws::upgrade))
         .merge(guarded)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(from_fn_with_state(state.clone(), access::browser_guard))
         .layer(from_fn_with_state(state.clone(), http::track))
         .with_state(state)
 }
@@ -100,9 +106,6 @@ impl Gateway {
             addr: shown.clone(),
             source,
         })?;
-        if !addr.ip().is_loopback() && !state.auth.token_configured() {
-            return Err(GatewayError::InsecureBind { addr: shown });
-        }
         // Bound but not yet accepting: connections wait in the backlog until the scan
         // is over. A scan that fails is reported, never fatal: the store still repairs
         // each transcript when it is loaded.
@@ -155,23 +158,25 @@ impl Gateway {
             })
         };
 
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let stop = CancellationToken::new();
         let app = router(state.clone());
-        let server = axum::serve(
-            self.listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = stop_rx.await;
-        });
-        let server = tokio::spawn(async move { server.await });
+        let limits = listener::Limits {
+            connections: ConnLimiter::new(
+                state.config.limits.max_connections,
+                state.config.limits.max_connections_per_ip,
+            ),
+            header_read_timeout: Duration::from_secs(
+                state.config.limits.header_read_timeout_seconds.max(1),
+            ),
+        };
+        let server = tokio::spawn(listener::serve(self.listener, app, limits, stop.clone()));
 
         signal.await;
         tracing::info!("shutdown requested");
         // Refuse new WebSocket upgrades and tell connected clients.
         state.shutting_down.cancel();
         // Stop accepting; in-flight HTTP requests keep running until they answer.
-        let _ = stop_tx.send(());
+        stop.cancel();
         let grace = Duration::from_secs(state.config.shutdown_grace_seconds);
         state.scheduler.shutdown(grace).await;
         // No turn is left to use them: background processes must not outlive the gateway.
@@ -186,8 +191,7 @@ impl Gateway {
         state.ws_conns.close();
         let _ = tokio::time::timeout(DRAIN_MARGIN, state.ws_conns.wait()).await;
         let result = match tokio::time::timeout(DRAIN_MARGIN, server).await {
-            Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(e))) => Err(GatewayError::Serve(e)),
+            Ok(Ok(())) => Ok(()),
             Ok(Err(join)) => Err(GatewayError::Serve(std::io::Error::other(join.to_string()))),
             // Some client keeps a connection open; the turns are done, so leave anyway.
             Err(_) => Ok(()),

@@ -38,14 +38,63 @@ pub enum GatewayError {
         addr: String,
         source: std::io::Error,
     },
-    #[error(
-        "refusing to listen on {addr} without a gateway token: anyone who can reach this \
-         address could run the agents and their tools. Set FERROCLAW_GATEWAY_TOKEN, or bind \
-         to a loopback address (gateway.host = \"127.0.0.1\")"
-    )]
-    InsecureBind { addr: String },
+    #[error("cannot read or create the gateway token {path}: {source}")]
+    Token {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("gateway.users: {0}")]
+    UserToken(String),
     #[error("server error: {0}")]
     Serve(std::io::Error),
+}
+
+/// The gateway token (from the environment, else the home's token file, else generated
+/// there), the viewer token and the per-user tokens.
+fn credentials(
+    loaded: &LoadedConfig,
+) -> Result<(Auth, ferroclaw_config::GatewayToken), GatewayError> {
+    let token = ferroclaw_config::load_or_create_gateway_token(&loaded.home, &loaded.env).map_err(
+        |source| GatewayError::Token {
+            path: ferroclaw_config::token_path(&loaded.home)
+                .display()
+                .to_string(),
+            source,
+        },
+    )?;
+    let viewer = loaded
+        .env
+        .get(ferroclaw_config::VIEWER_TOKEN_ENV)
+        .map(str::to_string);
+    let mut seen = vec![token.token.clone()];
+    seen.extend(viewer.clone());
+    let mut users = Vec::new();
+    for u in &loaded.config.gateway.users {
+        let Some(t) = loaded
+            .env
+            .get(&u.token_env)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        else {
+            return Err(GatewayError::UserToken(format!(
+                "user {:?}: the variable {} that should hold the token is not set",
+                u.id, u.token_env
+            )));
+        };
+        if seen.iter().any(|s| s == t) {
+            return Err(GatewayError::UserToken(format!(
+                "user {:?}: the token in {} is already used by another credential",
+                u.id, u.token_env
+            )));
+        }
+        seen.push(t.to_string());
+        let role = match u.role {
+            ferroclaw_config::GatewayUserRole::Viewer => crate::auth::Role::Viewer,
+            ferroclaw_config::GatewayUserRole::Operator => crate::auth::Role::Operator,
+        };
+        users.push((t.to_string(), u.id.clone(), role));
+    }
+    Ok((Auth::new(token.token.clone(), viewer, users), token))
 }
 
 /// One configured agent, ready to run.
@@ -101,6 +150,8 @@ pub struct AppState {
     pub scheduler: Arc<Scheduler>,
     pub metrics: Metrics,
     pub auth: Auth,
+    /// Where the gateway token came from (the token itself stays in `auth`).
+    pub token: ferroclaw_config::GatewayToken,
     pub limiter: Limiter,
     pub queue_mode: QueueMode,
     pub tool_policy: ToolPolicy,
@@ -114,6 +165,8 @@ pub struct AppState {
     /// Open WebSocket connections, so exit waits until each has flushed and closed.
     pub ws_conns: TaskTracker,
     pub ws_clients: AtomicUsize,
+    /// `gateway.limits.max_ws_connections[_per_ip]`.
+    pub ws_limiter: crate::conn_limit::ConnLimiter,
     pub idempotency: Mutex<HashMap<String, IdemSlot>>,
     /// Agents that could not be built (start-up summary; requests naming them get 404).
     pub skipped_agents: Vec<(String, String)>,
@@ -157,10 +210,7 @@ impl AppState {
             tracing::warn!(default = %default_agent, "default agent not built");
         }
         let config = loaded.config.gateway.clone();
-        let token = loaded
-            .env
-            .get("FERROCLAW_GATEWAY_TOKEN")
-            .map(str::to_string);
+        let (auth, token) = credentials(&loaded)?;
         let scheduler = Scheduler::new(scheduler_config(&config, &loaded.env));
         Ok(Arc::new(AppState {
             default_agent: if agents.iter().any(|a| a.id == default_agent) {
@@ -177,7 +227,8 @@ impl AppState {
             integrity_strategy: ferroclaw_agent::bootstrap::integrity_strategy(&loaded),
             scheduler,
             metrics: Metrics::new(),
-            auth: Auth::new(token),
+            auth,
+            token,
             limiter: Limiter::new(config.rate_limit_rpm),
             queue_mode: queue_mode(config.queue_mode),
             tool_policy: ToolPolicy::new(&config.tools),
@@ -187,6 +238,10 @@ impl AppState {
             ws_tasks: TaskTracker::new(),
             ws_conns: TaskTracker::new(),
             ws_clients: AtomicUsize::new(0),
+            ws_limiter: crate::conn_limit::ConnLimiter::new(
+                config.limits.max_ws_connections,
+                config.limits.max_ws_connections_per_ip,
+            ),
             idempotency: Mutex::new(HashMap::new()),
             skipped_agents,
             config,

@@ -107,11 +107,21 @@ pub struct OnboardArgs {
 }
 
 #[derive(Debug, Args, Default)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct GatewayArgs {
+    #[command(subcommand)]
+    pub action: Option<GatewayAction>,
     /// Port to listen on (default: $FERROCLAW_PORT, else gateway.port, else 18789; 0 picks a free port).
     #[arg(long)]
     pub port: Option<u16>,
     /// Address to bind (default: gateway.host, else 127.0.0.1).
     #[arg(long)]
     pub host: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GatewayAction {
+    /// Print the gateway's operator token (FERROCLAW_GATEWAY_TOKEN, else the one stored
+    /// in the home, generated if none exists yet).
+    Token,
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -20,6 +20,7 @@ use super::{
     content_text, forget_ephemeral, parse_body, resolve_agent, resolve_queue_mode, resolve_session,
     sse_data, sse_response, unix_now, SessionChoice,
 };
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorShape};
 use crate::runs::{self, RunFailure, RunIdSlot, Started};
 use crate::state::AppState;
@@ -101,10 +102,11 @@ fn answer_text(out: &RunOutput) -> &str {
 
 pub async fn handle(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match prepare(&state, &headers, body) {
+    match prepare(&state, &caller, &headers, body) {
         Ok(p) if p.stream => stream(state, p).await,
         Ok(p) => complete(state, p)
             .await
@@ -125,12 +127,13 @@ struct Prepared {
 
 fn prepare(
     state: &AppState,
+    caller: &Caller,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Prepared, ApiError> {
     let req: ChatCompletionRequest = parse_body(body, SHAPE)?;
     let agent = resolve_agent(state, req.model.as_deref(), headers, SHAPE)?;
-    let session = resolve_session(headers, req.user.as_deref(), SHAPE)?;
+    let session = resolve_session(headers, caller, req.user.as_deref(), SHAPE)?;
     let mode = resolve_queue_mode(state, headers, SHAPE)?;
     let message = agent_message(&req, session.ephemeral)?;
     Ok(Prepared {

@@ -10,16 +10,18 @@ pub mod tools_invoke;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
+use crate::auth::{Caller, Role};
 use crate::error::{ApiError, ErrorShape};
 use crate::ratelimit::retry_after_secs;
 use crate::scheduler::QueueMode;
@@ -42,7 +44,11 @@ pub fn shape_for(path: &str) -> ErrorShape {
     }
 }
 
-/// Auth then rate limit, for every route but `/health`.
+/// Auth, role, rate limit and the body deadline, for every route but `/health` and
+/// `/ws` (whose credential comes in `connect`). Reading a body is bounded in time as
+/// well as size, so a client that drips it (slowloris) is cut off instead of holding a
+/// connection and a task for ever; authentication comes first, so nobody without a
+/// token gets to make the gateway wait for a body at all.
 pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
     let shape = shape_for(req.uri().path());
     let peer = req
@@ -50,7 +56,7 @@ pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: N
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip().to_string())
         .unwrap_or_else(|| "unknown".into());
-    let Some(role) = state.auth.http_role(req.headers()) else {
+    let Some(caller) = state.auth.http_caller(req.headers()) else {
         tracing::warn!(
             target: "security.auth",
             event = "security.auth_failed",
@@ -60,10 +66,37 @@ pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: N
         );
         return ApiError::unauthorized().with_shape(shape).into_response();
     };
-    req.extensions_mut().insert(role);
+    // Everything that takes a body starts runs or tools: operators only.
+    if req.method() != Method::GET && caller.role < Role::Operator {
+        tracing::warn!(
+            target: "security.auth",
+            event = "security.forbidden",
+            peer = %peer,
+            path = %req.uri().path(),
+            role = caller.role.as_str(),
+            "HTTP request refused for role"
+        );
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "insufficient_role",
+            format!(
+                "{} {} needs the operator role; this token has the {} role",
+                req.method(),
+                req.uri().path(),
+                caller.role.as_str()
+            ),
+        )
+        .with_shape(shape)
+        .into_response();
+    }
     // /metrics is scraped on a schedule; limiting it would only create gaps.
     if req.uri().path() != "/metrics" {
-        if let Err(wait) = state.limiter.check(&format!("ip:{peer}")) {
+        let key = match &caller.user {
+            Some(u) => format!("user:{u}"),
+            None => format!("ip:{peer}"),
+        };
+        if let Err(wait) = state.limiter.check(&key) {
             state.metrics.rate_limited();
             tracing::warn!(
                 target: "security.rate_limit",
@@ -77,7 +110,57 @@ pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: N
                 .into_response();
         }
     }
+    req.extensions_mut().insert(caller);
+    if req.method() != Method::GET {
+        let limit = Duration::from_secs(state.config.limits.body_read_timeout_seconds.max(1));
+        let (parts, body) = req.into_parts();
+        let read = axum::body::to_bytes(body, MAX_BODY_BYTES);
+        let bytes = match tokio::time::timeout(limit, read).await {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(e)) => return body_error(&e.to_string(), shape),
+            Err(_) => {
+                tracing::warn!(
+                    target: "security.slow_client",
+                    event = "security.body_timeout",
+                    peer = %peer,
+                    "request body not received in time"
+                );
+                let mut resp = ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "invalid_request_error",
+                    "body_timeout",
+                    format!(
+                        "the request body did not arrive within {} s",
+                        limit.as_secs()
+                    ),
+                )
+                .with_shape(shape)
+                .into_response();
+                resp.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return resp;
+            }
+        };
+        req = Request::from_parts(parts, Body::from(bytes));
+    }
     next.run(req).await
+}
+
+/// A body that could not be read: too large (413) or broken (400).
+fn body_error(reason: &str, shape: ErrorShape) -> Response {
+    let too_large = reason.contains("length limit");
+    if too_large {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "payload_too_large",
+            format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+        )
+    } else {
+        ApiError::bad_request(format!("cannot read request body: {reason}"))
+    }
+    .with_shape(shape)
+    .into_response()
 }
 
 /// Counts every request by matched route, method and status.
@@ -183,18 +266,20 @@ pub struct SessionChoice {
 }
 
 /// `X-Ferroclaw-Session-Key`, else a key derived from the OpenAI `user` field, else a
-/// fresh ephemeral session.
+/// fresh ephemeral session. The user is the caller's own (a per-user token), or the one
+/// the gateway token names (`X-Ferroclaw-User-Id`, else the OpenAI `user` field).
 pub fn resolve_session(
     headers: &HeaderMap,
+    caller: &Caller,
     user: Option<&str>,
     shape: ErrorShape,
 ) -> Result<SessionChoice, ApiError> {
     let user = user.map(str::trim).filter(|u| !u.is_empty());
-    let who = header_str(headers, HEADER_USER)
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .or(user)
-        .map(str::to_string);
+    let named = header_str(headers, HEADER_USER).or(user);
+    let who = caller.user_for(named).map_err(|reason| {
+        tracing::warn!(target: "security.auth", event = "security.user_refused", %reason, "request names a user it may not act for");
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", "user_not_allowed", reason).with_shape(shape)
+    })?;
     if let Some(key) = header_str(headers, HEADER_SESSION) {
         ferroclaw_store::validate_session_key(key)
             .map_err(|e| ApiError::bad_request(e.to_string()).with_shape(shape))?;
@@ -324,15 +409,37 @@ mod tests {
 
     #[test]
     fn the_user_comes_from_the_header_then_the_openai_field() {
+        let gw = Caller {
+            role: Role::Admin,
+            user: None,
+            may_name_user: true,
+        };
         let mut h = HeaderMap::new();
-        let s = resolve_session(&h, Some("bob"), ErrorShape::OpenAi).expect("ok");
+        let s = resolve_session(&h, &gw, Some("bob"), ErrorShape::OpenAi).expect("ok");
         assert_eq!(s.user.as_deref(), Some("bob"));
         h.insert(HEADER_USER, "alice".parse().expect("header"));
         h.insert(HEADER_SESSION, "k".parse().expect("header"));
-        let s = resolve_session(&h, Some("bob"), ErrorShape::OpenAi).expect("ok");
+        let s = resolve_session(&h, &gw, Some("bob"), ErrorShape::OpenAi).expect("ok");
         assert_eq!((s.key.as_str(), s.user.as_deref()), ("k", Some("alice")));
-        let s = resolve_session(&HeaderMap::new(), None, ErrorShape::OpenAi).expect("ok");
+        let s = resolve_session(&HeaderMap::new(), &gw, None, ErrorShape::OpenAi).expect("ok");
         assert!(s.ephemeral && s.user.is_none());
+        // A per-user token is its user, and cannot name another.
+        let carol = Caller {
+            role: Role::Operator,
+            user: Some("carol".into()),
+            may_name_user: false,
+        };
+        let s = resolve_session(&HeaderMap::new(), &carol, None, ErrorShape::OpenAi).expect("ok");
+        assert_eq!(s.user.as_deref(), Some("carol"));
+        let err = resolve_session(&h, &carol, None, ErrorShape::OpenAi)
+            .err()
+            .expect("refused");
+        assert_eq!(err.status, StatusCode::FORBIDDEN);
+        assert!(
+            err.message.contains("cannot act for user \"alice\""),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

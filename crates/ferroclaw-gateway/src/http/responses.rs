@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -20,6 +20,7 @@ use super::{
     content_text, forget_ephemeral, parse_body, resolve_agent, resolve_queue_mode, resolve_session,
     sse_data, sse_response, unix_now,
 };
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorShape};
 use crate::runs::{self, RunIdSlot, Started};
 use crate::state::AppState;
@@ -117,6 +118,7 @@ impl Ids {
 
 pub async fn handle(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -126,7 +128,7 @@ pub async fn handle(
     };
     let prepared = (|| {
         let agent = resolve_agent(&state, req.model.as_deref(), &headers, SHAPE)?;
-        let session = resolve_session(&headers, req.user.as_deref(), SHAPE)?;
+        let session = resolve_session(&headers, &caller, req.user.as_deref(), SHAPE)?;
         let mode = resolve_queue_mode(&state, &headers, SHAPE)?;
         let mut message = input_text(&req.input)?;
         if let Some(instr) = req.instructions.as_deref().filter(|s| !s.trim().is_empty()) {

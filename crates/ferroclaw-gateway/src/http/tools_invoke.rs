@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -15,7 +15,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{parse_body, resolve_agent};
+use super::{parse_body, resolve_agent, HEADER_USER};
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorShape};
 use crate::state::AppState;
 
@@ -43,16 +44,18 @@ fn error(status: StatusCode, kind: &'static str, msg: impl Into<String>) -> ApiE
 
 pub async fn handle(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    invoke(&state, &headers, body)
+    invoke(&state, &caller, &headers, body)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn invoke(
     state: &AppState,
+    caller: &Caller,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -123,13 +126,48 @@ async fn invoke(
     let session_key = req.session_key.unwrap_or_else(|| "main".to_string());
     ferroclaw_store::validate_session_key(&session_key)
         .map_err(|e| error(StatusCode::BAD_REQUEST, "invalid_request", e.to_string()))?;
+    let settings = agent.agent.settings();
+    let named = headers.get(HEADER_USER).and_then(|v| v.to_str().ok());
+    let user = caller
+        .user_for(named)
+        .map_err(|reason| error(StatusCode::FORBIDDEN, "user_not_allowed", reason))?;
+    // A shared agent's tools work in one user's sub-workspace, never in the root that
+    // holds everyone's.
+    let (workspace, tool_user) = match (settings.per_user_workspace, user) {
+        (false, _) => (settings.workspace.clone(), None),
+        (true, None) => {
+            return Err(error(
+                StatusCode::FORBIDDEN,
+                "user_required",
+                format!(
+                    "agent `{}` serves several users; this request names none",
+                    agent.id
+                ),
+            ))
+        }
+        (true, Some(id)) => {
+            let dir = ferroclaw_tools::path_guard::ensure_user_workspace(&settings.workspace, &id)
+                .map_err(|_| {
+                    error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "workspace",
+                        "cannot prepare the user's workspace",
+                    )
+                })?;
+            let tool_user = ferroclaw_tools::ToolUser {
+                id,
+                root_workspace: settings.workspace.clone(),
+            };
+            (dir, Some(tool_user))
+        }
+    };
     let ctx = ToolContext {
         agent_id: agent.id.clone(),
         // Same scope as the agent's own runs, so `process` sees that session's processes.
         session_key: ferroclaw_agent::tool_scope(&agent.id, &session_key),
-        workspace: agent.agent.settings().workspace.clone(),
+        workspace,
         cancel: CancellationToken::new(),
-        user: None,
+        user: tool_user,
     };
     let result = agent
         .agent

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::frames::{self, str_param, RequestFrame};
 use super::{methods, MAX_FRAME_BYTES, PING_INTERVAL, SEND_BUFFER};
 use crate::auth::{method_role, Role, APPROVAL_EVENTS_ROLE, EVENTS, METHODS};
+use crate::conn_limit::ConnPermit;
 use crate::error::{WsCode, WsError};
 use crate::state::AppState;
 
@@ -91,7 +92,7 @@ impl Conn {
 }
 
 /// Runs one client until it leaves, is dropped, or the gateway closes.
-pub async fn serve(mut socket: WebSocket, state: Arc<AppState>) {
+pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPermit) {
     let (tx, mut rx) = mpsc::channel::<Message>(SEND_BUFFER);
     let conn = Arc::new(Conn::new(state.clone(), tx));
     state.metrics.ws_opened();
@@ -103,6 +104,11 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>) {
     // Subscribed before `connect` so nothing published after the handshake is missed;
     // each event is checked against the role the connection has when it arrives.
     let mut approvals = Some(state.services.exec.approvals.subscribe());
+    // Nobody holds a connection open without a credential for longer than this.
+    let connect_limit =
+        std::time::Duration::from_secs(state.config.limits.connect_timeout_seconds.max(1));
+    let connect_deadline = tokio::time::sleep(connect_limit);
+    tokio::pin!(connect_deadline);
     let mut told_shutdown = state.shutting_down.is_cancelled();
     if told_shutdown {
         conn.send_event("shutdown", &json!({"reason": "gateway shutting down"}));
@@ -144,7 +150,11 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>) {
                         too_big(&mut socket, &conn).await;
                         break;
                     }
-                    handle_text(&conn, text.as_str());
+                    if let Some(refused) = handle_text(&conn, text.as_str()) {
+                        let _ = socket.send(Message::Text(refused.answer.into())).await;
+                        let _ = socket.send(Message::Close(Some(CloseFrame { code: 1008, reason: refused.reason.into() }))).await;
+                        break;
+                    }
                 }
                 Some(Ok(Message::Binary(_))) => {
                     conn.send_err(&Value::Null, &WsError::invalid("binary frames are not supported; send JSON text"));
@@ -165,6 +175,12 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>) {
                 }
                 Err(broadcast::error::RecvError::Closed) => approvals = None,
             },
+            _ = &mut connect_deadline, if conn.auth().is_none() => {
+                tracing::warn!(target: "security.auth", event = "security.connect_timeout", conn = %conn.id, "WebSocket sent no valid `connect` in time: closing");
+                let reason = format!("no connect within {} s", connect_limit.as_secs());
+                let _ = socket.send(Message::Close(Some(CloseFrame { code: 1008, reason: reason.into() }))).await;
+                break;
+            }
             _ = ping.tick() => {
                 if socket.send(Message::Ping(Bytes::new())).await.is_err() {
                     break;
@@ -173,6 +189,7 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>) {
         }
     }
     conn.closed.cancel();
+    drop(permit);
     state.ws_clients.fetch_sub(1, Ordering::Relaxed);
     state.metrics.ws_closed();
     tracing::debug!(conn = %conn.id, "WebSocket closed");
@@ -205,7 +222,14 @@ async fn too_big(socket: &mut WebSocket, conn: &Conn) {
     conn.closed.cancel();
 }
 
-fn handle_text(conn: &Arc<Conn>, text: &str) {
+/// A `connect` that was refused: the answer to send before closing with a policy
+/// violation (no credential, no connection).
+struct Refused {
+    answer: String,
+    reason: &'static str,
+}
+
+fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
     let frame: RequestFrame = match serde_json::from_str(text) {
         Ok(f) => f,
         Err(e) => {
@@ -213,7 +237,7 @@ fn handle_text(conn: &Arc<Conn>, text: &str) {
                 &Value::Null,
                 &WsError::invalid(format!("malformed frame: {e}")),
             );
-            return;
+            return None;
         }
     };
     if frame.kind != "req" {
@@ -221,28 +245,34 @@ fn handle_text(conn: &Arc<Conn>, text: &str) {
             &frame.id,
             &WsError::invalid("expected a frame of type \"req\""),
         );
-        return;
+        return None;
     }
     if frame.method == "connect" {
         match connect(conn, &frame.params) {
             Ok(payload) => conn.send_ok(&frame.id, payload),
+            Err(e) if e.code == WsCode::Unauthorized => {
+                return Some(Refused {
+                    answer: frames::res_err(&frame.id, &e),
+                    reason: "unauthorized",
+                })
+            }
             Err(e) => conn.send_err(&frame.id, &e),
         }
-        return;
+        return None;
     }
     let Some(auth) = conn.auth() else {
         conn.send_err(
             &frame.id,
             &WsError::new(WsCode::Unauthorized, "send `connect` first"),
         );
-        return;
+        return None;
     };
     let Some(needed) = method_role(&frame.method) else {
         conn.send_err(
             &frame.id,
             &WsError::invalid(format!("unknown method `{}`", frame.method)),
         );
-        return;
+        return None;
     };
     if auth.role < needed {
         tracing::warn!(
@@ -265,7 +295,7 @@ fn handle_text(conn: &Arc<Conn>, text: &str) {
                 ),
             ),
         );
-        return;
+        return None;
     }
     let key = match &auth.user_id {
         Some(u) => format!("ws-user:{u}"),
@@ -279,7 +309,7 @@ fn handle_text(conn: &Arc<Conn>, text: &str) {
             &frame.id,
             &WsError::new(WsCode::ResourceExhausted, "rate limit exceeded").retry_after(ms),
         );
-        return;
+        return None;
     }
     // Handlers run on their own tasks so a long `chat.send` never blocks the reader;
     // the tracker lets shutdown wait for their final answers.
@@ -294,7 +324,7 @@ fn handle_text(conn: &Arc<Conn>, text: &str) {
                 Err(e) => conn.send_err(&frame.id, &e),
             }
         });
-        return;
+        return None;
     }
     tracker.spawn(async move {
         match methods::dispatch(&conn, &frame.method, frame.params, auth).await {
@@ -302,6 +332,7 @@ fn handle_text(conn: &Arc<Conn>, text: &str) {
             Err(e) => conn.send_err(&frame.id, &e),
         }
     });
+    None
 }
 
 /// The handshake, in either dialect (DESIGN §6).
@@ -332,28 +363,33 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
     }
     let token = str_param(params, &["token"])
         .or_else(|| params.get("auth").and_then(|a| str_param(a, &["token"])));
-    let mut role = state.auth.ws_role(token);
-    if state.auth.token_configured() && role == Role::Viewer {
+    let Some(caller) = token.and_then(|t| state.auth.identify(t)) else {
         tracing::warn!(
             target: "security.auth",
             event = "security.auth_failed",
             conn = %conn.id,
             token_present = token.is_some(),
-            "WebSocket connect without a valid token: viewer role"
+            "WebSocket connect without a valid token: closing"
         );
-    }
+        return Err(WsError::new(
+            WsCode::Unauthorized,
+            if token.is_some() {
+                "the token is not valid for this gateway"
+            } else {
+                "a token is required: send it as `token` (or `auth.token`) in `connect`"
+            },
+        ));
+    };
+    let named = str_param(params, &["user_id", "userId", "sender_id"]);
+    let user_id = caller.user_for(named).map_err(|reason| {
+        tracing::warn!(target: "security.auth", event = "security.user_refused", conn = %conn.id, %reason, "WebSocket connect names a user it may not act for");
+        WsError::new(WsCode::Unauthorized, reason)
+    })?;
+    let mut role = caller.role;
     // A client may ask for less than it could have (e.g. a read-only dashboard).
     if let Some(asked) = str_param(params, &["role"]).and_then(Role::parse) {
         role = role.min(asked);
     }
-    let user_id = str_param(params, &["user_id", "userId", "sender_id"])
-        .map(str::to_string)
-        .or_else(|| {
-            params
-                .get("client")
-                .and_then(|c| str_param(c, &["id"]))
-                .map(str::to_string)
-        });
     *conn.auth.lock().unwrap_or_else(|e| e.into_inner()) = Some(ConnAuth {
         role,
         user_id: user_id.clone(),

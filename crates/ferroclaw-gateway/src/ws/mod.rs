@@ -1,4 +1,4 @@
-//! The WebSocket surface at `/ws`: upgrade (origin check) → [`conn`] (frames, seq,
+//! The WebSocket surface at `/ws`: upgrade (connection caps) → [`conn`] (frames, seq,
 //! send buffer, keep-alive, auth state) → [`methods`] (one handler per RPC method).
 
 pub mod conn;
@@ -8,8 +8,10 @@ pub mod methods;
 use std::sync::Arc;
 
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -20,38 +22,17 @@ use crate::state::AppState;
 pub const MAX_FRAME_BYTES: usize = 512 * 1024;
 /// Frames queued for one client; a client that lets it fill up is dropped.
 pub const SEND_BUFFER: usize = 256;
+/// Initial read and write buffer per connection.
+pub const IO_BUFFER: usize = 4 * 1024;
 /// Keep-alive ping period.
 pub const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub async fn upgrade(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    if !state.config.allowed_origins.is_empty() {
-        // Browsers always send Origin; other clients (CLIs, SDKs) may not, and origin
-        // checks only protect browsers, so a missing Origin is let through.
-        if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-            let allowed = state.config.allowed_origins.iter().any(|o| {
-                o == "*"
-                    || o.trim_end_matches('/')
-                        .eq_ignore_ascii_case(origin.trim_end_matches('/'))
-            });
-            if !allowed {
-                tracing::warn!(
-                    target: "security.origin",
-                    event = "security.origin_rejected",
-                    origin = %origin,
-                    "WebSocket origin not in gateway.allowed_origins"
-                );
-                return (
-                    StatusCode::FORBIDDEN,
-                    Json(json!({"error": {"message": "origin not allowed", "type": "forbidden", "code": "origin_not_allowed"}})),
-                )
-                    .into_response();
-            }
-        }
-    }
+    // Host and Origin were checked for every route by `access::browser_guard`.
     if state.shutting_down.is_cancelled() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -59,12 +40,27 @@ pub async fn upgrade(
         )
             .into_response();
     }
+    let permit = match state.ws_limiter.try_acquire(peer.ip()) {
+        Ok(p) => p,
+        Err(hit) => {
+            tracing::warn!(target: "security.limits", event = "security.ws_limit", peer = %peer.ip(), %hit, "WebSocket refused");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, "5")],
+                Json(json!({"error": {"message": format!("too many WebSocket connections: {hit}"), "type": "server_error", "code": "too_many_connections"}})),
+            )
+                .into_response();
+        }
+    };
     // The transport limit sits above ours so that a frame between the two still gets
-    // a proper error answer before the close.
+    // a proper error answer before the close. Buffers start small (tungstenite's
+    // defaults are 128 KiB each way, per connection) and grow only for a large frame.
     ws.max_message_size(MAX_FRAME_BYTES * 2)
         .max_frame_size(MAX_FRAME_BYTES * 2)
+        .read_buffer_size(IO_BUFFER)
+        .write_buffer_size(IO_BUFFER)
         .on_upgrade(move |socket| {
             let conns = state.ws_conns.clone();
-            conns.track_future(conn::serve(socket, state))
+            conns.track_future(conn::serve(socket, state, permit))
         })
 }

@@ -6,12 +6,16 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
+use ferroclaw_config::TokenSource;
 use ferroclaw_gateway::server::{shutdown_signal, Gateway, ServeOptions};
 
-use crate::cli::{GatewayArgs, GlobalArgs};
+use crate::cli::{GatewayAction, GatewayArgs, GlobalArgs};
 use crate::context::AppContext;
 
 pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitCode> {
+    if let Some(GatewayAction::Token) = args.action {
+        return print_token(global);
+    }
     let ctx = AppContext::load(global)?;
     let providers = ctx.loaded.providers();
     let gateway = Gateway::bind(
@@ -43,12 +47,23 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
     for (id, why) in &state.skipped_agents {
         writeln!(out, "  agent {id} skipped: {why}")?;
     }
-    let auth = if state.auth.token_configured() {
-        "token required (FERROCLAW_GATEWAY_TOKEN)"
-    } else {
-        "no token: loopback only, clients get the operator role"
-    };
-    writeln!(out, "  auth: {auth}")?;
+    let token = &state.token;
+    match token.source {
+        TokenSource::Environment => {
+            writeln!(out, "  auth: token required (FERROCLAW_GATEWAY_TOKEN)")?
+        }
+        TokenSource::File => writeln!(
+            out,
+            "  auth: token required (stored in {})",
+            token.path.display()
+        )?,
+        TokenSource::Generated => writeln!(
+            out,
+            "  auth: generated a gateway token in {} (mode 0600); clients send \
+             `Authorization: Bearer <token>`; `ferroclaw gateway token` prints it",
+            token.path.display()
+        )?,
+    }
     // A failed or partial scan never stops the gateway: the store still repairs each
     // transcript when it is loaded.
     match gateway.startup_scan() {
@@ -66,5 +81,14 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
 
     gateway.serve(shutdown_signal()).await?;
     eprintln!("gateway stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ferroclaw gateway token`: the operator token of the gateway on this home (created
+/// if no gateway has started yet), for clients on the same machine.
+fn print_token(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let ctx = AppContext::load(global)?;
+    let token = ferroclaw_config::load_or_create_gateway_token(&ctx.loaded.home, &ctx.loaded.env)?;
+    println!("{}", token.token);
     Ok(ExitCode::SUCCESS)
 }
