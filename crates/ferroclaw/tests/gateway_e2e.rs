@@ -37,7 +37,13 @@ struct Gateway {
     ws_url: String,
     home: tempfile::TempDir,
     llm: ScriptedLlm,
+    /// Sends the gateway token with every request.
     http: reqwest::Client,
+    /// Sends no credential.
+    anon: reqwest::Client,
+    /// The operator token: from the environment given, else the one the gateway
+    /// generated into its home on first start.
+    token: String,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -108,13 +114,33 @@ impl Gateway {
         // Keep draining stdout so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 
+        let token = env
+            .iter()
+            .find(|(k, _)| *k == "FERROCLAW_GATEWAY_TOKEN")
+            .map(|(_, v)| v.to_string())
+            .unwrap_or_else(|| {
+                std::fs::read_to_string(home.path().join("data/gateway.token"))
+                    .expect("the gateway writes its token before listening")
+                    .trim()
+                    .to_string()
+            });
+        let mut auth = reqwest::header::HeaderMap::new();
+        auth.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().expect("header"),
+        );
         Gateway {
             child,
             base: format!("http://{addr}"),
             ws_url: format!("ws://{addr}/ws"),
             home,
             llm,
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder()
+                .default_headers(auth)
+                .build()
+                .expect("client"),
+            anon: reqwest::Client::new(),
+            token,
             stderr,
         }
     }
@@ -140,6 +166,7 @@ impl Gateway {
             stream,
             next_id: 0,
             pending: Vec::new(),
+            token: self.token.clone(),
         }
     }
 
@@ -209,6 +236,8 @@ struct Ws {
     next_id: u64,
     /// Frames read while looking for something else.
     pending: Vec<Value>,
+    /// Sent by `connect_goclaw(None)`.
+    token: String,
 }
 
 impl Ws {
@@ -291,12 +320,11 @@ impl Ws {
         }
     }
 
+    /// `connect` with `token`, else the gateway token.
     async fn connect_goclaw(&mut self, token: Option<&str>) -> Value {
-        let mut params = json!({"user_id": "tester"});
-        if let Some(t) = token {
-            params["token"] = json!(t);
-        }
-        self.call("connect", params).await
+        let token = token.map_or_else(|| self.token.clone(), str::to_string);
+        self.call("connect", json!({"user_id": "tester", "token": token}))
+            .await
     }
 }
 
@@ -654,9 +682,21 @@ async fn tools_invoke_contract() {
         resp.json::<Value>().await.unwrap()["error"]["type"],
         "tool_error"
     );
+    // A body that is not JSON: refused by its type before it is read, then (with the
+    // right type) by its content.
     let resp = gw
         .http
         .post(gw.url("/tools/invoke"))
+        .body("tool=read")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 415);
+    assert_eq!(resp.json::<Value>().await.unwrap()["ok"], false);
+    let resp = gw
+        .http
+        .post(gw.url("/tools/invoke"))
+        .header("content-type", "application/json")
         .body("tool=read")
         .send()
         .await
@@ -675,44 +715,85 @@ async fn tools_invoke_contract() {
 #[tokio::test]
 async fn auth_roles_and_tokens() {
     let token = "test-gateway-token";
-    let gw = Gateway::start("", &[("FERROCLAW_GATEWAY_TOKEN", token)]).await;
+    let gw = Gateway::start(
+        r#"users: [{ id: "alice", token_env: "ALICE_TOKEN" }, { id: "vera", token_env: "VERA_TOKEN", role: "viewer" }]"#,
+        &[
+            ("FERROCLAW_GATEWAY_TOKEN", token),
+            ("FERROCLAW_GATEWAY_VIEWER_TOKEN", "viewer-token"),
+            ("ALICE_TOKEN", "alice-token"),
+            ("VERA_TOKEN", "vera-token"),
+        ],
+    )
+    .await;
     let chat = json!({"messages": [{"role": "user", "content": "hi"}]});
 
     // HTTP: no token / wrong token → 401 in each route's shape; /health stays open.
-    let resp = gw.post("/v1/chat/completions", &chat).await;
-    assert_eq!(resp.status(), 401);
-    assert!(resp.json::<Value>().await.unwrap()["error"]["message"].is_string());
-    let resp = gw
-        .http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth("wrong")
-        .json(&chat)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 401);
-    let resp = gw.post("/tools/invoke", &json!({"tool": "read"})).await;
-    assert_eq!(resp.status(), 401);
-    assert_eq!(resp.json::<Value>().await.unwrap()["ok"], false);
+    let post = |auth: Option<&'static str>, path: &'static str, body: Value| {
+        let mut rb = gw.anon.post(gw.url(path)).json(&body);
+        if let Some(t) = auth {
+            rb = rb.bearer_auth(t);
+        }
+        rb.send()
+    };
+    for auth in [None, Some("wrong"), Some("test-gateway-toke"), Some("test-gateway-tokenX")] {
+        let resp = post(auth, "/v1/chat/completions", chat.clone()).await.unwrap();
+        assert_eq!(resp.status(), 401, "{auth:?}");
+        assert!(resp.json::<Value>().await.unwrap()["error"]["message"].is_string());
+        let resp = post(auth, "/tools/invoke", json!({"tool": "read"})).await.unwrap();
+        assert_eq!(resp.status(), 401);
+        assert_eq!(resp.json::<Value>().await.unwrap()["ok"], false);
+        let resp = gw.anon.get(gw.url("/v1/models")).send().await.unwrap();
+        assert_eq!(resp.status(), 401);
+    }
     assert_eq!(
-        gw.http
-            .get(gw.url("/health"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        gw.anon.get(gw.url("/health")).send().await.unwrap().status(),
         200
     );
     gw.llm.push(Reply::text("authorised"));
+    let resp = post(Some(token), "/v1/chat/completions", chat.clone())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+
+    // The viewer token reads but cannot start runs or tools.
     let resp = gw
-        .http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth(token)
-        .json(&chat)
+        .anon
+        .get(gw.url("/v1/models"))
+        .bearer_auth("viewer-token")
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
+    for path in ["/v1/chat/completions", "/v1/responses", "/tools/invoke"] {
+        let resp = post(Some("viewer-token"), path, json!({"tool": "ls", "input": "x"}))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 403, "{path}");
+        let body = resp.text().await.unwrap();
+        assert!(body.contains("needs the operator role"), "{body}");
+    }
+
+    // A per-user token is its user: it cannot act for another.
+    let resp = gw
+        .anon
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth("alice-token")
+        .header("x-ferroclaw-user-id", "bob")
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    assert!(resp.text().await.unwrap().contains("cannot act for user"));
+    let resp = gw
+        .anon
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth("alice-token")
+        .json(&json!({"user": "bob", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403, "the OpenAI user field names a user too");
 
     // WS: requests before connect are refused.
     let mut ws = gw.ws().await;
@@ -720,17 +801,31 @@ async fn auth_roles_and_tokens() {
     assert_eq!(res["ok"], false);
     assert_eq!(res["error"]["code"], "UNAUTHORIZED");
 
-    // Wrong token → viewer: read methods work, chat does not.
-    let res = ws.connect_goclaw(Some("wrong")).await;
-    assert_eq!(res["ok"], true);
-    assert_eq!(res["payload"]["role"], "viewer");
-    for m in [
-        "health",
-        "status",
-        "agents.list",
-        "models.list",
-        "sessions.list",
+    // Wrong or no token: refused with the reason, then the socket is closed (no
+    // viewer access to conversations without a credential).
+    for params in [
+        json!({"user_id": "x", "token": "wrong"}),
+        json!({"user_id": "x"}),
+        json!({"minProtocol": 3, "maxProtocol": 3, "client": {"id": "t"}, "auth": {"token": "test-gateway-toke"}}),
+        json!({"minProtocol": 3, "maxProtocol": 3, "client": {"id": "t"}}),
     ] {
+        let mut ws = gw.ws().await;
+        let res = ws.call("connect", params.clone()).await;
+        assert_eq!(res["ok"], false, "{params}");
+        assert_eq!(res["error"]["code"], "UNAUTHORIZED");
+        let msg = res["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("token"), "{msg}");
+        assert!(ws.read().await.is_none(), "closed after a refused connect");
+    }
+
+    // Viewer token: read methods work, chat and deletion do not.
+    let mut ws = gw.ws().await;
+    let res = ws.call("connect", json!({"token": "viewer-token", "user_id": "x"})).await;
+    assert!(res["error"]["message"].as_str().unwrap().contains("only the gateway token may name"), "{res}");
+    let mut ws = gw.ws().await;
+    let res = ws.call("connect", json!({"token": "viewer-token"})).await;
+    assert_eq!(res["payload"]["role"], "viewer", "{res}");
+    for m in ["health", "status", "agents.list", "models.list", "sessions.list"] {
         let res = ws.call(m, json!({})).await;
         assert_eq!(res["ok"], true, "{m}: {res}");
     }
@@ -742,6 +837,17 @@ async fn auth_roles_and_tokens() {
     assert_eq!(res["error"]["code"], "UNAUTHORIZED");
     let res = ws.call("no.such.method", json!({})).await;
     assert_eq!(res["error"]["code"], "INVALID_REQUEST");
+
+    // A user token over WS: operator, bound to its user.
+    let mut ws = gw.ws().await;
+    let res = ws
+        .call("connect", json!({"token": "alice-token", "user_id": "bob"}))
+        .await;
+    assert_eq!(res["error"]["code"], "UNAUTHORIZED", "{res}");
+    let mut ws = gw.ws().await;
+    let res = ws.call("connect", json!({"token": "alice-token"})).await;
+    assert_eq!(res["payload"]["role"], "operator", "{res}");
+    assert_eq!(res["payload"]["user_id"], "alice");
 
     // Right token → admin (OpenClaw dialect, token under auth).
     let mut ws = gw.ws().await;
@@ -767,7 +873,7 @@ async fn ws_connect_both_dialects() {
     assert_eq!(res["ok"], true);
     let p = &res["payload"];
     assert_eq!(p["protocol"], 3);
-    assert_eq!(p["role"], "operator", "no token on loopback → operator");
+    assert_eq!(p["role"], "admin", "the gateway token is the admin credential");
     assert_eq!(p["user_id"], "tester");
     assert_eq!(p["server"]["name"], "ferroclaw");
     let res = ws.call("connect", json!({"user_id": "x"})).await;
@@ -777,7 +883,7 @@ async fn ws_connect_both_dialects() {
     let res = ws
         .call(
             "connect",
-            json!({"minProtocol": 3, "maxProtocol": 3, "client": {"id": "cli", "version": "1.0", "platform": "linux", "mode": "cli"}}),
+            json!({"minProtocol": 3, "maxProtocol": 3, "client": {"id": "cli", "version": "1.0", "platform": "linux", "mode": "cli"}, "auth": {"token": gw.token}}),
         )
         .await;
     let p = &res["payload"];
@@ -1155,28 +1261,34 @@ async fn long_messages_are_truncated_with_a_note() {
 }
 
 #[tokio::test]
-async fn non_loopback_without_token_refuses_to_start() {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("config.json5"),
-        r#"{ agents: { defaults: { provider: "scripted", model: "m" } }, providers: { scripted: { base_url: "http://127.0.0.1:9/v1" } } }"#,
-    )
-    .unwrap();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"));
-    cmd.args(["gateway", "--host", "0.0.0.0", "--port", "0"])
-        .env("FERROCLAW_HOME", home.path())
-        .env("HOME", home.path())
-        .stdin(Stdio::null());
-    for v in PROVIDER_VARS {
-        cmd.env_remove(v);
+async fn a_gateway_without_a_configured_token_generates_one_and_requires_it() {
+    // Bound to every address (this machine has only loopback to reach it by): the
+    // generated token guards it like a configured one.
+    let gw = Gateway::start(r#"host: "0.0.0.0""#, &[]).await;
+    let path = gw.home.path().join("data/gateway.token");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "only the owner may read the token file");
     }
-    let out = cmd.output().await.unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("without a gateway token") && err.contains("FERROCLAW_GATEWAY_TOKEN"),
-        "{err}"
-    );
+    assert!(gw.token.len() >= 40, "a long random token");
+    let resp = gw.anon.get(gw.url("/v1/models")).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    let resp = gw.http.get(gw.url("/v1/models")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    // The CLI on the same home prints the same token.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"))
+        .args(["gateway", "token"])
+        .env("FERROCLAW_HOME", gw.home.path())
+        .env_remove("FERROCLAW_GATEWAY_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), gw.token);
+    // The token is never printed by the gateway itself.
+    assert!(!gw.stderr().contains(&gw.token));
 }
 
 #[tokio::test]
@@ -1217,7 +1329,7 @@ async fn graceful_shutdown_with_a_turn_in_flight() {
 }
 
 #[tokio::test]
-async fn websocket_origin_is_checked_when_configured() {
+async fn websocket_origin_is_checked() {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let gw = Gateway::start(r#"allowed_origins: ["http://good.example"]"#, &[]).await;
     let with_origin = |origin: &str| {
@@ -1225,21 +1337,30 @@ async fn websocket_origin_is_checked_when_configured() {
         req.headers_mut().insert("origin", origin.parse().unwrap());
         req
     };
-    let err = tokio_tungstenite::connect_async(with_origin("http://evil.example"))
-        .await
-        .expect_err("foreign origin refused");
-    match err {
-        tokio_tungstenite::tungstenite::Error::Http(resp) => assert_eq!(resp.status(), 403),
-        other => panic!("expected HTTP 403, got {other:?}"),
+    let own = gw.base.clone();
+    for origin in ["http://evil.example", "null", "http://good.example.evil.example"] {
+        let err = tokio_tungstenite::connect_async(with_origin(origin))
+            .await
+            .expect_err("foreign origin refused");
+        match err {
+            tokio_tungstenite::tungstenite::Error::Http(resp) => {
+                assert_eq!(resp.status(), 403);
+                let body = String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default()).to_string();
+                assert!(body.contains("origin_not_allowed"), "{body}");
+            }
+            other => panic!("expected HTTP 403, got {other:?}"),
+        }
     }
-    let (mut ok, _) = tokio_tungstenite::connect_async(with_origin("http://good.example"))
+    for origin in ["http://good.example", own.as_str()] {
+        let (mut ok, _) = tokio_tungstenite::connect_async(with_origin(origin))
+            .await
+            .expect("allowed origin");
+        ok.send(Message::text(
+            json!({"type": "req", "id": "1", "method": "connect", "params": {"token": gw.token}}).to_string(),
+        ))
         .await
-        .expect("allowed origin");
-    ok.send(Message::text(
-        json!({"type": "req", "id": "1", "method": "connect", "params": {}}).to_string(),
-    ))
-    .await
-    .unwrap();
-    let reply = ok.next().await.unwrap().unwrap();
-    assert!(reply.to_text().unwrap().contains("\"ok\":true"));
+        .unwrap();
+        let reply = ok.next().await.unwrap().unwrap();
+        assert!(reply.to_text().unwrap().contains("\"ok\":true"), "{origin}");
+    }
 }
