@@ -40,7 +40,8 @@ pub enum GatewayUserRole {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct GatewayLimitsConfig {
-    /// Open TCP connections (HTTP and WebSocket together).
+    /// Open HTTP connections (a WebSocket leaves this count once upgraded and counts
+    /// under `max_ws_connections`).
     #[serde(alias = "maxConnections")]
     pub max_connections: usize,
     #[serde(alias = "maxConnectionsPerIp")]

@@ -20,6 +20,9 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
+/// The gateway token the child is started with (every request needs one).
+const BENCH_TOKEN: &str = "bench-token";
+
 fn knob(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -140,7 +143,7 @@ async fn child(llm_base: String, home: String, lane: usize) {
     let loaded = LoadedConfig::from_config(
         gateway_config(&llm_base, lane),
         home.clone().into(),
-        Env::from_pairs(Vec::<(String, String)>::new()),
+        Env::from_pairs([("FERROCLAW_GATEWAY_TOKEN", BENCH_TOKEN)]),
     );
     let store = Arc::new(FileSessionStore::new(std::path::PathBuf::from(home)));
     let gateway = Gateway::bind(
@@ -213,7 +216,13 @@ async fn main() {
     assert!(!addr.is_empty(), "gateway child did not start");
     let rss_start = proc_status_kb(pid, "VmRSS:").unwrap_or(0);
 
+    let mut auth = reqwest::header::HeaderMap::new();
+    auth.insert(
+        reqwest::header::AUTHORIZATION,
+        reqwest::header::HeaderValue::from_static("Bearer bench-token"),
+    );
     let client = reqwest::Client::builder()
+        .default_headers(auth)
         .pool_max_idle_per_host(concurrency)
         .build()
         .expect("client");
@@ -318,7 +327,7 @@ async fn main() {
     for (i, mut ws) in socks.into_iter().enumerate() {
         tasks.push(tokio::spawn(async move {
             let frames = [
-                json!({"type": "req", "id": "c", "method": "connect", "params": {"user_id": format!("u{i}")}}),
+                json!({"type": "req", "id": "c", "method": "connect", "params": {"user_id": format!("u{i}"), "token": BENCH_TOKEN}}),
                 json!({"type": "req", "id": "s", "method": "chat.send", "params": {"message": "hi", "sessionKey": format!("ws-{i}")}}),
             ];
             for f in frames {

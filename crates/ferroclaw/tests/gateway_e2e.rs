@@ -735,18 +735,32 @@ async fn auth_roles_and_tokens() {
         }
         rb.send()
     };
-    for auth in [None, Some("wrong"), Some("test-gateway-toke"), Some("test-gateway-tokenX")] {
-        let resp = post(auth, "/v1/chat/completions", chat.clone()).await.unwrap();
+    for auth in [
+        None,
+        Some("wrong"),
+        Some("test-gateway-toke"),
+        Some("test-gateway-tokenX"),
+    ] {
+        let resp = post(auth, "/v1/chat/completions", chat.clone())
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 401, "{auth:?}");
         assert!(resp.json::<Value>().await.unwrap()["error"]["message"].is_string());
-        let resp = post(auth, "/tools/invoke", json!({"tool": "read"})).await.unwrap();
+        let resp = post(auth, "/tools/invoke", json!({"tool": "read"}))
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 401);
         assert_eq!(resp.json::<Value>().await.unwrap()["ok"], false);
         let resp = gw.anon.get(gw.url("/v1/models")).send().await.unwrap();
         assert_eq!(resp.status(), 401);
     }
     assert_eq!(
-        gw.anon.get(gw.url("/health")).send().await.unwrap().status(),
+        gw.anon
+            .get(gw.url("/health"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
         200
     );
     gw.llm.push(Reply::text("authorised"));
@@ -765,9 +779,13 @@ async fn auth_roles_and_tokens() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     for path in ["/v1/chat/completions", "/v1/responses", "/tools/invoke"] {
-        let resp = post(Some("viewer-token"), path, json!({"tool": "ls", "input": "x"}))
-            .await
-            .unwrap();
+        let resp = post(
+            Some("viewer-token"),
+            path,
+            json!({"tool": "ls", "input": "x"}),
+        )
+        .await
+        .unwrap();
         assert_eq!(resp.status(), 403, "{path}");
         let body = resp.text().await.unwrap();
         assert!(body.contains("needs the operator role"), "{body}");
@@ -820,12 +838,26 @@ async fn auth_roles_and_tokens() {
 
     // Viewer token: read methods work, chat and deletion do not.
     let mut ws = gw.ws().await;
-    let res = ws.call("connect", json!({"token": "viewer-token", "user_id": "x"})).await;
-    assert!(res["error"]["message"].as_str().unwrap().contains("only the gateway token may name"), "{res}");
+    let res = ws
+        .call("connect", json!({"token": "viewer-token", "user_id": "x"}))
+        .await;
+    assert!(
+        res["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only the gateway token may name"),
+        "{res}"
+    );
     let mut ws = gw.ws().await;
     let res = ws.call("connect", json!({"token": "viewer-token"})).await;
     assert_eq!(res["payload"]["role"], "viewer", "{res}");
-    for m in ["health", "status", "agents.list", "models.list", "sessions.list"] {
+    for m in [
+        "health",
+        "status",
+        "agents.list",
+        "models.list",
+        "sessions.list",
+    ] {
         let res = ws.call(m, json!({})).await;
         assert_eq!(res["ok"], true, "{m}: {res}");
     }
@@ -873,7 +905,10 @@ async fn ws_connect_both_dialects() {
     assert_eq!(res["ok"], true);
     let p = &res["payload"];
     assert_eq!(p["protocol"], 3);
-    assert_eq!(p["role"], "admin", "the gateway token is the admin credential");
+    assert_eq!(
+        p["role"], "admin",
+        "the gateway token is the admin credential"
+    );
     assert_eq!(p["user_id"], "tester");
     assert_eq!(p["server"]["name"], "ferroclaw");
     let res = ws.call("connect", json!({"user_id": "x"})).await;
@@ -1338,14 +1373,19 @@ async fn websocket_origin_is_checked() {
         req
     };
     let own = gw.base.clone();
-    for origin in ["http://evil.example", "null", "http://good.example.evil.example"] {
+    for origin in [
+        "http://evil.example",
+        "null",
+        "http://good.example.evil.example",
+    ] {
         let err = tokio_tungstenite::connect_async(with_origin(origin))
             .await
             .expect_err("foreign origin refused");
         match err {
             tokio_tungstenite::tungstenite::Error::Http(resp) => {
                 assert_eq!(resp.status(), 403);
-                let body = String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default()).to_string();
+                let body =
+                    String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default()).to_string();
                 assert!(body.contains("origin_not_allowed"), "{body}");
             }
             other => panic!("expected HTTP 403, got {other:?}"),
@@ -1356,11 +1396,337 @@ async fn websocket_origin_is_checked() {
             .await
             .expect("allowed origin");
         ok.send(Message::text(
-            json!({"type": "req", "id": "1", "method": "connect", "params": {"token": gw.token}}).to_string(),
+            json!({"type": "req", "id": "1", "method": "connect", "params": {"token": gw.token}})
+                .to_string(),
         ))
         .await
         .unwrap();
         let reply = ok.next().await.unwrap().unwrap();
         assert!(reply.to_text().unwrap().contains("\"ok\":true"), "{origin}");
     }
+}
+
+// ---------------------------------------------------------------------------------
+// Attacks from outside (issue: safe by default). Each refusal asserts its reason; the
+// look-alikes next to them must keep working.
+
+/// Sends raw bytes and returns everything the server answers until it closes.
+async fn raw_exchange(addr: &str, request: &[u8]) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(request).await.expect("write");
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, s.read_to_end(&mut out))
+        .await
+        .expect("the server must close the connection")
+        .expect("read");
+    String::from_utf8_lossy(&out).to_string()
+}
+
+#[tokio::test]
+async fn attack_cross_site_requests_from_a_web_page_are_refused() {
+    let gw = Gateway::start(r#"tools: { allow: ["exec"] }"#, &[]).await;
+    let ws_dir = gw.home.path().join("workspace");
+    let exec = r#"{"tool":"exec","args":{"command":"touch pwned"}}"#;
+    // What a page can send without a CORS preflight: text/plain, form and multipart
+    // bodies, with or without the Origin a browser adds, with or without a token.
+    let shapes: Vec<(Option<&str>, Option<&str>, &str)> = vec![
+        (Some("text/plain"), None, "unsupported_media_type"),
+        (
+            Some("text/plain;charset=UTF-8"),
+            None,
+            "unsupported_media_type",
+        ),
+        (
+            Some("application/x-www-form-urlencoded"),
+            None,
+            "unsupported_media_type",
+        ),
+        (
+            Some("multipart/form-data; boundary=x"),
+            None,
+            "unsupported_media_type",
+        ),
+        (None, None, "unsupported_media_type"),
+        (
+            Some("text/plain"),
+            Some("https://evil.example"),
+            "origin_not_allowed",
+        ),
+        (
+            Some("application/json"),
+            Some("https://evil.example"),
+            "origin_not_allowed",
+        ),
+        (Some("application/json"), Some("null"), "origin_not_allowed"),
+        (
+            Some("application/json"),
+            Some("http://127.0.0.1:1"),
+            "origin_not_allowed",
+        ),
+    ];
+    for path in [
+        "/tools/invoke",
+        "/v1/tools/invoke",
+        "/v1/chat/completions",
+        "/v1/responses",
+    ] {
+        for (ct, origin, reason) in &shapes {
+            for client in [&gw.anon, &gw.http] {
+                let mut rb = client.post(gw.url(path)).body(exec);
+                if let Some(ct) = ct {
+                    rb = rb.header("content-type", *ct);
+                }
+                if let Some(o) = origin {
+                    rb = rb.header("origin", *o);
+                }
+                let resp = rb.send().await.unwrap();
+                let status = resp.status().as_u16();
+                let body = resp.text().await.unwrap();
+                assert!(
+                    status == 415 || status == 403,
+                    "{path} {ct:?} {origin:?}: {status} {body}"
+                );
+                assert!(body.contains(reason), "{path} {ct:?} {origin:?}: {body}");
+            }
+        }
+    }
+    assert!(!ws_dir.join("pwned").exists(), "no command ran");
+    assert!(gw.llm.requests().is_empty(), "no run started");
+
+    // Look-alikes: the same request as JSON with the token, from no origin or the
+    // gateway's own, runs.
+    for origin in [None, Some(gw.base.clone())] {
+        let mut rb = gw
+            .http
+            .post(gw.url("/tools/invoke"))
+            .header("content-type", "application/json; charset=utf-8")
+            .body(r#"{"tool":"exec","args":{"command":"echo harmless > ok.txt"}}"#);
+        if let Some(o) = origin {
+            rb = rb.header("origin", o);
+        }
+        let resp = rb.send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+    }
+    assert!(ws_dir.join("ok.txt").exists());
+}
+
+#[tokio::test]
+async fn attack_dns_rebinding_host_names_are_refused() {
+    let gw = Gateway::start("", &[]).await;
+    let chat = json!({"messages": [{"role": "user", "content": "hi"}]});
+    for host in [
+        "evil.example",
+        "evil.example:18789",
+        "localhost.evil.example",
+        "127.0.0.1.nip.io",
+        "attacker.test:80",
+    ] {
+        for (method, path) in [
+            ("GET", "/health"),
+            ("GET", "/v1/models"),
+            ("POST", "/v1/chat/completions"),
+            ("GET", "/ws"),
+        ] {
+            let rb = match method {
+                "GET" => gw.http.get(gw.url(path)),
+                _ => gw.http.post(gw.url(path)).json(&chat),
+            };
+            let resp = rb.header("host", host).send().await.unwrap();
+            assert_eq!(resp.status(), 403, "{host} {path}");
+            let body = resp.text().await.unwrap();
+            assert!(body.contains("host_not_allowed"), "{host} {path}: {body}");
+        }
+    }
+    let port = gw.base.rsplit(':').next().unwrap().to_string();
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        "LOCALHOST".to_string(),
+        format!("[::1]:{port}"),
+    ] {
+        let resp = gw
+            .http
+            .get(gw.url("/v1/models"))
+            .header("host", &host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{host}");
+    }
+    assert!(gw.llm.requests().is_empty());
+    // A name the operator lists is accepted.
+    let gw = Gateway::start(r#"allowed_hosts: ["gw.example.com"]"#, &[]).await;
+    let resp = gw
+        .http
+        .get(gw.url("/v1/models"))
+        .header("host", "gw.example.com:443")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = gw
+        .http
+        .get(gw.url("/v1/models"))
+        .header("host", "evil.gw.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+}
+
+#[tokio::test]
+async fn attack_websocket_without_credential_gets_nothing() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let gw = Gateway::start("", &[]).await;
+    // A page on another origin cannot even open the socket.
+    let mut req = gw.ws_url.as_str().into_client_request().unwrap();
+    req.headers_mut()
+        .insert("origin", "https://evil.example".parse().unwrap());
+    assert!(tokio_tungstenite::connect_async(req).await.is_err());
+    // A socket without a token: every method refused, then closed at connect.
+    let mut ws = gw.ws().await;
+    for m in [
+        "sessions.list",
+        "sessions.preview",
+        "chat.history",
+        "chat.send",
+        "exec.approval.list",
+        "exec.approval.approve",
+    ] {
+        let res = ws
+            .call(m, json!({"sessionKey": "main", "id": "x", "always": true}))
+            .await;
+        assert_eq!(res["error"]["code"], "UNAUTHORIZED", "{m}: {res}");
+    }
+    let res = ws.call("connect", json!({"role": "operator"})).await;
+    assert_eq!(res["error"]["code"], "UNAUTHORIZED");
+    assert!(ws.read().await.is_none());
+    // With the token it works (look-alike).
+    let mut ws = gw.ws().await;
+    assert_eq!(ws.connect_goclaw(None).await["ok"], true);
+    assert_eq!(ws.call("sessions.list", json!({})).await["ok"], true);
+}
+
+#[tokio::test]
+async fn attack_slow_clients_are_cut_off() {
+    let gw = Gateway::start(
+        "limits: { header_read_timeout_seconds: 1, body_read_timeout_seconds: 1, connect_timeout_seconds: 1 }",
+        &[],
+    )
+    .await;
+    let addr = gw.base.trim_start_matches("http://").to_string();
+    // Headers dripped, never finished: the connection is closed (many at once).
+    let mut dripping = Vec::new();
+    for _ in 0..50 {
+        let addr = addr.clone();
+        dripping.push(tokio::spawn(async move {
+            raw_exchange(
+                &addr,
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: 1",
+            )
+            .await
+        }));
+    }
+    for d in dripping {
+        let answer = d.await.unwrap();
+        assert!(
+            answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+            "{answer}"
+        );
+    }
+    // A body that never arrives in full: 408 with the reason, then closed.
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"messages\":",
+        gw.token
+    );
+    let answer = raw_exchange(&addr, req.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_timeout"), "{answer}");
+    // A WebSocket that never sends `connect` is closed with the reason.
+    let mut ws = gw.ws().await;
+    let closed = tokio::time::timeout(WAIT, ws.stream.next())
+        .await
+        .expect("closed in time");
+    match closed {
+        Some(Ok(Message::Close(Some(frame)))) => {
+            assert_eq!(u16::from(frame.code), 1008);
+            assert!(
+                frame.reason.contains("no connect within 1 s"),
+                "{}",
+                frame.reason
+            );
+        }
+        other => panic!("expected a close frame, got {other:?}"),
+    }
+    // Look-alike: a normal request still works.
+    gw.llm.push(Reply::text("still here"));
+    let resp = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({"messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+}
+
+#[tokio::test]
+async fn attack_connection_floods_hit_the_caps() {
+    let gw = Gateway::start(
+        "limits: { max_connections_per_ip: 6, max_ws_connections_per_ip: 2, header_read_timeout_seconds: 120 }",
+        &[],
+    )
+    .await;
+    let addr = gw.base.trim_start_matches("http://").to_string();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut ws = gw.ws().await;
+        assert_eq!(ws.connect_goclaw(None).await["ok"], true);
+        held.push(ws);
+    }
+    match tokio_tungstenite::connect_async(gw.ws_url.as_str()).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 503);
+            let body =
+                String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default()).to_string();
+            assert!(body.contains("too_many_connections"), "{body}");
+        }
+        other => panic!("third WebSocket from one address must be refused: {other:?}"),
+    }
+    // Plain TCP connections that say nothing: the address's cap of 6 HTTP connections
+    // (WebSockets count under their own cap once upgraded) answers the next one with a
+    // 503 and closes it.
+    let mut idle = Vec::new();
+    for _ in 0..6 {
+        idle.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    let mut answer = String::new();
+    for _ in 0..100 {
+        // The accept loop takes connections in order; once the six are counted the
+        // next one is refused. Each try is a fresh connection, not a wait.
+        answer = raw_exchange(
+            &addr,
+            b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        if answer.starts_with("HTTP/1.1 503") {
+            break;
+        }
+    }
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("too_many_connections"), "{answer}");
+    // Places come back when connections close.
+    drop(idle);
+    drop(held);
+    let mut ok = false;
+    for _ in 0..200 {
+        if let Ok(resp) = gw.http.get(gw.url("/health")).send().await {
+            if resp.status() == 200 {
+                ok = true;
+                break;
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(ok, "the gateway serves again once the flood is gone");
 }
