@@ -929,7 +929,11 @@ impl Agent {
             _ = ctx.cancel.cancelled() => None,
             permits = async {
                 let run = run_slots.acquire().await.ok()?;
-                let process = self.settings.tool_slots.slots.acquire().await.ok()?;
+                let process = if waits_on_other_runs(name) {
+                    None
+                } else {
+                    Some(self.settings.tool_slots.slots.acquire().await.ok()?)
+                };
                 Some((run, process))
             } => permits,
         };
@@ -1067,6 +1071,13 @@ fn interrupt_of(timed_out: &AtomicBool) -> Interrupt {
     } else {
         Interrupt::Aborted
     }
+}
+
+/// Tools that only wait for another run (which needs process slots for its own tools)
+/// take no process-wide slot: holding one while waiting could starve the very runs they
+/// wait for. They still count against their own run's cap; subagents have their lane.
+fn waits_on_other_runs(tool: &str) -> bool {
+    matches!(tool, "sessions_spawn" | "sessions_send")
 }
 
 /// Cuts an oversized user message and tells the model it was cut.

@@ -476,3 +476,30 @@ async fn reply_just_under_the_cap_is_accepted() {
         }
     }
 }
+
+/// A stream whose single event never ends its line: it is buffered whole by the SSE
+/// parser, so the line itself is capped (JSON escaping allowance included).
+#[tokio::test]
+async fn one_endless_stream_event_is_cut_off() {
+    const PIECE: usize = 1024;
+    const TIMES: usize = 50 * 1024;
+    for anthropic_wire in [false, true] {
+        let llm = server().await;
+        llm.push(Reply::repeated_text("v".repeat(PIECE), TIMES).in_one_event());
+        let p: Arc<dyn Provider> = if anthropic_wire {
+            anthropic(&llm)
+        } else {
+            openai(&llm)
+        };
+        let mut req = request("m", true);
+        req.max_reply_bytes = Some(64 * 1024);
+        let err = p
+            .chat(&req, &NoSink, &CancellationToken::new())
+            .await
+            .expect_err("over the cap");
+        assert_eq!(err.kind, ErrorKind::ReplyTooLarge, "{err}");
+        assert!(err.message.contains("exceeded 65536 bytes"), "{err}");
+        let sent = llm.repeated_bytes_sent();
+        assert!(sent < (PIECE * TIMES / 4) as u64, "{sent} bytes sent");
+    }
+}

@@ -86,6 +86,8 @@ pub struct Reply {
     pub(crate) finish: Option<String>,
     /// `(piece, times)`: the text is `piece` repeated, generated while sending.
     pub(crate) repeat: Option<(String, usize)>,
+    /// Streamed repeated text goes out as one SSE event instead of one per piece.
+    pub(crate) one_event: bool,
 }
 
 impl Reply {
@@ -103,6 +105,7 @@ impl Reply {
             chunk: 4,
             finish: None,
             repeat: None,
+            one_event: false,
         }
     }
 
@@ -130,6 +133,13 @@ impl Reply {
             repeat: Some((piece.into(), times)),
             ..Reply::empty()
         }
+    }
+
+    /// Streaming a [`Reply::repeated_text`]: all of it in a single SSE event (one
+    /// endless `data:` line) rather than one event per piece.
+    pub fn in_one_event(mut self) -> Reply {
+        self.one_event = true;
+        self
     }
 
     /// Text emitted before any tool calls.
@@ -627,7 +637,7 @@ fn render_repeated(
         .unwrap_or(0);
     let (head, tail) = parts[at].split_once(REPEAT_MARKER).unwrap_or(("", ""));
     let (head, tail) = (head.to_string(), tail.to_string());
-    let middle: BoxStream<'static, String> = if stream {
+    let middle: BoxStream<'static, String> = if stream && !reply.one_event {
         // One whole event per repetition.
         stream::iter(0..times)
             .map(move |_| format!("{head}{escaped}{tail}"))
