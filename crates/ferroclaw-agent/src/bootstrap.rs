@@ -178,6 +178,8 @@ pub fn integrity_strategy(loaded: &LoadedConfig) -> ferroclaw_store::Strategy {
 pub fn file_store(loaded: &LoadedConfig) -> ferroclaw_store::FileSessionStore {
     ferroclaw_store::FileSessionStore::new(loaded.home.clone())
         .with_integrity_strategy(integrity_strategy(loaded))
+        // The same cap as the agent's, so the transcript keeps what the model saw.
+        .with_tool_result_chars(loaded.config.agents.defaults.limits.tool_result_max_chars)
 }
 
 /// Services one process shares between all its agents: the exec toolset (guard,

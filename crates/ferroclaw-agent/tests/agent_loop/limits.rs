@@ -353,3 +353,50 @@ async fn an_abort_while_waiting_for_a_slot_still_answers_every_call() {
     assert_eq!(results[1], "not run: the run ended before the tool started");
     assert_eq!(results[2], "not run: the run ended before the tool started");
 }
+
+/// The values that used to be hard-coded now come from the config: the gateway's
+/// `max_message_chars`, `limits.tool_result_max_chars` and `limits.default_max_tokens`.
+#[tokio::test]
+async fn message_tool_result_and_max_tokens_caps_come_from_the_config() {
+    let h = Harness::new(
+        Protocol::Anthropic,
+        Options {
+            defaults_extra: "limits: { tool_result_max_chars: 3000, default_max_tokens: 1234 },",
+            config_extra: "gateway: { max_message_chars: 40 },",
+            ..Options::default()
+        },
+    )
+    .await;
+    let agent = h.agent();
+    assert_eq!(agent.settings().max_message_chars, 40);
+    assert_eq!(agent.settings().tool_result_max_chars, 3000);
+    std::fs::write(
+        agent.settings().workspace.join("big.txt"),
+        "q".repeat(20_000),
+    )
+    .expect("write");
+    h.llm.push(Reply::tool_call(
+        "c1",
+        "exec",
+        json!({"command": "cat big.txt"}),
+    ));
+    h.llm.push(Reply::text("read it"));
+    let (res, _) = run(&agent, "s1", &"m".repeat(100)).await;
+    assert_eq!(res.expect("run").text, "read it");
+    let reqs = h.llm.requests();
+    assert_eq!(reqs[0].body["max_tokens"], 1234);
+    let shape = request_shape(Protocol::Anthropic, &reqs[1].body);
+    let user = &shape[0].1;
+    assert!(user.starts_with(&"m".repeat(40)), "{user}");
+    assert!(
+        user.contains("truncated from 100 to 40 characters"),
+        "{user}"
+    );
+    let result = &shape[2].1;
+    assert!(
+        result.len() < 3_500,
+        "tool result is {} chars",
+        result.len()
+    );
+    assert!(result.contains("qqqq"), "{result}");
+}
