@@ -854,9 +854,14 @@ impl Agent {
             if calls.is_empty() {
                 return;
             }
-            for (id, name, args) in calls {
+            let max_calls = s.max_tool_calls_per_turn.max(1);
+            for (i, (id, name, args)) in calls.into_iter().enumerate() {
                 // Only the memory tools were offered; refuse anything else the model names.
-                let result = if tools.iter().any(|t| t.name == name) {
+                let result = if i >= max_calls {
+                    ferroclaw_tools::ToolResult::error(format!(
+                        "refused: more than {max_calls} tool calls in one turn"
+                    ))
+                } else if tools.iter().any(|t| t.name == name) {
                     self.tools.execute(&name, tool_ctx, args).await
                 } else {
                     ferroclaw_tools::ToolResult::error(format!(
