@@ -163,6 +163,7 @@ async fn bench() {
         temperature: None,
         stream: true,
         extra_body: Default::default(),
+        max_reply_bytes: None,
     };
     println!(
         "ferroclaw loop overhead, {turns} turns each, streaming OpenAI wire, scripted LLM on 127.0.0.1, home in {}\n",

@@ -17,7 +17,7 @@ use ferroclaw_tools::{DeniedPaths, PolicyContext, PolicyEngine, RateLimiter, Too
 
 use crate::history::HistoryLimits;
 use crate::prompt::PromptMode;
-use crate::runner::{Agent, AgentSettings};
+use crate::runner::{Agent, AgentSettings, ToolSlots};
 use crate::session_tools::{SessionHub, SubagentLimits};
 
 /// A stream may pause this long between events before it counts as stalled.
@@ -44,6 +44,15 @@ pub enum BootstrapError {
 
 /// Builds the raw client for one configured provider (no retry, no fallback).
 pub fn provider_from_config(p: &ResolvedProvider) -> Result<Arc<dyn Provider>, ProviderError> {
+    provider_with_max_tokens(p, DEFAULT_MAX_TOKENS)
+}
+
+/// As [`provider_from_config`]; `default_max_tokens` goes to Anthropic-wire requests
+/// that set none (`agents.defaults.limits.default_max_tokens`).
+fn provider_with_max_tokens(
+    p: &ResolvedProvider,
+    default_max_tokens: u32,
+) -> Result<Arc<dyn Provider>, ProviderError> {
     let provider: Arc<dyn Provider> = match p.kind {
         ProviderType::OpenaiCompat => Arc::new(OpenAiCompat::new(OpenAiCompatConfig {
             name: p.name.clone(),
@@ -65,11 +74,14 @@ pub fn provider_from_config(p: &ResolvedProvider) -> Result<Arc<dyn Provider>, P
             headers: p.headers.clone(),
             request_timeout: p.timeout,
             idle_timeout: STREAM_IDLE_TIMEOUT,
-            default_max_tokens: 4096,
+            default_max_tokens,
         })?),
     };
     Ok(provider)
 }
+
+/// `max_tokens` for Anthropic-wire requests that set none, unless configured otherwise.
+const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// The provider an agent talks to: its primary model then each fallback, every
 /// candidate retried on transient faults before the chain moves on.
@@ -89,11 +101,12 @@ pub fn chain_for(
                 let cfg = loaded
                     .provider(&name)
                     .ok_or_else(|| BootstrapError::UnknownProvider(name.clone()))?;
-                let raw =
-                    provider_from_config(&cfg).map_err(|source| BootstrapError::Provider {
+                let raw = provider_with_max_tokens(&cfg, agent.limits.default_max_tokens).map_err(
+                    |source| BootstrapError::Provider {
                         name: name.clone(),
                         source,
-                    })?;
+                    },
+                )?;
                 let wrapped: Arc<dyn Provider> = Arc::new(RetryingProvider::new(raw, retry));
                 clients.insert(name.clone(), wrapped.clone());
                 wrapped
@@ -124,6 +137,7 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
             max_user_turns: agent.history_turns,
             old_tool_result_chars: agent.tool_result_context_chars,
         },
+        // The gateway's `max_message_chars` replaces this in `build_agent_with`.
         max_message_chars: 32_000,
         compaction: crate::compaction::CompactionSettings {
             context_window: agent.context_window,
@@ -132,7 +146,7 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
             keep_recent_turns: agent.compaction.keep_recent_turns,
             memory_flush: agent.compaction.memory_flush,
         },
-        tool_result_max_chars: 50_000,
+        tool_result_max_chars: agent.limits.tool_result_max_chars,
         home: None,
         input_guard: ferroclaw_tools::InputGuardAction::Warn,
         per_user_workspace: agent.per_user_workspace,
@@ -141,6 +155,11 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
             agent.guided_decoding,
             &agent.intent,
         ),
+        max_reply_bytes: agent.limits.max_reply_bytes,
+        max_tool_calls_per_turn: agent.limits.max_tool_calls_per_turn,
+        max_concurrent_tools: agent.limits.max_concurrent_tools,
+        // Private to this agent; `build_agent_with` shares the process-wide slots.
+        tool_slots: ToolSlots::new(agent.limits.max_concurrent_tools_total),
     }
 }
 
@@ -159,6 +178,8 @@ pub fn integrity_strategy(loaded: &LoadedConfig) -> ferroclaw_store::Strategy {
 pub fn file_store(loaded: &LoadedConfig) -> ferroclaw_store::FileSessionStore {
     ferroclaw_store::FileSessionStore::new(loaded.home.clone())
         .with_integrity_strategy(integrity_strategy(loaded))
+        // The same cap as the agent's, so the transcript keeps what the model saw.
+        .with_tool_result_chars(loaded.config.agents.defaults.limits.tool_result_max_chars)
 }
 
 /// Services one process shares between all its agents: the exec toolset (guard,
@@ -169,6 +190,8 @@ pub struct SharedServices {
     pub rate_limiter: Arc<RateLimiter>,
     /// Agents built with these services are bound to it by [`build_agent_with`].
     pub sessions: Arc<SessionHub>,
+    /// Concurrent tool executions across all agents (`limits.max_concurrent_tools_total`).
+    pub tool_slots: ToolSlots,
 }
 
 impl SharedServices {
@@ -183,6 +206,14 @@ impl SharedServices {
                 max_concurrent: loaded.config.gateway.lanes.subagent.max(1),
                 ..SubagentLimits::default()
             }),
+            tool_slots: ToolSlots::new(
+                loaded
+                    .config
+                    .agents
+                    .defaults
+                    .limits
+                    .max_concurrent_tools_total,
+            ),
         })
     }
 }
@@ -212,6 +243,8 @@ pub fn build_agent_with(
     let mut settings = settings_for(&resolved);
     settings.home = Some(loaded.home.clone());
     settings.input_guard = loaded.config.tools.input_guard;
+    settings.max_message_chars = loaded.config.gateway.max_message_chars;
+    settings.tool_slots = services.tool_slots.clone();
     // `<home>/prompts/intent/<strategy>.md` overrides the built-in tool-calling prompts.
     settings.intent.prompts_dir = Some(loaded.home.join("prompts").join("intent"));
     // Confinement checks compare canonical paths; resolve symlinks in the root once.

@@ -234,6 +234,7 @@ async fn summarize_once(
         temperature: Some(0.2),
         stream: false,
         extra_body: Default::default(),
+        max_reply_bytes: None,
     };
     let resp = provider.chat(&req, &NoSink, cancel).await?;
     let summary = resp

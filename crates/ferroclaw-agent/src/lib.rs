@@ -13,7 +13,7 @@ pub mod session_tools;
 pub mod tool_intent;
 
 pub use events::{EventSink, NullSink};
-pub use runner::{Agent, AgentSettings, RunError, RunOutput, RunRequest};
+pub use runner::{Agent, AgentSettings, RunError, RunOutput, RunRequest, ToolSlots};
 
 /// The key tool state (background processes, the tool rate limit, approvals) is scoped
 /// by: session keys are only unique within an agent.

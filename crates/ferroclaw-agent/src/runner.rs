@@ -59,7 +59,55 @@ pub struct AgentSettings {
     pub per_user_workspace: bool,
     /// Native tool calls, or tool intents parsed from text (see [`crate::tool_intent`]).
     pub intent: IntentSettings,
+    /// Bytes of one model reply (text, reasoning, tool-call arguments); past it the
+    /// reply is discarded and the run fails with `reply_too_large`.
+    pub max_reply_bytes: usize,
+    /// Tool calls executed from one model reply; the rest get a refusal as result.
+    pub max_tool_calls_per_turn: usize,
+    /// Tool executions at once within one run.
+    pub max_concurrent_tools: usize,
+    /// Tool executions at once across every agent sharing these slots (the process).
+    pub tool_slots: ToolSlots,
 }
+
+/// A cap on concurrent tool executions shared by every agent holding a clone: one per
+/// process (see `SharedServices`), so many runs cannot together fork without bound.
+#[derive(Clone)]
+pub struct ToolSlots {
+    slots: Arc<tokio::sync::Semaphore>,
+    capacity: usize,
+}
+
+impl ToolSlots {
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self {
+            slots: Arc::new(tokio::sync::Semaphore::new(capacity)),
+            capacity,
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Tools executing right now under this cap.
+    pub fn in_use(&self) -> usize {
+        self.capacity - self.slots.available_permits()
+    }
+}
+
+impl std::fmt::Debug for ToolSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ToolSlots({}/{})", self.in_use(), self.capacity)
+    }
+}
+
+/// Defaults of the settings carried in `agents.defaults.limits` (see the config crate
+/// for the reasoning behind each).
+pub const DEFAULT_MAX_TOOL_CALLS_PER_TURN: usize = 32;
+pub const DEFAULT_MAX_CONCURRENT_TOOLS: usize = 8;
+pub const DEFAULT_MAX_CONCURRENT_TOOLS_TOTAL: usize = 64;
 
 impl AgentSettings {
     /// Defaults matching the documented configuration defaults.
@@ -87,6 +135,10 @@ impl AgentSettings {
             input_guard: InputGuardAction::Warn,
             per_user_workspace: false,
             intent: IntentSettings::default(),
+            max_reply_bytes: ferroclaw_providers::DEFAULT_MAX_REPLY_BYTES,
+            max_tool_calls_per_turn: DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+            max_concurrent_tools: DEFAULT_MAX_CONCURRENT_TOOLS,
+            tool_slots: ToolSlots::new(DEFAULT_MAX_CONCURRENT_TOOLS_TOTAL),
         }
     }
 }
@@ -137,6 +189,7 @@ impl RunError {
     pub fn kind(&self) -> &'static str {
         match self {
             RunError::Provider(e) if e.kind == ErrorKind::ContextOverflow => "context_overflow",
+            RunError::Provider(e) if e.kind == ErrorKind::ReplyTooLarge => "reply_too_large",
             RunError::Provider(_) => "provider_error",
             RunError::Store(_) => "store_error",
             RunError::Aborted => "aborted",
@@ -345,7 +398,10 @@ impl Agent {
             } else {
                 Default::default()
             },
+            max_reply_bytes: Some(s.max_reply_bytes),
         };
+        // Per run, not per turn: only one turn's tools run at a time anyway.
+        let run_slots = tokio::sync::Semaphore::new(s.max_concurrent_tools.max(1));
         for iteration in 1..=s.max_iterations {
             chat.messages = self.prepare_request(&context, &req.session_key, text_tools);
             let estimate =
@@ -436,7 +492,18 @@ impl Agent {
                         continue;
                     }
                     Err(e) => {
+                        if e.kind == ErrorKind::ReplyTooLarge {
+                            tracing::warn!(
+                                target: "security.reply_too_large",
+                                agent = %s.id,
+                                session = %req.session_key,
+                                limit = s.max_reply_bytes,
+                                error = %e,
+                                "model reply over the cap was discarded"
+                            );
+                        }
                         // The user's message stays: it was accepted, and the next turn sees it.
+                        // Nothing of a failed reply is written, so the transcript stays valid.
                         log.flush().await?;
                         return Err(RunError::Provider(e));
                     }
@@ -507,12 +574,34 @@ impl Agent {
                 });
             }
 
-            // Calls run concurrently; join_all keeps results in call order.
-            let results = join_all(
-                calls
-                    .iter()
-                    .map(|(id, name, args)| self.call_tool(id, name, args, &tool_ctx, emitter)),
-            )
+            let max_calls = s.max_tool_calls_per_turn.max(1);
+            if calls.len() > max_calls {
+                tracing::warn!(
+                    target: "security.tool_calls",
+                    agent = %s.id,
+                    session = %req.session_key,
+                    requested = calls.len(),
+                    limit = max_calls,
+                    "model asked for more tool calls in one turn than allowed; the rest are refused"
+                );
+            }
+            // Calls run concurrently within the run's and the process's slots; join_all
+            // keeps results in call order. Every call gets exactly one result, refused or not.
+            let results = join_all(calls.iter().enumerate().map(|(i, (id, name, args))| {
+                let run_slots = &run_slots;
+                let tool_ctx = &tool_ctx;
+                async move {
+                    if i >= max_calls {
+                        return self.refused_tool(
+                            id,
+                            name,
+                            format!("refused: more than {max_calls} tool calls in one turn"),
+                        );
+                    }
+                    self.call_tool(id, name, args, tool_ctx, emitter, run_slots)
+                        .await
+                }
+            }))
             .await;
             for result in results {
                 log.append(EntryBody::Message {
@@ -735,6 +824,7 @@ impl Agent {
                 temperature: s.temperature,
                 stream: false,
                 extra_body: Default::default(),
+                max_reply_bytes: Some(s.max_reply_bytes),
             };
             let resp = match self
                 .provider
@@ -764,9 +854,14 @@ impl Agent {
             if calls.is_empty() {
                 return;
             }
-            for (id, name, args) in calls {
+            let max_calls = s.max_tool_calls_per_turn.max(1);
+            for (i, (id, name, args)) in calls.into_iter().enumerate() {
                 // Only the memory tools were offered; refuse anything else the model names.
-                let result = if tools.iter().any(|t| t.name == name) {
+                let result = if i >= max_calls {
+                    ferroclaw_tools::ToolResult::error(format!(
+                        "refused: more than {max_calls} tool calls in one turn"
+                    ))
+                } else if tools.iter().any(|t| t.name == name) {
                     self.tools.execute(&name, tool_ctx, args).await
                 } else {
                     ferroclaw_tools::ToolResult::error(format!(
@@ -831,7 +926,29 @@ impl Agent {
         args: &Value,
         ctx: &ToolContext,
         emitter: &Emitter,
+        run_slots: &tokio::sync::Semaphore,
     ) -> Message {
+        // Waiting for a slot must not outlive the run: an abort answers the call instead.
+        let acquired = tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => None,
+            permits = async {
+                let run = run_slots.acquire().await.ok()?;
+                let process = if waits_on_other_runs(name) {
+                    None
+                } else {
+                    Some(self.settings.tool_slots.slots.acquire().await.ok()?)
+                };
+                Some((run, process))
+            } => permits,
+        };
+        let Some(_permits) = acquired else {
+            return self.refused_tool(
+                id,
+                name,
+                "not run: the run ended before the tool started".into(),
+            );
+        };
         emitter.emit(EventKind::ToolStart {
             call_id: id.to_string(),
             name: name.to_string(),
@@ -862,6 +979,17 @@ impl Agent {
         // Same cap as the stored copy, so the model sees what the transcript keeps.
         cap_tool_result(&mut message, self.settings.tool_result_max_chars);
         Message::ToolResult(message)
+    }
+
+    /// The error result of a call that was not executed.
+    fn refused_tool(&self, id: &str, name: &str, reason: String) -> Message {
+        Message::ToolResult(ToolResultMessage {
+            tool_call_id: id.to_string(),
+            tool_name: name.to_string(),
+            content: vec![ContentBlock::text(reason)],
+            is_error: true,
+            timestamp: ferroclaw_types::now_millis(),
+        })
     }
 
     /// Writes what an interrupted LLM call had produced, marked aborted, so the
@@ -948,6 +1076,13 @@ fn interrupt_of(timed_out: &AtomicBool) -> Interrupt {
     } else {
         Interrupt::Aborted
     }
+}
+
+/// Tools that only wait for another run (which needs process slots for its own tools)
+/// take no process-wide slot: holding one while waiting could starve the very runs they
+/// wait for. They still count against their own run's cap; subagents have their lane.
+fn waits_on_other_runs(tool: &str) -> bool {
+    matches!(tool, "sessions_spawn" | "sessions_send")
 }
 
 /// Cuts an oversized user message and tells the model it was cut.

@@ -1,6 +1,8 @@
 //! The agent loop end to end through the scripted LLM, for both wire formats.
 
 mod common;
+#[path = "agent_loop/limits.rs"]
+mod limits;
 
 use std::sync::Arc;
 

@@ -34,7 +34,7 @@ pub use gateway_token::{
 pub use load::{default_home, load, parse_config, ConfigWarning, LoadOptions};
 pub use providers::{env_name, mask_secret, ResolvedProvider};
 pub use schema::{
-    AgentConfig, AgentDefaults, AgentsConfig, CompactionConfig, Config, GatewayConfig,
+    AgentConfig, AgentDefaults, AgentLimits, AgentsConfig, CompactionConfig, Config, GatewayConfig,
     GatewayLanesConfig, GatewayQueueMode, GatewayToolsConfig, GuidedDecoding, IntegrityStrategy,
     IntentConfig, LogFormat, LoggingConfig, ModelConfig, PromptMode, ProviderConfig, ProviderType,
     SessionConfig, ToolMode,
@@ -95,6 +95,7 @@ pub struct ResolvedAgent {
     pub guided_decoding: GuidedDecoding,
     pub intent: IntentConfig,
     pub per_user_workspace: bool,
+    pub limits: AgentLimits,
 }
 
 impl LoadedConfig {
@@ -286,6 +287,7 @@ impl LoadedConfig {
             guided_decoding: provider.guided_decoding,
             intent: provider.intent.clone(),
             per_user_workspace: d.per_user_workspace,
+            limits: d.limits,
             max_tokens,
             temperature: d.temperature,
             max_iterations: a.max_iterations.unwrap_or(d.max_iterations),

@@ -490,6 +490,22 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
             "must be at least 1".into(),
         ));
     }
+    let l = &d.limits;
+    for (key, value) in [
+        ("max_reply_bytes", l.max_reply_bytes),
+        ("max_tool_calls_per_turn", l.max_tool_calls_per_turn),
+        ("max_concurrent_tools", l.max_concurrent_tools),
+        ("max_concurrent_tools_total", l.max_concurrent_tools_total),
+        ("tool_result_max_chars", l.tool_result_max_chars),
+        ("default_max_tokens", l.default_max_tokens as usize),
+    ] {
+        if value == 0 {
+            return Err(invalid(
+                format!("agents.defaults.limits.{key}"),
+                "must be at least 1".into(),
+            ));
+        }
+    }
     if let Some(t) = d.temperature {
         if !(0.0..=2.0).contains(&t) {
             return Err(invalid(

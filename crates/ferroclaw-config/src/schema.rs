@@ -48,6 +48,49 @@ pub struct AgentDefaults {
     /// Give each user (WS `user_id`, HTTP `X-Ferroclaw-User-Id` or OpenAI `user`) their own
     /// sub-workspace `user_<sanitized id>` inside the agent's workspace.
     pub per_user_workspace: bool,
+    /// Bounds on what one model reply and one turn's tool calls may cost.
+    pub limits: AgentLimits,
+}
+
+/// `agents.defaults.limits`: caps that keep one runaway (or hostile) model reply from
+/// exhausting memory or processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentLimits {
+    /// Bytes of one model reply (text, reasoning and tool-call arguments together);
+    /// reading stops past it and the run fails with a clear error. 1 MiB: real turns
+    /// stay well below (model output limits end near 512 KiB).
+    #[serde(alias = "maxReplyBytes")]
+    pub max_reply_bytes: usize,
+    /// Tool calls executed from one model reply; the rest are answered with a refusal.
+    #[serde(alias = "maxToolCallsPerTurn")]
+    pub max_tool_calls_per_turn: usize,
+    /// Tool executions running at once within one run.
+    #[serde(alias = "maxConcurrentTools")]
+    pub max_concurrent_tools: usize,
+    /// Tool executions running at once in the whole process, all agents together.
+    #[serde(alias = "maxConcurrentToolsTotal")]
+    pub max_concurrent_tools_total: usize,
+    /// A single tool result is cut to this many characters (stored and sent back).
+    #[serde(alias = "toolResultMaxChars")]
+    pub tool_result_max_chars: usize,
+    /// `max_tokens` sent to Anthropic-wire providers when no model sets one (the API
+    /// requires it).
+    #[serde(alias = "defaultMaxTokens")]
+    pub default_max_tokens: u32,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        AgentLimits {
+            max_reply_bytes: 1 << 20,
+            max_tool_calls_per_turn: 32,
+            max_concurrent_tools: 8,
+            max_concurrent_tools_total: 64,
+            tool_result_max_chars: 50_000,
+            default_max_tokens: 4096,
+        }
+    }
 }
 
 /// When and how the older part of a conversation is summarised.
@@ -91,6 +134,7 @@ impl Default for AgentDefaults {
             stream: true,
             compaction: CompactionConfig::default(),
             per_user_workspace: false,
+            limits: AgentLimits::default(),
         }
     }
 }

@@ -756,3 +756,43 @@ fn tool_mode_and_intent_settings_resolve_and_validate() {
         assert_eq!(f, field, "{snippet}: {msg}");
     }
 }
+
+#[test]
+fn agent_limits_default_parse_and_validate() {
+    let h = Home::new();
+    let c = h.load_ok(&[]);
+    let l = c.config.agents.defaults.limits;
+    assert_eq!(l, AgentLimits::default());
+    assert_eq!(l.max_reply_bytes, 1 << 20);
+    assert_eq!(l.max_tool_calls_per_turn, 32);
+    assert_eq!(l.tool_result_max_chars, 50_000);
+
+    h.write(
+        "config.json5",
+        "{ agents: { defaults: { limits: { maxReplyBytes: 4096, max_tool_calls_per_turn: 3,\n  maxConcurrentTools: 2, max_concurrent_tools_total: 5, toolResultMaxChars: 900,\n  default_max_tokens: 1000, max_reply_byte: 1 } } } }",
+    );
+    let c = h.load_ok(&[("OPENAI_API_KEY", "sk-test"), ("FERROCLAW_MODEL", "gpt-4o")]);
+    let l = c.config.agents.defaults.limits;
+    assert_eq!(
+        l,
+        AgentLimits {
+            max_reply_bytes: 4096,
+            max_tool_calls_per_turn: 3,
+            max_concurrent_tools: 2,
+            max_concurrent_tools_total: 5,
+            tool_result_max_chars: 900,
+            default_max_tokens: 1000,
+        }
+    );
+    let warned: Vec<&str> = c.warnings.iter().map(|w| w.key_path.as_str()).collect();
+    assert_eq!(warned, ["agents.defaults.limits.max_reply_byte"]);
+    assert_eq!(c.resolve_agent("main").map(|a| a.limits).unwrap(), l);
+
+    h.write(
+        "config.json5",
+        "{ agents: { defaults: { limits: { max_concurrent_tools: 0 } } } }",
+    );
+    let (field, message) = invalid(h.load(&[]).unwrap_err());
+    assert_eq!(field, "agents.defaults.limits.max_concurrent_tools");
+    assert_eq!(message, "must be at least 1");
+}

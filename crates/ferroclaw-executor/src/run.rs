@@ -380,6 +380,7 @@ impl Executor {
                 ),
                 stream: false,
                 extra_body: extra.clone(),
+                max_reply_bytes: None,
             };
             let started = Instant::now();
             let resp = self.call_model(st, &chat).await?;

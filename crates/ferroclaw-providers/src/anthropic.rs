@@ -21,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 use crate::http_error::{annotate, looks_like_overflow, truncate};
 use crate::openai_compat::{model_ids, parse_arguments, tool_parameters};
 use crate::schema::SchemaFlavor;
-use crate::transport::{build_client, header_map, read_json, send, SseReader};
+use crate::transport::{
+    build_client, header_map, read_json, send, ReplyBudget, SseReader, MAX_MODEL_LIST_BYTES,
+};
 use crate::usage::normalize_usage;
 use crate::{
     ChatRequest, ChatResponse, DeltaSink, ErrorKind, Provider, ProviderError, StreamDelta,
@@ -110,11 +112,19 @@ impl Anthropic {
             .headers(self.headers.clone())
             .json(&body);
         let resp = send(rb, deadline, cancel).await?;
+        let mut budget = ReplyBudget::new(req.reply_limit());
         let turn = if req.stream {
-            let mut reader = SseReader::new(resp, self.cfg.idle_timeout);
-            read_stream(&mut reader, sink, cancel, emitted).await?
+            let mut reader = SseReader::new(resp, self.cfg.idle_timeout, &budget);
+            read_stream(&mut reader, sink, cancel, emitted, &mut budget).await?
         } else {
-            parse_response(&read_json(resp, deadline, cancel).await?)?
+            let limit = req.reply_limit();
+            let v = read_json(resp, deadline, cancel, budget.raw_limit(), || {
+                ProviderError::reply_too_large(limit)
+            })
+            .await?;
+            let turn = parse_response(&v)?;
+            budget.take(turn.blocks.iter().map(|(_, b)| b.size()).sum())?;
+            turn
         };
         Ok(turn.into_response(&self.cfg.name, &req.model))
     }
@@ -150,7 +160,10 @@ impl Provider for Anthropic {
             .headers(self.headers.clone());
         let result = async {
             let resp = send(rb, deadline, &never).await?;
-            let v = read_json(resp, deadline, &never).await?;
+            let v = read_json(resp, deadline, &never, MAX_MODEL_LIST_BYTES, || {
+                ProviderError::new(ErrorKind::Malformed, "model list is too large")
+            })
+            .await?;
             model_ids(&v)
         }
         .await;
@@ -301,6 +314,29 @@ enum Block {
     },
     /// Block types we do not model (`redacted_thinking`, server tools, ...).
     Other,
+}
+
+impl Block {
+    /// What counts against the reply cap.
+    fn size(&self) -> usize {
+        match self {
+            Block::Text(t) => t.len(),
+            Block::Thinking { text, signature } => text.len() + signature.len(),
+            Block::Tool {
+                name,
+                json,
+                initial,
+                ..
+            } => {
+                let initial = match initial {
+                    Value::Null => 0,
+                    v => v.to_string().len(),
+                };
+                name.len() + json.len() + initial
+            }
+            Block::Other => 0,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -520,6 +556,7 @@ async fn read_stream(
     sink: &dyn DeltaSink,
     cancel: &CancellationToken,
     emitted: &mut bool,
+    budget: &mut ReplyBudget,
 ) -> Result<Turn, ProviderError> {
     let mut turn = Turn::default();
     // Position of each tool call among the turn's calls, for `ToolCallStart`.
@@ -559,6 +596,7 @@ async fn read_stream(
                 content_block,
             } => {
                 let block = start_block(&content_block);
+                budget.take(block.size())?;
                 match &block {
                     Block::Tool { id, name, .. } => {
                         *emitted = true;
@@ -586,11 +624,13 @@ async fn read_stream(
                 };
                 match (block, delta) {
                     (Block::Text(acc), BlockDelta::TextDelta { text }) => {
+                        budget.take(text.len())?;
                         acc.push_str(&text);
                         *emitted = true;
                         sink.delta(StreamDelta::Text(text));
                     }
                     (Block::Thinking { text: acc, .. }, BlockDelta::ThinkingDelta { thinking }) => {
+                        budget.take(thinking.len())?;
                         acc.push_str(&thinking);
                         *emitted = true;
                         sink.delta(StreamDelta::Reasoning(thinking));
@@ -599,9 +639,11 @@ async fn read_stream(
                         Block::Thinking { signature, .. },
                         BlockDelta::SignatureDelta { signature: s },
                     ) => {
+                        budget.take(s.len())?;
                         signature.push_str(&s);
                     }
                     (Block::Tool { json, .. }, BlockDelta::InputJsonDelta { partial_json }) => {
+                        budget.take(partial_json.len())?;
                         json.push_str(&partial_json);
                     }
                     // Deltas for blocks we do not model, or new delta kinds.

@@ -22,6 +22,11 @@ pub enum ErrorKind {
     Malformed,
     Aborted,
     NotFound,
+    /// The reply passed [`crate::ChatRequest::max_reply_bytes`] and was discarded. Never
+    /// retried nor fallen back on: the server is up and answered; asking again (or another
+    /// model) with the same prompt invites the same runaway reply and its cost, and a
+    /// hostile upstream would simply repeat it. The caller decides what to tell the user.
+    ReplyTooLarge,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -52,6 +57,14 @@ impl ProviderError {
 
     pub fn aborted() -> Self {
         Self::new(ErrorKind::Aborted, "aborted")
+    }
+
+    /// The reply went past `limit` bytes; reading stopped there.
+    pub fn reply_too_large(limit: usize) -> Self {
+        Self::new(
+            ErrorKind::ReplyTooLarge,
+            format!("the model's reply exceeded {limit} bytes; it was discarded"),
+        )
     }
 
     /// Transient faults are retried, but a stream only before its first delta: after

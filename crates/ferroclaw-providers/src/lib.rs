@@ -57,6 +57,24 @@ pub struct ChatRequest {
     /// Extra top-level body fields for servers that take them (e.g. vLLM's
     /// `guided_json`); they never replace a field the provider sets itself.
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Cap on the reply's text, reasoning and tool-call arguments together, in bytes;
+    /// `None` means [`DEFAULT_MAX_REPLY_BYTES`]. Reading stops as soon as it is passed
+    /// (the error is [`ErrorKind::ReplyTooLarge`]), so a runaway or hostile upstream
+    /// cannot make us buffer an unbounded answer.
+    pub max_reply_bytes: Option<usize>,
+}
+
+/// 1 MiB. A long legitimate turn (a few thousand lines of code in a file write, or a
+/// long essay with reasoning) is a few hundred KiB; output token limits of current
+/// models (≤ 128k tokens, ~4 bytes each) end near 512 KiB. Twice that leaves headroom
+/// while keeping six concurrent runaway replies at a few MiB instead of gigabytes.
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 1 << 20;
+
+impl ChatRequest {
+    /// The reply cap in effect for this request.
+    pub fn reply_limit(&self) -> usize {
+        self.max_reply_bytes.unwrap_or(DEFAULT_MAX_REPLY_BYTES)
+    }
 }
 
 /// The completed assistant turn: `content` holds thinking, text and tool calls in the

@@ -24,7 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::http_error::{annotate, extract_message, kind_for_status, looks_like_overflow};
 use crate::schema::{clean_schema, SchemaFlavor};
-use crate::transport::{build_client, header_map, read_json, send, SseReader};
+use crate::transport::{
+    build_client, header_map, read_json, send, ReplyBudget, SseReader, MAX_MODEL_LIST_BYTES,
+};
 use crate::usage::normalize_usage;
 use crate::{
     ChatRequest, ChatResponse, DeltaSink, ErrorKind, Provider, ProviderError, StreamDelta,
@@ -108,11 +110,19 @@ impl OpenAiCompat {
             .json(&body);
         let resp = send(rb, deadline, cancel).await?;
 
+        let mut budget = ReplyBudget::new(req.reply_limit());
         let turn = if req.stream {
-            let mut reader = SseReader::new(resp, self.cfg.idle_timeout);
-            read_stream(&mut reader, sink, cancel, emitted).await?
+            let mut reader = SseReader::new(resp, self.cfg.idle_timeout, &budget);
+            read_stream(&mut reader, sink, cancel, emitted, &mut budget).await?
         } else {
-            parse_response(&read_json(resp, deadline, cancel).await?)?
+            let limit = req.reply_limit();
+            let v = read_json(resp, deadline, cancel, budget.raw_limit(), || {
+                ProviderError::reply_too_large(limit)
+            })
+            .await?;
+            let turn = parse_response(&v)?;
+            budget.take(turn.size())?;
+            turn
         };
         Ok(turn.into_response(&self.cfg.name, &req.model))
     }
@@ -148,7 +158,10 @@ impl Provider for OpenAiCompat {
             .headers(self.headers.clone());
         let result = async {
             let resp = send(rb, deadline, &never).await?;
-            let v = read_json(resp, deadline, &never).await?;
+            let v = read_json(resp, deadline, &never, MAX_MODEL_LIST_BYTES, || {
+                ProviderError::new(ErrorKind::Malformed, "model list is too large")
+            })
+            .await?;
             model_ids(&v)
         }
         .await;
@@ -332,6 +345,17 @@ struct CallSlot {
 }
 
 impl Turn {
+    /// What counts against the reply cap.
+    fn size(&self) -> usize {
+        self.text.len()
+            + self.reasoning.len()
+            + self
+                .calls
+                .iter()
+                .map(|c| c.name.len() + c.args.len())
+                .sum::<usize>()
+    }
+
     fn into_response(mut self, provider: &str, model: &str) -> ChatResponse {
         let mut content = Vec::with_capacity(2 + self.calls.len());
         if !self.reasoning.is_empty() {
@@ -533,6 +557,7 @@ async fn read_stream(
     sink: &dyn DeltaSink,
     cancel: &CancellationToken,
     emitted: &mut bool,
+    budget: &mut ReplyBudget,
 ) -> Result<Turn, ProviderError> {
     let mut turn = Turn::default();
     loop {
@@ -565,7 +590,7 @@ async fn read_stream(
                 ),
             )
         })?;
-        apply_chunk(&mut turn, chunk, sink, emitted)?;
+        apply_chunk(&mut turn, chunk, sink, emitted, budget)?;
     }
 }
 
@@ -574,6 +599,7 @@ fn apply_chunk(
     chunk: Chunk,
     sink: &dyn DeltaSink,
     emitted: &mut bool,
+    budget: &mut ReplyBudget,
 ) -> Result<(), ProviderError> {
     if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
         return Err(embedded_error(&err));
@@ -591,17 +617,19 @@ fn apply_chunk(
             .filter(|s| !s.is_empty())
             .or(delta.reasoning.filter(|s| !s.is_empty()));
         if let Some(r) = reasoning {
+            budget.take(r.len())?;
             turn.reasoning.push_str(&r);
             *emitted = true;
             sink.delta(StreamDelta::Reasoning(r));
         }
         if let Some(t) = delta.content.filter(|s| !s.is_empty()) {
+            budget.take(t.len())?;
             turn.text.push_str(&t);
             *emitted = true;
             sink.delta(StreamDelta::Text(t));
         }
         for (pos, tc) in delta.tool_calls.into_iter().flatten().enumerate() {
-            apply_tool_fragment(turn, tc, pos as u64, sink, emitted);
+            apply_tool_fragment(turn, tc, pos as u64, sink, emitted, budget)?;
         }
     }
     Ok(())
@@ -613,7 +641,8 @@ fn apply_tool_fragment(
     pos: u64,
     sink: &dyn DeltaSink,
     emitted: &mut bool,
-) {
+    budget: &mut ReplyBudget,
+) -> Result<(), ProviderError> {
     let index = tc.index.unwrap_or(pos);
     let id = tc.id.filter(|s| !s.is_empty());
     // The latest slot with this index; a *different* id at the same index means a
@@ -645,14 +674,17 @@ fn apply_tool_fragment(
     }
     if let Some(f) = tc.function {
         if let Some(name) = f.name.filter(|n| !n.is_empty()) {
+            budget.take(name.len())?;
             // Names arrive whole in practice; appending covers servers that split them.
             call.name.push_str(&name);
         }
-        match f.arguments {
-            Some(Value::String(s)) => call.args.push_str(&s),
-            Some(Value::Null) | None => {}
-            Some(other) => call.args.push_str(&other.to_string()),
-        }
+        let args = match f.arguments {
+            Some(Value::String(s)) => s,
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        budget.take(args.len())?;
+        call.args.push_str(&args);
     }
     if !call.announced && !call.name.is_empty() {
         call.announced = true;
@@ -663,6 +695,7 @@ fn apply_tool_fragment(
             name: call.name.clone(),
         });
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -707,6 +740,7 @@ mod tests {
             temperature: None,
             stream: true,
             extra_body: Default::default(),
+            max_reply_bytes: None,
         };
         let b = build_body(&req, SchemaFlavor::OpenAi);
         let m = &b["messages"];
@@ -747,10 +781,58 @@ mod tests {
                 arguments: Some(Value::String(args.into())),
             }),
         };
-        apply_tool_fragment(&mut turn, frag("a", "x", "{}"), 0, &NoopSink, &mut emitted);
-        apply_tool_fragment(&mut turn, frag("b", "y", "{}"), 0, &NoopSink, &mut emitted);
+        let mut budget = ReplyBudget::new(1024);
+        for (id, name) in [("a", "x"), ("b", "y")] {
+            apply_tool_fragment(
+                &mut turn,
+                frag(id, name, "{}"),
+                0,
+                &NoopSink,
+                &mut emitted,
+                &mut budget,
+            )
+            .unwrap();
+        }
         assert_eq!(turn.calls.len(), 2);
         assert!(emitted);
+    }
+
+    #[test]
+    fn tool_arguments_count_against_the_reply_cap() {
+        let mut turn = Turn::default();
+        let mut emitted = false;
+        let mut budget = ReplyBudget::new(10);
+        let frag = |args: &str| ToolCallDelta {
+            index: Some(0),
+            id: Some("a".into()),
+            function: Some(FunctionDelta {
+                name: None,
+                arguments: Some(Value::String(args.into())),
+            }),
+        };
+        apply_tool_fragment(
+            &mut turn,
+            frag("{\"a\":"),
+            0,
+            &NoopSink,
+            &mut emitted,
+            &mut budget,
+        )
+        .unwrap();
+        let err = apply_tool_fragment(
+            &mut turn,
+            frag("\"12345\"}"),
+            0,
+            &NoopSink,
+            &mut emitted,
+            &mut budget,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::ReplyTooLarge);
+        assert!(err.message.contains("exceeded 10 bytes"), "{err}");
+        assert!(!err.retryable() && !err.should_fall_back());
+        // Nothing past the cap was kept.
+        assert_eq!(turn.calls[0].args, "{\"a\":");
     }
 
     struct NoopSink;

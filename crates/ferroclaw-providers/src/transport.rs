@@ -92,19 +92,39 @@ pub(crate) async fn send(
     Err(from_response(status.as_u16(), &headers, &body))
 }
 
-/// Reads a whole 2xx body as JSON; an unparseable body is `Malformed`.
+/// Reads a whole 2xx body as JSON, chunk by chunk; past `max_bytes` reading stops
+/// and `too_large` is the error (a declared larger `Content-Length` fails at once). An
+/// unparseable body is `Malformed`.
 pub(crate) async fn read_json(
-    resp: reqwest::Response,
+    mut resp: reqwest::Response,
     deadline: Instant,
     cancel: &CancellationToken,
+    max_bytes: usize,
+    too_large: impl FnOnce() -> ProviderError,
 ) -> Result<serde_json::Value, ProviderError> {
+    let declared = resp.content_length().unwrap_or(0);
+    if declared > max_bytes as u64 {
+        return Err(too_large());
+    }
     let bytes = guarded(
-        async { resp.bytes().await.map_err(|e| from_reqwest(&e)) },
+        async {
+            let mut body = Vec::with_capacity(declared as usize);
+            while let Some(chunk) = resp.chunk().await.map_err(|e| from_reqwest(&e))? {
+                if body.len() + chunk.len() > max_bytes {
+                    return Ok(None);
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(Some(body))
+        },
         deadline,
         "reading response",
         cancel,
     )
     .await?;
+    let Some(bytes) = bytes else {
+        return Err(too_large());
+    };
     serde_json::from_slice(&bytes).map_err(|e| {
         ProviderError::new(
             ErrorKind::Malformed,
@@ -116,22 +136,95 @@ pub(crate) async fn read_json(
     })
 }
 
-type EventResult = Result<Event, EventStreamError<reqwest::Error>>;
+/// Counts the bytes of one reply (text, reasoning, tool names and arguments) against
+/// the request's cap.
+pub(crate) struct ReplyBudget {
+    limit: usize,
+    used: usize,
+}
+
+impl ReplyBudget {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self { limit, used: 0 }
+    }
+
+    pub(crate) fn take(&mut self, bytes: usize) -> Result<(), ProviderError> {
+        self.used = self.used.saturating_add(bytes);
+        if self.used > self.limit {
+            return Err(ProviderError::reply_too_large(self.limit));
+        }
+        Ok(())
+    }
+
+    /// Raw wire bytes allowed for a JSON body (or one SSE line) carrying a reply within
+    /// the cap: JSON escaping can blow a byte up sixfold (`\u0001`), plus the envelope.
+    pub(crate) fn raw_limit(&self) -> usize {
+        self.limit.saturating_mul(6).saturating_add(64 * 1024)
+    }
+}
+
+/// Model lists are small, but OpenRouter's runs to a few MiB.
+pub(crate) const MAX_MODEL_LIST_BYTES: usize = 32 << 20;
+
+/// A failure of the SSE byte stream: the transport, or a line longer than allowed
+/// (an event is buffered whole until its line ends, so this bounds memory).
+#[derive(Debug)]
+pub(crate) enum StreamFault {
+    Http(reqwest::Error),
+    LineTooLong,
+}
+
+impl std::fmt::Display for StreamFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamFault::Http(e) => e.fmt(f),
+            StreamFault::LineTooLong => f.write_str("stream line too long"),
+        }
+    }
+}
+
+impl std::error::Error for StreamFault {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StreamFault::Http(e) => Some(e),
+            StreamFault::LineTooLong => None,
+        }
+    }
+}
+
+type EventResult = Result<Event, EventStreamError<StreamFault>>;
 
 /// Server-sent events off a response, with a limit on the gap between two events and
 /// prompt cancellation. Dropping it closes the connection.
 pub(crate) struct SseReader {
     events: Pin<Box<dyn Stream<Item = EventResult> + Send>>,
     idle: Duration,
+    /// Reply cap, reported when a line outgrows [`ReplyBudget::raw_limit`].
+    reply_limit: usize,
     /// Events received so far, for error messages.
     pub(crate) count: usize,
 }
 
 impl SseReader {
-    pub(crate) fn new(resp: reqwest::Response, idle: Duration) -> Self {
+    pub(crate) fn new(resp: reqwest::Response, idle: Duration, budget: &ReplyBudget) -> Self {
+        let max_line = budget.raw_limit();
+        // Bytes since the last line break, carried across chunks.
+        let mut line = 0usize;
+        let bytes = resp.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(StreamFault::Http)?;
+            line = match chunk.iter().rposition(|&b| b == b'\n' || b == b'\r') {
+                Some(i) => chunk.len() - i - 1,
+                None => line.saturating_add(chunk.len()),
+            };
+            if line > max_line {
+                return Err(StreamFault::LineTooLong);
+            }
+            Ok(chunk)
+        });
         Self {
-            events: Box::pin(resp.bytes_stream().eventsource()),
+            events: Box::pin(bytes.eventsource()),
             idle,
+            reply_limit: budget.limit,
             count: 0,
         }
     }
@@ -163,7 +256,10 @@ impl SseReader {
                 self.count += 1;
                 Ok(Some(ev))
             }
-            Some(Err(EventStreamError::Transport(e))) if e.is_timeout() => {
+            Some(Err(EventStreamError::Transport(StreamFault::LineTooLong))) => {
+                Err(ProviderError::reply_too_large(self.reply_limit))
+            }
+            Some(Err(EventStreamError::Transport(StreamFault::Http(e)))) if e.is_timeout() => {
                 Err(ProviderError::new(ErrorKind::Timeout, error_chain(&e)))
             }
             Some(Err(e)) => Err(ProviderError::new(

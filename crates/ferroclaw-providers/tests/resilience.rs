@@ -396,3 +396,110 @@ async fn fallback_over_retrying_providers_across_wires() {
         ]
     );
 }
+
+/// A 50 MB reply on both wires, streamed and as one JSON body: reading stops soon after
+/// the cap, the error names it, and it is neither retried nor sent to the next model.
+#[tokio::test]
+async fn oversized_reply_stops_reading_and_is_not_retried() {
+    const PIECE: usize = 1024;
+    const TIMES: usize = 50 * 1024; // 50 MiB
+    const CAP: usize = 64 * 1024;
+    let piece = "y".repeat(PIECE);
+    for anthropic_wire in [false, true] {
+        for stream in [false, true] {
+            let what = format!("anthropic={anthropic_wire} stream={stream}");
+            let llm = server().await;
+            llm.push(Reply::repeated_text(piece.clone(), TIMES));
+            llm.push(Reply::text("a second answer that must not be asked for"));
+            let raw: Arc<dyn Provider> = if anthropic_wire {
+                anthropic(&llm)
+            } else {
+                openai(&llm)
+            };
+            let retrying: Arc<dyn Provider> = Arc::new(RetryingProvider::new(raw, fast_policy()));
+            let chain = FallbackChain::new(
+                vec![(retrying.clone(), "m1".into()), (retrying, "m2".into())],
+                Duration::from_secs(60),
+            );
+            let mut req = request("m1", stream);
+            req.max_reply_bytes = Some(CAP);
+            let sink = Collect::default();
+            let err = chain
+                .chat(&req, &sink, &CancellationToken::new())
+                .await
+                .expect_err(&what);
+            assert_eq!(err.kind, ErrorKind::ReplyTooLarge, "{what}: {err}");
+            assert!(
+                err.to_string()
+                    .contains("the model's reply exceeded 65536 bytes; it was discarded"),
+                "{what}: {err}"
+            );
+            assert_eq!(llm.requests().len(), 1, "{what}: retried or fell back");
+            assert_eq!(llm.pending(), 1, "{what}");
+            // What reached the client never passed the cap.
+            assert!(sink.text().len() <= CAP, "{what}: {}", sink.text().len());
+            // The server got to hand out only a small part of the 50 MiB before the
+            // client hung up (the rest of what it sent sits in socket buffers).
+            let sent = llm.repeated_bytes_sent();
+            assert!(
+                sent < (PIECE * TIMES / 4) as u64,
+                "{what}: {sent} bytes were sent"
+            );
+        }
+    }
+}
+
+/// Just under the cap is an ordinary answer, streamed or not, on both wires.
+#[tokio::test]
+async fn reply_just_under_the_cap_is_accepted() {
+    let piece = "z\n".repeat(512);
+    for anthropic_wire in [false, true] {
+        for stream in [false, true] {
+            let llm = server().await;
+            llm.push(Reply::repeated_text(piece.clone(), 63));
+            let p: Arc<dyn Provider> = if anthropic_wire {
+                anthropic(&llm)
+            } else {
+                openai(&llm)
+            };
+            let mut req = request("m", stream);
+            req.max_reply_bytes = Some(64 * 1024);
+            let resp = p
+                .chat(&req, &NoSink, &CancellationToken::new())
+                .await
+                .expect("under the cap");
+            assert_eq!(
+                resp.content,
+                vec![ContentBlock::text(piece.repeat(63))],
+                "anthropic={anthropic_wire} stream={stream}"
+            );
+        }
+    }
+}
+
+/// A stream whose single event never ends its line: it is buffered whole by the SSE
+/// parser, so the line itself is capped (JSON escaping allowance included).
+#[tokio::test]
+async fn one_endless_stream_event_is_cut_off() {
+    const PIECE: usize = 1024;
+    const TIMES: usize = 50 * 1024;
+    for anthropic_wire in [false, true] {
+        let llm = server().await;
+        llm.push(Reply::repeated_text("v".repeat(PIECE), TIMES).in_one_event());
+        let p: Arc<dyn Provider> = if anthropic_wire {
+            anthropic(&llm)
+        } else {
+            openai(&llm)
+        };
+        let mut req = request("m", true);
+        req.max_reply_bytes = Some(64 * 1024);
+        let err = p
+            .chat(&req, &NoSink, &CancellationToken::new())
+            .await
+            .expect_err("over the cap");
+        assert_eq!(err.kind, ErrorKind::ReplyTooLarge, "{err}");
+        assert!(err.message.contains("exceeded 65536 bytes"), "{err}");
+        let sent = llm.repeated_bytes_sent();
+        assert!(sent < (PIECE * TIMES / 4) as u64, "{sent} bytes sent");
+    }
+}

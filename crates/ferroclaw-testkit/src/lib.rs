@@ -84,6 +84,10 @@ pub struct Reply {
     pub(crate) delay: Option<Duration>,
     pub(crate) chunk: usize,
     pub(crate) finish: Option<String>,
+    /// `(piece, times)`: the text is `piece` repeated, generated while sending.
+    pub(crate) repeat: Option<(String, usize)>,
+    /// Streamed repeated text goes out as one SSE event instead of one per piece.
+    pub(crate) one_event: bool,
 }
 
 impl Reply {
@@ -100,6 +104,8 @@ impl Reply {
             delay: None,
             chunk: 4,
             finish: None,
+            repeat: None,
+            one_event: false,
         }
     }
 
@@ -117,6 +123,23 @@ impl Reply {
             calls,
             ..Reply::empty()
         }
+    }
+
+    /// A text reply of `piece` repeated `times`, produced while it is sent so that a
+    /// reply of many megabytes never exists in memory here. Streamed, each repetition
+    /// is one delta event. [`ScriptedLlm::repeated_bytes_sent`] counts what went out.
+    pub fn repeated_text(piece: impl Into<String>, times: usize) -> Reply {
+        Reply {
+            repeat: Some((piece.into(), times)),
+            ..Reply::empty()
+        }
+    }
+
+    /// Streaming a [`Reply::repeated_text`]: all of it in a single SSE event (one
+    /// endless `data:` line) rather than one event per piece.
+    pub fn in_one_event(mut self) -> Reply {
+        self.one_event = true;
+        self
     }
 
     /// Text emitted before any tool calls.
@@ -234,6 +257,8 @@ struct Shared {
     request_added: Notify,
     shutdown_rx: watch::Receiver<bool>,
     next_id: AtomicU64,
+    /// Bytes of repeated-text bodies handed to the HTTP stack so far.
+    repeated_sent: Arc<AtomicU64>,
 }
 
 /// Locks ignoring poison: a panicking test thread must not cascade into
@@ -293,6 +318,7 @@ impl ScriptedLlm {
             request_added: Notify::new(),
             shutdown_rx,
             next_id: AtomicU64::new(1),
+            repeated_sent: Arc::new(AtomicU64::new(0)),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(openai_chat))
@@ -362,6 +388,12 @@ impl ScriptedLlm {
             }
             notified.await;
         }
+    }
+
+    /// Bytes of [`Reply::repeated_text`] bodies handed to the HTTP stack so far (the
+    /// stack pulls more only as the client reads, up to the socket buffers).
+    pub fn repeated_bytes_sent(&self) -> u64 {
+        self.shared.repeated_sent.load(Ordering::SeqCst)
     }
 
     pub fn set_models(&self, ids: Vec<String>) {
@@ -531,6 +563,10 @@ fn render(
             .unwrap_or(0),
     };
 
+    if let Some((piece, times)) = &reply.repeat {
+        return render_repeated(shared, protocol, stream, reply, &meta, piece, *times);
+    }
+
     if stream {
         let events = match protocol {
             Protocol::OpenAi => openai::sse_events(reply, &meta),
@@ -562,6 +598,69 @@ fn render(
         Fault::Hang(_) => body_stream(shared, Vec::new(), Fault::Hang(0), ""),
     };
     raw_response(StatusCode::OK, "application/json", body)
+}
+
+/// Stands in for the repeated text while the body is rendered; then replaced piecewise.
+const REPEAT_MARKER: &str = "@@scripted-repeat@@";
+
+fn render_repeated(
+    shared: &Arc<Shared>,
+    protocol: Protocol,
+    stream: bool,
+    reply: &Reply,
+    meta: &Meta,
+    piece: &str,
+    times: usize,
+) -> Response {
+    let mut template = reply.clone();
+    template.repeat = None;
+    template.text = Some(REPEAT_MARKER.to_string());
+    template.chunk = usize::MAX;
+    // The piece as it appears inside a JSON string.
+    let escaped = serde_json::to_string(piece).unwrap_or_default();
+    let escaped = escaped[1..escaped.len().saturating_sub(1)].to_string();
+    let parts: Vec<String> = if stream {
+        match protocol {
+            Protocol::OpenAi => openai::sse_events(&template, meta),
+            Protocol::Anthropic => anthropic::sse_events(&template, meta),
+        }
+    } else {
+        vec![match protocol {
+            Protocol::OpenAi => openai::json_body(&template, meta),
+            Protocol::Anthropic => anthropic::json_body(&template, meta),
+        }
+        .to_string()]
+    };
+    let at = parts
+        .iter()
+        .position(|p| p.contains(REPEAT_MARKER))
+        .unwrap_or(0);
+    let (head, tail) = parts[at].split_once(REPEAT_MARKER).unwrap_or(("", ""));
+    let (head, tail) = (head.to_string(), tail.to_string());
+    let middle: BoxStream<'static, String> = if stream && !reply.one_event {
+        // One whole event per repetition.
+        stream::iter(0..times)
+            .map(move |_| format!("{head}{escaped}{tail}"))
+            .boxed()
+    } else {
+        stream::once(async move { head })
+            .chain(stream::iter(0..times).map(move |_| escaped.clone()))
+            .chain(stream::once(async move { tail }))
+            .boxed()
+    };
+    let before = stream::iter(parts[..at].to_vec());
+    let after = stream::iter(parts[at + 1..].to_vec());
+    let counter = shared.repeated_sent.clone();
+    let body = before.chain(middle).chain(after).map(move |s| {
+        counter.fetch_add(s.len() as u64, Ordering::SeqCst);
+        Ok::<_, std::io::Error>(s)
+    });
+    let content_type = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    raw_response(StatusCode::OK, content_type, Body::from_stream(body))
 }
 
 /// Builds the SSE body, applying the fault. An `Err` item makes hyper drop

@@ -56,6 +56,7 @@ pub fn request(model: &str, stream: bool) -> ChatRequest {
         temperature: None,
         stream,
         extra_body: Default::default(),
+        max_reply_bytes: None,
     }
 }
 
