@@ -126,6 +126,11 @@ fn gateway_config(llm_base: &str, lane: usize) -> Config {
     config.agents.defaults.model = Some("bench-model".into());
     // Same wire shape as the direct calls (non-streaming JSON).
     config.agents.defaults.stream = false;
+    // The abuse phase opens 10,000 sockets from one address on purpose.
+    config.gateway.limits.max_connections = 20_000;
+    config.gateway.limits.max_connections_per_ip = 20_000;
+    config.gateway.limits.max_ws_connections = 20_000;
+    config.gateway.limits.max_ws_connections_per_ip = 20_000;
     config.providers.insert(
         "scripted".into(),
         ProviderConfig {
@@ -372,7 +377,116 @@ async fn main() {
         rss_start as f64 / 1024.0
     );
     drop(keep);
+    abuse(&addr, pid).await;
     // Closing the child's stdin is its shutdown signal.
     drop(stdin);
     let _ = tokio::time::timeout(Duration::from_secs(15), gateway.wait()).await;
+}
+
+/// What an attacker's idle sockets cost and how fast they are cut: 10,000 WebSockets
+/// that never send `connect` (closed by the server after `connect_timeout_seconds`),
+/// then 500 connections that drip their headers (slowloris).
+async fn abuse(addr: &str, pid: u32) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const IDLE_WS: usize = 10_000;
+    const SLOWLORIS: usize = 500;
+    let rss = || proc_status_kb(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0;
+    let before = rss();
+    let t = Instant::now();
+    let sem = Arc::new(tokio::sync::Semaphore::new(256));
+    let mut tasks = Vec::with_capacity(IDLE_WS);
+    for _ in 0..IDLE_WS {
+        let (sem, url) = (sem.clone(), format!("ws://{addr}/ws"));
+        tasks.push(tokio::spawn(async move {
+            let permit = sem.acquire_owned().await.ok();
+            let Ok((mut ws, _)) = tokio_tungstenite::connect_async(url).await else {
+                return None;
+            };
+            drop(permit);
+            let opened = Instant::now();
+            // Bounded: the server must close within its connect time-out.
+            let closed = tokio::time::timeout(Duration::from_secs(60), async {
+                while let Some(Ok(m)) = ws.next().await {
+                    if matches!(m, Message::Close(_)) {
+                        break;
+                    }
+                }
+            })
+            .await
+            .is_ok();
+            Some((closed, opened.elapsed()))
+        }));
+    }
+    // Sample the gateway's memory while the sockets are open.
+    let mut peak = before;
+    let sampler_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = sampler_done.clone();
+        tokio::spawn(async move {
+            let mut peak = 0.0f64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(proc_status_kb(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            peak
+        })
+    };
+    let (mut opened, mut closed, mut longest) = (0, 0, Duration::ZERO);
+    for task in tasks {
+        if let Ok(Some((c, held))) = task.await {
+            opened += 1;
+            closed += usize::from(c);
+            longest = longest.max(held);
+        }
+    }
+    sampler_done.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Ok(p) = sampler.await {
+        peak = peak.max(p);
+    }
+    println!(
+        "idle ws    {opened}/{IDLE_WS} opened without connect, {closed} closed by the server (longest held {:.1} s) in {:.1} s; RSS {before:.1} MB before, peak {peak:.1} MB, {:.1} MB after",
+        longest.as_secs_f64(),
+        t.elapsed().as_secs_f64(),
+        rss()
+    );
+
+    let t = Instant::now();
+    let mut tasks = Vec::with_capacity(SLOWLORIS);
+    for _ in 0..SLOWLORIS {
+        let addr = addr.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(&addr).await.ok()?;
+            let opened = Instant::now();
+            s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                .await
+                .ok()?;
+            // Drip a header byte a second until the server hangs up (bounded).
+            for _ in 0..60 {
+                if s.write_all(b"X").await.is_err() {
+                    break;
+                }
+                let mut buf = [0u8; 256];
+                match tokio::time::timeout(Duration::from_secs(1), s.read(&mut buf)).await {
+                    Ok(Ok(0)) | Ok(Err(_)) => break,
+                    _ => {}
+                }
+            }
+            Some(opened.elapsed())
+        }));
+    }
+    let mut cut = Vec::new();
+    for task in tasks {
+        if let Ok(Some(held)) = task.await {
+            cut.push(held);
+        }
+    }
+    cut.sort();
+    println!(
+        "slowloris  {} connections dripping headers, cut after p50 {:.1} s / max {:.1} s (run {:.1} s); RSS now {:.1} MB",
+        cut.len(),
+        cut.get(cut.len() / 2).map_or(0.0, Duration::as_secs_f64),
+        cut.last().map_or(0.0, Duration::as_secs_f64),
+        t.elapsed().as_secs_f64(),
+        rss()
+    );
 }

@@ -141,6 +141,13 @@ impl ApiError {
                 "context_length_exceeded",
                 msg,
             ),
+            // The model answered, but more than the gateway keeps: not worth retrying.
+            RunError::Provider(_) if e.kind() == "reply_too_large" => Self::new(
+                StatusCode::BAD_GATEWAY,
+                "server_error",
+                "reply_too_large",
+                msg,
+            ),
             RunError::Provider(_) => Self::new(
                 StatusCode::BAD_GATEWAY,
                 "server_error",
@@ -270,6 +277,9 @@ impl WsError {
         match e {
             RunError::Timeout(_) => Self::new(WsCode::AgentTimeout, msg),
             RunError::Provider(_) if e.kind() == "context_overflow" => {
+                Self::new(WsCode::FailedPrecondition, msg)
+            }
+            RunError::Provider(_) if e.kind() == "reply_too_large" => {
                 Self::new(WsCode::FailedPrecondition, msg)
             }
             RunError::Provider(_) => {
