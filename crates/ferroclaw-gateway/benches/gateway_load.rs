@@ -443,8 +443,11 @@ async fn abuse(addr: &str, pid: u32) {
     if let Ok(p) = sampler.await {
         peak = peak.max(p);
     }
+    let right_after = rss();
+    // The gateway gives freed memory back within its release interval (5 s).
+    tokio::time::sleep(Duration::from_secs(6)).await;
     println!(
-        "idle ws    {opened}/{IDLE_WS} opened without connect, {closed} closed by the server (longest held {:.1} s) in {:.1} s; RSS {before:.1} MB before, peak {peak:.1} MB, {:.1} MB after",
+        "idle ws    {opened}/{IDLE_WS} opened without connect, {closed} closed by the server (longest held {:.1} s) in {:.1} s; RSS {before:.1} MB before, peak {peak:.1} MB, {right_after:.1} MB right after, {:.1} MB 6 s later",
         longest.as_secs_f64(),
         t.elapsed().as_secs_f64(),
         rss()

@@ -31,6 +31,10 @@ use crate::{access, listener};
 
 /// How often idle rate-limit buckets and old idempotency keys are forgotten.
 const CLEANUP_INTERVAL: Duration = Duration::from_secs(300);
+/// How often the memory release looks at the connection count.
+const TRIM_INTERVAL: Duration = Duration::from_secs(5);
+/// Below this many WebSockets a burst is not worth a trim.
+const TRIM_MIN_PEAK: usize = 256;
 /// Extra time, past the grace period, for answers to reach clients before exit.
 const DRAIN_MARGIN: Duration = Duration::from_secs(5);
 
@@ -157,6 +161,7 @@ impl Gateway {
                 }
             })
         };
+        let trimmer = tokio::spawn(release_memory_after_load(state.clone()));
 
         let stop = CancellationToken::new();
         let app = router(state.clone());
@@ -197,9 +202,38 @@ impl Gateway {
             Err(_) => Ok(()),
         };
         cleanup.abort();
+        trimmer.abort();
         result
     }
 }
+
+/// Gives memory back to the system once a load is over. The allocator keeps what a burst
+/// of connections freed (10,000 idle sockets left ~55 MB behind); when the number of
+/// open WebSockets has fallen to half its recent peak, the free pages are returned.
+async fn release_memory_after_load(state: Arc<AppState>) {
+    use std::sync::atomic::Ordering;
+    let mut tick = tokio::time::interval(TRIM_INTERVAL);
+    loop {
+        tick.tick().await;
+        let open = state.ws_clients.load(Ordering::Relaxed);
+        let peak = state.ws_peak.load(Ordering::Relaxed);
+        if peak >= TRIM_MIN_PEAK && open <= peak / 2 {
+            state.ws_peak.store(open, Ordering::Relaxed);
+            let _ = tokio::task::spawn_blocking(trim_heap).await;
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_heap() {
+    // SAFETY: malloc_trim only returns free pages to the kernel; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heap() {}
 
 /// Scans every transcript under the home on a blocking thread (the scan is blocking
 /// file I/O), repairing with `session.integrity_strategy` when `repair` is set.

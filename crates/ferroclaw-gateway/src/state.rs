@@ -165,6 +165,8 @@ pub struct AppState {
     /// Open WebSocket connections, so exit waits until each has flushed and closed.
     pub ws_conns: TaskTracker,
     pub ws_clients: AtomicUsize,
+    /// Most WebSockets open at once since the memory release last looked.
+    pub ws_peak: AtomicUsize,
     /// `gateway.limits.max_ws_connections[_per_ip]`.
     pub ws_limiter: crate::conn_limit::ConnLimiter,
     pub idempotency: Mutex<HashMap<String, IdemSlot>>,
@@ -238,6 +240,7 @@ impl AppState {
             ws_tasks: TaskTracker::new(),
             ws_conns: TaskTracker::new(),
             ws_clients: AtomicUsize::new(0),
+            ws_peak: AtomicUsize::new(0),
             ws_limiter: crate::conn_limit::ConnLimiter::new(
                 config.limits.max_ws_connections,
                 config.limits.max_ws_connections_per_ip,

@@ -96,7 +96,8 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
     let (tx, mut rx) = mpsc::channel::<Message>(SEND_BUFFER);
     let conn = Arc::new(Conn::new(state.clone(), tx));
     state.metrics.ws_opened();
-    state.ws_clients.fetch_add(1, Ordering::Relaxed);
+    let open = state.ws_clients.fetch_add(1, Ordering::Relaxed) + 1;
+    state.ws_peak.fetch_max(open, Ordering::Relaxed);
     tracing::debug!(conn = %conn.id, "WebSocket connected");
 
     let mut ping =

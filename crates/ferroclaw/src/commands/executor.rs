@@ -39,7 +39,18 @@ pub async fn run(global: &GlobalArgs, args: ExecutorArgs) -> anyhow::Result<Exit
     for w in &loaded.warnings {
         eprintln!("warning: executor config: {w}");
     }
-    let cfg = loaded.config;
+    let mut cfg = loaded.config;
+    if cfg.gateway_token().is_none() {
+        // A gateway on this machine keeps its token in its home: use it, as the CLI does.
+        let env = ferroclaw_config::Env::from_process();
+        let home = global
+            .home
+            .clone()
+            .unwrap_or_else(|| ferroclaw_config::default_home(&env));
+        if let Ok(Some(t)) = ferroclaw_config::read_gateway_token(&home, &env) {
+            cfg.executor.openclaw_gateway_token = t.token;
+        }
+    }
     let upstream = cfg.upstream_base();
     let gateway_url = cfg.executor.openclaw_gateway_url.clone();
     let has_token = cfg.gateway_token().is_some();
