@@ -11,6 +11,7 @@ pub mod runner;
 pub mod sanitize;
 pub mod session_tools;
 pub mod tool_intent;
+pub mod user_scope;
 
 pub use events::{EventSink, NullSink};
 pub use runner::{Agent, AgentSettings, RunError, RunOutput, RunRequest, ToolSlots};

@@ -45,33 +45,80 @@ pub struct PromptInput<'a> {
 /// Reads the context files present in `workspace`, truncating each past
 /// [`FILE_MAX_CHARS`] and all of them together past [`TOTAL_MAX_CHARS`].
 pub async fn load_context_files(workspace: &Path, mode: PromptMode) -> Vec<ContextFile> {
-    let names: &[&str] = match mode {
-        PromptMode::Full => &CONTEXT_FILES,
-        PromptMode::Minimal => &MINIMAL_FILES,
-    };
-    let mut files = Vec::new();
     let mut budget = TOTAL_MAX_CHARS;
-    for name in names {
-        if budget == 0 {
-            break;
+    let mut files = Vec::new();
+    for name in names(mode) {
+        if let Some(file) = read_context_file(&workspace.join(name), name, &mut budget).await {
+            files.push(file);
         }
-        // Unreadable or non-UTF-8 files are skipped: a broken context file must not stop the agent.
-        let Ok(raw) = tokio::fs::read_to_string(workspace.join(name)).await else {
-            continue;
-        };
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let limit = FILE_MAX_CHARS.min(budget);
-        let (content, truncated) = truncate_head_tail(&raw, limit);
-        budget = budget.saturating_sub(content.chars().count());
-        files.push(ContextFile {
-            name: (*name).to_string(),
-            content,
-            truncated,
-        });
     }
     files
+}
+
+/// The context files of a run on behalf of one user of a per-user agent: the
+/// agent-level files of `root` first (the operator's; a user's tools cannot write
+/// there), then the user's own files from `user_workspace`, named
+/// `<file> (user workspace)`. Nothing else under `root` is read, so one user's files
+/// never reach another user's prompt. A user file that resolves outside
+/// `user_workspace` (a symlink to another user's file or to a host file) is skipped.
+pub async fn load_user_context_files(
+    root: &Path,
+    user_workspace: &Path,
+    mode: PromptMode,
+) -> Vec<ContextFile> {
+    let mut files = load_context_files(root, mode).await;
+    let mut budget = TOTAL_MAX_CHARS.saturating_sub(
+        files
+            .iter()
+            .map(|f| f.content.chars().count())
+            .sum::<usize>(),
+    );
+    for name in names(mode) {
+        let path = match ferroclaw_tools::resolve_in_workspace(user_workspace, name) {
+            Ok(path) => path,
+            Err(e) => {
+                tracing::warn!(
+                    target: "security.users",
+                    file = name,
+                    error = %e,
+                    "user context file leads outside the user's workspace; skipped"
+                );
+                continue;
+            }
+        };
+        let shown = format!("{name} (user workspace)");
+        if let Some(file) = read_context_file(&path, &shown, &mut budget).await {
+            files.push(file);
+        }
+    }
+    files
+}
+
+fn names(mode: PromptMode) -> &'static [&'static str] {
+    match mode {
+        PromptMode::Full => &CONTEXT_FILES,
+        PromptMode::Minimal => &MINIMAL_FILES,
+    }
+}
+
+/// One context file cut to the remaining `budget`, or `None` if absent or empty.
+async fn read_context_file(path: &Path, name: &str, budget: &mut usize) -> Option<ContextFile> {
+    if *budget == 0 {
+        return None;
+    }
+    // Unreadable or non-UTF-8 files are skipped: a broken context file must not stop the agent.
+    let raw = tokio::fs::read_to_string(path).await.ok()?;
+    if raw.trim().is_empty() {
+        return None;
+    }
+    let limit = FILE_MAX_CHARS.min(*budget);
+    let (content, truncated) = truncate_head_tail(&raw, limit);
+    *budget = budget.saturating_sub(content.chars().count());
+    Some(ContextFile {
+        name: name.to_string(),
+        content,
+        truncated,
+    })
 }
 
 /// Keeps 70% of `limit` from the head and 20% from the tail, with a marker between.

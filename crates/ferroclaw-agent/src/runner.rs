@@ -182,6 +182,10 @@ pub enum RunError {
     /// The user's sub-workspace could not be prepared.
     #[error("workspace: {0}")]
     Workspace(String),
+    /// The agent serves several users (`per_user_workspace`) and the run named none:
+    /// it would otherwise work in the shared root workspace, over every user's files.
+    #[error("this agent keeps a separate workspace and sessions per user; a run must say which user it is for")]
+    UserRequired,
 }
 
 impl RunError {
@@ -197,6 +201,7 @@ impl RunError {
             RunError::IterationLimit(_) => "iteration_limit",
             RunError::InputBlocked(_) => "input_blocked",
             RunError::Workspace(_) => "workspace_error",
+            RunError::UserRequired => "user_required",
         }
     }
 }
@@ -257,8 +262,10 @@ impl Agent {
         self.run_as(req, None, events, cancel).await
     }
 
-    /// As [`Agent::run`], on behalf of `user`: with `per_user_workspace` set, the tools
-    /// work in that user's sub-workspace.
+    /// As [`Agent::run`], on behalf of `user`. With `per_user_workspace` set, a user is
+    /// required ([`RunError::UserRequired`]), the tools work in that user's
+    /// sub-workspace, and `req.session_key` is the user's own key: the store holds it
+    /// scoped to the user ([`crate::user_scope`]). Events carry the key as given.
     pub async fn run_as(
         &self,
         req: RunRequest,
@@ -323,6 +330,19 @@ impl Agent {
         timed_out: &AtomicBool,
     ) -> Result<RunOutput, RunError> {
         let s = &self.settings;
+        // Who the run is for is settled before anything is written.
+        let (workspace, run_user) = self.run_workspace(on_behalf_of)?;
+        let scoped;
+        let req = match &run_user {
+            Some(u) => {
+                scoped = RunRequest {
+                    session_key: crate::user_scope::scoped_key(&u.id, &req.session_key),
+                    message: req.message.clone(),
+                };
+                &scoped
+            }
+            None => req,
+        };
         // Checked before anything is written: a blocked message leaves no trace but a log.
         let text = cap_user_message(&req.message, s.max_message_chars);
         let text = match ferroclaw_tools::input_guard::apply(&text, s.input_guard) {
@@ -356,26 +376,16 @@ impl Agent {
         } else {
             tool_intent::tool_specs(&self.tools, &tool_defs)
         };
-        let mut system = self.request_system(&tool_defs, &specs, text_tools).await;
-        let (workspace, user) = match on_behalf_of.filter(|_| s.per_user_workspace) {
-            Some(user_id) => {
-                let dir = ferroclaw_tools::path_guard::ensure_user_workspace(&s.workspace, user_id)
-                    .map_err(|e| RunError::Workspace(e.to_string()))?;
-                let user = ferroclaw_tools::ToolUser {
-                    id: user_id.to_string(),
-                    root_workspace: s.workspace.clone(),
-                };
-                (dir, Some(user))
-            }
-            None => (s.workspace.clone(), None),
-        };
         let tool_ctx = ToolContext {
             agent_id: s.id.clone(),
             session_key: crate::tool_scope(&s.id, &req.session_key),
             workspace,
             cancel: cancel.clone(),
-            user,
+            user: run_user,
         };
+        let mut system = self
+            .request_system(&tool_defs, &specs, text_tools, &tool_ctx)
+            .await;
 
         let mut usage = Usage::default();
         let mut answered_by = (s.provider.clone(), s.model.clone());
@@ -481,7 +491,9 @@ impl Agent {
                     {
                         tracing::warn!(error = %e, "the server refused `tools`; this run calls tools through text");
                         text_tools = true;
-                        system = self.request_system(&tool_defs, &specs, true).await;
+                        system = self
+                            .request_system(&tool_defs, &specs, true, &tool_ctx)
+                            .await;
                         chat.system = Some(system.clone());
                         chat.tools = Vec::new();
                         chat.extra_body = tool_intent::guided_body(intent.guided, &specs);
@@ -636,8 +648,9 @@ impl Agent {
         tools: &[ToolDefinition],
         specs: &[ferroclaw_intent::ToolSpec],
         text_tools: bool,
+        tool_ctx: &ToolContext,
     ) -> String {
-        let mut system = self.system_prompt(tools, text_tools).await;
+        let mut system = self.system_prompt(tools, text_tools, tool_ctx).await;
         if text_tools {
             system.push_str(&tool_intent::system_section(&self.settings.intent, specs));
         }
@@ -886,22 +899,25 @@ impl Agent {
         cancel: CancellationToken,
     ) -> Result<Option<(u64, u64)>, RunError> {
         let s = &self.settings;
+        // A per-user session is compacted (and its memory flushed) as its owner.
+        let owner = crate::user_scope::owner(session_key);
+        let (workspace, user) = self.run_workspace(owner.as_deref())?;
         let mut log = self.store.open(&s.id, session_key).await?;
         let tool_defs = self.tools.definitions();
-        let system = self.system_prompt(&tool_defs, false).await;
+        let tool_ctx = ToolContext {
+            agent_id: s.id.clone(),
+            session_key: crate::tool_scope(&s.id, session_key),
+            workspace,
+            cancel: cancel.clone(),
+            user,
+        };
+        let system = self.system_prompt(&tool_defs, false, &tool_ctx).await;
         let chat = ChatRequest {
             model: s.model.clone(),
             system: Some(system),
             messages: self.prepare(&log.context(), session_key),
             tools: tool_defs,
             ..Default::default()
-        };
-        let tool_ctx = ToolContext {
-            agent_id: s.id.clone(),
-            session_key: crate::tool_scope(&s.id, session_key),
-            workspace: s.workspace.clone(),
-            cancel: cancel.clone(),
-            user: None,
         };
         let mut state = CompactionState::default();
         let size = |messages: &[Message]| {
@@ -1032,16 +1048,74 @@ impl Agent {
         }
     }
 
-    async fn system_prompt(&self, tools: &[ToolDefinition], tool_calls_as_text: bool) -> String {
+    /// The workspace and user of a run on behalf of `user`: the user's sub-workspace
+    /// on a per-user agent (where a user is required), the agent's workspace otherwise.
+    fn run_workspace(
+        &self,
+        user: Option<&str>,
+    ) -> Result<(PathBuf, Option<ferroclaw_tools::ToolUser>), RunError> {
         let s = &self.settings;
-        let files = prompt::load_context_files(&s.workspace, s.prompt_mode).await;
+        if !s.per_user_workspace {
+            return Ok((s.workspace.clone(), None));
+        }
+        let Some(user_id) = user else {
+            tracing::warn!(
+                target: "security.users",
+                agent = %s.id,
+                "run without a user on a per-user agent refused"
+            );
+            return Err(RunError::UserRequired);
+        };
+        let dir = ferroclaw_tools::path_guard::ensure_user_workspace(&s.workspace, user_id)
+            .map_err(|e| {
+                // The path is for the operator's log, not for the model or the client.
+                tracing::warn!(
+                    target: "security.users",
+                    agent = %s.id,
+                    error = %e,
+                    "user workspace could not be prepared"
+                );
+                let why = match e.kind() {
+                    std::io::ErrorKind::Other => {
+                        "it exists but is not a plain directory".to_string()
+                    }
+                    kind => kind.to_string(),
+                };
+                RunError::Workspace(format!("the user's workspace could not be prepared: {why}"))
+            })?;
+        let user = ferroclaw_tools::ToolUser {
+            id: user_id.to_string(),
+            root_workspace: s.workspace.clone(),
+        };
+        Ok((dir, Some(user)))
+    }
+
+    async fn system_prompt(
+        &self,
+        tools: &[ToolDefinition],
+        tool_calls_as_text: bool,
+        tool_ctx: &ToolContext,
+    ) -> String {
+        let s = &self.settings;
+        let files = match &tool_ctx.user {
+            // Agent-level files from the root, then the user's own; never another user's.
+            Some(u) => {
+                prompt::load_user_context_files(
+                    &u.root_workspace,
+                    &tool_ctx.workspace,
+                    s.prompt_mode,
+                )
+                .await
+            }
+            None => prompt::load_context_files(&s.workspace, s.prompt_mode).await,
+        };
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         prompt::build_system_prompt(&PromptInput {
             agent_id: &s.id,
             agent_name: &s.name,
             mode: s.prompt_mode,
             tools,
-            workspace: &s.workspace,
+            workspace: &tool_ctx.workspace,
             provider: &s.provider,
             model: &s.model,
             context_files: &files,

@@ -29,6 +29,14 @@
 //!   (its own current session included: waiting on it would deadlock).
 //! - A `model` override for a subagent is refused unless it names the agent's model: the
 //!   provider chain fixes its models when it is built.
+//! - **Users** (agents with `per_user_workspace`): a call made for user U (`ctx.user`)
+//!   sees and touches only U's sessions. Keys the model names are U's own keys, turned
+//!   into stored keys with [`crate::user_scope::scoped_key`], so another user's session
+//!   cannot even be named; answers show U's keys unscoped. `sessions_send`,
+//!   `sessions_spawn` and `subagents steer` run on behalf of U (U's workspace and
+//!   sessions), and a user's call cannot reach an agent that does not keep users apart.
+//!   A session that does not exist and one of another user get the same "no session"
+//!   answer.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -100,6 +108,16 @@ pub struct SubagentInfo {
     pub mode: SubagentMode,
     pub status: SubagentStatus,
     pub result: Option<String>,
+    /// The user the subagent runs for (per-user agents); `session_key` and `parent_key`
+    /// are then stored keys, scoped to that user ([`crate::user_scope`]).
+    pub user: Option<String>,
+}
+
+impl SubagentInfo {
+    /// The subagent's session key as its user knows it.
+    pub fn client_key(&self) -> &str {
+        client_key(self.user.as_deref(), &self.session_key)
+    }
 }
 
 struct Record {
@@ -351,7 +369,14 @@ impl SessionHub {
     ) {
         let hub = self.clone();
         tokio::spawn(async move {
-            let outcome = run_text(&agent, &info.session_key, message, cancel.clone()).await;
+            let outcome = run_text(
+                &agent,
+                info.client_key(),
+                info.user.as_deref(),
+                message,
+                cancel.clone(),
+            )
+            .await;
             drop(permit);
             let cancelled = cancel.is_cancelled();
             hub.finish(&info.id, &outcome, cancelled);
@@ -426,18 +451,22 @@ impl AgentHandle {
     }
 }
 
+/// Runs `message` in the session `session_key` names for `user` (unscoped: the agent
+/// scopes it).
 async fn run_text(
     agent: &Agent,
     session_key: &str,
+    user: Option<&str>,
     message: String,
     cancel: CancellationToken,
 ) -> Result<String, RunError> {
     agent
-        .run(
+        .run_as(
             RunRequest {
                 session_key: session_key.to_string(),
                 message,
             },
+            user,
             Arc::new(NullSink),
             cancel,
         )
@@ -543,8 +572,17 @@ impl SessionTool {
             .list(&ctx.agent_id)
             .await
             .map_err(|e| e.to_string())?;
-        let rows: Vec<Value> = sessions.iter().take(limit).map(meta_json).collect();
-        Ok(json!({"count": sessions.len(), "sessions": rows}).to_string())
+        // Another user's sessions are not counted either: their number is theirs.
+        let mine: Vec<(&str, &SessionMeta)> = sessions
+            .iter()
+            .filter_map(|m| shown_key(ctx, &m.key).map(|k| (k, m)))
+            .collect();
+        let rows: Vec<Value> = mine
+            .iter()
+            .take(limit)
+            .map(|(key, m)| meta_json(key, m))
+            .collect();
+        Ok(json!({"count": mine.len(), "sessions": rows}).to_string())
     }
 
     async fn history(&self, ctx: &ToolContext, args: &Value) -> Result<String, String> {
@@ -556,10 +594,11 @@ impl SessionTool {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         let handle = self.hub.handle(&ctx.agent_id)?;
-        existing(&handle, &ctx.agent_id, &key).await?;
+        let stored = stored_key(ctx, &key);
+        existing(&handle, &ctx.agent_id, &stored, &key).await?;
         let log = handle
             .store
-            .open(&ctx.agent_id, &key)
+            .open(&ctx.agent_id, &stored)
             .await
             .map_err(|e| e.to_string())?;
         let mut rows: Vec<Value> = log
@@ -574,10 +613,11 @@ impl SessionTool {
 
     async fn status(&self, ctx: &ToolContext) -> Result<String, String> {
         let handle = self.hub.handle(&ctx.agent_id)?;
-        let key = ctx.session_display();
+        let stored = ctx.session_display();
+        let key = client_key(caller(ctx), stored);
         let meta = handle
             .store
-            .get(&ctx.agent_id, key)
+            .get(&ctx.agent_id, stored)
             .await
             .map_err(|e| e.to_string())?;
         let running: Vec<Value> = self
@@ -589,7 +629,7 @@ impl SessionTool {
         Ok(json!({
             "agentId": ctx.agent_id,
             "sessionKey": key,
-            "session": meta.as_ref().map(meta_json),
+            "session": meta.as_ref().map(|m| meta_json(key, m)),
             "subagentDepth": self.depth,
             "runningSubagents": running,
         })
@@ -598,7 +638,7 @@ impl SessionTool {
 
     async fn send(&self, ctx: &ToolContext, args: &Value) -> Result<String, String> {
         let message = str_arg(args, &["message"]).ok_or("message is required")?;
-        let current = ctx.session_display();
+        let current = client_key(caller(ctx), ctx.session_display());
         let key = match (
             str_arg(args, &["sessionKey", "session_key"]),
             str_arg(args, &["label"]),
@@ -616,14 +656,15 @@ impl SessionTool {
             .unwrap_or(DEFAULT_SEND_TIMEOUT)
             .clamp(1, MAX_TIMEOUT);
         let handle = self.hub.handle(&ctx.agent_id)?;
-        existing(&handle, &ctx.agent_id, &key).await?;
-        if self.hub.session_busy(&ctx.agent_id, &key) {
+        let stored = stored_key(ctx, &key);
+        existing(&handle, &ctx.agent_id, &stored, &key).await?;
+        if self.hub.session_busy(&ctx.agent_id, &stored) {
             return Err(format!(
                 "refused: session \"{key}\" has a run in progress; try again later"
             ));
         }
         let agent = handle.agent(Duration::from_secs(timeout))?;
-        let reply = run_text(&agent, &key, message, ctx.cancel.child_token())
+        let reply = run_text(&agent, &key, caller(ctx), message, ctx.cancel.child_token())
             .await
             .map_err(|e| format!("the run in session \"{key}\" failed: {e}"))?;
         Ok(format!("Reply from session {key}:\n{reply}"))
@@ -649,6 +690,17 @@ impl SessionTool {
         };
         let agent_id = str_arg(args, &["agentId", "agent_id"]).unwrap_or(ctx.agent_id.clone());
         let handle = self.hub.handle(&agent_id)?;
+        if ctx.user.is_some() && !handle.settings.per_user_workspace {
+            tracing::warn!(
+                target: "security.users",
+                agent = %ctx.agent_id,
+                target_agent = %agent_id,
+                "a user's subagent on an agent without per-user workspaces refused"
+            );
+            return Err(format!(
+                "refused: agent \"{agent_id}\" does not keep a separate workspace per user, so a user's subagent cannot run there"
+            ));
+        }
         if let Some(model) = str_arg(args, &["model"]) {
             if model != handle.settings.model {
                 return Err(format!(
@@ -665,23 +717,32 @@ impl SessionTool {
         let timeout = uint_arg(args, &["runTimeoutSeconds", "run_timeout_seconds"])
             .map(|s| Duration::from_secs(s.clamp(1, MAX_TIMEOUT)));
         let agent = handle.subagent(&self.hub, self.depth + 1, timeout)?;
+        let parent_shown = client_key(caller(ctx), ctx.session_display());
         let info = SubagentInfo {
             id: format!("sa-{n}"),
             label: label.clone(),
             agent_id,
-            session_key: format!("{}::{label}", ctx.session_display()),
+            session_key: stored_key(ctx, &format!("{parent_shown}::{label}")),
             parent_agent: ctx.agent_id.clone(),
             parent_key: ctx.session_display().to_string(),
             mode,
             status: SubagentStatus::Running,
             result: None,
+            user: caller(ctx).map(str::to_string),
         };
         match mode {
             SubagentMode::Run => {
                 // The parent's abort reaches the subagent; `subagents cancel` too.
                 let cancel = ctx.cancel.child_token();
                 let _permit = self.hub.admit(info.clone(), cancel.clone())?;
-                let outcome = run_text(&agent, &info.session_key, task, cancel.clone()).await;
+                let outcome = run_text(
+                    &agent,
+                    info.client_key(),
+                    info.user.as_deref(),
+                    task,
+                    cancel.clone(),
+                )
+                .await;
                 self.hub.finish(&info.id, &outcome, cancel.is_cancelled());
                 let text = outcome.map_err(|e| format!("subagent \"{label}\" failed: {e}"))?;
                 Ok(format!("Subagent {label} ({}) finished:\n{text}", info.id))
@@ -692,7 +753,8 @@ impl SessionTool {
                 let permit = self.hub.admit(info.clone(), cancel.clone())?;
                 let reply = format!(
                     "Subagent {label} started (id {}, session {}). Its result will be posted to this session when it finishes.",
-                    info.id, info.session_key
+                    info.id,
+                    info.client_key()
                 );
                 self.hub.start_background(agent, info, task, cancel, permit);
                 Ok(reply)
@@ -768,23 +830,64 @@ impl SessionTool {
     /// Subagents spawned from the current session.
     fn children(&self, ctx: &ToolContext) -> Vec<SubagentInfo> {
         let key = ctx.session_display();
+        // The parent key is a stored key, already scoped to the user; the user is
+        // compared as well so that no key shape can ever cross users.
         self.hub
             .lock_records()
             .iter()
-            .filter(|r| r.info.parent_agent == ctx.agent_id && r.info.parent_key == key)
+            .filter(|r| {
+                r.info.parent_agent == ctx.agent_id
+                    && r.info.parent_key == key
+                    && r.info.user.as_deref() == caller(ctx)
+            })
             .map(|r| r.info.clone())
             .collect()
     }
 }
 
-async fn existing(handle: &AgentHandle, agent_id: &str, key: &str) -> Result<(), String> {
-    match handle.store.get(agent_id, key).await {
+/// Checks the session stored as `stored` exists; the refusal names it as `shown`, the
+/// caller's own key (for another user's session it is simply not found).
+async fn existing(
+    handle: &AgentHandle,
+    agent_id: &str,
+    stored: &str,
+    shown: &str,
+) -> Result<(), String> {
+    let key = shown;
+    match handle.store.get(agent_id, stored).await {
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err(format!(
             "no session \"{key}\" for agent \"{agent_id}\"; sessions_list shows the existing ones"
         )),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// The user a call acts for, if its agent keeps users apart.
+fn caller(ctx: &ToolContext) -> Option<&str> {
+    ctx.user.as_ref().map(|u| u.id.as_str())
+}
+
+/// The stored form of a key the caller named.
+fn stored_key(ctx: &ToolContext, key: &str) -> String {
+    match caller(ctx) {
+        Some(user) => crate::user_scope::scoped_key(user, key),
+        None => key.to_string(),
+    }
+}
+
+/// The caller's own key for `stored`, or `None` when it belongs to someone else.
+fn shown_key<'a>(ctx: &ToolContext, stored: &'a str) -> Option<&'a str> {
+    match caller(ctx) {
+        Some(user) => crate::user_scope::unscoped(user, stored),
+        None => Some(stored),
+    }
+}
+
+/// `stored` as `user` knows it (for keys known to be `user`'s).
+fn client_key<'a>(user: Option<&str>, stored: &'a str) -> &'a str {
+    user.and_then(|u| crate::user_scope::unscoped(u, stored))
+        .unwrap_or(stored)
 }
 
 fn str_arg(args: &Value, names: &[&str]) -> Option<String> {
@@ -819,14 +922,14 @@ fn valid_label(label: &str) -> Result<String, String> {
     }
 }
 
-fn meta_json(m: &SessionMeta) -> Value {
+fn meta_json(key: &str, m: &SessionMeta) -> Value {
     let tokens = if m.usage.total_tokens > 0 {
         m.usage.total_tokens
     } else {
         m.usage.input + m.usage.output
     };
     json!({
-        "key": m.key,
+        "key": key,
         "sessionId": m.session_id,
         "updatedAt": m.updated_at,
         "model": m.model,
@@ -869,7 +972,7 @@ fn info_json(i: &SubagentInfo) -> Value {
         "id": i.id,
         "label": i.label,
         "agentId": i.agent_id,
-        "sessionKey": i.session_key,
+        "sessionKey": i.client_key(),
         "mode": if i.mode == SubagentMode::Run { "run" } else { "session" },
         "status": status,
         "error": error,

@@ -869,15 +869,17 @@ async fn runs_on_behalf_of_a_user_work_in_that_users_sub_workspace() {
         "nothing lands in the shared root"
     );
 
-    // Without a user (or with the setting off) the agent's own workspace is used.
+    // Without a user the run would get the shared root: it is refused before any call.
+    let calls = h.llm.requests().len();
     h.llm.push(Reply::tool_call(
         "w",
         "write",
         json!({"path": "root.txt", "content": "x"}),
     ));
-    h.llm.push(Reply::text("saved"));
-    run(&agent, "s-root", "save").await.0.expect("run");
-    assert!(h.workspace().join("root.txt").exists());
+    let err = run(&agent, "s-root", "save").await.0.expect_err("refused");
+    assert_eq!(err.kind(), "user_required", "{err}");
+    assert_eq!(h.llm.requests().len(), calls, "the model was not called");
+    assert!(!h.workspace().join("root.txt").exists());
 }
 
 #[tokio::test]

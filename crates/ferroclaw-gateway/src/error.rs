@@ -177,6 +177,12 @@ impl ApiError {
                 msg,
             ),
             RunError::Workspace(_) => Self::internal(msg),
+            RunError::UserRequired => Self::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "user_required",
+                msg,
+            ),
         }
     }
 }
@@ -291,6 +297,7 @@ impl WsError {
             RunError::IterationLimit(_) | RunError::Store(_) => Self::new(WsCode::Internal, msg),
             RunError::InputBlocked(_) => Self::new(WsCode::InvalidRequest, msg),
             RunError::Workspace(_) => Self::new(WsCode::Internal, msg),
+            RunError::UserRequired => Self::new(WsCode::Unauthorized, msg),
         }
     }
 }

@@ -26,8 +26,10 @@ pub enum PathError {
         "path {0:?} starts with '~', which is not expanded; use a path relative to the workspace"
     )]
     Tilde(String),
+    /// `resolved` and `workspace` are absolute host paths: kept for logs, never shown
+    /// (the model and clients see only the path they gave).
     #[error(
-        "path {path:?} is outside the workspace (it resolves to {resolved}; the workspace is {workspace}); only paths inside the workspace are allowed"
+        "path {path:?} is outside the workspace (after following `..` and symbolic links); only paths inside the workspace are allowed"
     )]
     OutsideWorkspace {
         path: String,
@@ -38,7 +40,8 @@ pub enum PathError {
     SymlinkLoop(String),
     #[error("cannot resolve path {path:?}: {reason}")]
     Unresolvable { path: String, reason: String },
-    #[error("workspace {workspace} is not usable: {reason}")]
+    /// `workspace` is an absolute host path, kept for logs and not shown.
+    #[error("the workspace is not usable: {reason}")]
     Workspace { workspace: String, reason: String },
     /// Inside the workspace but under a denied prefix (see `path_guard`). The
     /// message does not name the prefix: where the gateway keeps its secrets is
@@ -176,7 +179,21 @@ mod tests {
     fn assert_outside(r: Result<PathBuf, PathError>) {
         match r {
             Err(e @ PathError::OutsideWorkspace { .. }) => {
-                assert!(e.to_string().contains("outside the workspace"), "{e}")
+                let text = e.to_string();
+                assert!(text.contains("outside the workspace"), "{e}");
+                // Neither the host's workspace nor where the path led is revealed.
+                let PathError::OutsideWorkspace {
+                    path,
+                    resolved,
+                    workspace,
+                } = &e
+                else {
+                    unreachable!()
+                };
+                assert!(!text.contains(workspace.as_str()), "{text}");
+                if !path.contains(resolved.as_str()) {
+                    assert!(!text.contains(resolved.as_str()), "{text}");
+                }
             }
             other => panic!("expected OutsideWorkspace, got {other:?}"),
         }
@@ -314,9 +331,10 @@ mod tests {
     fn missing_workspace_is_reported() {
         let (ws, _o, _) = setup();
         let gone = ws.path().join("missing");
-        assert!(matches!(
-            resolve_in_workspace(&gone, "a"),
-            Err(PathError::Workspace { .. })
-        ));
+        let err = resolve_in_workspace(&gone, "a").unwrap_err();
+        assert!(matches!(err, PathError::Workspace { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains("workspace is not usable"), "{text}");
+        assert!(!text.contains(&ws.path().display().to_string()), "{text}");
     }
 }

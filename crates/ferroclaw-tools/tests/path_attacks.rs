@@ -326,6 +326,16 @@ async fn path_escape_attempts_are_refused() {
             "{tool} {args}: leaked {}",
             r.for_llm
         );
+        // Host paths appear only when the model itself gave them (every workspace
+        // path lies under the home, so this covers both).
+        let home = fx.home.display().to_string();
+        if !args.to_string().contains(&home) {
+            assert!(
+                !r.for_llm.contains(&home),
+                "{tool} {args}: shows a host path: {}",
+                r.for_llm
+            );
+        }
     }
     // Nothing was written or changed anywhere it must not be.
     assert!(!fx.home.join("planted.txt").exists());
