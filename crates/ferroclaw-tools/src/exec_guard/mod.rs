@@ -40,6 +40,9 @@ pub enum ExecCategory {
     SystemWrite,
     Persistence,
     AntiForensics,
+    /// Arguments, configuration or environment that make a program run another command
+    /// (`git -c core.pager=…`, `git --upload-pack=…`, `GIT_CONFIG_PARAMETERS`).
+    CommandInjection,
     /// Nested deeper than the guard reads, or too long to analyse.
     Obfuscation,
     /// `allowlist` mode and a program is not on the list.
@@ -62,6 +65,7 @@ impl ExecCategory {
             Self::SystemWrite => "system_write",
             Self::Persistence => "persistence",
             Self::AntiForensics => "anti_forensics",
+            Self::CommandInjection => "command_injection",
             Self::Obfuscation => "obfuscation",
             Self::NotAllowlisted => "not_allowlisted",
             Self::ApprovalDenied => "approval_denied",
@@ -144,15 +148,32 @@ pub fn check_command(cmd: &str, policy: &ExecPolicy) -> Result<(), ExecDenied> {
     }
     check_patterns(cmd)?;
     if policy.mode == ExecMode::Allowlist {
-        if let Some(program) = first_unlisted(cmd, &policy.allowlist) {
-            return Err(denied(
-                ExecCategory::NotAllowlisted,
-                "allowlist",
-                format!("\"{program}\" is not on the exec allowlist"),
-            ));
+        if let Some(d) = allowlist_miss(cmd, &policy.allowlist) {
+            return Err(d);
         }
     }
     Ok(())
+}
+
+/// Why `cmd` is not covered by `allowlist`: a program not on it, or something the guard
+/// cannot vouch for (an expansion it does not read, inline code with dangerous calls, a
+/// file written and run by the same command).
+fn allowlist_miss(cmd: &str, allowlist: &[String]) -> Option<ExecDenied> {
+    let analysis = normalize::analyze(cmd);
+    if let Some(f) = analysis
+        .findings
+        .iter()
+        .find(|f| f.scope == normalize::FindingScope::Allowlist)
+    {
+        return Some(denied(f.category, f.rule, f.message.clone()));
+    }
+    first_unlisted(cmd, allowlist).map(|program| {
+        denied(
+            ExecCategory::NotAllowlisted,
+            "allowlist",
+            format!("\"{program}\" is not on the exec allowlist"),
+        )
+    })
 }
 
 /// The deny patterns alone.
@@ -202,6 +223,17 @@ pub fn check_patterns(cmd: &str) -> Result<(), ExecDenied> {
             }
         }
     }
+    if let Some(f) = analysis
+        .findings
+        .iter()
+        .find(|f| f.scope == normalize::FindingScope::Always)
+    {
+        return Err(denied(
+            f.category,
+            f.rule,
+            format!("{}: {}", describe(f.category), f.message),
+        ));
+    }
     Ok(())
 }
 
@@ -244,6 +276,9 @@ fn describe(category: ExecCategory) -> &'static str {
         ExecCategory::SystemWrite => "write to system files (/etc, /boot, /sys, /proc)",
         ExecCategory::Persistence => "persistence (scheduled jobs, start-up files, services)",
         ExecCategory::AntiForensics => "wiping history or logs",
+        ExecCategory::CommandInjection => {
+            "arguments or configuration that make a program run another command"
+        }
         ExecCategory::Obfuscation => "command too obfuscated to check",
         ExecCategory::NotAllowlisted => "program not on the allowlist",
         ExecCategory::ApprovalDenied => "approval not granted",
@@ -265,7 +300,7 @@ pub fn command_programs(cmd: &str) -> Vec<String> {
 
 /// Whether every command in `cmd` (nested ones included) is covered by `allowlist`.
 pub fn is_allowlisted(cmd: &str, allowlist: &[String]) -> bool {
-    first_unlisted(cmd, allowlist).is_none()
+    allowlist_miss(cmd, allowlist).is_none()
 }
 
 /// The first program in `cmd` not covered by `allowlist`. An entry is a program name
@@ -284,7 +319,7 @@ fn first_unlisted(cmd: &str, allowlist: &[String]) -> Option<String> {
     let analysis = normalize::analyze(cmd);
     for line in &analysis.lines {
         for c in &line.commands {
-            if c.program.is_empty() {
+            if c.program.is_empty() || c.local {
                 continue;
             }
             let covered = entries.iter().any(|e| {

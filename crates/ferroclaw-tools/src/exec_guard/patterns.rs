@@ -109,6 +109,10 @@ fn unless(mut pat: Pattern, none: &[&str]) -> Pattern {
 
 use Scope::{Assign, Cmd, Line, Raw};
 
+/// An argument whose value the guard cannot know, alone or followed by a root-like path
+/// (`$d`, `"$d"/`, `${d%x}`, `$(cat f)`, xargs input), a destructive target in doubt.
+const UNKNOWN_TARGET: &str = r"\s(?:\$\{[^}\s]*\}|\$[a-z_][a-z0-9_]*|\$\(\S*\))(?:%ROOTISH%|$|\s)";
+
 pub(crate) static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
     let recursive = r"\s(?:-[a-z]*r[a-z]*|--recursive)(?:\s|$)";
     vec![
@@ -182,6 +186,38 @@ pub(crate) static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
                 r"^rm\s",
                 recursive,
                 r"\s\$\{?[a-z_][a-z0-9_]*\}?/\*?(?:$|\s)",
+            ],
+        ),
+        // `read d; rm -rf "$d"`, `… | xargs rm -rf`: a target the guard cannot know may be
+        // `/`. Values assigned in the same line are substituted before this is matched.
+        p(
+            Destructive,
+            Cmd,
+            "rm -r on a target the guard cannot know (variable, substitution, xargs input)",
+            &[r"^rm\s", recursive, UNKNOWN_TARGET],
+        ),
+        p(
+            Destructive,
+            Cmd,
+            "chown/chgrp/chmod -R/mv/shred on a target the guard cannot know",
+            &[
+                r"^(?:chown\s|chgrp\s|mv\s|shred\s|wipefs\s|chmod\s(?:.*\s)?(?:-[a-z]*r[a-z]*|--recursive)\s)",
+                UNKNOWN_TARGET,
+            ],
+        ),
+        p(
+            Destructive,
+            Cmd,
+            "dd writing to a target the guard cannot know",
+            &[r"^dd\s", r"\sof=(?:\$|\{\})"],
+        ),
+        p(
+            Destructive,
+            Cmd,
+            "find deleting under a system directory or an unknown start point",
+            &[
+                r"^find\s(?:-[hlp]\s+)*(?:[^-\s]\S*\s+)*?(?:%ROOTISH%|\$[^/\s]*(?:%ROOTISH%|$|\s))",
+                r"\s(?:-delete|-exec(?:dir)?\s+(?:rm|shred|unlink))(?:\s|$)",
             ],
         ),
         p(
