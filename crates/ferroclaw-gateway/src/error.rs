@@ -177,12 +177,9 @@ impl ApiError {
                 msg,
             ),
             RunError::Workspace(_) => Self::internal(msg),
-            RunError::UserRequired => Self::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "user_required",
-                msg,
-            ),
+            RunError::UserRequired => {
+                Self::new(StatusCode::FORBIDDEN, "forbidden", "user_required", msg)
+            }
         }
     }
 }

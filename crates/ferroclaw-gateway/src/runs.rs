@@ -25,6 +25,18 @@ pub fn queue_key(agent_id: &str, session_key: &str) -> String {
     format!("{agent_id}:{session_key}")
 }
 
+/// The key the store and the scheduler know a session by: on a per-user agent, the key
+/// a user names is scoped to that user (`ferroclaw_agent::user_scope`), so two users'
+/// `main` are two sessions, and `/stop`, history or deletion never reach another's.
+pub fn stored_key(agent: &AgentEntry, user: Option<&str>, key: &str) -> String {
+    match user {
+        Some(u) if agent.agent.settings().per_user_workspace => {
+            ferroclaw_agent::user_scope::scoped_key(u, key)
+        }
+        _ => key.to_string(),
+    }
+}
+
 /// Submits `message` for `agent`/`session_key`; never waits for the run.
 pub fn start(
     state: &Arc<AppState>,
@@ -35,7 +47,7 @@ pub fn start(
     mode: QueueMode,
     events: Arc<dyn EventSink>,
 ) -> Result<Started, SubmitError> {
-    let qkey = queue_key(&agent.id, session_key);
+    let qkey = queue_key(&agent.id, &stored_key(agent, user, session_key));
     match message.trim().to_ascii_lowercase().as_str() {
         "/stop" => {
             let n = state.scheduler.stop(&qkey);

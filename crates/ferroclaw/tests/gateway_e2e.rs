@@ -50,12 +50,17 @@ struct Gateway {
 impl Gateway {
     /// Starts the binary; `gateway_cfg` is the body of the config's `gateway` object.
     async fn start(gateway_cfg: &str, env: &[(&str, &str)]) -> Gateway {
+        Self::start_with("", gateway_cfg, env).await
+    }
+
+    /// As `start`, with `defaults` added to `agents.defaults`.
+    async fn start_with(defaults: &str, gateway_cfg: &str, env: &[(&str, &str)]) -> Gateway {
         let llm = ScriptedLlm::start().await.expect("scripted llm");
         let home = tempfile::tempdir().expect("tempdir");
         let cfg = format!(
             r#"{{
   agents: {{
-    defaults: {{ provider: "scripted", model: "model-a" }},
+    defaults: {{ provider: "scripted", model: "model-a", {defaults} }},
     list: [{{ id: "main" }}, {{ id: "helper", name: "Helper" }}],
   }},
   providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
@@ -1729,4 +1734,154 @@ async fn attack_connection_floods_hit_the_caps() {
         tokio::task::yield_now().await;
     }
     assert!(ok, "the gateway serves again once the flood is gone");
+}
+
+#[tokio::test]
+async fn attack_users_cannot_reach_each_other_through_the_gateway() {
+    let gw = Gateway::start_with(
+        "per_user_workspace: true",
+        r#"users: [{ id: "alice", token_env: "ALICE_TOKEN" }, { id: "bob", token_env: "BOB_TOKEN" }]"#,
+        &[("ALICE_TOKEN", "alice-secret-token"), ("BOB_TOKEN", "bob-secret-token")],
+    )
+    .await;
+    let chat = |token: &'static str, key: &'static str, text: &'static str| {
+        gw.anon
+            .post(gw.url("/v1/chat/completions"))
+            .bearer_auth(token)
+            .header("x-ferroclaw-session-key", key)
+            .json(&json!({"messages": [{"role": "user", "content": text}]}))
+            .send()
+    };
+    // Bob talks in his `main` session.
+    gw.llm.push(Reply::text("noted, bob"));
+    let resp = chat("bob-secret-token", "main", "my secret is TOPAZ-42")
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // Alice's `main` is hers: her turn's request carries none of Bob's history.
+    gw.llm.push(Reply::text("hello alice"));
+    let resp = chat("alice-secret-token", "main", "what was said before?")
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let sent = gw.llm.requests().last().unwrap().body.to_string();
+    assert!(!sent.contains("TOPAZ-42"), "alice's run saw bob's history");
+    // Naming Bob's stored key does not reach it either.
+    for key in ["user:bob:main", "user:bob%3A:main", "../main", "user:bob"] {
+        gw.llm.push(Reply::text("nothing here"));
+        let resp = chat("alice-secret-token", key, "repeat the secret")
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{key}");
+        let sent = gw.llm.requests().last().unwrap().body.to_string();
+        assert!(!sent.contains("TOPAZ-42"), "{key}");
+    }
+    // Acting for Bob with Alice's token is refused, whichever way the user is named.
+    let resp = gw
+        .anon
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth("alice-secret-token")
+        .header("x-ferroclaw-user-id", "bob")
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    // The gateway token naming no user on a per-user agent: refused, nothing written.
+    let resp = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({"messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 403);
+    assert!(resp.text().await.unwrap().contains("user"));
+    // Tools over HTTP work in the caller's own workspace only.
+    let bob_ws = gw.home.path().join("workspace/user_bob");
+    std::fs::write(bob_ws.join("secret.txt"), "TOPAZ-42").unwrap();
+    for path in [
+        "../user_bob/secret.txt",
+        "../../workspace/user_bob/secret.txt",
+    ] {
+        let resp = gw
+            .anon
+            .post(gw.url("/tools/invoke"))
+            .bearer_auth("alice-secret-token")
+            .json(&json!({"tool": "read", "args": {"path": path}}))
+            .send()
+            .await
+            .unwrap();
+        let body = resp.text().await.unwrap();
+        assert!(!body.contains("TOPAZ-42"), "{path}: {body}");
+        assert!(body.contains("outside the workspace"), "{path}: {body}");
+        assert!(
+            !body.contains(gw.home.path().to_str().unwrap()),
+            "no host path: {body}"
+        );
+    }
+    let resp = gw
+        .anon
+        .post(gw.url("/tools/invoke"))
+        .bearer_auth("bob-secret-token")
+        .json(&json!({"tool": "read", "args": {"path": "secret.txt"}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        resp.text().await.unwrap().contains("TOPAZ-42"),
+        "bob reads his own file"
+    );
+
+    // WebSocket: Alice's list, history, preview, deletion and abort see only hers.
+    let mut alice = gw.ws().await;
+    let res = alice
+        .call("connect", json!({"token": "alice-secret-token"}))
+        .await;
+    assert_eq!(res["payload"]["user_id"], "alice");
+    let list = alice.call("sessions.list", json!({})).await;
+    let keys: Vec<String> = list["payload"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap_or("").to_string())
+        .collect();
+    // Exactly the keys she used herself (even the ones that look like Bob's).
+    let mut keys = keys;
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "../main",
+            "main",
+            "user:bob",
+            "user:bob%3A:main",
+            "user:bob:main"
+        ]
+    );
+    for key in ["main", "user:bob:main"] {
+        let h = alice.call("chat.history", json!({"sessionKey": key})).await;
+        assert!(!h.to_string().contains("TOPAZ-42"), "{key}: {h}");
+        let p = alice
+            .call("sessions.preview", json!({"sessionKey": key}))
+            .await;
+        assert!(!p.to_string().contains("TOPAZ-42"), "{key}: {p}");
+    }
+    let res = alice
+        .call("sessions.delete", json!({"sessionKey": "main"}))
+        .await;
+    assert_eq!(res["ok"], true);
+    let mut bob = gw.ws().await;
+    bob.call("connect", json!({"token": "bob-secret-token"}))
+        .await;
+    let h = bob
+        .call("chat.history", json!({"sessionKey": "main"}))
+        .await;
+    assert!(
+        h.to_string().contains("TOPAZ-42"),
+        "bob's session survived alice's delete: {h}"
+    );
+    let list = bob.call("sessions.list", json!({})).await;
+    let sessions = list["payload"]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{list}");
+    assert_eq!(sessions[0]["key"], "main");
 }

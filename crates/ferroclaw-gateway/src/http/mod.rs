@@ -344,7 +344,11 @@ pub fn forget_ephemeral(state: &Arc<AppState>, agent_id: &str, session: &Session
     if !session.ephemeral {
         return;
     }
-    let (state, agent_id, key) = (state.clone(), agent_id.to_string(), session.key.clone());
+    let key = match state.agent(agent_id) {
+        Some(agent) => crate::runs::stored_key(agent, session.user.as_deref(), &session.key),
+        None => session.key.clone(),
+    };
+    let (state, agent_id) = (state.clone(), agent_id.to_string());
     tokio::spawn(async move {
         if let Err(e) = state.store.delete(&agent_id, &key).await {
             tracing::debug!(error = %e, session = %key, "could not remove ephemeral session");

@@ -133,6 +133,7 @@ async fn invoke(
         .map_err(|reason| error(StatusCode::FORBIDDEN, "user_not_allowed", reason))?;
     // A shared agent's tools work in one user's sub-workspace, never in the root that
     // holds everyone's.
+    let store_key = crate::runs::stored_key(agent, user.as_deref(), &session_key);
     let (workspace, tool_user) = match (settings.per_user_workspace, user) {
         (false, _) => (settings.workspace.clone(), None),
         (true, None) => {
@@ -164,7 +165,7 @@ async fn invoke(
     let ctx = ToolContext {
         agent_id: agent.id.clone(),
         // Same scope as the agent's own runs, so `process` sees that session's processes.
-        session_key: ferroclaw_agent::tool_scope(&agent.id, &session_key),
+        session_key: ferroclaw_agent::tool_scope(&agent.id, &store_key),
         workspace,
         cancel: CancellationToken::new(),
         user: tool_user,

@@ -166,7 +166,13 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
             },
             ev = next_approval(&mut approvals) => match ev {
                 Ok(ev) => {
-                    if conn.auth().is_some_and(|a| a.role >= APPROVAL_EVENTS_ROLE) {
+                    // A user sees the approvals of their own runs only (the resolution
+                    // of an id carries no command and goes to every operator).
+                    let visible = |a: &ConnAuth| match &ev {
+                        ferroclaw_tools::exec_guard::ApprovalEvent::Requested(r) => methods::may_answer(a, &r.session_key),
+                        ferroclaw_tools::exec_guard::ApprovalEvent::Resolved { .. } => true,
+                    };
+                    if conn.auth().is_some_and(|a| a.role >= APPROVAL_EVENTS_ROLE && visible(&a)) {
                         conn.send_event(ev.event_name(), &ev.payload());
                     }
                 }

@@ -24,6 +24,7 @@ pub async fn dispatch(
     auth: ConnAuth,
 ) -> Result<Value, WsError> {
     let state = &conn.state;
+    let user = auth.user_id.as_deref();
     match method {
         "health" => Ok(json!({
             "status": "ok",
@@ -35,18 +36,28 @@ pub async fn dispatch(
         "agents.list" => Ok(agents(state)),
         "agent" => agent_details(state, &params),
         "chat.send" => chat_send(conn, &params).await,
-        "chat.history" => chat_history(state, &params).await,
-        "chat.abort" => chat_abort(state, &params),
-        "chat.inject" => chat_inject(state, &params).await,
-        "sessions.list" => sessions_list(state, &params).await,
-        "sessions.preview" => sessions_preview(state, &params).await,
-        "sessions.patch" => sessions_patch(state, &params).await,
-        "sessions.delete" | "sessions.reset" => sessions_delete(state, &params, method).await,
+        "chat.history" => chat_history(state, &params, user).await,
+        "chat.abort" => chat_abort(state, &params, user),
+        "chat.inject" => chat_inject(state, &params, user).await,
+        "sessions.list" => sessions_list(state, &params, user).await,
+        "sessions.preview" => sessions_preview(state, &params, user).await,
+        "sessions.patch" => sessions_patch(state, &params, user).await,
+        "sessions.delete" | "sessions.reset" => sessions_delete(state, &params, method, user).await,
         "integrity.status" => Ok(crate::http::health::integrity_status(state)),
         "integrity.scan" => integrity_scan(state, &params).await,
-        "exec.approval.list" => Ok(json!({"approvals": state.services.exec.approvals.list()})),
-        "exec.approval.approve" => approval_answer(state, &params, true),
-        "exec.approval.deny" => approval_answer(state, &params, false),
+        "exec.approval.list" => {
+            let approvals: Vec<_> = state
+                .services
+                .exec
+                .approvals
+                .list()
+                .into_iter()
+                .filter(|a| may_answer(&auth, &a.session_key))
+                .collect();
+            Ok(json!({"approvals": approvals}))
+        }
+        "exec.approval.approve" => approval_answer(state, &params, true, &auth),
+        "exec.approval.deny" => approval_answer(state, &params, false, &auth),
         other => Err(WsError::invalid(format!("unknown method `{other}`"))),
     }
 }
@@ -351,20 +362,25 @@ fn start_chat(
     })
 }
 
-async fn chat_history(state: &AppState, params: &Value) -> Result<Value, WsError> {
+async fn chat_history(
+    state: &AppState,
+    params: &Value,
+    user: Option<&str>,
+) -> Result<Value, WsError> {
     let agent = pick_agent(state, params)?;
-    let key = session_key(params, true)?;
+    let named = session_key(params, true)?;
+    let key = runs::stored_key(agent, user, &named);
     let limit = params
         .get("limit")
         .and_then(Value::as_u64)
         .map_or(200, |l| l.clamp(1, 1000) as usize);
     let Some(meta) = state.store.get(&agent.id, &key).await.map_err(store_err)? else {
-        return Ok(json!({"sessionKey": key, "agentId": agent.id, "messages": []}));
+        return Ok(json!({"sessionKey": named, "agentId": agent.id, "messages": []}));
     };
     let messages = read_messages(state, &agent.id, &key).await?;
     let skip = messages.len().saturating_sub(limit);
     Ok(json!({
-        "sessionKey": key,
+        "sessionKey": named,
         "agentId": agent.id,
         "sessionId": meta.session_id,
         "messages": messages[skip..],
@@ -394,26 +410,39 @@ fn store_err(e: ferroclaw_store::StoreError) -> WsError {
     }
 }
 
-fn chat_abort(state: &AppState, params: &Value) -> Result<Value, WsError> {
+fn chat_abort(state: &AppState, params: &Value, user: Option<&str>) -> Result<Value, WsError> {
     let agent = pick_agent(state, params)?;
-    let key = session_key(params, true)?;
+    let named = session_key(params, true)?;
+    let key = runs::stored_key(agent, user, &named);
+    let qkey = runs::queue_key(&agent.id, &key);
     if let Some(run_id) = str_param(params, &["runId", "run_id"]) {
-        let aborted = state.scheduler.abort_run(run_id);
+        // Only a run of the named session: a run id alone must not reach another's run.
+        let aborted = state
+            .scheduler
+            .active_run_ids(&qkey)
+            .iter()
+            .any(|r| r == run_id)
+            && state.scheduler.abort_run(run_id);
         return Ok(json!({"aborted": aborted, "count": usize::from(aborted), "runId": run_id}));
     }
-    let n = state.scheduler.stop(&runs::queue_key(&agent.id, &key));
+    let n = state.scheduler.stop(&qkey);
     Ok(json!({"aborted": n > 0, "count": n}))
 }
 
-async fn chat_inject(state: &Arc<AppState>, params: &Value) -> Result<Value, WsError> {
+async fn chat_inject(
+    state: &Arc<AppState>,
+    params: &Value,
+    user: Option<&str>,
+) -> Result<Value, WsError> {
     let agent = pick_agent(state, params)?;
-    let key = session_key(params, true)?;
+    let named = session_key(params, true)?;
+    let key = runs::stored_key(agent, user, &named);
     let text = str_param(params, &["message", "content", "text"])
         .ok_or_else(|| WsError::invalid("`message` is required"))?;
     let ticket = runs::write_entry(state, agent, &key, runs::injected_message(text))
         .map_err(|e| WsError::from_submit(&e))?;
     finish_write(ticket).await?;
-    Ok(json!({"ok": true, "sessionKey": key, "agentId": agent.id}))
+    Ok(json!({"ok": true, "sessionKey": named, "agentId": agent.id}))
 }
 
 async fn finish_write(ticket: crate::scheduler::Ticket) -> Result<(), WsError> {
@@ -427,14 +456,26 @@ async fn finish_write(ticket: crate::scheduler::Ticket) -> Result<(), WsError> {
     }
 }
 
-async fn sessions_list(state: &AppState, params: &Value) -> Result<Value, WsError> {
+async fn sessions_list(
+    state: &AppState,
+    params: &Value,
+    user: Option<&str>,
+) -> Result<Value, WsError> {
     let agents: Vec<&AgentEntry> = match str_param(params, &["agentId", "agent_id"]) {
         Some(_) => vec![pick_agent(state, params)?],
         None => state.agents.iter().collect(),
     };
     let mut sessions = Vec::new();
     for a in agents {
+        let per_user = a.agent.settings().per_user_workspace;
         for mut meta in state.store.list(&a.id).await.map_err(store_err)? {
+            // On a per-user agent a user sees their own sessions, by the keys they use.
+            if let (true, Some(u)) = (per_user, user) {
+                match ferroclaw_agent::user_scope::unscoped(u, &meta.key) {
+                    Some(own) => meta.key = own.to_string(),
+                    None => continue,
+                }
+            }
             if meta.agent_id.is_empty() {
                 meta.agent_id = a.id.clone();
             }
@@ -444,10 +485,15 @@ async fn sessions_list(state: &AppState, params: &Value) -> Result<Value, WsErro
     Ok(json!({"sessions": sessions}))
 }
 
-async fn sessions_preview(state: &AppState, params: &Value) -> Result<Value, WsError> {
+async fn sessions_preview(
+    state: &AppState,
+    params: &Value,
+    user: Option<&str>,
+) -> Result<Value, WsError> {
     const PREVIEW_CHARS: usize = 500;
     let agent = pick_agent(state, params)?;
-    let key = session_key(params, true)?;
+    let named = session_key(params, true)?;
+    let key = runs::stored_key(agent, user, &named);
     let limit = params
         .get("limit")
         .and_then(Value::as_u64)
@@ -461,7 +507,7 @@ async fn sessions_preview(state: &AppState, params: &Value) -> Result<Value, WsE
     {
         return Err(WsError::new(
             WsCode::NotFound,
-            format!("no session `{key}`"),
+            format!("no session `{named}`"),
         ));
     }
     let messages = read_messages(state, &agent.id, &key).await?;
@@ -479,12 +525,17 @@ async fn sessions_preview(state: &AppState, params: &Value) -> Result<Value, WsE
             json!({"role": role, "text": cut, "truncated": cut.len() < text.len()})
         })
         .collect();
-    Ok(json!({"sessionKey": key, "agentId": agent.id, "messages": items}))
+    Ok(json!({"sessionKey": named, "agentId": agent.id, "messages": items}))
 }
 
-async fn sessions_patch(state: &Arc<AppState>, params: &Value) -> Result<Value, WsError> {
+async fn sessions_patch(
+    state: &Arc<AppState>,
+    params: &Value,
+    user: Option<&str>,
+) -> Result<Value, WsError> {
     let agent = pick_agent(state, params)?;
-    let key = session_key(params, true)?;
+    let named = session_key(params, true)?;
+    let key = runs::stored_key(agent, user, &named);
     let Some(label) = params.get("label").or_else(|| params.get("name")) else {
         return Err(WsError::invalid("nothing to change: send `label`"));
     };
@@ -502,7 +553,7 @@ async fn sessions_patch(state: &Arc<AppState>, params: &Value) -> Result<Value, 
     {
         return Err(WsError::new(
             WsCode::NotFound,
-            format!("no session `{key}`"),
+            format!("no session `{named}`"),
         ));
     }
     // The label is recorded in the transcript (`session_info`), the format's own place
@@ -515,12 +566,18 @@ async fn sessions_patch(state: &Arc<AppState>, params: &Value) -> Result<Value, 
     )
     .map_err(|e| WsError::from_submit(&e))?;
     finish_write(ticket).await?;
-    Ok(json!({"ok": true, "sessionKey": key, "agentId": agent.id, "label": name}))
+    Ok(json!({"ok": true, "sessionKey": named, "agentId": agent.id, "label": name}))
 }
 
-async fn sessions_delete(state: &AppState, params: &Value, method: &str) -> Result<Value, WsError> {
+async fn sessions_delete(
+    state: &AppState,
+    params: &Value,
+    method: &str,
+    user: Option<&str>,
+) -> Result<Value, WsError> {
     let agent = pick_agent(state, params)?;
-    let key = session_key(params, true)?;
+    let named = session_key(params, true)?;
+    let key = runs::stored_key(agent, user, &named);
     // A turn still writing to the transcript would recreate what is being removed.
     let stopped = state.scheduler.stop_all(&runs::queue_key(&agent.id, &key));
     let deleted = state
@@ -531,9 +588,9 @@ async fn sessions_delete(state: &AppState, params: &Value, method: &str) -> Resu
     // A fresh session starts without the old one's background processes or tool budget.
     state.forget_session(&agent.id, &key);
     if method == "sessions.reset" {
-        Ok(json!({"reset": true, "existed": deleted, "stoppedRuns": stopped, "sessionKey": key}))
+        Ok(json!({"reset": true, "existed": deleted, "stoppedRuns": stopped, "sessionKey": named}))
     } else {
-        Ok(json!({"deleted": deleted, "stoppedRuns": stopped, "sessionKey": key}))
+        Ok(json!({"deleted": deleted, "stoppedRuns": stopped, "sessionKey": named}))
     }
 }
 
@@ -577,12 +634,41 @@ async fn integrity_scan(state: &AppState, params: &Value) -> Result<Value, WsErr
     }))
 }
 
+/// Whether a connection may see and answer the approval of a run in `session_key`
+/// (the approval's key, `<agent>:<stored key>` minus the agent): the gateway token
+/// answers all; a user answers only for their own sessions.
+pub fn may_answer(auth: &ConnAuth, session_key: &str) -> bool {
+    if auth.role >= crate::auth::Role::Admin {
+        return true;
+    }
+    match &auth.user_id {
+        Some(u) => ferroclaw_agent::user_scope::owner(session_key).is_some_and(|o| &o == u),
+        None => true,
+    }
+}
+
 /// `exec.approval.approve {id, always?}` and `exec.approval.deny {id}`.
-fn approval_answer(state: &AppState, params: &Value, approve: bool) -> Result<Value, WsError> {
+fn approval_answer(
+    state: &AppState,
+    params: &Value,
+    approve: bool,
+    auth: &ConnAuth,
+) -> Result<Value, WsError> {
     use ferroclaw_tools::exec_guard::ApprovalError;
     let id = str_param(params, &["id", "approvalId"])
         .ok_or_else(|| WsError::invalid("`id` is required"))?;
     let broker = &state.services.exec.approvals;
+    // Someone else's approval is answered exactly like a missing one.
+    if !broker
+        .list()
+        .iter()
+        .any(|a| a.id == id && may_answer(auth, &a.session_key))
+    {
+        return Err(WsError::new(
+            WsCode::NotFound,
+            format!("no pending exec approval `{id}` (already answered, expired or withdrawn)"),
+        ));
+    }
     let always = approve
         && params
             .get("always")
