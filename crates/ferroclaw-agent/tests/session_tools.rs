@@ -641,6 +641,12 @@ async fn a_user_sees_and_reads_only_their_own_sessions() {
         stored,
         vec!["user:alice:main", "user:alice:mine", "user:bob:work"]
     );
+    // The gateway compacts by stored key; the owner comes from the key itself.
+    let key = ferroclaw_agent::user_scope::scoped_key("alice", "mine");
+    s.main
+        .compact_session(&key, tokio_util::sync::CancellationToken::new())
+        .await
+        .expect("compacting alice's session as alice");
 }
 
 #[tokio::test]
