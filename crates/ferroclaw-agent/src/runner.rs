@@ -168,7 +168,7 @@ pub struct RunOutput {
 pub enum RunError {
     #[error("{0}")]
     Provider(#[from] ProviderError),
-    #[error("session store: {0}")]
+    #[error("session store: {}", store_message(.0))]
     Store(#[from] StoreError),
     #[error("run aborted")]
     Aborted,
@@ -1159,6 +1159,16 @@ fn waits_on_other_runs(tool: &str) -> bool {
     matches!(tool, "sessions_spawn" | "sessions_send")
 }
 
+/// A store error as the model and clients see it: without the host paths of transcript
+/// files (the `Debug` form, which logs get, keeps them).
+pub fn store_message(e: &StoreError) -> String {
+    match e {
+        StoreError::Io { source, .. } => format!("I/O error on a session file: {source}"),
+        StoreError::Corrupt { message, .. } => format!("a session file is corrupt: {message}"),
+        other => other.to_string(),
+    }
+}
+
 /// Cuts an oversized user message and tells the model it was cut.
 fn cap_user_message(text: &str, max_chars: usize) -> String {
     if max_chars == 0 || text.chars().count() <= max_chars {
@@ -1183,6 +1193,23 @@ fn truncate_chars(text: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_errors_show_no_host_path() {
+        let e = RunError::from(StoreError::Io {
+            path: "/srv/home/agents/main/sessions/x.jsonl".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+        let text = e.to_string();
+        assert!(text.contains("I/O error on a session file"), "{text}");
+        assert!(!text.contains("/srv"), "{text}");
+        let e = RunError::from(StoreError::Corrupt {
+            path: "/srv/home/agents/main/sessions.json".into(),
+            message: "bad JSON".into(),
+        });
+        assert!(!e.to_string().contains("/srv"), "{e}");
+        assert!(e.to_string().contains("bad JSON"), "{e}");
+    }
 
     #[test]
     fn long_user_message_is_cut_with_note() {

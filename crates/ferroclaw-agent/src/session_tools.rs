@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::NullSink;
 use crate::prompt::PromptMode;
-use crate::runner::{Agent, AgentSettings, RunError, RunRequest};
+use crate::runner::{store_message, Agent, AgentSettings, RunError, RunRequest};
 
 /// Finished subagent records kept for `subagents list` (oldest dropped first).
 const KEEP_FINISHED: usize = 100;
@@ -351,7 +351,7 @@ impl SessionHub {
                         .await?;
                         log.flush().await
                     };
-                    return write.await.map_err(|e: StoreError| e.to_string());
+                    return write.await.map_err(|e: StoreError| store_message(&e));
                 }
             }
             notified.await;
@@ -571,7 +571,7 @@ impl SessionTool {
             .store
             .list(&ctx.agent_id)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| store_message(&e))?;
         // Another user's sessions are not counted either: their number is theirs.
         let mine: Vec<(&str, &SessionMeta)> = sessions
             .iter()
@@ -600,7 +600,7 @@ impl SessionTool {
             .store
             .open(&ctx.agent_id, &stored)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| store_message(&e))?;
         let mut rows: Vec<Value> = log
             .context()
             .iter()
@@ -619,7 +619,7 @@ impl SessionTool {
             .store
             .get(&ctx.agent_id, stored)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| store_message(&e))?;
         let running: Vec<Value> = self
             .children(ctx)
             .into_iter()
@@ -859,7 +859,7 @@ async fn existing(
         Ok(None) => Err(format!(
             "no session \"{key}\" for agent \"{agent_id}\"; sessions_list shows the existing ones"
         )),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(store_message(&e)),
     }
 }
 

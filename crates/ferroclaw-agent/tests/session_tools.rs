@@ -641,6 +641,12 @@ async fn a_user_sees_and_reads_only_their_own_sessions() {
         stored,
         vec!["user:alice:main", "user:alice:mine", "user:bob:work"]
     );
+    // The gateway compacts by stored key; the owner comes from the key itself.
+    let key = ferroclaw_agent::user_scope::scoped_key("alice", "mine");
+    s.main
+        .compact_session(&key, tokio_util::sync::CancellationToken::new())
+        .await
+        .expect("compacting alice's session as alice");
 }
 
 #[tokio::test]
@@ -1017,4 +1023,64 @@ async fn a_broken_user_workspace_is_refused_without_showing_host_paths() {
         "{text}"
     );
     assert!(s.llm.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_users_subagent_cannot_run_on_an_agent_without_per_user_workspaces() {
+    let s = users_setup().await;
+    // A second agent, `solo`, from a configuration without per-user workspaces, bound
+    // to the same hub (the shape of an operator's own agent next to a shared one).
+    let solo_home = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        solo_home.path().join("config.json5"),
+        format!(
+            r#"{{
+  agents: {{ defaults: {{ provider: "scripted", model: "model-a", stream: false }}, list: [ {{ id: "solo" }} ] }},
+  providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
+}}"#,
+            s.llm.openai_base_url()
+        ),
+    )
+    .expect("config");
+    let loaded = ferroclaw_config::load(
+        &LoadOptions {
+            home: Some(solo_home.path().to_path_buf()),
+            config_path: None,
+        },
+        Env::from_pairs([("FERROCLAW_SCRIPTED_API_KEY", "k1")]),
+    )
+    .expect("config loads");
+    let mut services = SharedServices::from_config(&loaded).expect("services");
+    services.sessions = s.hub.clone();
+    let solo = build_agent_with(&loaded, "solo", s.store.clone(), &services).expect("solo");
+    assert!(!solo.settings().per_user_workspace);
+    std::fs::write(solo.settings().workspace.join("operator.txt"), BOB_SECRET).expect("file");
+
+    s.llm.push(Reply::tool_calls(vec![
+        call(
+            "c1",
+            "sessions_spawn",
+            json!({"task": "cat operator.txt", "agentId": "solo", "mode": "run"}),
+        ),
+        call(
+            "c2",
+            "sessions_spawn",
+            json!({"task": "cat operator.txt", "agentId": "solo", "mode": "session"}),
+        ),
+    ]));
+    s.llm.push(Reply::text("could not"));
+    run_for(&s.main, "alice", "main", "escape")
+        .await
+        .expect("alice's run");
+    let reqs = s.llm.requests();
+    assert_eq!(reqs.len(), 2, "no subagent run was started");
+    let results = tool_results(&reqs[1]);
+    for r in &results {
+        assert!(
+            r.contains("refused: agent \"solo\" does not keep a separate workspace per user"),
+            "{r}"
+        );
+    }
+    assert!(s.hub.subagents().is_empty());
+    assert!(s.store.list("solo").await.expect("list").is_empty());
 }

@@ -53,8 +53,10 @@ pub struct ToolUser {
 }
 
 impl ToolContext {
-    /// The session key as people know it: `session_key` is scoped by agent
-    /// (`<agent>:<key>`, see `ferroclaw_agent::tool_scope`) for keying tool state.
+    /// The session key as the store knows it: `session_key` is scoped by agent
+    /// (`<agent>:<key>`, see `ferroclaw_agent::tool_scope`) for keying tool state. For a
+    /// run on behalf of a user this is the user-scoped key (`user:<id>:<key>`, see
+    /// `ferroclaw_agent::user_scope`), so tool state of two users never mixes.
     pub fn session_display(&self) -> &str {
         self.session_key
             .strip_prefix(self.agent_id.as_str())

@@ -25,7 +25,8 @@ const MAX_QUERY_TERMS: usize = 32;
 pub enum MemoryError {
     #[error("memory index error: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("memory index I/O error on {path}: {source}")]
+    /// `path` is a host path: kept for logs (`Debug`), not shown to the model.
+    #[error("memory index I/O error: {source}")]
     Io {
         path: String,
         source: std::io::Error,

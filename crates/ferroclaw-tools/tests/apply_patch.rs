@@ -275,3 +275,30 @@ async fn apply_patch_through_the_agent_loop() {
     let result = web_support::tool_result_in(&llm.requests()[1].body, "p1");
     assert!(result.contains("M notes.txt (1 hunk)"), "{result}");
 }
+
+/// Errors name files as the model named them, never by their host path.
+#[tokio::test]
+async fn errors_show_workspace_relative_paths() {
+    let ws = setup();
+    let host = std::fs::canonicalize(ws.path())
+        .unwrap()
+        .display()
+        .to_string();
+    std::fs::write(ws.path().join("binary.bin"), [0xff, 0xfe, 0x00]).unwrap();
+    let cases = [
+        (
+            "*** Begin Patch\n*** Update File: src\n@@\n-x\n+y\n*** End Patch",
+            "src is a directory",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: binary.bin\n@@\n-x\n+y\n*** End Patch",
+            "binary.bin is not UTF-8 text",
+        ),
+    ];
+    for (patch, expected) in cases {
+        let r = apply(ws.path(), patch).await;
+        assert!(r.is_error, "{patch}: {}", r.for_llm);
+        assert!(r.for_llm.contains(expected), "{patch}: {}", r.for_llm);
+        assert!(!r.for_llm.contains(&host), "host path in {}", r.for_llm);
+    }
+}

@@ -598,6 +598,8 @@ struct Plan {
     /// Resolved path → (shown name, final state). Ordered for deterministic summaries.
     files: BTreeMap<PathBuf, (String, Planned)>,
     summary: Vec<String>,
+    /// Canonical workspace: errors show paths relative to it, never host paths.
+    root: PathBuf,
 }
 
 impl Plan {
@@ -610,15 +612,19 @@ impl Plan {
             });
         }
         if resolved.is_dir() {
-            return Err(format!("{} is a directory", resolved.display()));
+            return Err(format!("{} is a directory", self.shown(resolved)));
         }
         match std::fs::read(resolved) {
             Ok(bytes) => String::from_utf8(bytes)
                 .map(Some)
-                .map_err(|_| format!("{} is not UTF-8 text", resolved.display())),
+                .map_err(|_| format!("{} is not UTF-8 text", self.shown(resolved))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("cannot read {}: {e}", resolved.display())),
+            Err(e) => Err(format!("cannot read {}: {e}", self.shown(resolved))),
         }
+    }
+
+    fn shown(&self, resolved: &Path) -> String {
+        crate::paths::display_relative(&self.root, resolved)
     }
 }
 
@@ -635,6 +641,7 @@ fn apply_ops(root: &Path, ops: &[FileOp]) -> Result<String, String> {
     let mut plan = Plan {
         files: BTreeMap::new(),
         summary: Vec::new(),
+        root: crate::paths::canonical_workspace(root).map_err(|e| e.to_string())?,
     };
     // Phase 1: compute every file's final content in memory; any error stops here.
     for op in ops {
@@ -773,7 +780,7 @@ fn commit(plan: &Plan) -> Result<(), String> {
         if let Err(e) = std::fs::rename(tmp, dest) {
             cleanup(&staged);
             rollback(&previous);
-            return Err(format!("cannot replace {}: {e}", dest.display()));
+            return Err(format!("cannot replace {}: {e}", plan.shown(dest)));
         }
     }
     for (path, (shown, planned)) in &plan.files {
