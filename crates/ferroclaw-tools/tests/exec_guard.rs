@@ -758,6 +758,9 @@ mod gaps {
                 ("chown me \"$target\"", Destructive, "cannot know"),
                 ("dd if=/dev/zero of=$disk", Destructive, "cannot know"),
                 ("find \"$d\" -delete", Destructive, ""),
+                ("d=$(echo /usr); rm -rf $d", Destructive, "cannot know"),
+                ("set -- /usr; rm -rf \"$1\"", Destructive, ""),
+                ("rm -rf ~root", Destructive, ""),
             ],
         );
         allowed(
@@ -813,9 +816,31 @@ mod gaps {
                 ("sudo -u root rm -rf /", Destructive, ""),
                 ("trap 'rm -rf /' EXIT", Destructive, ""),
                 ("sh -c 'rm -rf \"$1\"' sh /", Destructive, ""),
+                ("command -p rm -rf /", Destructive, ""),
+                ("exec -a x rm -rf /", Destructive, ""),
+                // Options whose value is a command.
+                (
+                    "tar -cf x.tar --to-command='rm -rf /' notes.txt",
+                    Destructive,
+                    "",
+                ),
+                (
+                    "tar -cf /dev/null n --checkpoint=1 --checkpoint-action=exec='rm -rf ~'",
+                    Destructive,
+                    "",
+                ),
+                ("rsync -e 'sh -c reboot' a b:", Shutdown, ""),
+                ("ssh -o ProxyCommand='sh -c reboot' host", Shutdown, ""),
+                ("sed -e 's/x/rm -rf \\//e' notes.txt", Destructive, ""),
+                ("sed '1e reboot' notes.txt", Shutdown, ""),
+                (
+                    "find . -name x -fprint /etc/passwd",
+                    SystemWrite,
+                    "/etc/passwd",
+                ),
             ],
         );
-        let list = allowlist(&["find", "xargs", "echo", "ls", "grep"]);
+        let list = allowlist(&["find", "xargs", "echo", "ls", "grep", "sed", "tar"]);
         refused(
             &list,
             &[
@@ -826,6 +851,7 @@ mod gaps {
                     NotAllowlisted,
                     "\"sh\"",
                 ),
+                ("find . -exec sed -n '1e id' {} +", NotAllowlisted, "sed"),
             ],
         );
         let harmless = [
@@ -833,6 +859,9 @@ mod gaps {
             "find . -type f -exec grep -l foo {} +",
             "ls | xargs echo",
             "echo a b | xargs -n1 echo",
+            "sed -n '/^e/p' notes.txt",
+            "sed 's/a/b/g' notes.txt",
+            "tar czf out.tgz notes.txt",
         ];
         allowed(&deny_policy(), &harmless);
         allowed(&list, &harmless);
@@ -964,6 +993,10 @@ mod gaps {
                 ),
                 ("cp /tmp/whatever y.sh; bash y.sh", EvalDecode, "y.sh"),
                 ("echo reboot > s; sh < s", Shutdown, ""),
+                ("bash -s < <(echo reboot)", Shutdown, ""),
+                (". <(echo reboot)", Shutdown, ""),
+                ("source /dev/stdin <<< reboot", Shutdown, ""),
+                ("bash <(python3 gen.py)", EvalDecode, "output of a command"),
                 ("cat <<EOF\n$(reboot)\nEOF", Shutdown, ""),
             ],
         );
@@ -984,7 +1017,14 @@ mod gaps {
                 "sh script.sh",
             ],
         );
-        allowed(&list, &["sh script.sh", "cat <<EOF\nhello\nEOF"]);
+        allowed(
+            &list,
+            &[
+                "sh script.sh",
+                "cat <<EOF\nhello\nEOF",
+                "cat <<EOF\nit's\nEOF",
+            ],
+        );
     }
 
     #[tokio::test]

@@ -116,6 +116,10 @@ struct Analyzer {
     last_stdout: Option<String>,
     /// Files among `written` that a download tool wrote.
     downloaded: HashSet<String>,
+    /// `<(…)` as written → what it outputs, when that is literal text.
+    procsub: HashMap<String, Option<String>>,
+    /// Positional parameters set by `set -- …` at the top level.
+    set_args: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -230,6 +234,19 @@ impl Analyzer {
                 let mut decl = false;
                 while k < seg.len() {
                     let v = seg[k].value.as_str();
+                    if k == 0 && !seg[k].quoted && v == "set" {
+                        let args: Vec<String> = seg
+                            .iter()
+                            .skip(1)
+                            .skip_while(|w| w.value.starts_with(['-', '+']) && w.value != "--")
+                            .skip_while(|w| w.value == "--")
+                            .map(|w| w.value.clone())
+                            .collect();
+                        if !args.is_empty() || seg.iter().any(|w| w.value == "--") {
+                            self.set_args = Some(args);
+                        }
+                        break;
+                    }
                     if k == 0 && !seg[k].quoted && v == "for" {
                         if let Some(name) = seg.get(1).map(|w| w.value.clone()) {
                             let vals: Vec<String> = seg
@@ -503,6 +520,8 @@ impl Analyzer {
                         self.unparsed("an unterminated process substitution");
                     }
                     let rendered = self.line(&inner, depth + 1);
+                    let out = self.last_stdout.take();
+                    self.procsub.insert(format!("{c}({inner})"), out);
                     let w = cur.get_or_insert_with(Word::default);
                     w.value.push(c);
                     w.value.push('(');
@@ -878,7 +897,12 @@ impl Analyzer {
         {
             // Positional parameters: those of a function call or `sh -c '…' _ a` being
             // read; otherwise empty, as in `sh -c` (`r$@m` is `rm`).
-            let args = self.positional.last().cloned().unwrap_or_default();
+            let args = self
+                .positional
+                .last()
+                .cloned()
+                .or_else(|| self.set_args.clone())
+                .unwrap_or_default();
             let vals: Vec<String> = match name.as_str() {
                 "@" | "*" => args,
                 n => n
@@ -929,6 +953,18 @@ impl Analyzer {
         }
         let mut first = true;
         for v in vals {
+            if v.contains("$(") || v.contains('`') {
+                // The output of a command: unknown to the guard.
+                if !first {
+                    flush_word(toks, cur);
+                }
+                first = false;
+                let w = cur.get_or_insert_with(Word::default);
+                for ch in "${subst}".chars() {
+                    w.push(ch, false);
+                }
+                continue;
+            }
             for part in v.split_whitespace() {
                 if !first {
                     flush_word(toks, cur);
@@ -1026,6 +1062,7 @@ impl Analyzer {
                         | "until"
                         | "time"
                         | "coproc"
+                        | "esac"
                 )
             {
                 start += 1;
@@ -1038,6 +1075,14 @@ impl Analyzer {
             }
         }
         let mut words: Vec<Word> = words.split_off(start.min(words.len()));
+        // `for x in …`, `select x in …`, `case x in`: a header, not a program (its
+        // substitutions were analysed while reading the words).
+        if words
+            .first()
+            .is_some_and(|w| !w.quoted && matches!(w.value.as_str(), "for" | "select" | "case"))
+        {
+            words.clear();
+        }
         // Look through wrappers that run their arguments as a command.
         while let Some(first) = words.first() {
             let prog = program_name(&first.value);
@@ -1070,8 +1115,10 @@ impl Analyzer {
                     }
                     Some(k)
                 }
-                "command" | "builtin" | "nohup" | "unbuffer" | "setsid" | "time" | "stdbuf"
-                | "exec" | "nice" | "ionice" | "chrt" | "taskset" => Some(skip_options(
+                "command" | "builtin" => Some(skip_options(&words, 1, &[], false)),
+                "exec" => Some(skip_options(&words, 1, &["-a"], false)),
+                "nohup" | "unbuffer" | "setsid" | "time" | "stdbuf" | "nice" | "ionice"
+                | "chrt" | "taskset" => Some(skip_options(
                     &words,
                     1,
                     &[
@@ -1342,7 +1389,13 @@ impl Analyzer {
             }
             if !had_script {
                 // `… | sh`, `sh <<EOF`, `bash <<< 'cmd'`, `sh < x.sh`: stdin is the script.
-                if let Some(code) = stdin {
+                let from_procsub = redirs.iter().find_map(|(op, t)| match (*op, t) {
+                    ("<", Some(t)) if t.value.starts_with("<(") => Some(t.value.clone()),
+                    _ => None,
+                });
+                if let Some(p) = from_procsub {
+                    self.run_file(&p, Some("sh"), Vec::new(), depth);
+                } else if let Some(code) = stdin {
                     self.line(&code, depth + 1);
                 }
             }
@@ -1351,7 +1404,14 @@ impl Analyzer {
         } else if program == "source" || program == "." {
             if let Some(f) = vals.first() {
                 let pos = vals.get(1..).unwrap_or_default().to_vec();
-                self.run_file(f, Some("sh"), pos, depth);
+                if matches!(f.as_str(), "/dev/stdin" | "/dev/fd/0") {
+                    // `source /dev/stdin <<< …`: the script is stdin.
+                    if let Some(code) = stdin.clone() {
+                        self.line(&code, depth + 1);
+                    }
+                } else {
+                    self.run_file(f, Some("sh"), pos, depth);
+                }
             }
         } else if program == "find" {
             self.find(args, depth);
@@ -1361,6 +1421,47 @@ impl Analyzer {
             self.awk(args, depth);
         } else if program == "git" {
             self.git(args, depth);
+        } else if program == "sed" || program == "gsed" {
+            self.sed(&vals, depth);
+        } else if let Some(opts) = COMMAND_OPTIONS
+            .iter()
+            .find(|(p, _)| *p == program)
+            .map(|(_, o)| *o)
+        {
+            // Options whose value is a command the program runs.
+            for (j, v) in vals.iter().enumerate() {
+                for opt in opts {
+                    let value = if v == opt {
+                        vals.get(j + 1).cloned()
+                    } else if let Some(r) = v.strip_prefix(opt) {
+                        if opt.starts_with("--") || opt.ends_with('=') {
+                            r.strip_prefix('=').or(Some(r)).map(str::to_string)
+                        } else {
+                            None
+                        }
+                    } else {
+                        None
+                    };
+                    if let Some(cmd) = value.filter(|c| !c.is_empty()) {
+                        let cmd = cmd.strip_prefix("exec=").unwrap_or(&cmd).to_string();
+                        self.line(&cmd, depth + 1);
+                    }
+                }
+                // `ssh -o ProxyCommand=…`, `-oLocalCommand=…`
+                let o = if v == "-o" {
+                    vals.get(j + 1).cloned()
+                } else {
+                    v.strip_prefix("-o").map(str::to_string)
+                };
+                if let Some((key, cmd)) = o.as_deref().and_then(|o| o.split_once(['=', ' '])) {
+                    if matches!(
+                        key.to_ascii_lowercase().as_str(),
+                        "proxycommand" | "localcommand" | "knownhostscommand" | "remotecommand"
+                    ) {
+                        self.line(cmd, depth + 1);
+                    }
+                }
+            }
         } else if program == "alias" {
             for v in &vals {
                 if let Some((name, value)) = v.split_once('=') {
@@ -1456,6 +1557,24 @@ impl Analyzer {
     /// A file run by a shell (`sh x`), an interpreter or directly (`./x`): if this same
     /// command line wrote it, its content is analysed, and allowlist mode refuses it.
     fn run_file(&mut self, path: &str, runner: Option<&str>, args: Vec<String>, depth: usize) {
+        if path.starts_with("<(") {
+            // `bash <(…)`, `. <(…)`: the script is a command's output.
+            match self.procsub.get(path).cloned().flatten() {
+                Some(code) => match runner.and_then(interpreter) {
+                    Some(i) => self.inline_code(i, &code, &args, depth),
+                    None => {
+                        self.line_with_args(&code, depth + 1, args);
+                    }
+                },
+                None => self.finding(
+                    FindingScope::Always,
+                    ExecCategory::EvalDecode,
+                    "script read from a command's output",
+                    "runs as a script the output of a command the guard cannot predict".into(),
+                ),
+            }
+            return;
+        }
         let Some(content) = self.written_content(path) else {
             return;
         };
@@ -1499,6 +1618,56 @@ impl Analyzer {
         }
     }
 
+    /// GNU sed runs commands: the `e` command and the `e` flag of `s` (the pattern space,
+    /// i.e. the replacement, is run).
+    fn sed(&mut self, vals: &[String], depth: usize) {
+        let mut scripts = Vec::new();
+        let mut k = 0;
+        while k < vals.len() {
+            let v = vals[k].as_str();
+            if v == "-e" || v == "--expression" {
+                if let Some(s) = vals.get(k + 1) {
+                    scripts.push(s.clone());
+                }
+                k += 2;
+                continue;
+            }
+            if let Some(s) = v.strip_prefix("--expression=") {
+                scripts.push(s.to_string());
+            } else if v == "-f" || v == "--file" {
+                k += 1;
+            } else if !v.starts_with('-') && scripts.is_empty() {
+                scripts.push(v.to_string());
+                break;
+            }
+            k += 1;
+        }
+        for script in scripts {
+            for cmd in script.split([';', '\n']) {
+                let c = strip_sed_address(cmd.trim());
+                let run = if let Some(rest) = c.strip_prefix('e') {
+                    (rest.is_empty() || rest.starts_with(char::is_whitespace))
+                        .then(|| rest.trim().to_string())
+                } else if c.starts_with('s') && c.len() > 1 {
+                    sed_substitution_command(c)
+                } else {
+                    None
+                };
+                if let Some(run) = run {
+                    if !run.is_empty() {
+                        self.line(&run, depth + 1);
+                    }
+                    self.finding(
+                        FindingScope::Allowlist,
+                        ExecCategory::NotAllowlisted,
+                        "sed running a command",
+                        "sed code runs a command (the e command or flag), which the allowlist cannot vouch for".into(),
+                    );
+                }
+            }
+        }
+    }
+
     fn find(&mut self, args: &[Word], depth: usize) {
         let mut k = 0;
         while k < args.len() && matches!(args[k].value.as_str(), "-H" | "-L" | "-P") {
@@ -1519,6 +1688,27 @@ impl Analyzer {
         // `find … -exec cmd {} ;`: `{}` is each path found, so it stands for the start
         // points (a path under `/` is as bad as `/` for `rm -rf`).
         while k < args.len() {
+            if matches!(
+                args[k].value.as_str(),
+                "-fprint" | "-fprint0" | "-fls" | "-fprintf"
+            ) {
+                // These create (truncate) their file even when nothing is found.
+                if let Some(f) = args.get(k + 1) {
+                    let n = normalize_path(&f.value);
+                    if ["/etc", "/boot", "/sys", "/proc"]
+                        .iter()
+                        .any(|d| n == *d || n.starts_with(&format!("{d}/")))
+                    {
+                        self.finding(
+                            FindingScope::Always,
+                            ExecCategory::SystemWrite,
+                            "find -fprint into /etc, /boot, /sys or /proc",
+                            format!("find writes {n}"),
+                        );
+                    }
+                    self.record_write(&f.value, None, false);
+                }
+            }
             if matches!(
                 args[k].value.as_str(),
                 "-exec" | "-execdir" | "-ok" | "-okdir"
@@ -2070,6 +2260,101 @@ const DELETE_MARKERS: &[&str] = &[
     "path.unlink",
     "deltree",
 ];
+
+/// Options whose value is a command line the program runs.
+const COMMAND_OPTIONS: &[(&str, &[&str])] = &[
+    (
+        "tar",
+        &[
+            "--checkpoint-action",
+            "--to-command",
+            "--use-compress-program",
+            "-I",
+            "--info-script",
+            "--new-volume-script",
+            "-F",
+        ],
+    ),
+    ("zip", &["-TT", "--unzip-command"]),
+    ("rsync", &["-e", "--rsh", "--rsync-path"]),
+    ("ssh", &[]),
+    ("scp", &["-S"]),
+    ("sftp", &["-S"]),
+    ("less", &[]),
+    ("man", &["-P", "--pager"]),
+    ("vim", &["-c", "--cmd"]),
+    ("vi", &["-c", "--cmd"]),
+    ("nvim", &["-c", "--cmd"]),
+    ("script", &[]),
+];
+
+/// `1,5`, `$`, `/re/`, `/re/!`: the address before a sed command.
+fn strip_sed_address(cmd: &str) -> &str {
+    let mut c = cmd;
+    for _ in 0..2 {
+        c = c.trim_start();
+        if let Some(r) = c.strip_prefix('/') {
+            let mut esc = false;
+            let mut end = None;
+            for (i, ch) in r.char_indices() {
+                if esc {
+                    esc = false;
+                } else if ch == '\\' {
+                    esc = true;
+                } else if ch == '/' {
+                    end = Some(i);
+                    break;
+                }
+            }
+            c = match end {
+                Some(i) => &r[i + 1..],
+                None => r,
+            };
+        } else {
+            c = c.trim_start_matches(|ch: char| ch.is_ascii_digit() || ch == '$' || ch == '~');
+        }
+        c = c.trim_start();
+        if let Some(r) = c.strip_prefix(',') {
+            c = r;
+        } else {
+            break;
+        }
+    }
+    c.trim_start().trim_start_matches('!').trim_start()
+}
+
+/// `s/re/repl/flags` with the `e` flag: the replacement is run as a command.
+fn sed_substitution_command(cmd: &str) -> Option<String> {
+    let mut chars = cmd.chars();
+    chars.next();
+    let delim = chars.next()?;
+    if delim.is_alphanumeric() || delim.is_whitespace() {
+        return None;
+    }
+    let mut parts = vec![String::new()];
+    let mut esc = false;
+    for ch in chars {
+        if esc {
+            esc = false;
+            if ch != delim {
+                parts.last_mut()?.push('\\');
+            }
+            parts.last_mut()?.push(ch);
+        } else if ch == '\\' {
+            esc = true;
+        } else if ch == delim && parts.len() < 3 {
+            parts.push(String::new());
+        } else {
+            parts.last_mut()?.push(ch);
+        }
+    }
+    let flags = parts.get(2)?;
+    flags
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .any(|c| c == 'e')
+        .then(|| parts[1].clone())
+}
 
 /// Variables whose value is a command line that some program runs.
 const COMMAND_VARS: &[&str] = &[
