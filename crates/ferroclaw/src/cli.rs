@@ -75,6 +75,9 @@ pub struct ChatArgs {
     /// Also print the model's reasoning as it streams (to stderr).
     #[arg(long)]
     pub show_reasoning: bool,
+    /// Act for this user (needed on an agent with `per_user_workspace`).
+    #[arg(long, value_name = "ID")]
+    pub user: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

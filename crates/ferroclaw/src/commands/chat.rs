@@ -30,7 +30,7 @@ pub async fn run(ctx: &AppContext, args: ChatArgs) -> anyhow::Result<ExitCode> {
 async fn one_shot(agent: &Agent, args: &ChatArgs, message: &str) -> anyhow::Result<ExitCode> {
     // stdout carries only the final answer, so scripts can capture it.
     let printer = Arc::new(Printer::new(false, args.show_reasoning));
-    match run_with_ctrl_c(agent, &args.session, message, printer).await {
+    match run_with_ctrl_c(agent, &args.session, args.user.as_deref(), message, printer).await {
         Ok(out) => {
             if !out.silent {
                 println!("{}", out.text);
@@ -104,8 +104,15 @@ async fn repl(ctx: &AppContext, agent: &Agent, args: &ChatArgs) -> anyhow::Resul
                 continue;
             }
             "/compact" => {
+                // Compaction names the session as the store knows it.
+                let stored = match args.user.as_deref() {
+                    Some(u) if agent.settings().per_user_workspace => {
+                        ferroclaw_agent::user_scope::scoped_key(u, &session)
+                    }
+                    _ => session.clone(),
+                };
                 match agent
-                    .compact_session(&session, CancellationToken::new())
+                    .compact_session(&stored, CancellationToken::new())
                     .await
                 {
                     Ok(Some((before, after))) => {
@@ -130,7 +137,8 @@ async fn repl(ctx: &AppContext, agent: &Agent, args: &ChatArgs) -> anyhow::Resul
         }
 
         let printer = Arc::new(Printer::new(agent.settings().stream, args.show_reasoning));
-        let result = run_with_ctrl_c(agent, &session, text, printer.clone()).await;
+        let result =
+            run_with_ctrl_c(agent, &session, args.user.as_deref(), text, printer.clone()).await;
         if printer.streamed_text() {
             println!();
         }
@@ -147,15 +155,17 @@ async fn repl(ctx: &AppContext, agent: &Agent, args: &ChatArgs) -> anyhow::Resul
 async fn run_with_ctrl_c(
     agent: &Agent,
     session: &str,
+    user: Option<&str>,
     message: &str,
     printer: Arc<Printer>,
 ) -> Result<RunOutput, RunError> {
     let cancel = CancellationToken::new();
-    let run = agent.run(
+    let run = agent.run_as(
         RunRequest {
             session_key: session.to_string(),
             message: message.to_string(),
         },
+        user,
         printer,
         cancel.clone(),
     );
