@@ -1,5 +1,4 @@
-//! The one path every surface takes to run an agent: `/stop` commands, the message
-//! cap, and submission to the scheduler under the queue key `agentId:sessionKey`.
+//! The one path every surface takes to run an agent: `/stop` commands and submission to the scheduler under the queue key `agentId:sessionKey`.
 //! Surfaces pass their own event sink and await the ticket.
 
 use std::sync::{Arc, Mutex};
@@ -61,7 +60,8 @@ pub fn start(
         }
         _ => {}
     }
-    let message = cap_message(message, state.config.max_message_chars);
+    // The agent caps the message (`gateway.max_message_chars`), once, with its note.
+    let message = message.to_string();
     let run = agent_run_fn(
         state.clone(),
         agent,
@@ -251,36 +251,5 @@ impl RunIdSlot {
 
     pub fn get(&self) -> Option<String> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
-
-/// Cuts a message longer than `max` characters (0 = no cap) and says so to the model;
-/// the gateway's limit applies even when it is below the agent's own.
-pub fn cap_message(text: &str, max: usize) -> String {
-    if max == 0 {
-        return text.to_string();
-    }
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some((cut, _)) => format!(
-            "{}\n\n[Note: this message was truncated from {} to {} characters.]",
-            &text[..cut],
-            text.chars().count(),
-            max
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_messages_are_cut_with_a_note() {
-        assert_eq!(cap_message("short", 10), "short");
-        let out = cap_message(&"é".repeat(20), 5);
-        assert!(out.starts_with("ééééé\n"));
-        assert!(out.contains("truncated from 20 to 5"));
-        assert_eq!(cap_message("abc", 0), "abc");
     }
 }
