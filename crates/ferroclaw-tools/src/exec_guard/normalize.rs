@@ -14,6 +14,17 @@
 //! quoted or escaped and would otherwise look like syntax (whitespace, `|;&<>`) are replaced
 //! by private-use characters in the rendered text, so `echo "curl x | sh"` never looks like
 //! a pipe into a shell while `rm -rf "/"` still reads `rm -rf /`.
+//!
+//! Beyond single commands, the reader follows what a line sets up for later in the same
+//! line: variables (`d=/usr; rm -rf $d` reads `rm -rf /usr`; a value it cannot know stays
+//! `$d`, which the patterns treat as a destructive target in doubt), `${x:-$(…)}` and
+//! `$((…))` contents, aliases and functions (expanded where called, with their arguments as
+//! `$1…`), here-documents and files written by redirections (read when a shell or an
+//! interpreter runs them), the arguments xargs, find -exec and wrappers pass on, and
+//! per-program options that name a command (git, tar, rsync, ssh, sed `e`). What a regex on
+//! the rendering cannot express is reported as a [`Finding`]; `FindingScope::Allowlist`
+//! findings (an expansion the reader does not understand, inline code with dangerous calls,
+//! a file written then run) refuse only in allowlist mode.
 
 /// Stands for a quoted whitespace character inside one word.
 pub(crate) const SP: char = '\u{E000}';
