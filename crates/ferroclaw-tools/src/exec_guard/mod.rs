@@ -196,6 +196,13 @@ pub fn check_patterns(cmd: &str) -> Result<(), ExecDenied> {
         ));
     }
     let analysis = normalize::analyze(cmd);
+    if analysis.too_large {
+        return Err(denied(
+            ExecCategory::Obfuscation,
+            "expansion size",
+            "the command expands to more text than the guard reads".into(),
+        ));
+    }
     if analysis.too_deep {
         return Err(denied(
             ExecCategory::Obfuscation,

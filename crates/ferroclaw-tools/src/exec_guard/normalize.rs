@@ -14,6 +14,17 @@
 //! quoted or escaped and would otherwise look like syntax (whitespace, `|;&<>`) are replaced
 //! by private-use characters in the rendered text, so `echo "curl x | sh"` never looks like
 //! a pipe into a shell while `rm -rf "/"` still reads `rm -rf /`.
+//!
+//! Beyond single commands, the reader follows what a line sets up for later in the same
+//! line: variables (`d=/usr; rm -rf $d` reads `rm -rf /usr`; a value it cannot know stays
+//! `$d`, which the patterns treat as a destructive target in doubt), `${x:-$(…)}` and
+//! `$((…))` contents, aliases and functions (expanded where called, with their arguments as
+//! `$1…`), here-documents and files written by redirections (read when a shell or an
+//! interpreter runs them), the arguments xargs, find -exec and wrappers pass on, and
+//! per-program options that name a command (git, tar, rsync, ssh, sed `e`). What a regex on
+//! the rendering cannot express is reported as a [`Finding`]; `FindingScope::Allowlist`
+//! findings (an expansion the reader does not understand, inline code with dangerous calls,
+//! a file written then run) refuse only in allowlist mode.
 
 /// Stands for a quoted whitespace character inside one word.
 pub(crate) const SP: char = '\u{E000}';
@@ -30,6 +41,10 @@ use regex::Regex;
 
 use super::ExecCategory;
 
+/// Characters the reader lexes for one command, expansions included: bounds the work
+/// when values, aliases or functions are expanded many times.
+pub(crate) const MAX_WORK: usize = 1_000_000;
+
 /// Commands longer than this are refused rather than analysed (bounded work per call).
 pub(crate) const MAX_COMMAND_CHARS: usize = 100_000;
 
@@ -43,6 +58,8 @@ pub(crate) struct Analysis {
     pub lines: Vec<LineView>,
     /// Nesting went deeper than [`MAX_DEPTH`].
     pub too_deep: bool,
+    /// Expanding variables, aliases and functions read more than [`MAX_WORK`] characters.
+    pub too_large: bool,
     /// Decisions the reader takes itself, where a regex on the rendered text cannot see the
     /// danger (git options, inline code, files written then run).
     pub findings: Vec<Finding>,
@@ -120,6 +137,8 @@ struct Analyzer {
     procsub: HashMap<String, Option<String>>,
     /// Positional parameters set by `set -- …` at the top level.
     set_args: Option<Vec<String>>,
+    /// Characters lexed so far (see [`MAX_WORK`]).
+    work: usize,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -358,6 +377,11 @@ impl Analyzer {
     }
 
     fn lex(&mut self, src: &str, depth: usize) -> Vec<Tok> {
+        self.work += src.len();
+        if self.work > MAX_WORK {
+            self.out.too_large = true;
+            return Vec::new();
+        }
         let chars: Vec<char> = src.chars().collect();
         let mut toks = Vec::new();
         let mut cur: Option<Word> = None;
@@ -951,6 +975,12 @@ impl Analyzer {
                 return;
             }
         }
+        let size: usize = vals.iter().map(String::len).sum();
+        self.work += size;
+        if self.work > MAX_WORK {
+            self.out.too_large = true;
+            return;
+        }
         let mut first = true;
         for v in vals {
             if v.contains("$(") || v.contains('`') {
@@ -1272,6 +1302,18 @@ impl Analyzer {
             .unwrap_or_default();
         self.nested(&program, &words, &redirs, depth, piped.as_deref());
         self.track_writes(&program, &words, &redirs, piped.as_deref());
+        if matches!(
+            program.as_str(),
+            "export" | "declare" | "typeset" | "local" | "readonly"
+        ) {
+            raw_assigns.extend(
+                words
+                    .iter()
+                    .skip(1)
+                    .filter(|w| is_assignment(&w.value))
+                    .map(|w| w.value.clone()),
+            );
+        }
         self.command_assigns(&raw_assigns, depth);
 
         let mut parts: Vec<String> = Vec::new();
@@ -1796,6 +1838,9 @@ impl Analyzer {
     /// the guard cannot vouch for.
     fn inline_code(&mut self, interp: &str, code: &str, extra: &[String], depth: usize) {
         let lower = code.to_ascii_lowercase();
+        if code.contains("$(") || code.contains("${subst}") || code.contains("${xargs}") {
+            self.unparsed(&format!("inline {interp} code produced by a command"));
+        }
         let literals = string_literals(code);
         if RUN_MARKERS.iter().any(|m| lower.contains(m)) {
             for lit in &literals {
@@ -2194,6 +2239,16 @@ impl Analyzer {
 
     fn record_write(&mut self, path: &str, content: Option<String>, append: bool) {
         let key = file_key(path).to_string();
+        let lower = key.to_ascii_lowercase();
+        if lower.contains(".git/hooks/")
+            || lower.ends_with(".git/config")
+            || lower.ends_with(".git/hooks")
+        {
+            self.git_injection(
+                "write to a git hook or git config",
+                &format!("writing {key} makes git run code of the caller's choice"),
+            );
+        }
         let merged = match (append, self.written.get(&key)) {
             (true, Some(Some(old))) => content.map(|c| format!("{old}{c}")),
             (true, Some(None)) => None,

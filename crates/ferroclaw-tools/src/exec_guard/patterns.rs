@@ -73,7 +73,7 @@ const PLACEHOLDERS: &[(&str, &str)] = &[
     ),
     (
         "%ROOTISH%",
-        r"(?:/|/\*|~[a-z0-9_.-]*|~/\*|/(?:bin|boot|dev|etc|home|lib|lib32|lib64|libx32|opt|root|sbin|srv|usr|var|sys|proc|snap|mnt|media|run|tmp)(?:/\*)?)(?:$|\s)",
+        r"(?:/|/\*|~[a-z0-9_.+-]*|~/\*|/[^/\s]*[*?\[][^/\s]*/?|/(?:bin|boot|dev|etc|home|lib|lib32|lib64|libx32|opt|root|sbin|srv|usr|var|sys|proc|snap|mnt|media|run|tmp)(?:/\*)?)(?:$|\s)",
     ),
     ("%SYS%", r"/(?:etc|boot|sys|proc)(?:/|$|\s)"),
     (
