@@ -237,7 +237,9 @@ async fn a_normal_exit_ends_what_the_command_left_running() {
     let fifo = make_fifo(ws.path());
     let ctx = common::ctx(ws.path());
     let (sleep, marker) = common::unique_sleep();
-    let command = format!("{sleep} & echo ready > ready; echo done");
+    // The shell holds on until the test has found the job, then ends normally.
+    let command =
+        format!("{sleep} & echo ready > ready; while [ ! -e go ]; do sleep 0.05; done; echo done");
     let task = tokio::spawn(async move {
         ExecTool::with_env(path_env())
             .execute(&ctx, json!({"command": command}))
@@ -245,6 +247,7 @@ async fn a_normal_exit_ends_what_the_command_left_running() {
     });
     wait_ready(fifo).await;
     let bg = common::host_pid_by_arg(&marker);
+    std::fs::write(ws.path().join("go"), "").unwrap();
     let r = task.await.unwrap();
     assert!(!r.is_error, "{}", r.for_llm);
     assert!(r.for_llm.contains("done"), "{}", r.for_llm);
