@@ -434,3 +434,54 @@ pub fn default_sandbox() -> Arc<Sandbox> {
 pub fn process_limit_enforced() -> bool {
     cgroup::pids_available()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn without_a_backend_commands_are_refused_with_the_fix() {
+        let ws = tempfile::tempdir().unwrap();
+        let s = Sandbox {
+            backend: Err(unavailable(
+                "bwrap is not installed, and Landlock is not enabled",
+            )),
+            ..Sandbox::default()
+        };
+        let ctx = ToolContext {
+            agent_id: "a".into(),
+            session_key: "s".into(),
+            workspace: ws.path().to_path_buf(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            user: None,
+        };
+        let e = s
+            .spawn(&ctx, ws.path(), "touch ran", ws.path(), false, &[])
+            .unwrap_err();
+        assert!(e.contains("no OS sandbox"), "{e}");
+        assert!(e.contains("apt-get install bubblewrap"), "{e}");
+        assert!(e.contains("tools.exec.sandbox: \"off\""), "{e}");
+        assert!(!ws.path().join("ran").exists());
+        assert!(s.describe().contains("UNAVAILABLE"), "{}", s.describe());
+    }
+
+    #[test]
+    fn hidden_paths_cover_host_secrets_and_other_users() {
+        let ctx = ToolContext {
+            agent_id: "a".into(),
+            session_key: "s".into(),
+            workspace: PathBuf::from("/srv/ws/user_a"),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            user: Some(crate::ToolUser {
+                id: "a".into(),
+                root_workspace: PathBuf::from("/srv/ws"),
+            }),
+        };
+        let hidden = hidden_paths(&ctx);
+        assert!(hidden.contains(&PathBuf::from("/srv/ws")));
+        if let Some(home) = real_home() {
+            assert!(hidden.contains(&home.join(".ssh")));
+            assert!(!hidden.contains(&home.join(".cargo/bin")));
+        }
+    }
+}
