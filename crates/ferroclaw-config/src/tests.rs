@@ -756,3 +756,30 @@ fn tool_mode_and_intent_settings_resolve_and_validate() {
         assert_eq!(f, field, "{snippet}: {msg}");
     }
 }
+
+#[test]
+fn exec_env_refuses_credentials_and_gateway_variables_at_load() {
+    let h = Home::new();
+    h.write(
+        "config.json5",
+        r#"{ tools: { exec: { env: { GIT_AUTHOR_NAME: "bot", OPENAI_API_KEY: "sk-x" } } } }"#,
+    );
+    let (field, message) = invalid(h.load(&[]).unwrap_err());
+    assert_eq!(field, "tools.exec.env");
+    assert!(
+        message.contains("OPENAI_API_KEY") && message.contains("credential"),
+        "{message}"
+    );
+    h.write(
+        "config.json5",
+        r#"{ tools: { exec: { env: { FERROCLAW_HOME: "/x" } } } }"#,
+    );
+    let (_, message) = invalid(h.load(&[]).unwrap_err());
+    assert!(message.contains("FERROCLAW_"), "{message}");
+    h.write(
+        "config.json5",
+        r#"{ tools: { exec: { sandbox: "off", env: { GIT_AUTHOR_NAME: "bot" } } } }"#,
+    );
+    let c = h.load_ok(&[]);
+    assert_eq!(c.config.tools.exec.sandbox, SandboxModeConfig::Off);
+}

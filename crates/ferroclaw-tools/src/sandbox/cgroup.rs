@@ -78,9 +78,34 @@ fn detect() -> Hierarchies {
         }
         None
     };
-    Hierarchies {
+    let h = Hierarchies {
         pids: find("pids"),
         memory: find("memory"),
+    };
+    for hier in [&h.pids, &h.memory].into_iter().flatten() {
+        remove_stale(&hier.base);
+    }
+    h
+}
+
+/// Cgroups left by a gateway that died before its clean-up ran (an empty cgroup of a
+/// process that no longer exists); `rmdir` refuses any that still holds a process.
+fn remove_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("ferroclaw-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
     }
 }
 
