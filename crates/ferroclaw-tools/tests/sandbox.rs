@@ -468,6 +468,38 @@ async fn background_processes_and_custom_tools_are_confined_too() {
     assert!(!r.is_error && r.for_llm.contains("mine"), "{}", r.for_llm);
 }
 
+/// A job that leaves the process group (`setsid`) still dies with the time-out: the pid
+/// namespace (bubblewrap) or the command's cgroup (Landlock) takes it down.
+#[tokio::test]
+async fn timeout_kills_jobs_that_left_the_process_group() {
+    let f = fixture();
+    for mode in backends() {
+        let (sleep, marker) = common::unique_sleep();
+        let tool = exec_for(&config(mode, false));
+        let command = format!("setsid {sleep} > /dev/null 2>&1 < /dev/null & sleep 300");
+        let ctx = f.ctx();
+        let denied = f.denied();
+        let task = tokio::spawn(async move {
+            denied
+                .scope(tool.execute(&ctx, json!({"command": command, "timeout": 5})))
+                .await
+        });
+        let bg = tokio::task::spawn_blocking(move || common::host_pid_by_arg(&marker))
+            .await
+            .unwrap();
+        let r = task.await.unwrap();
+        assert!(
+            r.is_error && r.for_llm.contains("timed out after 5 s"),
+            "{mode:?}:\n{}",
+            r.for_llm
+        );
+        assert!(
+            !common::still_running_after(bg, 10_000),
+            "{mode:?}: job {bg} that left the group survived the time-out"
+        );
+    }
+}
+
 #[test]
 fn describe_names_the_backend_and_its_gaps() {
     let b = Sandbox::from_config(&config(SandboxModeConfig::Bwrap, false)).describe();
