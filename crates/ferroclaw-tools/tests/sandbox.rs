@@ -500,6 +500,39 @@ async fn timeout_kills_jobs_that_left_the_process_group() {
     }
 }
 
+/// The workspace is the ferroclaw home: bubblewrap hides the secrets inside it; Landlock,
+/// which cannot take back part of a granted tree, refuses to run rather than expose them.
+#[tokio::test]
+async fn workspace_that_is_the_home_keeps_its_secrets() {
+    let f = fixture();
+    let mut ctx = common::ctx(&f.home);
+    ctx.user = None;
+    for mode in backends() {
+        let tool = exec_for(&config(mode, false));
+        let r = f
+            .denied()
+            .scope(tool.execute(&ctx, json!({"command": "ls; cat config.json5 .env.local"})))
+            .await;
+        match mode {
+            SandboxModeConfig::Landlock => assert_refused(
+                &r,
+                "cannot hide the protected files",
+                "landlock home workspace",
+            ),
+            _ => {
+                // /dev/null is bound over each file, on a nodev mount.
+                assert_refused(
+                    &r,
+                    "config.json5: Permission denied",
+                    "bwrap home workspace",
+                );
+                // The workspace itself is still there.
+                assert!(r.for_llm.contains("workspace"), "{}", r.for_llm);
+            }
+        }
+    }
+}
+
 #[test]
 fn describe_names_the_backend_and_its_gaps() {
     let b = Sandbox::from_config(&config(SandboxModeConfig::Bwrap, false)).describe();

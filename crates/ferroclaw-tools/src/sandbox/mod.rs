@@ -178,6 +178,15 @@ impl Sandbox {
             workspace: workspace.to_path_buf(),
             hidden: hidden_paths(ctx),
         };
+        if backend == SandboxBackend::Landlock
+            && target
+                .hidden
+                .iter()
+                .any(|h| h.starts_with(workspace) && h != workspace && h.exists())
+        {
+            // Landlock only grants; it cannot take back a part of the writable workspace.
+            return Err("the Landlock sandbox cannot hide the protected files that lie inside this workspace (e.g. a workspace that is the ferroclaw home); use a workspace outside the home, or install bubblewrap".into());
+        }
         let private_tmp = match backend {
             SandboxBackend::Landlock => Some(make_private_tmp()?),
             _ => None,
@@ -259,9 +268,15 @@ impl Sandbox {
                 Ok(())
             });
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start the sandboxed shell: {e}"))?;
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(t) = &private_tmp {
+                    let _ = std::fs::remove_dir_all(t);
+                }
+                return Err(format!("cannot start the sandboxed shell: {e}"));
+            }
+        };
         let pid = child
             .id()
             .ok_or_else(|| "the shell exited before it could be tracked".to_string())?;
