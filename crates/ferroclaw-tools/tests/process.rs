@@ -578,3 +578,44 @@ async fn agent_loop_reads_background_output_with_process() {
     );
     assert!(manager.list("test-session").is_empty());
 }
+
+#[tokio::test]
+async fn running_processes_per_session_are_capped_as_configured() {
+    let ws = tempfile::tempdir().unwrap();
+    let k = kit_with(ProcessManager::new().with_max_running(1));
+    let ctx = common::ctx(ws.path());
+    let first = call(
+        &k.exec,
+        &ctx,
+        json!({"command": "while [ ! -e go ]; do sleep 0.05; done", "background": true}),
+    )
+    .await;
+    assert!(!first.is_error, "{}", first.for_llm);
+    let second = call(
+        &k.exec,
+        &ctx,
+        json!({"command": "true", "background": true}),
+    )
+    .await;
+    assert!(
+        second.is_error && second.for_llm.contains("already has 1 running processes"),
+        "{}",
+        second.for_llm
+    );
+    // Another session has its own budget.
+    let other = ctx_for(ws.path(), "other");
+    let r = call(
+        &k.exec,
+        &other,
+        json!({"command": "true", "background": true}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.for_llm);
+    std::fs::write(ws.path().join("go"), "").unwrap();
+    let id = proc_id(&first);
+    let done = k
+        .manager
+        .wait(&ctx.session_key, &id, Some(Duration::from_secs(20)))
+        .await;
+    assert_eq!(done.unwrap(), ProcessStatus::Exited { code: 0 });
+}

@@ -212,6 +212,9 @@ async fn writes_outside_the_workspace_and_hard_links_are_refused() {
         };
         assert_refused(&r, why, &format!("{mode:?} write into /etc"));
         assert!(!Path::new("/etc/ferroclaw-sandbox-test").exists());
+        // Moving itself out of its cgroup would lift the process and memory limits.
+        let r = sh(&f, mode, "for c in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do [ -e $c ] && echo $$ > $c; done").await;
+        assert_refused(&r, why, &format!("{mode:?} cgroup escape"));
         // A hard link would let the file tools read a file from outside.
         let r = sh(&f, mode, "ln /etc/hostname hostname-link").await;
         assert_refused(
