@@ -306,8 +306,9 @@ impl Agent {
         let mut system = self.request_system(&tool_defs, &specs, text_tools).await;
         let (workspace, user) = match on_behalf_of.filter(|_| s.per_user_workspace) {
             Some(user_id) => {
-                let dir = ferroclaw_tools::path_guard::ensure_user_workspace(&s.workspace, user_id)
-                    .map_err(|e| RunError::Workspace(e.to_string()))?;
+                let dir =
+                    ferroclaw_tools::path_guard::ensure_user_workspace(&s.workspace, user_id)
+                        .map_err(|e| RunError::Workspace(e.to_string()))?;
                 let user = ferroclaw_tools::ToolUser {
                     id: user_id.to_string(),
                     root_workspace: s.workspace.clone(),
