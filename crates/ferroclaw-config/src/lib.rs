@@ -41,7 +41,10 @@ pub use schema::{
 };
 pub use starter::starter_config;
 pub use tools_config::{InputGuardAction, ToolPolicyConfig, ToolProfile, ToolsConfig};
-pub use tools_exec_config::{CustomToolConfig, ExecApprovalConfig, ExecModeConfig, ExecToolConfig};
+pub use tools_exec_config::{
+    forbidden_child_env, CustomToolConfig, ExecApprovalConfig, ExecLimitsConfig, ExecModeConfig,
+    ExecToolConfig, SandboxModeConfig,
+};
 pub use tools_web_config::{
     SearchProviderKind, SsrfConfig, WebFetchConfig, WebSearchConfig, WebToolsConfig,
 };

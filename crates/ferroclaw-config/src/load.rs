@@ -341,6 +341,10 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
         ));
     }
 
+    if let Err(message) = config.tools.exec.check_env() {
+        return Err(invalid("tools.exec.env".into(), message));
+    }
+
     for (name, p) in &config.providers {
         let field = |f: &str| format!("providers.{name}.{f}");
         let known = |list: &[&str], v: &str| list.contains(&v);

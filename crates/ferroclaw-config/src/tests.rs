@@ -796,3 +796,30 @@ fn agent_limits_default_parse_and_validate() {
     assert_eq!(field, "agents.defaults.limits.max_concurrent_tools");
     assert_eq!(message, "must be at least 1");
 }
+
+#[test]
+fn exec_env_refuses_credentials_and_gateway_variables_at_load() {
+    let h = Home::new();
+    h.write(
+        "config.json5",
+        r#"{ tools: { exec: { env: { GIT_AUTHOR_NAME: "bot", OPENAI_API_KEY: "sk-x" } } } }"#,
+    );
+    let (field, message) = invalid(h.load(&[]).unwrap_err());
+    assert_eq!(field, "tools.exec.env");
+    assert!(
+        message.contains("OPENAI_API_KEY") && message.contains("credential"),
+        "{message}"
+    );
+    h.write(
+        "config.json5",
+        r#"{ tools: { exec: { env: { FERROCLAW_HOME: "/x" } } } }"#,
+    );
+    let (_, message) = invalid(h.load(&[]).unwrap_err());
+    assert!(message.contains("FERROCLAW_"), "{message}");
+    h.write(
+        "config.json5",
+        r#"{ tools: { exec: { sandbox: "off", env: { GIT_AUTHOR_NAME: "bot" } } } }"#,
+    );
+    let c = h.load_ok(&[]);
+    assert_eq!(c.config.tools.exec.sandbox, SandboxModeConfig::Off);
+}

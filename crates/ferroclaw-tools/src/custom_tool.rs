@@ -5,8 +5,8 @@
 //! is put into the template, so an argument can never add shell syntax: `'; rm -rf / #`
 //! arrives as that literal string. The rendered command then goes through the same
 //! [`ExecGuard`] as `exec` (so a template that turns into a denied command is refused) and
-//! runs like a foreground `exec`: its own process group, time-out, output cap, and an
-//! environment without the gateway's secrets.
+//! runs like a foreground `exec`: in the OS sandbox, with its time-out, output cap and
+//! allowlisted environment.
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -16,8 +16,9 @@ use async_trait::async_trait;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::builtin::{exec_child_env, run_foreground, Workspace, DEFAULT_MAX_OUTPUT};
+use crate::builtin::{run_foreground, Workspace, DEFAULT_MAX_OUTPUT};
 use crate::exec_guard::ExecGuard;
+use crate::sandbox::{default_sandbox, Sandbox};
 use crate::{Tool, ToolContext, ToolResult};
 
 pub const DEFAULT_CUSTOM_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -62,7 +63,8 @@ pub struct CustomTool {
     spec: CustomToolSpec,
     required: Vec<String>,
     guard: Arc<ExecGuard>,
-    env: Option<Vec<(OsString, OsString)>>,
+    env: Vec<(OsString, OsString)>,
+    sandbox: Arc<Sandbox>,
     max_output: usize,
 }
 
@@ -123,14 +125,22 @@ impl CustomTool {
             },
             required,
             guard,
-            env: None,
+            env: Vec::new(),
+            sandbox: default_sandbox(),
             max_output: DEFAULT_MAX_OUTPUT,
         })
     }
 
-    /// Base environment instead of the gateway's (secret-looking names are still removed).
+    /// Adds variables to the allowlisted child environment (credential-looking names are
+    /// still refused).
     pub fn with_env(mut self, vars: Vec<(OsString, OsString)>) -> Self {
-        self.env = Some(vars);
+        self.env = vars;
+        self
+    }
+
+    /// The OS confinement the command runs under (default: `tools.exec` defaults).
+    pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = sandbox;
         self
     }
 
@@ -225,9 +235,11 @@ impl Tool for CustomTool {
         }
         let timeout = Duration::from_secs(self.spec.timeout_seconds.max(1));
         run_foreground(
+            &self.sandbox,
+            &self.env,
+            ws.root(),
             &command,
             &dir,
-            exec_child_env(self.env.as_deref()),
             timeout,
             self.max_output,
             ctx,

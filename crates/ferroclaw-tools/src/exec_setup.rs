@@ -18,6 +18,7 @@ use crate::exec_guard::{
     ApprovalBroker, ApprovalMode, ExecAllowlist, ExecGuard, ExecMode, ExecPolicy,
 };
 use crate::process::{ProcessManager, ProcessTool};
+use crate::sandbox::{Sandbox, SandboxBackend};
 use crate::Tool;
 
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,8 @@ pub enum ExecSetupError {
     CustomTool(#[from] CustomToolError),
     #[error("custom tool {0:?} is defined twice or shadows a built-in tool")]
     DuplicateName(String),
+    #[error("tools.exec.env: {0}")]
+    Env(String),
 }
 
 pub fn policy_from_config(cfg: &ExecToolConfig) -> ExecPolicy {
@@ -66,6 +69,8 @@ pub struct ExecToolset {
     pub exec: Arc<ExecTool>,
     pub process: Arc<ProcessTool>,
     pub custom: Vec<Arc<CustomTool>>,
+    /// The OS confinement of every command of this set.
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl std::fmt::Debug for ExecToolset {
@@ -109,9 +114,10 @@ impl ExecToolset {
             Arc::new(allowlist),
             Duration::from_secs(cfg.approval_timeout_seconds.max(1)),
         );
-        let processes = Arc::new(ProcessManager::with_buffer_bytes(
-            cfg.background_buffer_bytes,
-        ));
+        let processes = Arc::new(
+            ProcessManager::with_buffer_bytes(cfg.background_buffer_bytes)
+                .with_max_running(cfg.max_background_per_session),
+        );
         Self::with_shared(cfg, processes, broker)
     }
 
@@ -121,10 +127,14 @@ impl ExecToolset {
         processes: Arc<ProcessManager>,
         approvals: ApprovalBroker,
     ) -> Result<Self, ExecSetupError> {
+        cfg.check_env().map_err(ExecSetupError::Env)?;
+        let sandbox = Arc::new(Sandbox::from_config(cfg));
+        log_sandbox(&sandbox);
         let guard =
             Arc::new(ExecGuard::new(policy_from_config(cfg)).with_approvals(approvals.clone()));
         let exec = Arc::new(
             ExecTool::new()
+                .with_sandbox(sandbox.clone())
                 .with_guard(guard.clone())
                 .with_process_manager(processes.clone())
                 .with_default_timeout(Duration::from_secs(cfg.timeout_seconds.max(1)))
@@ -138,6 +148,7 @@ impl ExecToolset {
             }
             custom.push(Arc::new(
                 CustomTool::new(custom_spec_from_config(c), guard.clone())?
+                    .with_sandbox(sandbox.clone())
                     .with_max_output(cfg.max_output_chars),
             ));
         }
@@ -148,6 +159,7 @@ impl ExecToolset {
             processes,
             exec,
             custom,
+            sandbox,
         })
     }
 
@@ -156,5 +168,16 @@ impl ExecToolset {
         let mut v: Vec<Arc<dyn Tool>> = vec![self.exec.clone(), self.process.clone()];
         v.extend(self.custom.iter().map(|t| t.clone() as Arc<dyn Tool>));
         v
+    }
+}
+
+/// Once per tool set: loud when commands run unconfined or cannot run at all.
+fn log_sandbox(sandbox: &Sandbox) {
+    let line = sandbox.describe();
+    match sandbox.backend() {
+        Ok(SandboxBackend::Bwrap | SandboxBackend::Landlock) => {
+            tracing::info!(target: "security.sandbox", "{line}")
+        }
+        Ok(SandboxBackend::Off) | Err(_) => tracing::warn!(target: "security.sandbox", "{line}"),
     }
 }

@@ -12,6 +12,7 @@ pub mod policy;
 pub mod process;
 pub mod rate_limit;
 mod registry;
+pub mod sandbox;
 pub mod scrub;
 pub mod ssrf;
 

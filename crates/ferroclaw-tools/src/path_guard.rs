@@ -128,6 +128,11 @@ impl DeniedPaths {
         self.entries.is_empty()
     }
 
+    /// The denied paths as configured (absolute, `..` folded), for the exec sandbox.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.entries.iter().map(|e| e.lexical.as_path())
+    }
+
     /// Runs `fut` with `self` as the deny list seen by [`DeniedPaths::current`].
     pub async fn scope<F: Future>(self, fut: F) -> F::Output {
         CURRENT.scope(self, fut).await

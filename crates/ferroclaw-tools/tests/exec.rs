@@ -86,17 +86,23 @@ async fn runs_in_workspace_and_confines_workdir() {
 #[tokio::test]
 async fn timeout_kills_the_whole_process_group() {
     let ws = tempfile::tempdir().unwrap();
+    let fifo = make_fifo(ws.path());
+    let ctx = common::ctx(ws.path());
+    let (sleep, marker) = common::unique_sleep();
     // The background sleep inherits the output pipe: if it survived, reading would hang.
-    let r = ExecTool::with_env(path_env())
-        .execute(
-            &common::ctx(ws.path()),
-            json!({"command": "sleep 30 & echo $! > bg.pid; echo started; sleep 30", "timeout": 1}),
-        )
-        .await;
+    let command = format!("{sleep} & echo started; echo ready > ready; sleep 300");
+    let task = tokio::spawn(async move {
+        ExecTool::with_env(path_env())
+            .execute(&ctx, json!({"command": command, "timeout": 5}))
+            .await
+    });
+    wait_ready(fifo).await;
+    // The command runs in a pid namespace: find the sleep's host pid by its argument.
+    let bg = common::host_pid_by_arg(&marker);
+    let r = task.await.unwrap();
     assert!(r.is_error);
-    assert!(r.for_llm.contains("timed out after 1 s"), "{}", r.for_llm);
+    assert!(r.for_llm.contains("timed out after 5 s"), "{}", r.for_llm);
     assert!(r.for_llm.contains("started"), "{}", r.for_llm);
-    let bg = common::read_pid(&ws.path().join("bg.pid"));
     assert!(
         !common::still_running_after(bg, 10_000),
         "background process {bg} survived the time-out"
@@ -171,7 +177,11 @@ async fn wait_ready(fifo: std::path::PathBuf) {
     .unwrap();
 }
 
-const BACKGROUND_AND_WAIT: &str = "sleep 30 & echo $! > bg.pid; echo ready > ready; wait";
+/// A background sleep, then the readiness signal, then waiting for the sleep.
+fn background_and_wait() -> (String, String) {
+    let (sleep, marker) = common::unique_sleep();
+    (format!("{sleep} & echo ready > ready; wait"), marker)
+}
 
 #[tokio::test]
 async fn cancellation_kills_the_group() {
@@ -179,17 +189,18 @@ async fn cancellation_kills_the_group() {
     let fifo = make_fifo(ws.path());
     let ctx = common::ctx(ws.path());
     let cancel = ctx.cancel.clone();
+    let (command, marker) = background_and_wait();
     let task = tokio::spawn(async move {
         ExecTool::with_env(path_env())
-            .execute(&ctx, json!({"command": BACKGROUND_AND_WAIT}))
+            .execute(&ctx, json!({"command": command}))
             .await
     });
     wait_ready(fifo).await;
+    let bg = common::host_pid_by_arg(&marker);
     cancel.cancel();
     let r = task.await.unwrap();
     assert!(r.is_error);
     assert!(r.for_llm.contains("aborted"), "{}", r.for_llm);
-    let bg = common::read_pid(&ws.path().join("bg.pid"));
     assert!(
         !common::still_running_after(bg, 10_000),
         "background process {bg} survived the abort"
@@ -204,41 +215,45 @@ async fn registry_abort_drops_exec_and_still_kills_the_group() {
     let cancel = ctx.cancel.clone();
     let mut reg = ToolRegistry::new();
     reg.register(std::sync::Arc::new(ExecTool::with_env(path_env())));
-    let task = tokio::spawn(async move {
-        reg.execute("bash", &ctx, json!({"command": BACKGROUND_AND_WAIT}))
-            .await
-    });
+    let (command, marker) = background_and_wait();
+    let task =
+        tokio::spawn(async move { reg.execute("bash", &ctx, json!({"command": command})).await });
     wait_ready(fifo).await;
+    let bg = common::host_pid_by_arg(&marker);
     cancel.cancel();
     let r = task.await.unwrap();
     assert!(r.is_error && r.for_llm.contains("aborted"), "{}", r.for_llm);
-    let bg = common::read_pid(&ws.path().join("bg.pid"));
     assert!(
         !common::still_running_after(bg, 10_000),
         "background process {bg} survived the abort"
     );
 }
 
+/// The sandbox ends what a command left running when its shell exits (long-lived work
+/// belongs in `background: true`), so a job holding the pipe cannot hang the tool either.
 #[tokio::test]
-async fn background_job_holding_the_pipe_does_not_hang_a_normal_exit() {
+async fn a_normal_exit_ends_what_the_command_left_running() {
     let ws = tempfile::tempdir().unwrap();
-    let r = ExecTool::with_env(path_env())
-        .execute(
-            &common::ctx(ws.path()),
-            json!({"command": "sleep 30 & echo $! > bg.pid; echo done"}),
-        )
-        .await;
-    let bg = common::read_pid(&ws.path().join("bg.pid"));
-    // Clean up the deliberately surviving job before asserting anything.
-    // SAFETY: signalling a pid we started.
-    unsafe { libc::kill(bg, libc::SIGKILL) };
+    let fifo = make_fifo(ws.path());
+    let ctx = common::ctx(ws.path());
+    let (sleep, marker) = common::unique_sleep();
+    // The shell holds on until the test has found the job, then ends normally.
+    let command =
+        format!("{sleep} & echo ready > ready; while [ ! -e go ]; do sleep 0.05; done; echo done");
+    let task = tokio::spawn(async move {
+        ExecTool::with_env(path_env())
+            .execute(&ctx, json!({"command": command}))
+            .await
+    });
+    wait_ready(fifo).await;
+    let bg = common::host_pid_by_arg(&marker);
+    std::fs::write(ws.path().join("go"), "").unwrap();
+    let r = task.await.unwrap();
     assert!(!r.is_error, "{}", r.for_llm);
     assert!(r.for_llm.contains("done"), "{}", r.for_llm);
     assert!(
-        r.for_llm
-            .contains("background process kept the output open"),
-        "{}",
-        r.for_llm
+        !common::still_running_after(bg, 10_000),
+        "background job {bg} outlived its command"
     );
 }
 

@@ -85,7 +85,12 @@ async fn wait_ready(fifo: std::path::PathBuf) {
     .unwrap();
 }
 
-const BG_CHILD_AND_WAIT: &str = "sleep 300 & echo $! > bg.pid; echo ready > ready; wait";
+/// A background child, the readiness signal, then waiting; and the child's unique argument
+/// (the sandbox's pid namespace hides its host pid from the command, see `common`).
+fn bg_child_and_wait() -> (String, String) {
+    let (sleep, marker) = common::unique_sleep();
+    (format!("{sleep} & echo ready > ready; wait"), marker)
+}
 
 #[tokio::test]
 async fn background_process_is_read_back_with_poll() {
@@ -313,16 +318,17 @@ async fn kill_session_kills_the_whole_group() {
     let fifo = make_fifo(ws.path());
     let k = kit();
     let ctx = common::ctx(ws.path());
+    let (command, marker) = bg_child_and_wait();
     let r = call(
         &k.exec,
         &ctx,
-        json!({"command": BG_CHILD_AND_WAIT, "background": true}),
+        json!({"command": command, "background": true}),
     )
     .await;
     let id = proc_id(&r);
     wait_ready(fifo).await;
     let shell = k.manager.info(&ctx.session_key, &id).unwrap().pid as i32;
-    let bg = common::read_pid(&ws.path().join("bg.pid"));
+    let bg = common::host_pid_by_arg(&marker);
     // Another session's clean-up does not touch it.
     assert_eq!(k.manager.kill_session("someone-else"), 0);
     assert_eq!(k.manager.kill_session(&ctx.session_key), 1);
@@ -343,15 +349,16 @@ async fn kill_all_and_drop_kill_processes() {
     let fifo = make_fifo(ws.path());
     let k = kit();
     let ctx = common::ctx(ws.path());
+    let (command, marker) = bg_child_and_wait();
     let r = call(
         &k.exec,
         &ctx,
-        json!({"command": BG_CHILD_AND_WAIT, "background": true}),
+        json!({"command": command, "background": true}),
     )
     .await;
     let _ = proc_id(&r);
     wait_ready(fifo).await;
-    let bg = common::read_pid(&ws.path().join("bg.pid"));
+    let bg = common::host_pid_by_arg(&marker);
     assert_eq!(k.manager.kill_all(), 1);
     assert!(!common::still_running_after(bg, 10_000));
 
@@ -360,14 +367,15 @@ async fn kill_all_and_drop_kill_processes() {
     let fifo = make_fifo(ws2.path());
     let k = kit();
     let ctx = common::ctx(ws2.path());
+    let (command, marker) = bg_child_and_wait();
     call(
         &k.exec,
         &ctx,
-        json!({"command": BG_CHILD_AND_WAIT, "background": true}),
+        json!({"command": command, "background": true}),
     )
     .await;
     wait_ready(fifo).await;
-    let bg = common::read_pid(&ws2.path().join("bg.pid"));
+    let bg = common::host_pid_by_arg(&marker);
     drop(k);
     assert!(!common::still_running_after(bg, 10_000));
 }
@@ -569,4 +577,45 @@ async fn agent_loop_reads_background_output_with_process() {
         1
     );
     assert!(manager.list("test-session").is_empty());
+}
+
+#[tokio::test]
+async fn running_processes_per_session_are_capped_as_configured() {
+    let ws = tempfile::tempdir().unwrap();
+    let k = kit_with(ProcessManager::new().with_max_running(1));
+    let ctx = common::ctx(ws.path());
+    let first = call(
+        &k.exec,
+        &ctx,
+        json!({"command": "while [ ! -e go ]; do sleep 0.05; done", "background": true}),
+    )
+    .await;
+    assert!(!first.is_error, "{}", first.for_llm);
+    let second = call(
+        &k.exec,
+        &ctx,
+        json!({"command": "true", "background": true}),
+    )
+    .await;
+    assert!(
+        second.is_error && second.for_llm.contains("already has 1 running processes"),
+        "{}",
+        second.for_llm
+    );
+    // Another session has its own budget.
+    let other = ctx_for(ws.path(), "other");
+    let r = call(
+        &k.exec,
+        &other,
+        json!({"command": "true", "background": true}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.for_llm);
+    std::fs::write(ws.path().join("go"), "").unwrap();
+    let id = proc_id(&first);
+    let done = k
+        .manager
+        .wait(&ctx.session_key, &id, Some(Duration::from_secs(20)))
+        .await;
+    assert_eq!(done.unwrap(), ProcessStatus::Exited { code: 0 });
 }

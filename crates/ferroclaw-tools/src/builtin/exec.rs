@@ -1,10 +1,11 @@
 //! `exec`: run a shell command in the workspace.
 //!
-//! The command runs as `sh -c` in its own process group, so that a time-out or an abort
-//! can kill everything it started (`killpg`), not just the shell. Output is read from the
-//! pipes until they close; because a process that escaped the group (or a background job
-//! left running after a normal exit) could hold them open for ever, reading stops a short
-//! grace period after the shell has ended.
+//! The command runs as `sh -c` inside the OS sandbox ([`crate::sandbox`]), in its own
+//! session, process group and (where possible) cgroup, so that a time-out or an abort kills
+//! everything it started, not just the shell; when the shell ends, whatever it left
+//! running is killed too (long-lived work belongs in `background: true`). Output is read
+//! from the pipes until they close; because a process that escaped could hold them open
+//! for ever, reading stops a short grace period after the shell has ended.
 //!
 //! Before anything runs, the command goes through the [`ExecGuard`] (deny patterns, mode,
 //! approval). `background: true` starts it under the [`ProcessManager`] and returns its id
@@ -13,7 +14,6 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use tokio::io::AsyncReadExt;
 use super::{optional_bool, optional_f64, optional_str, optional_u64, required_str, Workspace};
 use crate::exec_guard::ExecGuard;
 use crate::process::{ProcessManager, ProcessStatus, SpawnSpec};
+use crate::sandbox::{default_sandbox, Sandbox};
 use crate::{Tool, ToolContext, ToolResult};
 
 /// Default output budget in characters (head and tail are kept, the middle dropped).
@@ -35,8 +36,9 @@ pub const MAX_TIMEOUT_SECS: f64 = 1_800.0;
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 pub struct ExecTool {
-    /// `None`: inherit the gateway's environment at call time (minus secrets).
-    env: Option<Vec<(OsString, OsString)>>,
+    /// Added to the sandbox's allowlisted environment (credential-looking names refused).
+    env: Vec<(OsString, OsString)>,
+    sandbox: Arc<Sandbox>,
     max_output: usize,
     default_timeout: Duration,
     guard: Arc<ExecGuard>,
@@ -54,7 +56,8 @@ impl ExecTool {
     /// Deny-pattern guard (the default policy), no background processes.
     pub fn new() -> Self {
         Self {
-            env: None,
+            env: Vec::new(),
+            sandbox: default_sandbox(),
             max_output: DEFAULT_MAX_OUTPUT,
             default_timeout: DEFAULT_TIMEOUT,
             guard: Arc::new(ExecGuard::default()),
@@ -62,20 +65,18 @@ impl ExecTool {
         }
     }
 
-    /// Uses `vars` instead of the process environment as the base environment (secret-looking
-    /// names are still removed). Lets tests and embedders control the environment without
-    /// mutating the process-wide one.
+    /// Adds `vars` to the allowlisted child environment (credential-looking and
+    /// `FERROCLAW_*` names are still refused), like `tools.exec.env`.
     pub fn with_env<K, V>(vars: impl IntoIterator<Item = (K, V)>) -> Self
     where
         K: Into<OsString>,
         V: Into<OsString>,
     {
         Self {
-            env: Some(
-                vars.into_iter()
-                    .map(|(k, v)| (k.into(), v.into()))
-                    .collect(),
-            ),
+            env: vars
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
             ..Self::new()
         }
     }
@@ -104,20 +105,11 @@ impl ExecTool {
         self
     }
 
-    fn child_env(&self) -> Vec<(OsString, OsString)> {
-        child_env(self.env.as_deref())
+    /// The OS confinement every command runs under (default: `tools.exec` defaults).
+    pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
     }
-}
-
-/// The environment of a child: `base` (or the gateway's own) minus secret-looking names.
-pub(crate) fn child_env(base: Option<&[(OsString, OsString)]>) -> Vec<(OsString, OsString)> {
-    let base: Vec<(OsString, OsString)> = match base {
-        Some(vars) => vars.to_vec(),
-        None => std::env::vars_os().collect(),
-    };
-    base.into_iter()
-        .filter(|(k, _)| !k.to_str().is_some_and(is_secret_env_name))
-        .collect()
 }
 
 /// Whether an environment variable name looks like it carries a credential. The agent's
@@ -234,7 +226,10 @@ impl Tool for ExecTool {
             let spec = SpawnSpec {
                 command: command.to_string(),
                 dir,
-                env: self.child_env(),
+                workspace: ws.root().to_path_buf(),
+                sandbox: self.sandbox.clone(),
+                ctx: ctx.clone(),
+                env: self.env.clone(),
                 // Background work has no time-out unless the model asked for one.
                 timeout: timeout_arg.map(|_| timeout),
             };
@@ -247,9 +242,11 @@ impl Tool for ExecTool {
             };
         }
         run_foreground(
+            &self.sandbox,
+            &self.env,
+            ws.root(),
             command,
             &dir,
-            self.child_env(),
             timeout,
             self.max_output,
             ctx,
@@ -348,42 +345,28 @@ impl Drop for YieldGuard<'_> {
     }
 }
 
-/// Runs `command` with `sh -c` in its own process group and waits for it (or the time-out,
-/// or `ctx.cancel`). Shared with custom tools.
+/// Runs `command` with `sh -c` in the sandbox and waits for it (or the time-out, or
+/// `ctx.cancel`). Shared with custom tools.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_foreground(
+    sandbox: &Sandbox,
+    extra_env: &[(OsString, OsString)],
+    workspace: &std::path::Path,
     command: &str,
     dir: &std::path::Path,
-    env: Vec<(OsString, OsString)>,
     timeout: Duration,
     max_output: usize,
     ctx: &ToolContext,
     notes: Vec<String>,
 ) -> ToolResult {
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(dir)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // New process group whose id is the shell's pid: killpg reaches every descendant
-        // that did not deliberately leave the group.
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
+    // Dropping the guard (this future dropped, e.g. the registry's abort won the race)
+    // kills everything the command started.
+    let (mut child, group) = match sandbox.spawn(ctx, workspace, command, dir, false, extra_env) {
         Ok(c) => c,
-        Err(e) => return ToolResult::error(format!("cannot start sh: {e}")),
-    };
-    let Some(pid) = child.id() else {
-        return ToolResult::error("the shell exited before it could be tracked");
-    };
-    // If this future is dropped (e.g. the registry's abort wins the race), the guard
-    // still kills the whole group.
-    let mut group = GroupGuard {
-        pgid: pid as i32,
-        armed: true,
+        Err(e) => {
+            tracing::warn!(target: "security.sandbox", "command refused: {e}");
+            return ToolResult::error(format!("The command was not run: {e}"));
+        }
     };
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return ToolResult::error("cannot capture the command's output");
@@ -414,6 +397,8 @@ pub(crate) async fn run_foreground(
                 _ => err_open = false,
             },
             s = child.wait(), if status.is_none() => {
+                // What the shell left running ends with it; the pipes then close.
+                group.kill();
                 status = Some(s);
                 draining = true;
                 drain.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
@@ -432,11 +417,14 @@ pub(crate) async fn run_foreground(
             }
         }
     }
-    // A normal exit leaves background jobs alone (the model may have started a server
-    // on purpose); only time-out and abort take the whole group down.
-    group.armed = false;
+    let limit_notes = group.limit_notes();
+    group.finish();
 
     let mut text = output.render();
+    for note in limit_notes {
+        text.push('\n');
+        text.push_str(&note);
+    }
     if drain_cut {
         text.push_str(
                 "\n[output may be incomplete: a background process kept the output open; redirect its output to a file]",
@@ -473,29 +461,6 @@ pub(crate) async fn run_foreground(
 enum Ending {
     TimedOut,
     Cancelled,
-}
-
-struct GroupGuard {
-    pgid: i32,
-    armed: bool,
-}
-
-impl GroupGuard {
-    fn kill(&mut self) {
-        if self.armed && self.pgid > 0 {
-            // SAFETY: killpg has no memory-safety preconditions; a stale group id only
-            // yields ESRCH, which we ignore because the group is then already gone.
-            unsafe {
-                libc::killpg(self.pgid, libc::SIGKILL);
-            }
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// Keeps the first and last halves of the budget and counts what falls in between, so that

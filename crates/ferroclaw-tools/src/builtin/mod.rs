@@ -21,8 +21,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use edit::EditTool;
-pub(crate) use exec::{child_env as exec_child_env, run_foreground, DEFAULT_MAX_OUTPUT};
 pub use exec::{is_secret_env_name, ExecTool};
+pub(crate) use exec::{run_foreground, DEFAULT_MAX_OUTPUT};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use ls::LsTool;

@@ -1,6 +1,7 @@
 //! Background processes started by `exec {background: true}` or `exec {yieldMs}`.
 //!
-//! Each process runs `sh -c` in its own process group with piped stdin, stdout and stderr.
+//! Each process runs `sh -c` in the OS sandbox ([`crate::sandbox`]) with piped stdin,
+//! stdout and stderr.
 //! A task per process copies the output into a capped ring buffer (1 MB by default: old
 //! output is dropped first, and offsets stay absolute so readers can tell) and records the
 //! exit status. Processes belong to the session that started them: every lookup takes the
@@ -14,7 +15,6 @@ mod tool;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,7 +28,8 @@ pub use tool::ProcessTool;
 
 /// Default output kept per process.
 pub const DEFAULT_BUFFER_BYTES: usize = 1 << 20;
-/// Running processes one session may have at once.
+/// Running processes one session may have at once, unless configured
+/// (`tools.exec.max_background_per_session`).
 pub const MAX_RUNNING_PER_SESSION: usize = 16;
 /// Finished processes kept per session for `list`/`log` (oldest forgotten first).
 const MAX_FINISHED_PER_SESSION: usize = 32;
@@ -93,7 +94,12 @@ pub struct PollResult {
 pub struct SpawnSpec {
     pub command: String,
     pub dir: PathBuf,
-    /// The complete environment of the child (the caller removes secrets).
+    /// The canonical workspace `dir` lies in (the only writable place in the sandbox).
+    pub workspace: PathBuf,
+    pub sandbox: Arc<crate::sandbox::Sandbox>,
+    /// The call that starts it (its user decides what else is hidden).
+    pub ctx: crate::ToolContext,
+    /// Added to the sandbox's allowlisted environment.
     pub env: Vec<(OsString, OsString)>,
     /// Kill the group after this long (`None`: run until it ends or is killed).
     pub timeout: Option<Duration>,
@@ -103,10 +109,8 @@ pub struct SpawnSpec {
 pub enum ProcessError {
     #[error("no process {0:?} in this session")]
     NotFound(String),
-    #[error(
-        "this session already has {MAX_RUNNING_PER_SESSION} running processes; kill one first"
-    )]
-    TooMany,
+    #[error("this session already has {0} running processes; kill one first")]
+    TooMany(usize),
     #[error("cannot start the process: {0}")]
     Spawn(String),
     #[error("process {0:?} is not running")]
@@ -158,6 +162,8 @@ struct Proc {
     command: String,
     pid: u32,
     started_at_ms: u64,
+    /// Kills the sandboxed group (and cgroup) and releases them when the process ends.
+    group: crate::sandbox::ChildGuard,
     state: Mutex<State>,
     /// Bumped on every change of output or status; waiters watch it.
     version: watch::Sender<u64>,
@@ -191,7 +197,7 @@ impl Proc {
         let mut st = self.lock();
         if st.status.is_running() {
             st.killed = true;
-            kill_group(self.pid);
+            self.group.kill();
         }
     }
 
@@ -221,19 +227,11 @@ impl Proc {
     }
 }
 
-fn kill_group(pid: u32) {
-    if pid > 0 && pid <= i32::MAX as u32 {
-        // SAFETY: killpg has no memory-safety preconditions; ESRCH (group gone) is ignored.
-        unsafe {
-            libc::killpg(pid as i32, libc::SIGKILL);
-        }
-    }
-}
-
 /// All background processes of a gateway, by id.
 pub struct ProcessManager {
     procs: Mutex<HashMap<String, Arc<Proc>>>,
     buffer_bytes: usize,
+    max_running: usize,
     seq: AtomicU64,
 }
 
@@ -261,8 +259,15 @@ impl ProcessManager {
         Self {
             procs: Mutex::new(HashMap::new()),
             buffer_bytes: bytes.max(1024),
+            max_running: MAX_RUNNING_PER_SESSION,
             seq: AtomicU64::new(1),
         }
+    }
+
+    /// Running processes one session may have at once (at least 1).
+    pub fn with_max_running(mut self, n: usize) -> Self {
+        self.max_running = n.max(1);
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Proc>>> {
@@ -285,30 +290,24 @@ impl ProcessManager {
                 .values()
                 .filter(|p| p.session_key == session_key && p.lock().status.is_running())
                 .count();
-            if running >= MAX_RUNNING_PER_SESSION {
-                return Err(ProcessError::TooMany);
+            if running >= self.max_running {
+                return Err(ProcessError::TooMany(self.max_running));
             }
         }
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(&spec.command)
-            .current_dir(&spec.dir)
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| ProcessError::Spawn(e.to_string()))?;
-        let pid = child.id().ok_or_else(|| {
-            ProcessError::Spawn("the shell exited before it could be tracked".into())
-        })?;
+        let (mut child, group) = spec
+            .sandbox
+            .spawn(
+                &spec.ctx,
+                &spec.workspace,
+                &spec.command,
+                &spec.dir,
+                true,
+                &spec.env,
+            )
+            .map_err(ProcessError::Spawn)?;
+        let pid = group.pid();
         let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take())
         else {
-            kill_group(pid);
             return Err(ProcessError::Spawn("cannot capture the output".into()));
         };
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
@@ -321,6 +320,7 @@ impl ProcessManager {
             command: spec.command.clone(),
             pid,
             started_at_ms: now_ms(),
+            group,
             state: Mutex::new(State {
                 ring: Ring {
                     buf: VecDeque::new(),
@@ -358,12 +358,13 @@ impl ProcessManager {
                         _ => err_open = false,
                     },
                     s = child.wait(), if exit.is_none() => {
+                        p.group.kill();
                         exit = Some(s);
                         drain.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
                     }
                     _ = &mut deadline, if exit.is_none() && timeout.is_some() => {
                         p.lock().timed_out = true;
-                        kill_group(p.pid);
+                        p.group.kill();
                     }
                     _ = &mut drain, if exit.is_some() => break,
                 }
@@ -390,6 +391,15 @@ impl ProcessManager {
                     },
                 }
             };
+            let notes = p.group.limit_notes();
+            if !notes.is_empty() {
+                let mut st = p.lock();
+                for n in notes {
+                    st.ring.push(format!("\n{n}\n").as_bytes());
+                }
+            }
+            // Whatever the shell left running ends with it, like a foreground command.
+            p.group.finish();
             // Nobody can write to a finished process.
             p.stdin.lock().await.take();
             p.lock().status = status;

@@ -67,3 +67,48 @@ pub fn read_pid(path: &Path) -> i32 {
         .parse()
         .unwrap()
 }
+
+/// A `sleep` command whose argument is unique in this machine's process list, and that
+/// argument: a command in a pid namespace cannot tell its host pid, so tests find it by
+/// its command line instead (see [`host_pid_by_arg`]).
+pub fn unique_sleep() -> (String, String) {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let arg = format!("3000.{:06}{:03}", std::process::id() % 1_000_000, n);
+    (format!("sleep {arg}"), arg)
+}
+
+/// The host pid of the one process whose command line has `arg` as an argument. The
+/// forked shell may not have exec'd `sleep` yet when the command signals readiness, so
+/// this looks again (bounded) until it has.
+pub fn host_pid_by_arg(arg: &str) -> i32 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let found = pids_with_arg(arg);
+        if found.len() == 1 || std::time::Instant::now() > deadline {
+            assert_eq!(found.len(), 1, "processes with argument {arg}: {found:?}");
+            return found[0];
+        }
+        std::thread::yield_now();
+    }
+}
+
+fn pids_with_arg(arg: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if cmdline
+            .split(|b| *b == 0)
+            .skip(1)
+            .any(|a| a == arg.as_bytes())
+        {
+            found.push(pid);
+        }
+    }
+    found
+}

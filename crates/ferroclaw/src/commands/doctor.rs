@@ -66,6 +66,13 @@ pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         ),
     }
 
+    let sandbox = ferroclaw_tools::sandbox::Sandbox::from_config(&loaded.config.tools.exec);
+    match sandbox.backend() {
+        Ok(ferroclaw_tools::sandbox::SandboxBackend::Off) => r.warn(&sandbox.describe(), "install bubblewrap and remove tools.exec.sandbox: \"off\""),
+        Ok(_) => r.ok(&sandbox.describe()),
+        Err(_) => r.fail(&sandbox.describe(), "install bubblewrap (apt-get install bubblewrap), or set tools.exec.sandbox: \"off\" to run commands unconfined"),
+    }
+
     let providers = loaded.providers();
     if providers.is_empty() {
         r.fail(
