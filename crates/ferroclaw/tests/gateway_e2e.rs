@@ -50,11 +50,16 @@ struct Gateway {
 impl Gateway {
     /// Starts the binary; `gateway_cfg` is the body of the config's `gateway` object.
     async fn start(gateway_cfg: &str, env: &[(&str, &str)]) -> Gateway {
-        Self::start_with("", gateway_cfg, env).await
+        Self::start_with("", "", gateway_cfg, env).await
     }
 
-    /// As `start`, with `defaults` added to `agents.defaults`.
-    async fn start_with(defaults: &str, gateway_cfg: &str, env: &[(&str, &str)]) -> Gateway {
+    /// As `start`, with `defaults` added to `agents.defaults` and `top` to the top level.
+    async fn start_with(
+        defaults: &str,
+        top: &str,
+        gateway_cfg: &str,
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let llm = ScriptedLlm::start().await.expect("scripted llm");
         let home = tempfile::tempdir().expect("tempdir");
         let cfg = format!(
@@ -65,6 +70,7 @@ impl Gateway {
   }},
   providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
   gateway: {{ {gateway_cfg} }},
+  {top}
 }}"#,
             llm.openai_base_url()
         );
@@ -1740,6 +1746,7 @@ async fn attack_connection_floods_hit_the_caps() {
 async fn attack_users_cannot_reach_each_other_through_the_gateway() {
     let gw = Gateway::start_with(
         "per_user_workspace: true",
+        "",
         r#"users: [{ id: "alice", token_env: "ALICE_TOKEN" }, { id: "bob", token_env: "BOB_TOKEN" }]"#,
         &[("ALICE_TOKEN", "alice-secret-token"), ("BOB_TOKEN", "bob-secret-token")],
     )
@@ -1884,4 +1891,79 @@ async fn attack_users_cannot_reach_each_other_through_the_gateway() {
     let sessions = list["payload"]["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 1, "{list}");
     assert_eq!(sessions[0]["key"], "main");
+}
+
+#[tokio::test]
+async fn attack_exec_through_the_gateway_is_confined_by_the_os() {
+    // `full` mode switches the pattern guard off: what is refused here is refused by
+    // the sandbox alone.
+    let gw = Gateway::start_with(
+        "",
+        r#"tools: { exec: { mode: "full" } },"#,
+        r#"tools: { allow: ["exec"] }"#,
+        &[
+            ("OPENAI_API_KEY", "sk-provider-secret-123456"),
+            ("FERROCLAW_PROBE", "probe-value"),
+        ],
+    )
+    .await;
+    std::fs::write(
+        gw.home.path().join(".env.local"),
+        "SOME_KEY=dotenv-secret-value\n",
+    )
+    .unwrap();
+    let pid = gw.child.id().expect("pid");
+    let exec = |command: String| {
+        let body = json!({"tool": "exec", "args": {"command": command}});
+        let req = gw.http.post(gw.url("/tools/invoke")).json(&body);
+        async move {
+            let v: Value = req.send().await.unwrap().json().await.unwrap();
+            v.to_string()
+        }
+    };
+    let token = gw.token.clone();
+    for (command, secret) in [
+        ("cat ../config.json5".to_string(), "scripted"),
+        ("cat ../.env.local".to_string(), "dotenv-secret-value"),
+        ("cat ../data/gateway.token".to_string(), token.as_str()),
+        (
+            format!("cat /proc/{pid}/environ | base64"),
+            "T1BFTkFJX0FQSV9LRVk",
+        ),
+        (
+            format!("tr '\\0' '\\n' < /proc/{pid}/environ"),
+            "sk-provider-secret",
+        ),
+        ("env".to_string(), "sk-provider-secret"),
+        ("env".to_string(), "FERROCLAW_"),
+        ("env".to_string(), token.as_str()),
+    ] {
+        let out = exec(command.clone()).await;
+        assert!(!out.contains(secret), "{command} leaked {secret}: {out}");
+    }
+    // It cannot change the home (the exec allowlist survives restarts).
+    let out = exec(
+        "mkdir -p ../data && echo '[\"sh\"]' > ../data/exec-allowlist.json; echo done".to_string(),
+    )
+    .await;
+    assert!(out.contains("done"), "{out}");
+    assert!(
+        !gw.home.path().join("data/exec-allowlist.json").exists(),
+        "{out}"
+    );
+    // It cannot reach the network, nor the gateway itself on loopback.
+    let port = gw.base.rsplit(':').next().unwrap().to_string();
+    let out = exec(format!("python3 -c \"import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/health').read())\"")).await;
+    assert!(!out.contains("status"), "{out}");
+    // It cannot see or kill the gateway.
+    let out = exec(format!("kill -9 {pid}; echo rc=$?")).await;
+    assert!(out.contains("rc=1"), "{out}");
+    let out = exec("ps -e -o comm".to_string()).await;
+    assert!(!out.contains("ferroclaw"), "{out}");
+    let resp = gw.http.get(gw.url("/health")).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "the gateway is alive");
+    // Look-alikes: work in the workspace goes on.
+    let out = exec("echo hello > note.txt && cat note.txt && git init -q . && git status --short && python3 -c 'print(1+1)'".to_string()).await;
+    assert!(out.contains("hello") && out.contains('2'), "{out}");
+    assert!(gw.home.path().join("workspace/note.txt").exists());
 }
