@@ -1689,6 +1689,35 @@ async fn attack_connection_floods_hit_the_caps() {
     )
     .await;
     let addr = gw.base.trim_start_matches("http://").to_string();
+    // Plain TCP connections that say nothing: once the address holds its cap of 6 HTTP
+    // connections the next one is answered with a 503 and closed.
+    let mut idle = Vec::new();
+    for _ in 0..6 {
+        idle.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    let mut answer = String::new();
+    for _ in 0..100 {
+        // The accept loop takes connections in order, so the six are counted before
+        // this one; each try is a fresh connection, not a wait.
+        answer = raw_exchange(
+            &addr,
+            b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        if answer.starts_with("HTTP/1.1 503") {
+            break;
+        }
+    }
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("too_many_connections"), "{answer}");
+    // Places come back when connections close.
+    drop(idle);
+    assert!(
+        serves_again(&gw).await,
+        "HTTP serves again once the flood is gone"
+    );
+
+    // WebSockets have their own cap (an upgraded socket leaves the HTTP count).
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut ws = gw.ws().await;
@@ -1704,42 +1733,32 @@ async fn attack_connection_floods_hit_the_caps() {
         }
         other => panic!("third WebSocket from one address must be refused: {other:?}"),
     }
-    // Plain TCP connections that say nothing: the address's cap of 6 HTTP connections
-    // (WebSockets count under their own cap once upgraded) answers the next one with a
-    // 503 and closes it.
-    let mut idle = Vec::new();
-    for _ in 0..6 {
-        idle.push(TcpStream::connect(&addr).await.unwrap());
-    }
-    let mut answer = String::new();
-    for _ in 0..100 {
-        // The accept loop takes connections in order; once the six are counted the
-        // next one is refused. Each try is a fresh connection, not a wait.
-        answer = raw_exchange(
-            &addr,
-            b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-        )
-        .await;
-        if answer.starts_with("HTTP/1.1 503") {
+    drop(held);
+    let mut reopened = false;
+    for _ in 0..200 {
+        if tokio_tungstenite::connect_async(gw.ws_url.as_str())
+            .await
+            .is_ok()
+        {
+            reopened = true;
             break;
         }
+        tokio::task::yield_now().await;
     }
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(answer.contains("too_many_connections"), "{answer}");
-    // Places come back when connections close.
-    drop(idle);
-    drop(held);
-    let mut ok = false;
+    assert!(reopened, "a WebSocket place comes back when one closes");
+}
+
+/// Polls `/health` (bounded) until the gateway answers 200 again.
+async fn serves_again(gw: &Gateway) -> bool {
     for _ in 0..200 {
         if let Ok(resp) = gw.http.get(gw.url("/health")).send().await {
             if resp.status() == 200 {
-                ok = true;
-                break;
+                return true;
             }
         }
         tokio::task::yield_now().await;
     }
-    assert!(ok, "the gateway serves again once the flood is gone");
+    false
 }
 
 #[tokio::test]

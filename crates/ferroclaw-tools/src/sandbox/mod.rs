@@ -404,8 +404,10 @@ impl ChildGuard {
                 libc::killpg(self.pid as i32, libc::SIGKILL);
             }
         }
+        // One pass, no waiting: this runs on async threads. Whatever is still forking
+        // is killed to the last by the cgroup's own clean-up thread when it is dropped.
         if let Some(cg) = lock(&self.cgroup).as_ref() {
-            cg.kill_all(Duration::from_millis(500));
+            cg.kill_all(Duration::ZERO);
         }
     }
 
@@ -422,7 +424,13 @@ impl ChildGuard {
         self.kill();
         lock(&self.cgroup).take();
         if let Some(t) = lock(&self.tmp).take() {
-            let _ = std::fs::remove_dir_all(t);
+            // Removing a tree is disk work: off the async threads when there are any.
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn_blocking(move || std::fs::remove_dir_all(t))),
+                Err(_) => {
+                    let _ = std::fs::remove_dir_all(t);
+                }
+            }
         }
     }
 }
