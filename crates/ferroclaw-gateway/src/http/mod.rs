@@ -117,7 +117,11 @@ pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: N
         let read = axum::body::to_bytes(body, MAX_BODY_BYTES);
         let bytes = match tokio::time::timeout(limit, read).await {
             Ok(Ok(bytes)) => bytes,
-            Ok(Err(e)) => return body_error(&e.to_string(), shape),
+            // axum reports the size cap only in the error's text.
+            Ok(Err(e)) => {
+                let too_large = e.to_string().contains("length limit");
+                return body_error(too_large, &e, shape).into_response();
+            }
             Err(_) => {
                 tracing::warn!(
                     target: "security.slow_client",
@@ -147,8 +151,7 @@ pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: N
 }
 
 /// A body that could not be read: too large (413) or broken (400).
-fn body_error(reason: &str, shape: ErrorShape) -> Response {
-    let too_large = reason.contains("length limit");
+fn body_error(too_large: bool, reason: &dyn std::fmt::Display, shape: ErrorShape) -> ApiError {
     if too_large {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -160,7 +163,6 @@ fn body_error(reason: &str, shape: ErrorShape) -> Response {
         ApiError::bad_request(format!("cannot read request body: {reason}"))
     }
     .with_shape(shape)
-    .into_response()
 }
 
 /// Counts every request by matched route, method and status.
@@ -183,19 +185,8 @@ pub fn parse_body<T: DeserializeOwned>(
     body: Result<Bytes, BytesRejection>,
     shape: ErrorShape,
 ) -> Result<T, ApiError> {
-    let bytes = body.map_err(|rej| {
-        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request_error",
-                "payload_too_large",
-                format!("request body exceeds {MAX_BODY_BYTES} bytes"),
-            )
-        } else {
-            ApiError::bad_request(format!("cannot read request body: {rej}"))
-        }
-        .with_shape(shape)
-    })?;
+    let bytes =
+        body.map_err(|rej| body_error(rej.status() == StatusCode::PAYLOAD_TOO_LARGE, &rej, shape))?;
     serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::bad_request(format!(
             "request body is not valid JSON for this route: {e}"
