@@ -271,7 +271,10 @@ pub fn sanitize_user_id(user_id: &str) -> String {
         // ASCII only after mapping, so byte truncation is a char boundary.
         s.truncate(MAX_USER_ID_LEN - 17);
         s.push('-');
-        s.push_str(&format!("{:016x}", fnv1a(user_id.as_bytes())));
+        s.push_str(&format!(
+            "{:016x}",
+            ferroclaw_types::fnv1a(user_id.as_bytes())
+        ));
     }
     s
 }
@@ -304,13 +307,6 @@ pub fn ensure_user_workspace(root: &Path, user_id: &str) -> std::io::Result<Path
         }
         Err(e) => Err(e),
     }
-}
-
-/// FNV-1a, 64 bit: stable across runs and platforms, unlike `DefaultHasher`.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

@@ -300,17 +300,11 @@ pub fn user_session_key(user: &str) -> String {
     if user.len() <= 128 && !user.chars().any(char::is_control) {
         format!("openai-user:{user}")
     } else {
-        format!("openai-user:h{:016x}", fnv1a(user.as_bytes()))
+        format!(
+            "openai-user:h{:016x}",
+            ferroclaw_types::fnv1a(user.as_bytes())
+        )
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 /// `X-Ferroclaw-Queue-Mode`, else the configured default.
