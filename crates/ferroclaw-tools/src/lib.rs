@@ -1,5 +1,6 @@
 //! Tools the agent can call, the registry that runs them, and the guards around them.
 
+pub mod beneath;
 pub mod builtin;
 pub mod custom_tool;
 pub mod exec_guard;

@@ -527,3 +527,97 @@ fn planted_symlink_user_workspace_is_refused() {
     assert!(err.to_string().contains("symlinks are refused"), "{err}");
     assert!(ensure_user_workspace(tmp.path(), "carol").unwrap().is_dir());
 }
+
+/// A command swapping a checked directory for a symlink while the file tools run (the
+/// time-of-check/time-of-use race): `race` flips between a real directory and a link to
+/// a directory outside, atomically, as fast as it can. No read ever returns the outside
+/// secret, no write ever lands outside, and the directory's own file stays readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let ws = base.join("ws");
+    let outside = base.join("outside");
+    std::fs::create_dir_all(ws.join("race")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(ws.join("race/f.txt"), "inside").unwrap();
+    std::fs::write(outside.join("f.txt"), "TOPAZ-OUTSIDE").unwrap();
+    symlink(&outside, ws.join("swap")).unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, a, b) = (stop.clone(), ws.join("race"), ws.join("swap"));
+        std::thread::spawn(move || {
+            let a = CString::new(a.as_os_str().as_bytes()).unwrap();
+            let b = CString::new(b.as_os_str().as_bytes()).unwrap();
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: two valid NUL-terminated paths; exchanges the two names.
+                let rc = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(rc, 0, "renameat2: {}", std::io::Error::last_os_error());
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let reg = ToolRegistry::with_core_tools();
+    let ctx = ToolContext {
+        agent_id: "a".into(),
+        session_key: "s".into(),
+        workspace: ws.clone(),
+        cancel: CancellationToken::new(),
+        user: None,
+    };
+    let mut inside_reads = 0;
+    for i in 0..400 {
+        let r = reg
+            .execute("read", &ctx, json!({"path": "race/f.txt"}))
+            .await;
+        assert!(
+            !r.for_llm.contains("TOPAZ"),
+            "read {i} followed the swapped link: {}",
+            r.for_llm
+        );
+        inside_reads += usize::from(r.for_llm.contains("inside"));
+        let r = reg
+            .execute("grep", &ctx, json!({"pattern": "TOPAZ", "path": "."}))
+            .await;
+        assert!(
+            !r.for_llm.contains("TOPAZ-OUTSIDE"),
+            "grep {i}: {}",
+            r.for_llm
+        );
+        let _ = reg
+            .execute(
+                "write",
+                &ctx,
+                json!({"path": format!("race/w{i}.txt"), "content": "x"}),
+            )
+            .await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 100, "the race actually ran ({swaps} swaps)");
+    let planted: Vec<_> = std::fs::read_dir(&outside)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n != "f.txt")
+        .collect();
+    assert!(planted.is_empty(), "writes landed outside: {planted:?}");
+    // Look-alike: whenever the name held the real directory, the read worked.
+    assert!(inside_reads > 0, "no read ever succeeded");
+}

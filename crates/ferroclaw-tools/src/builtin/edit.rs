@@ -1,12 +1,12 @@
 //! `edit`: replace one exact occurrence of a text in a file.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::{looks_binary, required_str, Workspace};
+use crate::beneath::OpenError;
 use crate::{Tool, ToolContext, ToolResult};
 
 pub struct EditTool;
@@ -67,14 +67,20 @@ impl Tool for EditTool {
             Err(e) => return e,
         };
         let shown = ws.display(&resolved);
-        let bytes = match tokio::fs::read(&resolved).await {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        let root = ws.root().to_path_buf();
+        let read = {
+            let (root, resolved) = (root.clone(), resolved.clone());
+            tokio::task::spawn_blocking(move || crate::beneath::read(&root, &resolved)).await
+        };
+        let bytes = match read {
+            Ok(Ok(b)) => b,
+            Ok(Err(OpenError::NotFound)) => {
                 return ToolResult::error(format!("file not found: {shown}"))
             }
-            Err(_) if resolved.is_dir() => {
+            Ok(Err(OpenError::IsDir)) => {
                 return ToolResult::error(format!("{shown} is a directory, not a file"))
             }
+            Ok(Err(e)) => return ToolResult::error(format!("cannot read {shown}: {e}")),
             Err(e) => return ToolResult::error(format!("cannot read {shown}: {e}")),
         };
         if looks_binary(&bytes) {
@@ -98,7 +104,7 @@ impl Tool for EditTool {
             [at] => {
                 let updated = format!("{}{}{}", &content[..*at], new, &content[at + old.len()..]);
                 let line = line_of(&content, *at);
-                match write_atomically(&resolved, updated.as_bytes()).await {
+                match write_atomically(&root, &resolved, updated.as_bytes()).await {
                     Ok(()) => ToolResult::ok(format!(
                         "Edited {shown}: replaced 1 occurrence at line {line}."
                     )),
@@ -157,38 +163,17 @@ fn line_of(content: &str, byte_offset: usize) -> usize {
         + 1
 }
 
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Temp file in the same directory + rename, so a crash or a concurrent reader never sees
-/// a half-written file. Keeps the original permissions.
-pub(crate) async fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp: PathBuf = dir.join(format!(
-        ".{name}.ferroclaw-{}-{}.tmp",
-        std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let perms = tokio::fs::metadata(path)
+/// Replaces the file at `path` beneath `root` with `data` through a temporary file in
+/// the same directory, keeping its permissions (see `beneath::write`).
+pub(crate) async fn write_atomically(
+    root: &Path,
+    path: &Path,
+    data: &[u8],
+) -> Result<(), OpenError> {
+    let (root, path, data) = (root.to_path_buf(), path.to_path_buf(), data.to_vec());
+    tokio::task::spawn_blocking(move || crate::beneath::write(&root, &path, &data, false))
         .await
-        .ok()
-        .map(|m| m.permissions());
-    let result = async {
-        tokio::fs::write(&tmp, data).await?;
-        if let Some(perms) = perms {
-            tokio::fs::set_permissions(&tmp, perms).await?;
-        }
-        tokio::fs::rename(&tmp, path).await
-    }
-    .await;
-    if result.is_err() {
-        // Best effort: do not leave temp files behind; the original error is what matters.
-        let _ = tokio::fs::remove_file(&tmp).await;
-    }
-    result
+        .map_err(|e| OpenError::Io(std::io::Error::other(e.to_string())))?
 }
 
 #[cfg(test)]

@@ -138,8 +138,10 @@ impl Search<'_> {
             self.skipped_large += 1;
             return;
         }
-        // Unreadable files are skipped like binary ones; grep reports what it can.
-        let Ok(bytes) = std::fs::read(path) else {
+        // Unreadable files are skipped like binary ones; grep reports what it can. Read
+        // beneath the workspace: a directory swapped for a symlink since the walk listed
+        // it must not lead the read out.
+        let Ok(bytes) = crate::beneath::read(self.root, path) else {
             return;
         };
         if looks_binary(&bytes) {

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::{looks_binary, optional_u64, required_str, Workspace};
+use crate::beneath::OpenError;
 use crate::{Tool, ToolContext, ToolResult};
 
 /// Most lines returned by one call.
@@ -67,8 +68,10 @@ impl Tool for ReadTool {
             Some(l) => (l as usize).min(MAX_LINES),
             None => MAX_LINES,
         };
-        let task =
-            tokio::task::spawn_blocking(move || read_window(&resolved, &shown, first, limit));
+        let root = ws.root().to_path_buf();
+        let task = tokio::task::spawn_blocking(move || {
+            read_window(&root, &resolved, &shown, first, limit)
+        });
         match task.await {
             Ok(result) => result,
             Err(e) => ToolResult::error(format!("read failed: {e}")),
@@ -77,29 +80,23 @@ impl Tool for ReadTool {
 }
 
 /// Streams the file so that huge files cost memory only for the returned window.
-fn read_window(path: &Path, shown: &str, first: usize, limit: usize) -> ToolResult {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return ToolResult::error(format!("file not found: {shown}"))
+fn read_window(root: &Path, path: &Path, shown: &str, first: usize, limit: usize) -> ToolResult {
+    let file = match crate::beneath::open_read(root, path) {
+        Ok(f) => f,
+        Err(OpenError::NotFound) => return ToolResult::error(format!("file not found: {shown}")),
+        Err(OpenError::IsDir) => {
+            return ToolResult::error(format!(
+                "{shown} is a directory, not a file; use ls to list its contents"
+            ))
         }
         Err(e) => return ToolResult::error(format!("cannot read {shown}: {e}")),
     };
-    if meta.is_dir() {
-        return ToolResult::error(format!(
-            "{shown} is a directory, not a file; use ls to list its contents"
-        ));
-    }
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) => return ToolResult::error(format!("cannot open {shown}: {e}")),
-    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     match reader.fill_buf() {
         Ok(head) if looks_binary(head) => {
             return ToolResult::error(format!(
-                "{shown} looks like a binary file ({} bytes); read only handles text",
-                meta.len()
+                "{shown} looks like a binary file ({size} bytes); read only handles text"
             ))
         }
         Ok([]) => return ToolResult::ok(format!("[{shown} is empty]")),

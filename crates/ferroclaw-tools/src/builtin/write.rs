@@ -53,15 +53,16 @@ impl Tool for WriteTool {
         if resolved.is_dir() {
             return ToolResult::error(format!("{shown} is a directory; give a file path to write"));
         }
-        if let Some(parent) = resolved.parent() {
-            if let Err(e) = tokio::fs::create_dir_all(parent).await {
-                return ToolResult::error(format!(
-                    "cannot create the parent directory of {shown}: {e}"
-                ));
-            }
-        }
-        match tokio::fs::write(&resolved, content.as_bytes()).await {
-            Ok(()) => ToolResult::ok(format!("Wrote {} bytes to {shown}", content.len())),
+        // Written beneath the workspace through verified directory handles (see `beneath`).
+        let root = ws.root().to_path_buf();
+        let len = content.len();
+        let bytes = content.as_bytes().to_vec();
+        let task = tokio::task::spawn_blocking(move || {
+            crate::beneath::write(&root, &resolved, &bytes, true)
+        });
+        match task.await {
+            Ok(Ok(())) => ToolResult::ok(format!("Wrote {len} bytes to {shown}")),
+            Ok(Err(e)) => ToolResult::error(format!("cannot write {shown}: {e}")),
             Err(e) => ToolResult::error(format!("cannot write {shown}: {e}")),
         }
     }
