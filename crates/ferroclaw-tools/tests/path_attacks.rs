@@ -573,7 +573,10 @@ async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
             swaps
         })
     };
-    let reg = ToolRegistry::with_core_tools();
+    let mut reg = ToolRegistry::with_core_tools();
+    reg.register(Arc::new(
+        ferroclaw_tools::builtin::apply_patch::ApplyPatchTool,
+    ));
     let ctx = ToolContext {
         agent_id: "a".into(),
         session_key: "s".into(),
@@ -582,6 +585,7 @@ async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
         user: None,
     };
     let mut inside_reads = 0;
+    let mut last_patch = String::new();
     for i in 0..400 {
         let r = reg
             .execute("read", &ctx, json!({"path": "race/f.txt"}))
@@ -607,6 +611,11 @@ async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
                 json!({"path": format!("race/w{i}.txt"), "content": "x"}),
             )
             .await;
+        let patch = format!("*** Begin Patch\n*** Add File: race/p{i}.txt\n+x\n*** End Patch\n");
+        last_patch = reg
+            .execute("apply_patch", &ctx, json!({"input": patch}))
+            .await
+            .for_llm;
     }
     stop.store(true, Ordering::Relaxed);
     let swaps = swapper.join().unwrap();
@@ -618,6 +627,24 @@ async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
         .filter(|n| n != "f.txt")
         .collect();
     assert!(planted.is_empty(), "writes landed outside: {planted:?}");
-    // Look-alike: whenever the name held the real directory, the read worked.
+    // Look-alikes: whenever the name held the real directory, reads and writes worked.
     assert!(inside_reads > 0, "no read ever succeeded");
+    let real = ["race", "swap"]
+        .iter()
+        .map(|n| ws.join(n))
+        .find(|p| std::fs::symlink_metadata(p).unwrap().is_dir())
+        .unwrap();
+    let names: Vec<String> = std::fs::read_dir(&real)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with('w')),
+        "no write landed: {names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.starts_with('p')),
+        "no patch landed: {last_patch}"
+    );
 }

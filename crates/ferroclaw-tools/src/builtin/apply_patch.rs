@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::{required_str, Workspace};
+use crate::beneath::OpenError;
 use crate::{Tool, ToolContext, ToolResult};
 
 pub struct ApplyPatchTool;
@@ -611,14 +612,12 @@ impl Plan {
                 Planned::Delete => None,
             });
         }
-        if resolved.is_dir() {
-            return Err(format!("{} is a directory", self.shown(resolved)));
-        }
-        match std::fs::read(resolved) {
+        match crate::beneath::read(&self.root, resolved) {
             Ok(bytes) => String::from_utf8(bytes)
                 .map(Some)
                 .map_err(|_| format!("{} is not UTF-8 text", self.shown(resolved))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(OpenError::NotFound) => Ok(None),
+            Err(OpenError::IsDir) => Err(format!("{} is a directory", self.shown(resolved))),
             Err(e) => Err(format!("cannot read {}: {e}", self.shown(resolved))),
         }
     }
@@ -723,73 +722,38 @@ fn apply_ops(root: &Path, ops: &[FileOp]) -> Result<String, String> {
     Ok(format!("Patch applied:\n{}", plan.summary.join("\n")))
 }
 
-/// Phase 2: stage every write as a temp file beside its destination, then rename them all
-/// and remove deleted files. A failure while staging removes the temps (nothing changed).
-/// Renames within one directory do not fail in practice; if one does, the files already
-/// replaced are restored from their previous content.
+/// Phase 2: apply every write and deletion beneath the workspace (each write lands
+/// through a temporary file renamed in a verified directory, see `beneath`). If one
+/// fails, everything already changed is put back as it was.
 fn commit(plan: &Plan) -> Result<(), String> {
-    let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let cleanup = |staged: &[(PathBuf, PathBuf)]| {
-        for (tmp, _) in staged {
-            let _ = std::fs::remove_file(tmp);
-        }
-    };
-    for (path, (shown, planned)) in &plan.files {
-        let Planned::Write(content) = planned else {
-            continue;
-        };
-        let stage = || -> std::io::Result<PathBuf> {
-            let dir = path.parent().unwrap_or(Path::new("/"));
-            std::fs::create_dir_all(dir)?;
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-            let tmp = dir.join(format!(".{name}.patch-{}.tmp", std::process::id()));
-            std::fs::write(&tmp, content.as_bytes())?;
-            // Keep the permissions of the file being replaced (scripts stay executable).
-            if let Ok(meta) = std::fs::metadata(path) {
-                std::fs::set_permissions(&tmp, meta.permissions())?;
-            }
-            Ok(tmp)
-        };
-        match stage() {
-            Ok(tmp) => staged.push((tmp, path.clone())),
-            Err(e) => {
-                cleanup(&staged);
-                return Err(format!("cannot write {shown}: {e}"));
-            }
-        }
-    }
+    let root = &plan.root;
     // Previous content of everything we are about to replace or delete, for the rollback.
     let previous: Vec<(PathBuf, Option<Vec<u8>>)> = plan
         .files
         .keys()
-        .map(|p| (p.clone(), std::fs::read(p).ok()))
+        .map(|p| (p.clone(), crate::beneath::read(root, p).ok()))
         .collect();
-    let rollback = |previous: &[(PathBuf, Option<Vec<u8>>)]| {
-        for (p, old) in previous {
-            match old {
-                Some(bytes) => {
-                    let _ = std::fs::write(p, bytes);
-                }
-                None => {
-                    let _ = std::fs::remove_file(p);
-                }
-            }
+    let mut done: Vec<&PathBuf> = Vec::new();
+    let rollback = |done: &[&PathBuf]| {
+        for (p, old) in previous.iter().filter(|(p, _)| done.contains(&p)) {
+            let _ = match old {
+                Some(bytes) => crate::beneath::write(root, p, bytes, true),
+                None => crate::beneath::remove(root, p),
+            };
         }
     };
-    for (tmp, dest) in &staged {
-        if let Err(e) = std::fs::rename(tmp, dest) {
-            cleanup(&staged);
-            rollback(&previous);
-            return Err(format!("cannot replace {}: {e}", plan.shown(dest)));
-        }
-    }
     for (path, (shown, planned)) in &plan.files {
-        if matches!(planned, Planned::Delete) {
-            if let Err(e) = std::fs::remove_file(path) {
-                rollback(&previous);
-                return Err(format!("cannot delete {shown}: {e}"));
-            }
+        let result = match planned {
+            Planned::Write(content) => crate::beneath::write(root, path, content.as_bytes(), true)
+                .map_err(|e| format!("cannot write {shown}: {e}")),
+            Planned::Delete => crate::beneath::remove(root, path)
+                .map_err(|e| format!("cannot delete {shown}: {e}")),
+        };
+        if let Err(e) = result {
+            rollback(&done);
+            return Err(e);
         }
+        done.push(path);
     }
     Ok(())
 }
