@@ -24,6 +24,7 @@ pub enum Refusal {
     Host(String),
     Origin(String),
     ContentType(String),
+    Duplicate(String),
 }
 
 impl Refusal {
@@ -52,6 +53,10 @@ impl Refusal {
                     ),
                 ),
                 "security.origin_rejected",
+            ),
+            Refusal::Duplicate(name) => (
+                ApiError::bad_request(format!("the {name} header may appear only once")),
+                "security.duplicate_header",
             ),
             Refusal::ContentType(ct) => (
                 ApiError::new(
@@ -128,13 +133,27 @@ pub fn is_json(content_type: Option<&str>) -> bool {
         .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// The checks, on headers alone.
+/// The checks, on the request head alone. `authority` is the host of an absolute-form
+/// request target (`GET http://host/path`), which servers may route by.
 pub fn check(
     method: &Method,
+    authority: Option<&str>,
     headers: &HeaderMap,
     allowed_hosts: &[String],
     allowed_origins: &[String],
 ) -> Result<(), Refusal> {
+    // Two values of a header the checks read would let a proxy and this server disagree
+    // about which one counts.
+    for name in [header::HOST, header::ORIGIN, header::CONTENT_TYPE] {
+        if headers.get_all(&name).iter().count() > 1 {
+            return Err(Refusal::Duplicate(name.as_str().to_string()));
+        }
+    }
+    if let Some(a) = authority {
+        if !host_allowed(a, allowed_hosts) {
+            return Err(Refusal::Host(a.to_string()));
+        }
+    }
     let get =
         |name: header::HeaderName| headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"));
     let host = get(header::HOST);
@@ -165,8 +184,10 @@ pub async fn browser_guard(
     next: Next,
 ) -> Response {
     let cfg = &state.config;
+    let authority = req.uri().authority().map(|a| a.as_str());
     if let Err(refusal) = check(
         req.method(),
+        authority,
         req.headers(),
         &cfg.allowed_hosts,
         &cfg.allowed_origins,
@@ -253,6 +274,30 @@ mod tests {
             None,
             &["*".to_string()]
         ));
+    }
+
+    #[test]
+    fn duplicated_heads_and_absolute_targets() {
+        let none: Vec<String> = Vec::new();
+        let mut h = HeaderMap::new();
+        h.append(header::HOST, "127.0.0.1:1".parse().expect("h"));
+        assert_eq!(check(&Method::GET, None, &h, &none, &none), Ok(()));
+        assert_eq!(
+            check(&Method::GET, Some("evil.example"), &h, &none, &none),
+            Err(Refusal::Host("evil.example".into()))
+        );
+        h.append(header::HOST, "evil.example".parse().expect("h"));
+        assert_eq!(
+            check(&Method::GET, None, &h, &none, &none),
+            Err(Refusal::Duplicate("host".into()))
+        );
+        let mut h = HeaderMap::new();
+        h.append(header::CONTENT_TYPE, "application/json".parse().expect("h"));
+        h.append(header::CONTENT_TYPE, "text/plain".parse().expect("h"));
+        assert_eq!(
+            check(&Method::POST, None, &h, &none, &none),
+            Err(Refusal::Duplicate("content-type".into()))
+        );
     }
 
     #[test]

@@ -561,3 +561,33 @@ fn describe_names_the_backend_and_its_gaps() {
         );
     }
 }
+
+/// The sandbox's `/tmp` lives in RAM: it is capped, so a command cannot fill the host's
+/// memory through it; a small temporary file (look-alike) still works.
+#[tokio::test]
+async fn the_sandbox_tmp_is_capped() {
+    let f = fixture();
+    let tool = exec_for(&config(SandboxModeConfig::Bwrap, false));
+    let r = run_with(
+        &f,
+        &tool,
+        json!({"command": "head -c 400M /dev/zero > /tmp/fill; echo rc=$?; du -m /tmp/fill"}),
+    )
+    .await;
+    assert!(
+        r.for_llm.contains("No space left on device"),
+        "{}",
+        r.for_llm
+    );
+    let r = run_with(
+        &f,
+        &tool,
+        json!({"command": "head -c 1M /dev/zero > /tmp/small && wc -c < /tmp/small"}),
+    )
+    .await;
+    assert!(
+        !r.is_error && r.for_llm.contains("1048576"),
+        "{}",
+        r.for_llm
+    );
+}

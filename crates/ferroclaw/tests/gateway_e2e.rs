@@ -1565,6 +1565,22 @@ async fn attack_dns_rebinding_host_names_are_refused() {
             .unwrap();
         assert_eq!(resp.status(), 200, "{host}");
     }
+    // Heads a proxy and this server could read differently: an absolute-form target
+    // naming another host, and a second Host header.
+    let addr = gw.base.trim_start_matches("http://").to_string();
+    let t = gw.token.clone();
+    let absolute = format!("GET http://evil.example/v1/models HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {t}\r\nConnection: close\r\n\r\n");
+    let answer = raw_exchange(&addr, absolute.as_bytes()).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 403") && answer.contains("host_not_allowed"),
+        "{answer}"
+    );
+    let twice = format!("GET /v1/models HTTP/1.1\r\nHost: {addr}\r\nHost: evil.example\r\nAuthorization: Bearer {t}\r\nConnection: close\r\n\r\n");
+    let answer = raw_exchange(&addr, twice.as_bytes()).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 400") && answer.contains("may appear only once"),
+        "{answer}"
+    );
     assert!(gw.llm.requests().is_empty());
     // A name the operator lists is accepted.
     let gw = Gateway::start(r#"allowed_hosts: ["gw.example.com"]"#, &[]).await;

@@ -7,6 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+/// Size of the sandbox's `/tmp` (a tmpfs lives in RAM: unbounded, one command could
+/// fill the host's memory through it).
+const TMP_BYTES: &str = "268435456";
+/// Size of the empty tmpfs laid over hidden directories and `/run`: nothing belongs there.
+const COVER_BYTES: &str = "1048576";
+
 use super::Target;
 
 #[derive(Debug, Clone)]
@@ -86,6 +92,8 @@ impl Bwrap {
             "/dev",
             "--proc",
             "/proc",
+            "--size",
+            TMP_BYTES,
             "--tmpfs",
             "/tmp",
         ]);
@@ -94,7 +102,7 @@ impl Bwrap {
         for run in ["/run", "/var/run"] {
             let p = Path::new(run);
             if p.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-                push(&["--tmpfs", run]);
+                push(&["--size", COVER_BYTES, "--tmpfs", run]);
                 covered.push(p.to_path_buf());
             }
         }
@@ -106,6 +114,8 @@ impl Bwrap {
         let hide = |p: &Path, a: &mut Vec<OsString>, covered: &mut Vec<PathBuf>| {
             let Ok(m) = p.symlink_metadata() else { return };
             if m.is_dir() {
+                a.push("--size".into());
+                a.push(COVER_BYTES.into());
                 a.push("--tmpfs".into());
                 a.push(p.into());
                 covered.push(p.to_path_buf());
