@@ -48,7 +48,10 @@ pub async fn load_context_files(workspace: &Path, mode: PromptMode) -> Vec<Conte
     let mut budget = TOTAL_MAX_CHARS;
     let mut files = Vec::new();
     for name in names(mode) {
-        if let Some(file) = read_context_file(&workspace.join(name), name, &mut budget).await {
+        let Ok(path) = ferroclaw_tools::resolve_in_workspace(workspace, name) else {
+            continue;
+        };
+        if let Some(file) = read_context_file(workspace, &path, name, &mut budget).await {
             files.push(file);
         }
     }
@@ -87,7 +90,7 @@ pub async fn load_user_context_files(
             }
         };
         let shown = format!("{name} (user workspace)");
-        if let Some(file) = read_context_file(&path, &shown, &mut budget).await {
+        if let Some(file) = read_context_file(user_workspace, &path, &shown, &mut budget).await {
             files.push(file);
         }
     }
@@ -102,12 +105,25 @@ fn names(mode: PromptMode) -> &'static [&'static str] {
 }
 
 /// One context file cut to the remaining `budget`, or `None` if absent or empty.
-async fn read_context_file(path: &Path, name: &str, budget: &mut usize) -> Option<ContextFile> {
+async fn read_context_file(
+    root: &Path,
+    path: &Path,
+    name: &str,
+    budget: &mut usize,
+) -> Option<ContextFile> {
     if *budget == 0 {
         return None;
     }
-    // Unreadable or non-UTF-8 files are skipped: a broken context file must not stop the agent.
-    let raw = tokio::fs::read_to_string(path).await.ok()?;
+    // Unreadable or non-UTF-8 files are skipped: a broken context file must not stop the
+    // agent. Read beneath the workspace, regular files only: a command may have swapped
+    // a link or planted a FIFO there, which must neither leak a host file into the
+    // prompt nor block every run.
+    let (root, path) = (root.to_path_buf(), path.to_path_buf());
+    let bytes = tokio::task::spawn_blocking(move || ferroclaw_tools::beneath::read(&root, &path))
+        .await
+        .ok()?
+        .ok()?;
+    let raw = String::from_utf8(bytes).ok()?;
     if raw.trim().is_empty() {
         return None;
     }

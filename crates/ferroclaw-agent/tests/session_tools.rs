@@ -927,6 +927,24 @@ async fn context_files_of_one_user_never_reach_another_users_prompt() {
     std::fs::create_dir_all(&bob_ws).expect("bob ws");
     std::os::unix::fs::symlink("../user_alice/AGENTS.md", bob_ws.join("SOUL.md")).expect("symlink");
     std::fs::write(bob_ws.join("USER.md"), "bob likes tea").expect("bob USER.md");
+    // A FIFO planted as a context file must not block the run (nothing ever writes it),
+    // and a link to a host file must not put that file in the prompt.
+    let fifo = std::ffi::CString::new(
+        bob_ws
+            .join("TOOLS.md")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .expect("c path");
+    // SAFETY: NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let host_secret = tempfile::tempdir().expect("host dir");
+    std::fs::write(host_secret.path().join("secret"), "HOST-SECRET-7").expect("secret");
+    std::os::unix::fs::symlink(
+        host_secret.path().join("secret"),
+        bob_ws.join("IDENTITY.md"),
+    )
+    .expect("symlink");
 
     s.llm.push(Reply::text("hi bob"));
     run_for(&s.main, "bob", "main", "hello")
@@ -942,6 +960,7 @@ async fn context_files_of_one_user_never_reach_another_users_prompt() {
     assert!(bob_prompt.contains("AGENT-LEVEL RULES"), "{bob_prompt}");
     assert!(bob_prompt.contains("bob likes tea"), "{bob_prompt}");
     assert!(!bob_prompt.contains("ALICE"), "{bob_prompt}");
+    assert!(!bob_prompt.contains("HOST-SECRET-7"), "{bob_prompt}");
     let alice_prompt = system_of(&reqs[3]);
     assert!(alice_prompt.contains("AGENT-LEVEL RULES"), "{alice_prompt}");
     assert!(

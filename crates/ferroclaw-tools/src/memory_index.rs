@@ -286,10 +286,12 @@ impl MemoryIndex {
                 stats.unchanged += 1;
                 continue;
             }
-            let bytes = std::fs::read(abs).map_err(|source| MemoryError::Io {
-                path: rel.clone(),
-                source,
-            })?;
+            // Beneath the workspace, regular files only (see `beneath`).
+            let bytes =
+                crate::beneath::read(&self.workspace, abs).map_err(|e| MemoryError::Io {
+                    path: rel.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
             let text = String::from_utf8_lossy(&bytes);
             tx.execute("DELETE FROM chunks WHERE path = ?1", params![rel])?;
             {

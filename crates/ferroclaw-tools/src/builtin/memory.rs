@@ -169,11 +169,15 @@ impl Tool for MemoryGetTool {
             ));
         }
         let shown = ws.display(&resolved);
-        let content = match tokio::fs::read(&resolved).await {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        let root = ws.root().to_path_buf();
+        let read =
+            tokio::task::spawn_blocking(move || crate::beneath::read(&root, &resolved)).await;
+        let content = match read {
+            Ok(Ok(b)) => String::from_utf8_lossy(&b).into_owned(),
+            Ok(Err(crate::beneath::OpenError::NotFound)) => {
                 return ToolResult::error(format!("memory file {shown} does not exist"))
             }
+            Ok(Err(e)) => return ToolResult::error(format!("cannot read {shown}: {e}")),
             Err(e) => return ToolResult::error(format!("cannot read {shown}: {e}")),
         };
         let all: Vec<&str> = content.lines().collect();
