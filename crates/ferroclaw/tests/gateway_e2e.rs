@@ -2002,3 +2002,62 @@ async fn attack_exec_through_the_gateway_is_confined_by_the_os() {
     assert!(out.contains("hello") && out.contains('2'), "{out}");
     assert!(gw.home.path().join("workspace/note.txt").exists());
 }
+
+#[tokio::test]
+async fn attack_a_users_approval_is_theirs_and_only_once() {
+    let gw = Gateway::start_with(
+        "per_user_workspace: true",
+        r#"tools: { exec: { approval: "always", approval_timeout_seconds: 30 } },"#,
+        r#"users: [{ id: "alice", token_env: "ALICE_T" }, { id: "bob", token_env: "BOB_T" }]"#,
+        &[("ALICE_T", "alice-token"), ("BOB_T", "bob-token")],
+    )
+    .await;
+    let mut alice = gw.ws().await;
+    assert_eq!(
+        alice.call("connect", json!({"token": "alice-token"})).await["ok"],
+        true
+    );
+    let mut bob = gw.ws().await;
+    assert_eq!(
+        bob.call("connect", json!({"token": "bob-token"})).await["ok"],
+        true
+    );
+    gw.llm.push(Reply::tool_call(
+        "call_u",
+        "exec",
+        json!({"command": "echo alice-run"}),
+    ));
+    gw.llm.push(Reply::text("done"));
+    let chat_id = alice
+        .send("chat.send", json!({"message": "run it", "sessionKey": "s"}))
+        .await;
+    let events = alice
+        .until_event(|e| e["event"] == "exec.approval.requested")
+        .await;
+    let id = events.last().unwrap()["payload"]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    // Bob neither lists nor answers it.
+    let res = bob.call("exec.approval.list", json!({})).await;
+    assert_eq!(res["payload"]["approvals"], json!([]), "{res}");
+    let res = bob.call("exec.approval.approve", json!({"id": id})).await;
+    assert_eq!(res["error"]["code"], "NOT_FOUND", "{res}");
+    // Alice may approve her own once, never for everyone.
+    let res = alice
+        .call("exec.approval.approve", json!({"id": id, "always": true}))
+        .await;
+    assert_eq!(res["error"]["code"], "UNAUTHORIZED", "{res}");
+    assert!(
+        res["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("gateway token"),
+        "{res}"
+    );
+    let res = alice.call("exec.approval.approve", json!({"id": id})).await;
+    assert_eq!(res["payload"]["decision"], "approved", "{res}");
+    let (_, res) = alice.until_res(&chat_id).await;
+    assert_eq!(res["ok"], true, "{res}");
+    assert!(!gw.home.path().join("data/exec-allowlist.json").exists());
+}

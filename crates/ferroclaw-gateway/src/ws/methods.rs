@@ -636,13 +636,15 @@ async fn integrity_scan(state: &AppState, params: &Value) -> Result<Value, WsErr
 
 /// Whether a connection may see and answer the approval of a run in `session_key`
 /// (the approval's key, `<agent>:<stored key>` minus the agent): the gateway token
-/// answers all; a user answers only for their own sessions.
+/// answers all; a user answers for their own sessions of a per-user agent and for the
+/// shared sessions of other agents.
 pub fn may_answer(auth: &ConnAuth, session_key: &str) -> bool {
     if auth.role >= crate::auth::Role::Admin {
         return true;
     }
     match &auth.user_id {
-        Some(u) => ferroclaw_agent::user_scope::owner(session_key).is_some_and(|o| &o == u),
+        // A key scoped to a user is that user's; an unscoped one is a shared agent's.
+        Some(u) => ferroclaw_agent::user_scope::owner(session_key).is_none_or(|o| &o == u),
         None => true,
     }
 }
@@ -674,6 +676,13 @@ fn approval_answer(
             .get("always")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+    // "Always" widens the allowlist every agent and user shares: the gateway token's call.
+    if always && auth.role < crate::auth::Role::Admin {
+        return Err(WsError::new(
+            WsCode::Unauthorized,
+            "approving with `always` changes the allowlist for everyone and needs the gateway token; approve this once instead",
+        ));
+    }
     let result = if approve {
         broker.approve(id, always)
     } else {
