@@ -156,11 +156,13 @@ fn resolve_symlinks(path: &Path, original: &str) -> Result<PathBuf, PathError> {
 }
 
 /// How a resolved path is shown to the model: relative to the workspace, `.` for the root.
+/// A path outside it (never expected of a resolved path) is not spelled out: host paths
+/// are not the model's business.
 pub fn display_relative(workspace: &Path, path: &Path) -> String {
     match path.strip_prefix(workspace) {
         Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
         Ok(rel) => rel.display().to_string(),
-        Err(_) => path.display().to_string(),
+        Err(_) => "<outside the workspace>".to_string(),
     }
 }
 
@@ -324,6 +326,20 @@ mod tests {
         assert_eq!(
             resolve_in_workspace(ws.path(), "~x").unwrap(),
             canon.join("~x")
+        );
+    }
+
+    #[test]
+    fn display_is_relative_and_never_a_host_path() {
+        let ws = Path::new("/srv/ws");
+        assert_eq!(display_relative(ws, Path::new("/srv/ws")), ".");
+        assert_eq!(
+            display_relative(ws, Path::new("/srv/ws/a/b.txt")),
+            "a/b.txt"
+        );
+        assert_eq!(
+            display_relative(ws, Path::new("/srv/other/x")),
+            "<outside the workspace>"
         );
     }
 
