@@ -128,6 +128,29 @@ pub fn open_read(workspace: &Path, resolved: &Path) -> Result<File, OpenError> {
     Ok(file)
 }
 
+/// Opens the directory `resolved` beneath the workspace (an `O_PATH` handle), without
+/// following any symlink. List it through `/proc/self/fd/<fd>` ([`fd_path`]): the
+/// handle, not the name, decides which directory is read.
+pub fn open_dir(workspace: &Path, resolved: &Path) -> Result<OwnedFd, OpenError> {
+    let root = open_root(workspace)?;
+    let rel = relative(workspace, resolved)?;
+    if rel.as_os_str().is_empty() {
+        return Ok(root.into());
+    }
+    openat2(
+        &root,
+        rel,
+        libc::O_PATH | libc::O_DIRECTORY,
+        0,
+        libc::RESOLVE_NO_SYMLINKS,
+    )
+}
+
+/// The path that reopens `fd` itself (`/proc/self/fd/<fd>`).
+pub fn fd_path(fd: &OwnedFd) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
 /// Reads the whole regular file (see [`open_read`]).
 pub fn read(workspace: &Path, resolved: &Path) -> Result<Vec<u8>, OpenError> {
     let mut f = open_read(workspace, resolved)?;

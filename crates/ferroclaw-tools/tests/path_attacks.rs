@@ -547,6 +547,7 @@ async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(ws.join("race/f.txt"), "inside").unwrap();
     std::fs::write(outside.join("f.txt"), "TOPAZ-OUTSIDE").unwrap();
+    std::fs::write(outside.join("outside-only.txt"), "").unwrap();
     symlink(&outside, ws.join("swap")).unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -611,6 +612,12 @@ async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
                 json!({"path": format!("race/w{i}.txt"), "content": "x"}),
             )
             .await;
+        let r = reg.execute("ls", &ctx, json!({"path": "race"})).await;
+        assert!(
+            !r.for_llm.contains("TOPAZ") && !r.for_llm.contains("outside-only"),
+            "ls {i} listed the outside directory: {}",
+            r.for_llm
+        );
         let patch = format!("*** Begin Patch\n*** Add File: race/p{i}.txt\n+x\n*** End Patch\n");
         last_patch = reg
             .execute("apply_patch", &ctx, json!({"input": patch}))
@@ -624,7 +631,7 @@ async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.file_name())
-        .filter(|n| n != "f.txt")
+        .filter(|n| n != "f.txt" && n != "outside-only.txt")
         .collect();
     assert!(planted.is_empty(), "writes landed outside: {planted:?}");
     // Look-alikes: whenever the name held the real directory, reads and writes worked.

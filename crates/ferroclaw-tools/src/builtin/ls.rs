@@ -49,16 +49,27 @@ impl Tool for LsTool {
             Err(e) => return e,
         };
         let shown = ws.display(&resolved);
-        let mut dir = match tokio::fs::read_dir(&resolved).await {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        // Listed through a handle opened beneath the workspace: a directory swapped for a
+        // symlink after the check cannot make us list somewhere else.
+        let handle = {
+            let (root, resolved) = (ws.root().to_path_buf(), resolved.clone());
+            tokio::task::spawn_blocking(move || crate::beneath::open_dir(&root, &resolved)).await
+        };
+        let handle = match handle {
+            Ok(Ok(fd)) => fd,
+            Ok(Err(crate::beneath::OpenError::NotFound)) => {
                 return ToolResult::error(format!("directory not found: {shown}"))
             }
-            Err(_) if resolved.is_file() => {
+            _ if resolved.is_file() => {
                 return ToolResult::error(format!(
                     "{shown} is a file, not a directory; use read to see its content"
                 ))
             }
+            Ok(Err(e)) => return ToolResult::error(format!("cannot list {shown}: {e}")),
+            Err(e) => return ToolResult::error(format!("cannot list {shown}: {e}")),
+        };
+        let mut dir = match tokio::fs::read_dir(crate::beneath::fd_path(&handle)).await {
+            Ok(d) => d,
             Err(e) => return ToolResult::error(format!("cannot list {shown}: {e}")),
         };
         let mut entries = Vec::new();
@@ -67,7 +78,7 @@ impl Tool for LsTool {
                 Ok(Some(entry)) => {
                     // Denied entries are not listed at all: the model should not
                     // learn they exist, let alone try paths under them.
-                    if ws.is_denied_entry(&entry.path()) {
+                    if ws.is_denied_entry(&resolved.join(entry.file_name())) {
                         continue;
                     }
                     let mut name = entry.file_name().to_string_lossy().into_owned();
