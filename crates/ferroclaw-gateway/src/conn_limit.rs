@@ -25,6 +25,8 @@ impl std::fmt::Display for LimitHit {
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
+    /// Most held at once since [`ConnLimiter::reset_peak`].
+    peak: usize,
     per_ip: HashMap<IpAddr, usize>,
 }
 
@@ -71,6 +73,7 @@ impl ConnLimiter {
         }
         *n += 1;
         c.total += 1;
+        c.peak = c.peak.max(c.total);
         Ok(ConnPermit {
             ip,
             counts: self.counts.clone(),
@@ -79,6 +82,18 @@ impl ConnLimiter {
 
     pub fn open(&self) -> usize {
         self.counts.lock().unwrap_or_else(|e| e.into_inner()).total
+    }
+
+    /// `(open now, most open at once since the last reset)`.
+    pub fn open_and_peak(&self) -> (usize, usize) {
+        let c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        (c.total, c.peak)
+    }
+
+    /// The peak restarts from what is open now.
+    pub fn reset_peak(&self) {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.peak = c.total;
     }
 }
 
@@ -110,8 +125,11 @@ mod tests {
         assert_eq!(l.try_acquire(a).err(), Some(LimitHit::PerIp(2)));
         let _p3 = l.try_acquire(b).expect("3");
         assert_eq!(l.try_acquire(b).err(), Some(LimitHit::Total(3)));
+        assert_eq!(l.open_and_peak(), (3, 3));
         drop(p1);
-        assert_eq!(l.open(), 2);
+        assert_eq!(l.open_and_peak(), (2, 3), "the peak stays until reset");
+        l.reset_peak();
+        assert_eq!(l.open_and_peak(), (2, 2));
         let _p4 = l.try_acquire(a).expect("place given back");
         let unlimited = ConnLimiter::new(0, 0);
         let held: Vec<_> = (0..100)

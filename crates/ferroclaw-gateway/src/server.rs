@@ -211,14 +211,12 @@ impl Gateway {
 /// of connections freed (10,000 idle sockets left ~55 MB behind); when the number of
 /// open WebSockets has fallen to half its recent peak, the free pages are returned.
 async fn release_memory_after_load(state: Arc<AppState>) {
-    use std::sync::atomic::Ordering;
     let mut tick = tokio::time::interval(TRIM_INTERVAL);
     loop {
         tick.tick().await;
-        let open = state.ws_clients.load(Ordering::Relaxed);
-        let peak = state.ws_peak.load(Ordering::Relaxed);
+        let (open, peak) = state.ws_limiter.open_and_peak();
         if peak >= TRIM_MIN_PEAK && open <= peak / 2 {
-            state.ws_peak.store(open, Ordering::Relaxed);
+            state.ws_limiter.reset_peak();
             let _ = tokio::task::spawn_blocking(trim_heap).await;
         }
     }

@@ -4,7 +4,6 @@
 //! signals.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -164,10 +163,7 @@ pub struct AppState {
     pub ws_tasks: TaskTracker,
     /// Open WebSocket connections, so exit waits until each has flushed and closed.
     pub ws_conns: TaskTracker,
-    pub ws_clients: AtomicUsize,
-    /// Most WebSockets open at once since the memory release last looked.
-    pub ws_peak: AtomicUsize,
-    /// `gateway.limits.max_ws_connections[_per_ip]`.
+    /// `gateway.limits.max_ws_connections[_per_ip]`; also the count of open WebSockets.
     pub ws_limiter: crate::conn_limit::ConnLimiter,
     pub idempotency: Mutex<HashMap<String, IdemSlot>>,
     /// Agents that could not be built (start-up summary; requests naming them get 404).
@@ -239,8 +235,6 @@ impl AppState {
             closing: CancellationToken::new(),
             ws_tasks: TaskTracker::new(),
             ws_conns: TaskTracker::new(),
-            ws_clients: AtomicUsize::new(0),
-            ws_peak: AtomicUsize::new(0),
             ws_limiter: crate::conn_limit::ConnLimiter::new(
                 config.limits.max_ws_connections,
                 config.limits.max_ws_connections_per_ip,
@@ -261,7 +255,7 @@ impl AppState {
     }
 
     pub fn ws_client_count(&self) -> usize {
-        self.ws_clients.load(Ordering::Relaxed)
+        self.ws_limiter.open()
     }
 
     /// Cleans up after a session was deleted or reset: kills its background processes

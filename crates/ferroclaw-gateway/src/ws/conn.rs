@@ -2,7 +2,6 @@
 //! `seq`, keep-alive pings, the `connect` handshake, role checks and the forwarding of
 //! exec approval events to operators.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -96,8 +95,6 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
     let (tx, mut rx) = mpsc::channel::<Message>(SEND_BUFFER);
     let conn = Arc::new(Conn::new(state.clone(), tx));
     state.metrics.ws_opened();
-    let open = state.ws_clients.fetch_add(1, Ordering::Relaxed) + 1;
-    state.ws_peak.fetch_max(open, Ordering::Relaxed);
     tracing::debug!(conn = %conn.id, "WebSocket connected");
 
     let mut ping =
@@ -197,7 +194,6 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
     }
     conn.closed.cancel();
     drop(permit);
-    state.ws_clients.fetch_sub(1, Ordering::Relaxed);
     state.metrics.ws_closed();
     tracing::debug!(conn = %conn.id, "WebSocket closed");
 }
