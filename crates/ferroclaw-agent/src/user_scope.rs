@@ -18,6 +18,15 @@ pub fn scoped_key(user: &str, key: &str) -> String {
     format!("{PREFIX}{}:{key}", escape(user))
 }
 
+/// The key stored for `key` on an agent with per-user workspaces (`per_user`) when
+/// `user` names it; any other key is stored as named.
+pub fn stored_key(per_user: bool, user: Option<&str>, key: &str) -> String {
+    match user {
+        Some(u) if per_user => scoped_key(u, key),
+        _ => key.to_string(),
+    }
+}
+
 /// The key `user` knows `stored` by, or `None` when `stored` is not one of `user`'s.
 pub fn unscoped<'a>(user: &str, stored: &'a str) -> Option<&'a str> {
     stored

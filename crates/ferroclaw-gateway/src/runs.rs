@@ -28,12 +28,7 @@ pub fn queue_key(agent_id: &str, session_key: &str) -> String {
 /// a user names is scoped to that user (`ferroclaw_agent::user_scope`), so two users'
 /// `main` are two sessions, and `/stop`, history or deletion never reach another's.
 pub fn stored_key(agent: &AgentEntry, user: Option<&str>, key: &str) -> String {
-    match user {
-        Some(u) if agent.agent.settings().per_user_workspace => {
-            ferroclaw_agent::user_scope::scoped_key(u, key)
-        }
-        _ => key.to_string(),
-    }
+    ferroclaw_agent::user_scope::stored_key(agent.agent.settings().per_user_workspace, user, key)
 }
 
 /// Submits `message` for `agent`/`session_key`; never waits for the run.

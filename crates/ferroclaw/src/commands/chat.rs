@@ -105,12 +105,11 @@ async fn repl(ctx: &AppContext, agent: &Agent, args: &ChatArgs) -> anyhow::Resul
             }
             "/compact" => {
                 // Compaction names the session as the store knows it.
-                let stored = match args.user.as_deref() {
-                    Some(u) if agent.settings().per_user_workspace => {
-                        ferroclaw_agent::user_scope::scoped_key(u, &session)
-                    }
-                    _ => session.clone(),
-                };
+                let stored = ferroclaw_agent::user_scope::stored_key(
+                    agent.settings().per_user_workspace,
+                    args.user.as_deref(),
+                    &session,
+                );
                 match agent
                     .compact_session(&stored, CancellationToken::new())
                     .await
