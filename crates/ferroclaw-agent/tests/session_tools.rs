@@ -66,10 +66,12 @@ async fn setup_with(limits: SubagentLimits, defaults: &str) -> Setup {
     )
     .expect("config loads");
     let store: Arc<dyn SessionStore> = Arc::new(FileSessionStore::new(home.path()));
-    let mut services = SharedServices::from_config(&loaded).expect("services");
+    let settings = loaded.settings();
+    let mut services = SharedServices::new(&settings).expect("services");
     services.sessions = SessionHub::new(limits);
-    let main = build_agent_with(&loaded, "main", store.clone(), &services).expect("main");
-    let helper = build_agent_with(&loaded, "helper", store.clone(), &services).expect("helper");
+    let agent = |id: &str| settings.agent(id).expect("agent settings");
+    let main = build_agent_with(agent("main"), store.clone(), &services).expect("main");
+    let helper = build_agent_with(agent("helper"), store.clone(), &services).expect("helper");
     Setup {
         llm,
         helper_llm,
@@ -1069,9 +1071,15 @@ async fn a_users_subagent_cannot_run_on_an_agent_without_per_user_workspaces() {
         Env::from_pairs([("FERROCLAW_SCRIPTED_API_KEY", "k1")]),
     )
     .expect("config loads");
-    let mut services = SharedServices::from_config(&loaded).expect("services");
+    let settings = loaded.settings();
+    let mut services = SharedServices::new(&settings).expect("services");
     services.sessions = s.hub.clone();
-    let solo = build_agent_with(&loaded, "solo", s.store.clone(), &services).expect("solo");
+    let solo = build_agent_with(
+        settings.agent("solo").expect("agent settings"),
+        s.store.clone(),
+        &services,
+    )
+    .expect("solo");
     assert!(!solo.settings().per_user_workspace);
     std::fs::write(solo.settings().workspace.join("operator.txt"), BOB_SECRET).expect("file");
 

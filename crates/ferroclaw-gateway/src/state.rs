@@ -177,18 +177,20 @@ impl AppState {
         loaded: LoadedConfig,
         store: Arc<dyn SessionStore>,
     ) -> Result<Arc<AppState>, GatewayError> {
-        let default_agent = loaded.default_agent_id();
-        let services = SharedServices::from_config(&loaded)
-            .map_err(|e| GatewayError::Services(Box::new(e)))?;
+        let settings = loaded.settings();
+        let default_agent = settings.default_agent.clone();
+        let services =
+            SharedServices::new(&settings).map_err(|e| GatewayError::Services(Box::new(e)))?;
         let mut agents = Vec::new();
         let mut skipped_agents = Vec::new();
         for id in loaded.agent_ids() {
-            match ferroclaw_agent::bootstrap::build_agent_with(
-                &loaded,
-                &id,
-                store.clone(),
-                &services,
-            ) {
+            let built = settings
+                .agent(&id)
+                .map_err(ferroclaw_agent::bootstrap::BootstrapError::Config)
+                .and_then(|agent| {
+                    ferroclaw_agent::bootstrap::build_agent_with(agent, store.clone(), &services)
+                });
+            match built {
                 Ok(agent) => agents.push(AgentEntry {
                     id: id.clone(),
                     agent: Arc::new(agent),
@@ -222,7 +224,7 @@ impl AppState {
             agents,
             store,
             services,
-            integrity_strategy: ferroclaw_agent::bootstrap::integrity_strategy(&loaded),
+            integrity_strategy: ferroclaw_agent::bootstrap::integrity_strategy(&settings.store),
             scheduler,
             metrics: Metrics::new(),
             auth,

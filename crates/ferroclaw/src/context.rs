@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use ferroclaw_agent::Agent;
+use ferroclaw_config::settings::Settings;
 use ferroclaw_config::{Env, LoadOptions, LoadedConfig};
 use ferroclaw_store::SessionStore;
 
@@ -11,6 +12,8 @@ use crate::cli::GlobalArgs;
 
 pub struct AppContext {
     pub loaded: LoadedConfig,
+    /// `loaded` resolved once: what the crates below the binary are given.
+    pub settings: Settings,
     pub store: Arc<dyn SessionStore>,
 }
 
@@ -24,14 +27,19 @@ impl AppContext {
         for w in &loaded.warnings {
             eprintln!("warning: {w}");
         }
+        let settings = loaded.settings();
         let store: Arc<dyn SessionStore> =
-            Arc::new(ferroclaw_agent::bootstrap::file_store(&loaded));
-        Ok(Self { loaded, store })
+            Arc::new(ferroclaw_agent::bootstrap::file_store(&settings));
+        Ok(Self {
+            loaded,
+            settings,
+            store,
+        })
     }
 
     pub fn agent(&self, id: Option<&str>) -> anyhow::Result<Agent> {
-        let id = id.map_or_else(|| self.loaded.default_agent_id(), str::to_string);
-        ferroclaw_agent::bootstrap::build_agent(&self.loaded, &id, self.store.clone())
+        let id = id.map_or_else(|| self.settings.default_agent.clone(), str::to_string);
+        ferroclaw_agent::bootstrap::build_agent(&self.settings, &id, self.store.clone())
             .with_context(|| format!("cannot set up agent `{id}`"))
     }
 }

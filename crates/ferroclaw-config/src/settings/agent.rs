@@ -105,6 +105,43 @@ pub struct AgentLimitsSettings {
     pub tool_result_max_chars: usize,
 }
 
+// Defaults come from the file format's, so each number is written once.
+impl Default for HistorySettings {
+    fn default() -> Self {
+        let s = crate::SessionConfig::default();
+        Self {
+            max_user_turns: s.history_turns,
+            old_tool_result_chars: s.tool_result_context_chars,
+        }
+    }
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        let d = crate::AgentDefaults::default();
+        Self {
+            context_window: d.context_window,
+            threshold: d.compaction.threshold,
+            max_messages: d.compaction.max_messages,
+            keep_recent_turns: d.compaction.keep_recent_turns,
+            memory_flush: d.compaction.memory_flush,
+        }
+    }
+}
+
+impl Default for AgentLimitsSettings {
+    fn default() -> Self {
+        let l = crate::AgentLimits::default();
+        Self {
+            max_message_chars: crate::GatewayConfig::default().max_message_chars,
+            max_reply_bytes: l.max_reply_bytes,
+            max_tool_calls_per_turn: l.max_tool_calls_per_turn,
+            max_concurrent_tools: l.max_concurrent_tools,
+            tool_result_max_chars: l.tool_result_max_chars,
+        }
+    }
+}
+
 /// Subagents (`sessions_spawn`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubagentSettings {

@@ -72,6 +72,22 @@ pub struct SharedSettings {
     pub subagents: SubagentSettings,
 }
 
+impl Default for SharedSettings {
+    fn default() -> Self {
+        let d = crate::AgentDefaults::default();
+        Self {
+            exec: ExecSettings::default(),
+            tool_calls_per_hour: crate::ToolsConfig::default().rate_limit_per_hour,
+            max_concurrent_tools_total: d.limits.max_concurrent_tools_total,
+            subagents: SubagentSettings {
+                max_depth: d.subagents.max_depth,
+                max_children: d.subagents.max_children,
+                max_concurrent: crate::GatewayLanesConfig::default().subagent,
+            },
+        }
+    }
+}
+
 /// How sessions are stored and repaired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreSettings {

@@ -91,7 +91,7 @@ async fn repl(ctx: &AppContext, agent: &Agent, args: &ChatArgs) -> anyhow::Resul
                 let home = ctx.loaded.home.clone();
                 let opts = ferroclaw_store::ScanOptions {
                     repair: true,
-                    strategy: ferroclaw_agent::bootstrap::integrity_strategy(&ctx.loaded),
+                    strategy: ferroclaw_agent::bootstrap::integrity_strategy(&ctx.settings.store),
                     agent: None,
                 };
                 match tokio::task::spawn_blocking(move || ferroclaw_store::scan_home(&home, &opts))
