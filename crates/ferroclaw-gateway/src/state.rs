@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ferroclaw_agent::bootstrap::SharedServices;
 use ferroclaw_agent::Agent;
-use ferroclaw_config::{GatewayConfig, GatewayQueueMode, LoadedConfig};
+use ferroclaw_config::settings::{self as cfg, GatewaySettings, Settings};
 use ferroclaw_store::{SessionStore, Strategy};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -51,30 +51,23 @@ pub enum GatewayError {
 /// The gateway token (from the environment, else the home's token file, else generated
 /// there), the viewer token and the per-user tokens.
 fn credentials(
-    loaded: &LoadedConfig,
+    home: &std::path::Path,
+    gateway: &GatewaySettings,
 ) -> Result<(Auth, ferroclaw_config::GatewayToken), GatewayError> {
-    let token = ferroclaw_config::load_or_create_gateway_token(&loaded.home, &loaded.env).map_err(
-        |source| GatewayError::Token {
-            path: ferroclaw_config::token_path(&loaded.home)
-                .display()
-                .to_string(),
-            source,
-        },
-    )?;
-    let viewer = loaded
-        .env
-        .get(ferroclaw_config::VIEWER_TOKEN_ENV)
-        .map(str::to_string);
+    let token = ferroclaw_config::load_or_create_gateway_token_from(
+        home,
+        gateway.token_from_env.as_deref(),
+    )
+    .map_err(|source| GatewayError::Token {
+        path: ferroclaw_config::token_path(home).display().to_string(),
+        source,
+    })?;
+    let viewer = gateway.viewer_token.clone();
     let mut seen = vec![token.token.clone()];
     seen.extend(viewer.clone());
     let mut users = Vec::new();
-    for u in &loaded.config.gateway.users {
-        let Some(t) = loaded
-            .env
-            .get(&u.token_env)
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-        else {
+    for u in &gateway.users {
+        let Some(t) = u.token.as_deref() else {
             return Err(GatewayError::UserToken(format!(
                 "user {:?}: the variable {} that should hold the token is not set",
                 u.id, u.token_env
@@ -88,8 +81,8 @@ fn credentials(
         }
         seen.push(t.to_string());
         let role = match u.role {
-            ferroclaw_config::GatewayUserRole::Viewer => crate::auth::Role::Viewer,
-            ferroclaw_config::GatewayUserRole::Operator => crate::auth::Role::Operator,
+            cfg::UserRole::Viewer => crate::auth::Role::Viewer,
+            cfg::UserRole::Operator => crate::auth::Role::Operator,
         };
         users.push((t.to_string(), u.id.clone(), role));
     }
@@ -109,13 +102,13 @@ pub struct ToolPolicy {
 }
 
 impl ToolPolicy {
-    pub fn new(cfg: &ferroclaw_config::GatewayToolsConfig) -> Self {
+    pub fn new(allow: &[String], deny: &[String]) -> Self {
         let mut denied: BTreeSet<String> = DEFAULT_HTTP_DENY
             .iter()
             .map(|s| (*s).to_string())
-            .filter(|d| !cfg.allow.contains(d))
+            .filter(|d| !allow.contains(d))
             .collect();
-        denied.extend(cfg.deny.iter().cloned());
+        denied.extend(deny.iter().cloned());
         ToolPolicy { denied }
     }
 
@@ -135,9 +128,10 @@ pub struct IdemSlot {
 pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(600);
 
 pub struct AppState {
-    pub loaded: LoadedConfig,
-    pub config: GatewayConfig,
-    /// In `LoadedConfig::agent_ids` order (`main` first).
+    /// The ferroclaw home (integrity scans, scan status).
+    pub home: std::path::PathBuf,
+    pub config: GatewaySettings,
+    /// In configuration order (`main` first).
     pub agents: Vec<AgentEntry>,
     pub default_agent: String,
     pub store: Arc<dyn SessionStore>,
@@ -174,22 +168,24 @@ impl AppState {
     /// Builds every configured agent once. The default agent must build; any other
     /// agent that fails is skipped with a reason (reported at start-up).
     pub fn new(
-        loaded: LoadedConfig,
+        settings: Settings,
         store: Arc<dyn SessionStore>,
     ) -> Result<Arc<AppState>, GatewayError> {
-        let settings = loaded.settings();
         let default_agent = settings.default_agent.clone();
         let services =
             SharedServices::new(&settings).map_err(|e| GatewayError::Services(Box::new(e)))?;
         let mut agents = Vec::new();
         let mut skipped_agents = Vec::new();
-        for id in loaded.agent_ids() {
-            let built = settings
-                .agent(&id)
-                .map_err(ferroclaw_agent::bootstrap::BootstrapError::Config)
-                .and_then(|agent| {
-                    ferroclaw_agent::bootstrap::build_agent_with(agent, store.clone(), &services)
-                });
+        let configured = settings.agents.iter().map(|a| (a.id.clone(), Ok(a))).chain(
+            settings.unresolved.iter().map(|u| {
+                let e = ferroclaw_agent::bootstrap::BootstrapError::Config(u.error.clone());
+                (u.id.clone(), Err(e))
+            }),
+        );
+        for (id, agent) in configured {
+            let built = agent.and_then(|agent| {
+                ferroclaw_agent::bootstrap::build_agent_with(agent, store.clone(), &services)
+            });
             match built {
                 Ok(agent) => agents.push(AgentEntry {
                     id: id.clone(),
@@ -205,13 +201,13 @@ impl AppState {
             }
         }
         if !agents.iter().any(|a| a.id == default_agent) {
-            // Only reachable when the default is not in agent_ids (a config quirk):
+            // Only reachable when the default is not a configured agent (a config quirk):
             // fall back to the first agent that built rather than refusing to start.
             tracing::warn!(default = %default_agent, "default agent not built");
         }
-        let config = loaded.config.gateway.clone();
-        let (auth, token) = credentials(&loaded)?;
-        let scheduler = Scheduler::new(scheduler_config(&config, &loaded.env));
+        let config = settings.gateway.clone();
+        let (auth, token) = credentials(&settings.home, &config)?;
+        let scheduler = Scheduler::new(scheduler_config(&config));
         Ok(Arc::new(AppState {
             default_agent: if agents.iter().any(|a| a.id == default_agent) {
                 default_agent
@@ -231,7 +227,7 @@ impl AppState {
             token,
             limiter: Limiter::new(config.rate_limit_rpm),
             queue_mode: queue_mode(config.queue_mode),
-            tool_policy: ToolPolicy::new(&config.tools),
+            tool_policy: ToolPolicy::new(&config.http_tools_allow, &config.http_tools_deny),
             started: Instant::now(),
             shutting_down: CancellationToken::new(),
             closing: CancellationToken::new(),
@@ -244,7 +240,7 @@ impl AppState {
             idempotency: Mutex::new(HashMap::new()),
             skipped_agents,
             config,
-            loaded,
+            home: settings.home,
         }))
     }
 
@@ -280,11 +276,11 @@ impl AppState {
     }
 }
 
-pub fn queue_mode(mode: GatewayQueueMode) -> QueueMode {
+pub fn queue_mode(mode: cfg::QueueMode) -> QueueMode {
     match mode {
-        GatewayQueueMode::Queue => QueueMode::Queue,
-        GatewayQueueMode::Followup => QueueMode::Followup,
-        GatewayQueueMode::Interrupt => QueueMode::Interrupt,
+        cfg::QueueMode::Queue => QueueMode::Queue,
+        cfg::QueueMode::Followup => QueueMode::Followup,
+        cfg::QueueMode::Interrupt => QueueMode::Interrupt,
     }
 }
 
@@ -298,22 +294,21 @@ pub fn parse_queue_mode(s: &str) -> Option<QueueMode> {
     }
 }
 
-/// Lane sizes from `gateway.lanes`, overridden by `FERROCLAW_LANE_<NAME>`.
-fn scheduler_config(cfg: &GatewayConfig, env: &ferroclaw_config::Env) -> SchedulerConfig {
+/// Lane sizes from `gateway.lanes` (`FERROCLAW_LANE_<NAME>` applied when it was resolved).
+fn scheduler_config(cfg: &GatewaySettings) -> SchedulerConfig {
     SchedulerConfig {
         lanes: vec![
-            (Lane::Main, cfg.lanes.main.max(1)),
-            (Lane::Subagent, cfg.lanes.subagent.max(1)),
-            (Lane::Delegate, cfg.lanes.delegate.max(1)),
-            (Lane::Cron, cfg.lanes.cron.max(1)),
+            (Lane::Main, cfg.lanes.main),
+            (Lane::Subagent, cfg.lanes.subagent),
+            (Lane::Delegate, cfg.lanes.delegate),
+            (Lane::Cron, cfg.lanes.cron),
         ],
-        queue_capacity: cfg.queue_capacity.max(1),
+        queue_capacity: cfg.queue_capacity,
         drop_policy: DropPolicy::Old,
-        debounce: Duration::from_millis(cfg.debounce_ms),
+        debounce: cfg.debounce,
         direct_concurrency: 1,
         group_concurrency: 3,
     }
-    .with_env_overrides(&|k| env.get(k).map(str::to_string))
 }
 
 #[cfg(test)]
@@ -322,12 +317,9 @@ mod tests {
 
     #[test]
     fn tool_policy_defaults_and_overrides() {
-        let p = ToolPolicy::new(&Default::default());
+        let p = ToolPolicy::new(&[], &[]);
         assert!(!p.allows("sessions_spawn") && !p.allows("cron") && p.allows("read"));
-        let p = ToolPolicy::new(&ferroclaw_config::GatewayToolsConfig {
-            allow: vec!["cron".into()],
-            deny: vec!["exec".into()],
-        });
+        let p = ToolPolicy::new(&["cron".into()], &["exec".into()]);
         assert!(p.allows("cron") && !p.allows("exec") && !p.allows("gateway"));
     }
 
