@@ -2,9 +2,8 @@
 
 use std::sync::Arc;
 
-use anyhow::Context as _;
-use ferroclaw_agent::Agent;
 use ferroclaw_config::{Env, LoadOptions, LoadedConfig};
+use ferroclaw_runtime::Runtime;
 use ferroclaw_store::SessionStore;
 
 use crate::cli::GlobalArgs;
@@ -25,13 +24,17 @@ impl AppContext {
             eprintln!("warning: {w}");
         }
         let store: Arc<dyn SessionStore> =
-            Arc::new(ferroclaw_agent::bootstrap::file_store(&loaded));
+            Arc::new(ferroclaw_runtime::bootstrap::file_store(&loaded));
         Ok(Self { loaded, store })
     }
 
-    pub fn agent(&self, id: Option<&str>) -> anyhow::Result<Agent> {
-        let id = id.map_or_else(|| self.loaded.default_agent_id(), str::to_string);
-        ferroclaw_agent::bootstrap::build_agent(&self.loaded, &id, self.store.clone())
-            .with_context(|| format!("cannot set up agent `{id}`"))
+    /// The runtime every run of this command goes through (the same queues, lanes and
+    /// session leases as a gateway's).
+    pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        Ok(Runtime::build(
+            &self.loaded,
+            self.store.clone(),
+            ferroclaw_runtime::RuntimeOptions::from_config(&self.loaded),
+        )?)
     }
 }

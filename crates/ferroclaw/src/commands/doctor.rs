@@ -81,7 +81,7 @@ pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         );
     }
     for p in &providers {
-        let provider = match ferroclaw_agent::bootstrap::provider_from_config(p) {
+        let provider = match ferroclaw_runtime::bootstrap::provider_from_config(p) {
             Ok(p) => p,
             Err(e) => {
                 r.fail(&format!("provider `{}`: {e}", p.name), "check its base_url");

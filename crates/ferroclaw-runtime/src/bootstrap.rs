@@ -15,9 +15,11 @@ use ferroclaw_tools::builtin::{apply_patch::ApplyPatchTool, memory, web_search};
 use ferroclaw_tools::exec_setup::ExecToolset;
 use ferroclaw_tools::{DeniedPaths, PolicyContext, PolicyEngine, RateLimiter, ToolRegistry};
 
-use crate::history::HistoryLimits;
-use crate::prompt::PromptMode;
-use crate::runner::{Agent, AgentSettings, ToolSlots};
+use ferroclaw_agent::history::HistoryLimits;
+use ferroclaw_agent::prompt::PromptMode;
+use ferroclaw_agent::{Agent, AgentSettings, ToolSlots};
+
+use crate::door::Core;
 use crate::session_tools::{SessionHub, SubagentLimits};
 
 /// A stream may pause this long between events before it counts as stalled.
@@ -139,7 +141,7 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
         },
         // The gateway's `max_message_chars` replaces this in `build_agent_with`.
         max_message_chars: 32_000,
-        compaction: crate::compaction::CompactionSettings {
+        compaction: ferroclaw_agent::compaction::CompactionSettings {
             context_window: agent.context_window,
             threshold: agent.compaction.threshold,
             max_messages: agent.compaction.max_messages,
@@ -150,7 +152,7 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
         home: None,
         input_guard: ferroclaw_tools::InputGuardAction::Warn,
         per_user_workspace: agent.per_user_workspace,
-        intent: crate::tool_intent::IntentSettings::from_config(
+        intent: ferroclaw_agent::tool_intent::IntentSettings::from_config(
             agent.tool_mode,
             agent.guided_decoding,
             &agent.intent,
@@ -195,17 +197,17 @@ pub struct SharedServices {
 }
 
 impl SharedServices {
-    pub fn from_config(loaded: &LoadedConfig) -> Result<Self, BootstrapError> {
+    pub(crate) fn from_config(
+        loaded: &LoadedConfig,
+        core: Arc<Core>,
+        subagents: SubagentLimits,
+    ) -> Result<Self, BootstrapError> {
         let cfg = &loaded.config.tools;
         Ok(Self {
             exec: ExecToolset::from_config(&cfg.exec, &loaded.home)
                 .map_err(|e| BootstrapError::Tools(e.to_string()))?,
             rate_limiter: Arc::new(RateLimiter::per_hour(cfg.rate_limit_per_hour)),
-            sessions: SessionHub::new(SubagentLimits {
-                // Subagents run in the `subagent` lane; its size is the process-wide cap.
-                max_concurrent: loaded.config.gateway.lanes.subagent.max(1),
-                ..SubagentLimits::default()
-            }),
+            sessions: SessionHub::new(subagents, core),
             tool_slots: ToolSlots::new(
                 loaded
                     .config
@@ -218,18 +220,7 @@ impl SharedServices {
     }
 }
 
-/// Everything needed to run agent `agent_id` as configured (with its own services; a
-/// gateway serving several agents uses [`build_agent_with`] and one [`SharedServices`]).
-pub fn build_agent(
-    loaded: &LoadedConfig,
-    agent_id: &str,
-    store: Arc<dyn SessionStore>,
-) -> Result<Agent, BootstrapError> {
-    let services = SharedServices::from_config(loaded)?;
-    build_agent_with(loaded, agent_id, store, &services)
-}
-
-pub fn build_agent_with(
+pub(crate) fn build_agent_with(
     loaded: &LoadedConfig,
     agent_id: &str,
     store: Arc<dyn SessionStore>,
@@ -254,13 +245,13 @@ pub fn build_agent_with(
     let provider = chain_for(loaded, &resolved, RetryPolicy::default())?;
     let tools = Arc::new(tool_registry(loaded, &resolved, services));
     // The session tools inside `tools` reach agents through the hub, so the agent is
-    // bound after its registry exists; the agent then uses the hub's tracking store.
+    // bound after its registry exists.
     let (policy, policy_ctx) = policy_for(loaded, &resolved, services);
-    let store = services.sessions.bind(
+    services.sessions.bind(
         settings.clone(),
         provider.clone(),
         &tools,
-        store,
+        store.clone(),
         policy,
         policy_ctx,
     );
@@ -320,4 +311,41 @@ pub fn tool_registry(
         .with_policy(&policy, &ctx)
         .with_rate_limit(services.rate_limiter.clone())
         .with_denied_paths(DeniedPaths::for_home(&loaded.home, &denied))
+}
+
+/// The scheduler as configured: lane sizes, queue capacity and debounce from
+/// `gateway.lanes`, `gateway.queue_capacity`, `gateway.debounce_ms`, each lane overridden
+/// by `FERROCLAW_LANE_<NAME>`. One scheduler per process, whichever surface it serves.
+pub fn scheduler_config(loaded: &LoadedConfig) -> crate::scheduler::SchedulerConfig {
+    use crate::scheduler::{DropPolicy, Lane, SchedulerConfig};
+    let cfg = &loaded.config.gateway;
+    SchedulerConfig {
+        lanes: vec![
+            (Lane::Main, cfg.lanes.main.max(1)),
+            (Lane::Subagent, cfg.lanes.subagent.max(1)),
+            (Lane::Delegate, cfg.lanes.delegate.max(1)),
+            (Lane::Cron, cfg.lanes.cron.max(1)),
+        ],
+        queue_capacity: cfg.queue_capacity.max(1),
+        drop_policy: DropPolicy::Old,
+        debounce: Duration::from_millis(cfg.debounce_ms),
+        ..SchedulerConfig::default()
+    }
+    .with_env_overrides(&|k| loaded.env.get(k).map(str::to_string))
+}
+
+/// An agent outside any runtime, with services of its own: for tests and benchmarks of
+/// the agent loop itself. A process's runs go through a `Runtime`, never through this.
+pub fn build_agent(
+    loaded: &LoadedConfig,
+    agent_id: &str,
+    store: Arc<dyn SessionStore>,
+) -> Result<Agent, BootstrapError> {
+    let scheduler = crate::scheduler::Scheduler::new(scheduler_config(loaded));
+    let services = SharedServices::from_config(
+        loaded,
+        Core::new(scheduler, store.clone()),
+        SubagentLimits::default(),
+    )?;
+    build_agent_with(loaded, agent_id, store, &services)
 }
