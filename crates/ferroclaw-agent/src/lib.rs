@@ -1,15 +1,14 @@
 //! The agent runtime: the loop ([`runner`]), the history pipeline that keeps every
 //! provider request well-formed ([`history`]), the system prompt ([`prompt`]), the
-//! output sanitiser ([`sanitize`]), and the wiring from configuration ([`bootstrap`]).
+//! output sanitiser ([`sanitize`]). One run of one session: queues, lanes and the wiring
+//! from configuration live in `ferroclaw-runtime`, which every run goes through.
 
-pub mod bootstrap;
 pub mod compaction;
 pub mod events;
 pub mod history;
 pub mod prompt;
 pub mod runner;
 pub mod sanitize;
-pub mod session_tools;
 pub mod tool_intent;
 pub mod user_scope;
 

@@ -272,6 +272,19 @@ impl Agent {
         cancel: CancellationToken,
     ) -> Result<RunOutput, RunError> {
         let run_id = uuid::Uuid::now_v7().to_string();
+        self.run_with_id(run_id, req, user, events, cancel).await
+    }
+
+    /// As [`Agent::run_as`], under a run id the caller made (the runtime makes it when
+    /// the message is submitted, before the run starts).
+    pub async fn run_with_id(
+        &self,
+        run_id: String,
+        req: RunRequest,
+        user: Option<&str>,
+        events: Arc<dyn EventSink>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutput, RunError> {
         let emitter = Emitter::new(run_id.clone(), events);
         emitter.emit(EventKind::LifecycleStart {
             agent_id: self.settings.id.clone(),

@@ -290,7 +290,7 @@ impl LoadedConfig {
             tool_mode,
             guided_decoding: provider.guided_decoding,
             intent: provider.intent.clone(),
-            per_user_workspace: d.per_user_workspace,
+            per_user_workspace: a.per_user_workspace.unwrap_or(d.per_user_workspace),
             limits: d.limits,
             max_tokens,
             temperature: d.temperature,

@@ -193,6 +193,8 @@ pub struct AgentConfig {
     pub timeout_seconds: Option<u64>,
     pub context_window: Option<u32>,
     pub prompt_mode: Option<PromptMode>,
+    /// Overrides `agents.defaults.per_user_workspace` for this agent.
+    pub per_user_workspace: Option<bool>,
     /// Marks the agent used when a request names none.
     pub default: bool,
 }

@@ -6,8 +6,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use crate::scheduler::SubmitError;
 use ferroclaw_agent::RunError;
+use ferroclaw_runtime::{RunFailure, SubmitError};
 
 /// Which JSON shape an HTTP error takes, decided by the route family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +107,17 @@ impl ApiError {
     }
 
     /// How a scheduler refusal looks over HTTP.
+    /// A run that ended without an answer, or never ran.
+    pub fn from_failure(f: &RunFailure) -> Self {
+        match f {
+            RunFailure::Submit(e) => Self::from_submit(e),
+            RunFailure::Run(_) => match f.run_error() {
+                Some(e) => Self::from_run(e),
+                None => Self::internal("run ended without an outcome"),
+            },
+        }
+    }
+
     pub fn from_submit(e: &SubmitError) -> Self {
         match e {
             SubmitError::QueueFull | SubmitError::Dropped => Self::new(

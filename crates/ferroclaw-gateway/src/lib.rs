@@ -1,11 +1,12 @@
 //! The gateway: serves agents over HTTP (OpenAI-compatible, OpenResponses, tools) and
-//! WebSocket RPC (protocol 3), with auth, roles, rate limits, and a scheduler that puts
-//! every run in a lane and in its session's queue.
+//! WebSocket RPC (protocol 3), with auth, roles and rate limits. It is transport only:
+//! every run is submitted to the runtime (`ferroclaw-runtime`), which owns the queues,
+//! lanes and agents.
 //!
-//! A request travels: [`server`] (router, body limit, request metrics) → [`http`] or
-//! [`ws`] (auth in [`auth`], rate limit in [`ratelimit`]) → [`runs`] (agent and session
-//! resolved, `/stop` commands, submission to the [`scheduler`]) → `Agent::run` → events
-//! back to the surface.
+//! A request travels: [`listener`] (accept, caps) → [`access`] (Host/Origin/JSON) →
+//! [`http`] or [`ws`] (auth in [`auth`], rate limit in [`ratelimit`]) → [`runs`]
+//! (submit to the runtime, then drive the run handle: events to the client, abort when
+//! the client leaves) → the answer rendered as JSON, SSE or WebSocket frames.
 
 pub mod access;
 pub mod auth;
@@ -16,7 +17,6 @@ pub mod listener;
 pub mod metrics;
 pub mod ratelimit;
 pub mod runs;
-pub mod scheduler;
 pub mod server;
 pub mod state;
 pub mod ws;

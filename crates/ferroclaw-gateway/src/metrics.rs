@@ -204,6 +204,43 @@ impl Metrics {
     }
 }
 
+/// Every run of the gateway's runtime is counted, whoever started it (HTTP, WebSocket,
+/// a session tool).
+impl ferroclaw_runtime::RunObserver for Metrics {
+    fn run_started(&self, _agent_id: &str, _origin: ferroclaw_runtime::Origin) {
+        Metrics::run_started(self);
+    }
+
+    fn run_finished(
+        &self,
+        agent_id: &str,
+        _origin: ferroclaw_runtime::Origin,
+        result: &Result<ferroclaw_agent::RunOutput, ferroclaw_agent::RunError>,
+        elapsed: std::time::Duration,
+    ) {
+        let outcome = match result {
+            Ok(out) => {
+                self.llm_usage(
+                    &out.provider,
+                    &out.model,
+                    u64::from(out.iterations),
+                    out.usage.input,
+                    out.usage.output,
+                );
+                "ok"
+            }
+            Err(e) => e.kind(),
+        };
+        Metrics::run_finished(self, agent_id, outcome, elapsed.as_secs_f64());
+    }
+
+    fn event(&self, event: &ferroclaw_types::RunEvent) {
+        if let ferroclaw_types::EventKind::ToolResult { name, is_error, .. } = &event.kind {
+            self.tool_call(name, *is_error);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,9 +177,9 @@ impl Gateway {
         // Stop accepting; in-flight HTTP requests keep running until they answer.
         stop.cancel();
         let grace = state.config.shutdown_grace;
-        state.scheduler.shutdown(grace).await;
+        state.runtime.shutdown(grace).await;
         // No turn is left to use them: background processes must not outlive the gateway.
-        let killed = state.services.exec.processes.kill_all();
+        let killed = state.runtime.services().exec.processes.kill_all();
         if killed > 0 {
             tracing::info!(killed, "killed background processes at shutdown");
         }

@@ -1,15 +1,14 @@
-//! Everything a request handler can reach: configuration, the agents (built once at
-//! start-up), the services they share (exec approvals, background processes, tool rate
-//! limit), the session store, the scheduler, auth, rate limit, metrics and the shutdown
-//! signals.
+//! Everything a request handler can reach: configuration, the runtime (agents built once
+//! at start-up, the services they share, the session store, the scheduler), auth, rate
+//! limit, metrics and the shutdown signals.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferroclaw_agent::bootstrap::SharedServices;
-use ferroclaw_agent::Agent;
 use ferroclaw_config::settings::{self as cfg, GatewaySettings, Settings};
+pub use ferroclaw_runtime::AgentEntry;
+use ferroclaw_runtime::{BuildError, QueueMode, Runtime};
 use ferroclaw_store::{SessionStore, Strategy};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -17,7 +16,6 @@ use tokio_util::task::TaskTracker;
 use crate::auth::Auth;
 use crate::metrics::Metrics;
 use crate::ratelimit::Limiter;
-use crate::scheduler::{DropPolicy, Lane, QueueMode, Scheduler, SchedulerConfig};
 
 /// Tools `POST /tools/invoke` never runs unless `gateway.tools.allow` names them: they
 /// reach other sessions, the gateway itself or the scheduler.
@@ -25,13 +23,8 @@ pub const DEFAULT_HTTP_DENY: &[&str] = &["sessions_spawn", "sessions_send", "gat
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    #[error("cannot set up agent `{id}`: {source}")]
-    Agent {
-        id: String,
-        source: Box<ferroclaw_agent::bootstrap::BootstrapError>,
-    },
-    #[error("cannot set up the shared tool services: {0}")]
-    Services(Box<ferroclaw_agent::bootstrap::BootstrapError>),
+    #[error("cannot set up {0}")]
+    Runtime(Box<BuildError>),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -90,11 +83,6 @@ fn credentials(
 }
 
 /// One configured agent, ready to run.
-pub struct AgentEntry {
-    pub id: String,
-    pub agent: Arc<Agent>,
-}
-
 /// The HTTP tool policy (`gateway.tools`).
 #[derive(Debug, Clone)]
 pub struct ToolPolicy {
@@ -131,17 +119,12 @@ pub struct AppState {
     /// The ferroclaw home (integrity scans, scan status).
     pub home: std::path::PathBuf,
     pub config: GatewaySettings,
-    /// In configuration order (`main` first).
-    pub agents: Vec<AgentEntry>,
-    pub default_agent: String,
-    pub store: Arc<dyn SessionStore>,
-    /// One set for every agent: a single approval queue for operators to answer, one
-    /// process table to clean up per session and at shutdown, one tool rate limit.
-    pub services: SharedServices,
+    /// The agents, their shared services, the store and the scheduler: every run this
+    /// gateway starts goes through it.
+    pub runtime: Runtime,
     /// `session.integrity_strategy`, for `integrity.scan`.
     pub integrity_strategy: Strategy,
-    pub scheduler: Arc<Scheduler>,
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
     pub auth: Auth,
     /// Where the gateway token came from (the token itself stays in `auth`).
     pub token: ferroclaw_config::GatewayToken,
@@ -160,69 +143,29 @@ pub struct AppState {
     /// `gateway.limits.max_ws_connections[_per_ip]`; also the count of open WebSockets.
     pub ws_limiter: crate::conn_limit::ConnLimiter,
     pub idempotency: Mutex<HashMap<String, IdemSlot>>,
-    /// Agents that could not be built (start-up summary; requests naming them get 404).
-    pub skipped_agents: Vec<(String, String)>,
 }
 
 impl AppState {
-    /// Builds every configured agent once. The default agent must build; any other
-    /// agent that fails is skipped with a reason (reported at start-up).
+    /// Builds the runtime (every configured agent, once). The default agent must build;
+    /// any other agent that fails is skipped with a reason (reported at start-up).
     pub fn new(
         settings: Settings,
         store: Arc<dyn SessionStore>,
     ) -> Result<Arc<AppState>, GatewayError> {
-        let default_agent = settings.default_agent.clone();
-        let services =
-            SharedServices::new(&settings).map_err(|e| GatewayError::Services(Box::new(e)))?;
-        let mut agents = Vec::new();
-        let mut skipped_agents = Vec::new();
-        let configured = settings.agents.iter().map(|a| (a.id.clone(), Ok(a))).chain(
-            settings.unresolved.iter().map(|u| {
-                let e = ferroclaw_agent::bootstrap::BootstrapError::Config(u.error.clone());
-                (u.id.clone(), Err(e))
-            }),
-        );
-        for (id, agent) in configured {
-            let built = agent.and_then(|agent| {
-                ferroclaw_agent::bootstrap::build_agent_with(agent, store.clone(), &services)
-            });
-            match built {
-                Ok(agent) => agents.push(AgentEntry {
-                    id: id.clone(),
-                    agent: Arc::new(agent),
-                }),
-                Err(source) if id == default_agent => {
-                    return Err(GatewayError::Agent {
-                        id,
-                        source: Box::new(source),
-                    });
-                }
-                Err(e) => skipped_agents.push((id, e.to_string())),
-            }
-        }
-        if !agents.iter().any(|a| a.id == default_agent) {
-            // Only reachable when the default is not a configured agent (a config quirk):
-            // fall back to the first agent that built rather than refusing to start.
-            tracing::warn!(default = %default_agent, "default agent not built");
-        }
-        let config = settings.gateway.clone();
-        let (auth, token) = credentials(&settings.home, &config)?;
-        let scheduler = Scheduler::new(scheduler_config(&config));
-        Ok(Arc::new(AppState {
-            default_agent: if agents.iter().any(|a| a.id == default_agent) {
-                default_agent
-            } else {
-                agents
-                    .first()
-                    .map(|a| a.id.clone())
-                    .unwrap_or(default_agent)
-            },
-            agents,
+        let runtime = Runtime::build(
+            &settings,
             store,
-            services,
-            integrity_strategy: ferroclaw_agent::bootstrap::integrity_strategy(&settings.store),
-            scheduler,
-            metrics: Metrics::new(),
+            ferroclaw_runtime::RuntimeOptions::from_settings(&settings),
+        )
+        .map_err(|e| GatewayError::Runtime(Box::new(e)))?;
+        let metrics = Arc::new(Metrics::new());
+        runtime.set_observer(metrics.clone());
+        let config = settings.gateway;
+        let (auth, token) = credentials(&settings.home, &config)?;
+        Ok(Arc::new(AppState {
+            runtime,
+            integrity_strategy: ferroclaw_runtime::bootstrap::integrity_strategy(&settings.store),
+            metrics,
             auth,
             token,
             limiter: Limiter::new(config.rate_limit_rpm),
@@ -238,35 +181,25 @@ impl AppState {
                 config.limits.max_ws_connections_per_ip,
             ),
             idempotency: Mutex::new(HashMap::new()),
-            skipped_agents,
             config,
             home: settings.home,
         }))
     }
 
     pub fn agent(&self, id: &str) -> Option<&AgentEntry> {
-        self.agents.iter().find(|a| a.id == id)
+        self.runtime.agent(id)
     }
 
     pub fn default_agent(&self) -> Option<&AgentEntry> {
-        self.agent(&self.default_agent)
+        self.runtime.default_agent()
+    }
+
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        self.runtime.store()
     }
 
     pub fn ws_client_count(&self) -> usize {
         self.ws_limiter.open()
-    }
-
-    /// Cleans up after a session was deleted or reset: kills its background processes
-    /// and drops its tool rate-limit history. Both are keyed by the bare session key
-    /// (what `ToolContext::session_key` carries), so another agent's session with the
-    /// same key is affected too.
-    pub fn forget_session(&self, agent_id: &str, session_key: &str) {
-        let scope = ferroclaw_agent::tool_scope(agent_id, session_key);
-        let killed = self.services.exec.processes.kill_session(&scope);
-        if killed > 0 {
-            tracing::info!(agent = %agent_id, session = %session_key, killed, "killed the background processes of a removed session");
-        }
-        self.services.rate_limiter.forget(&scope);
     }
 
     /// Forgets idempotency keys older than the TTL.
@@ -291,23 +224,6 @@ pub fn parse_queue_mode(s: &str) -> Option<QueueMode> {
         "followup" | "follow-up" | "follow_up" => Some(QueueMode::Followup),
         "interrupt" => Some(QueueMode::Interrupt),
         _ => None,
-    }
-}
-
-/// Lane sizes from `gateway.lanes` (`FERROCLAW_LANE_<NAME>` applied when it was resolved).
-fn scheduler_config(cfg: &GatewaySettings) -> SchedulerConfig {
-    SchedulerConfig {
-        lanes: vec![
-            (Lane::Main, cfg.lanes.main),
-            (Lane::Subagent, cfg.lanes.subagent),
-            (Lane::Delegate, cfg.lanes.delegate),
-            (Lane::Cron, cfg.lanes.cron),
-        ],
-        queue_capacity: cfg.queue_capacity,
-        drop_policy: DropPolicy::Old,
-        debounce: cfg.debounce,
-        direct_concurrency: 1,
-        group_concurrency: 3,
     }
 }
 

@@ -22,7 +22,7 @@ use crate::transcript::{
 };
 use crate::{
     is_safe_name, read_transcript, validate_agent_id, validate_session_key, LoadProblem,
-    SessionLog, SessionMeta, SessionStore, StoreError,
+    SessionLease, SessionLog, SessionMeta, SessionStore, StoreError,
 };
 
 type Index = BTreeMap<String, SessionMeta>;
@@ -322,6 +322,31 @@ impl SessionStore for FileSessionStore {
             // Never move backwards, even if the clock does.
             meta.updated_at = now_millis().max(meta.updated_at);
             Ok(((), true))
+        })
+        .await
+    }
+
+    async fn lease(&self, agent_id: &str, key: &str) -> Result<SessionLease, StoreError> {
+        validate_session_key(key)?;
+        // One lock file per session key (hashed: keys may hold any character), in a
+        // directory of its own so scans and rebuilds never mistake it for a transcript.
+        let dir = self.sessions_dir(agent_id)?.join(".locks");
+        let path = dir.join(format!(
+            "{:016x}.lock",
+            ferroclaw_types::fnv1a(key.as_bytes())
+        ));
+        blocking(path.clone(), move || {
+            fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
+            let file = fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|e| StoreError::io(&path, e))?;
+            // Blocks this pool thread (not a runtime thread) until the other writer, in
+            // whatever process, drops its lease; the OS releases it if that process dies.
+            file.lock().map_err(|e| StoreError::io(&path, e))?;
+            Ok(SessionLease::new(file))
         })
         .await
     }

@@ -98,6 +98,31 @@ pub trait SessionStore: Send + Sync {
     ) -> Result<(), StoreError>;
     /// Removes the index entry and the transcript; `false` when the key was unknown.
     async fn delete(&self, agent_id: &str, key: &str) -> Result<bool, StoreError>;
+    /// Waits until nobody else writes the session, and keeps it so until the lease is
+    /// dropped. Within one process the runtime's session queue already serialises runs;
+    /// the lease extends the one-writer rule to every process on the same storage (a CLI
+    /// beside a gateway). The runtime takes it for every run and every queued write.
+    async fn lease(&self, agent_id: &str, key: &str) -> Result<SessionLease, StoreError>;
+}
+
+/// The right to write one session, for as long as it is held.
+pub struct SessionLease {
+    _held: Box<dyn Send + Sync>,
+}
+
+impl SessionLease {
+    /// A lease backed by `held` (a lock file, a database lock), released when dropped.
+    pub fn new(held: impl Send + Sync + 'static) -> Self {
+        SessionLease {
+            _held: Box::new(held),
+        }
+    }
+}
+
+impl std::fmt::Debug for SessionLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionLease")
+    }
 }
 
 /// One open transcript. Callers (the scheduler's session queue) guarantee a single writer

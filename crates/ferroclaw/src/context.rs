@@ -2,10 +2,9 @@
 
 use std::sync::Arc;
 
-use anyhow::Context as _;
-use ferroclaw_agent::Agent;
 use ferroclaw_config::settings::Settings;
 use ferroclaw_config::{Env, LoadOptions, LoadedConfig};
+use ferroclaw_runtime::Runtime;
 use ferroclaw_store::SessionStore;
 
 use crate::cli::GlobalArgs;
@@ -29,7 +28,7 @@ impl AppContext {
         }
         let settings = loaded.settings();
         let store: Arc<dyn SessionStore> =
-            Arc::new(ferroclaw_agent::bootstrap::file_store(&settings));
+            Arc::new(ferroclaw_runtime::bootstrap::file_store(&settings));
         Ok(Self {
             loaded,
             settings,
@@ -37,9 +36,13 @@ impl AppContext {
         })
     }
 
-    pub fn agent(&self, id: Option<&str>) -> anyhow::Result<Agent> {
-        let id = id.map_or_else(|| self.settings.default_agent.clone(), str::to_string);
-        ferroclaw_agent::bootstrap::build_agent(&self.settings, &id, self.store.clone())
-            .with_context(|| format!("cannot set up agent `{id}`"))
+    /// The runtime every run of this command goes through (the same queues, lanes and
+    /// session leases as a gateway's).
+    pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        Ok(Runtime::build(
+            &self.settings,
+            self.store.clone(),
+            ferroclaw_runtime::RuntimeOptions::from_settings(&self.settings),
+        )?)
     }
 }

@@ -147,8 +147,7 @@ impl Default for AgentLimitsSettings {
 pub struct SubagentSettings {
     /// Deepest subagent level; a run at this depth cannot spawn.
     pub max_depth: u32,
-    /// Subagents running at once per parent session.
+    /// Subagents running at once per parent session (the process-wide bound is the
+    /// scheduler's `subagent` lane).
     pub max_children: usize,
-    /// Subagent runs at once in the process (the `subagent` lane's size).
-    pub max_concurrent: usize,
 }

@@ -1,5 +1,6 @@
-//! The gateway: where it listens, who may call it (tokens read from the environment),
-//! the caps that keep one client from exhausting it, and how runs are queued.
+//! The gateway: where it listens, who may call it (tokens read from the environment) and
+//! the caps that keep one client from exhausting it; and the scheduler every run of the
+//! process goes through (lanes, queues), whichever surface started it.
 
 use std::time::Duration;
 
@@ -23,18 +24,24 @@ pub struct GatewaySettings {
     pub limits: GatewayLimitsSettings,
     /// On SIGINT/SIGTERM, running turns get this long to finish before they are aborted.
     pub shutdown_grace: Duration,
-    /// What a message does when its session is busy.
+    /// What a message does when its session is busy (unless the request says).
     pub queue_mode: QueueMode,
-    /// Quiet period during which messages to an idle session are merged into one turn.
-    pub debounce: Duration,
-    /// Messages waiting per session before the oldest is dropped.
-    pub queue_capacity: usize,
     /// Tools `POST /tools/invoke` may run besides the default (`gateway.tools.allow`).
     pub http_tools_allow: Vec<String>,
     /// Tools `POST /tools/invoke` never runs (`gateway.tools.deny`).
     pub http_tools_deny: Vec<String>,
+}
+
+/// Lanes and session queues (`gateway.lanes`, `gateway.queue_capacity`,
+/// `gateway.debounce_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedulerSettings {
     /// `FERROCLAW_LANE_<NAME>` already applied.
     pub lanes: LaneSettings,
+    /// Messages waiting per session before the oldest is dropped.
+    pub queue_capacity: usize,
+    /// Quiet period during which messages to an idle session are merged into one turn.
+    pub debounce: Duration,
 }
 
 /// One person (or client) with a token of their own.

@@ -23,7 +23,8 @@ pub use agent::{
     PromptMode, SubagentSettings,
 };
 pub use gateway::{
-    GatewayLimitsSettings, GatewaySettings, GatewayUserSettings, LaneSettings, QueueMode, UserRole,
+    GatewayLimitsSettings, GatewaySettings, GatewayUserSettings, LaneSettings, QueueMode,
+    SchedulerSettings, UserRole,
 };
 pub use provider::{
     GuidedDecoding, ModelChoice, ProviderChainSettings, ProviderKind, ProviderSettings,
@@ -49,6 +50,8 @@ pub struct Settings {
     /// What every agent of the process shares.
     pub shared: SharedSettings,
     pub store: StoreSettings,
+    /// Every run of the process goes through it, whichever surface started it.
+    pub scheduler: SchedulerSettings,
     pub gateway: GatewaySettings,
 }
 
@@ -82,7 +85,6 @@ impl Default for SharedSettings {
             subagents: SubagentSettings {
                 max_depth: d.subagents.max_depth,
                 max_children: d.subagents.max_children,
-                max_concurrent: crate::GatewayLanesConfig::default().subagent,
             },
         }
     }

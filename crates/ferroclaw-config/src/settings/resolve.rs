@@ -16,7 +16,6 @@ impl LoadedConfig {
     /// the others: the gateway serves the agents that work.
     pub fn settings(&self) -> Settings {
         let cfg = &self.config;
-        let lanes = lanes(&cfg.gateway.lanes, &self.env);
         let mut agents = Vec::new();
         let mut unresolved = Vec::new();
         for id in self.agent_ids() {
@@ -40,8 +39,6 @@ impl LoadedConfig {
                 subagents: SubagentSettings {
                     max_depth: cfg.agents.defaults.subagents.max_depth,
                     max_children: cfg.agents.defaults.subagents.max_children,
-                    // Subagents run in the `subagent` lane; its size is the process-wide cap.
-                    max_concurrent: lanes.subagent,
                 },
             },
             store: StoreSettings {
@@ -51,7 +48,12 @@ impl LoadedConfig {
                 },
                 tool_result_max_chars: cfg.agents.defaults.limits.tool_result_max_chars,
             },
-            gateway: gateway(&cfg.gateway, &self.env, lanes),
+            scheduler: SchedulerSettings {
+                lanes: lanes(&cfg.gateway.lanes, &self.env),
+                queue_capacity: cfg.gateway.queue_capacity.max(1),
+                debounce: Duration::from_millis(cfg.gateway.debounce_ms),
+            },
+            gateway: gateway(&cfg.gateway, &self.env),
         }
     }
 
@@ -313,7 +315,7 @@ fn lanes(c: &schema::GatewayLanesConfig, env: &Env) -> LaneSettings {
     }
 }
 
-fn gateway(c: &schema::GatewayConfig, env: &Env, lanes: LaneSettings) -> GatewaySettings {
+fn gateway(c: &schema::GatewayConfig, env: &Env) -> GatewaySettings {
     let secret = |var: &str| {
         env.get(var)
             .map(str::trim)
@@ -356,10 +358,7 @@ fn gateway(c: &schema::GatewayConfig, env: &Env, lanes: LaneSettings) -> Gateway
             schema::GatewayQueueMode::Followup => QueueMode::Followup,
             schema::GatewayQueueMode::Interrupt => QueueMode::Interrupt,
         },
-        debounce: Duration::from_millis(c.debounce_ms),
-        queue_capacity: c.queue_capacity.max(1),
         http_tools_allow: c.tools.allow.clone(),
         http_tools_deny: c.tools.deny.clone(),
-        lanes,
     }
 }

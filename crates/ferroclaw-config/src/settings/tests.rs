@@ -89,13 +89,12 @@ fn an_unset_config_yields_todays_defaults() {
         SubagentSettings {
             max_depth: 1,
             max_children: 5,
-            max_concurrent: 8,
         }
     );
     assert_eq!(s.store.tool_result_max_chars, 50_000);
     assert_eq!(s.store.integrity_strategy, IntegrityStrategy::Full);
     assert_eq!(
-        s.gateway.lanes,
+        s.scheduler.lanes,
         LaneSettings {
             main: 32,
             subagent: 8,
@@ -238,15 +237,15 @@ fn configured_limits_and_levels_land_in_the_agents_settings() {
         SubagentSettings {
             max_depth: 2,
             max_children: 3,
-            max_concurrent: 3,
         }
     );
     assert_eq!(s.store.integrity_strategy, IntegrityStrategy::RemoveOrphans);
     assert_eq!(s.store.tool_result_max_chars, 777);
-    assert_eq!(s.gateway.lanes.main, 5);
-    assert_eq!(s.gateway.lanes.subagent, 3);
+    assert_eq!(s.scheduler.lanes.main, 5);
+    assert_eq!(s.scheduler.lanes.subagent, 3);
     assert_eq!(s.gateway.queue_mode, QueueMode::Interrupt);
-    assert_eq!(s.gateway.debounce, Duration::from_millis(250));
+    assert_eq!(s.scheduler.queue_capacity, 10);
+    assert_eq!(s.scheduler.debounce, Duration::from_millis(250));
 }
 
 #[test]
@@ -299,7 +298,7 @@ fn secrets_from_the_environment_land_in_the_settings() {
         ]
     );
     // An unusable lane override keeps the configured size.
-    assert_eq!(s.gateway.lanes.subagent, 8);
+    assert_eq!(s.scheduler.lanes.subagent, 8);
 }
 
 #[test]

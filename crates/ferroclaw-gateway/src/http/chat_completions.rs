@@ -1,7 +1,6 @@
 //! `POST /v1/chat/completions`, OpenAI-compatible. The agent runs its tools server-side;
 //! the client gets the final answer as JSON, or the text as it is produced over SSE.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -10,19 +9,20 @@ use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ferroclaw_agent::{EventSink, RunOutput};
+use ferroclaw_agent::RunOutput;
+use ferroclaw_runtime::Origin;
 use ferroclaw_types::{EventKind, RunEvent, StopReason, Usage};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::{
-    content_text, forget_ephemeral, parse_body, resolve_agent, resolve_queue_mode, resolve_session,
-    sse_data, sse_response, unix_now, SessionChoice,
+    content_text, parse_body, resolve_agent, resolve_queue_mode, resolve_session, sse_data,
+    sse_response, unix_now, SessionChoice,
 };
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorShape};
-use crate::runs::{self, RunFailure, RunIdSlot, Started};
+use crate::runs::{self, Ended, Started, Target};
 use crate::state::AppState;
 
 const SHAPE: ErrorShape = ErrorShape::OpenAi;
@@ -120,7 +120,7 @@ struct Prepared {
     model: String,
     session: SessionChoice,
     message: String,
-    mode: crate::scheduler::QueueMode,
+    mode: ferroclaw_runtime::QueueMode,
     stream: bool,
     include_usage: bool,
 }
@@ -155,28 +155,34 @@ fn completion_id() -> String {
     format!("chatcmpl-{}", uuid::Uuid::new_v4().simple())
 }
 
+impl Prepared {
+    fn target<'a>(&'a self, state: &'a AppState) -> Result<Target<'a>, ApiError> {
+        let agent = state
+            .agent(&self.agent_id)
+            .ok_or_else(|| ApiError::internal("agent vanished"))?;
+        Ok(Target {
+            agent,
+            session_key: &self.session.key,
+            user: self.session.user.as_deref(),
+            ephemeral: self.session.ephemeral,
+            message: &self.message,
+            mode: self.mode,
+            origin: Origin::Http,
+        })
+    }
+}
+
 async fn complete(state: Arc<AppState>, p: Prepared) -> Result<Response, ApiError> {
-    let Some(agent) = state.agent(&p.agent_id) else {
-        return Err(ApiError::internal("agent vanished"));
-    };
-    let started = runs::start(
-        &state,
-        agent,
-        &p.session.key,
-        p.session.user.as_deref(),
-        &p.message,
-        p.mode,
-        Arc::new(ferroclaw_agent::NullSink),
-    )
-    .map_err(|e| ApiError::from_submit(&e))?;
+    let started = runs::start(&state, p.target(&state)?).map_err(|e| ApiError::from_submit(&e))?;
     let (text, usage, stop) = match started {
         Started::Command(text) => (text, Usage::default(), StopReason::Stop),
-        Started::Run(ticket) => {
-            let result = runs::finish(ticket).await;
-            forget_ephemeral(&state, &p.agent_id, &p.session);
-            match result {
-                Ok((_, out)) => (answer_text(&out).to_string(), out.usage, out.stop_reason),
-                Err(f) => return Err(failure_error(&f)),
+        // Nobody watches a plain JSON request's events; a client that leaves mid-run
+        // is noticed only by the connection, as with any non-streaming request.
+        Started::Run(pending) => {
+            match runs::drive(&state, pending, |_| {}, std::future::pending()).await {
+                Ended::Done(Ok(out)) => (answer_text(&out).to_string(), out.usage, out.stop_reason),
+                Ended::Done(Err(f)) => return Err(ApiError::from_failure(&f)),
+                Ended::ClientGone => return Err(ApiError::internal("run abandoned")),
             }
         }
     };
@@ -195,33 +201,6 @@ async fn complete(state: Arc<AppState>, p: Prepared) -> Result<Response, ApiErro
     .into_response())
 }
 
-pub fn failure_error(f: &RunFailure) -> ApiError {
-    match f {
-        RunFailure::Submit(e) => ApiError::from_submit(e),
-        RunFailure::Run(_) => match f.run_error() {
-            Some(e) => ApiError::from_run(e),
-            None => ApiError::internal("run ended without an outcome"),
-        },
-    }
-}
-
-/// Forwards assistant text deltas to the SSE channel as chunks.
-struct ChunkSink {
-    tx: mpsc::UnboundedSender<Bytes>,
-    id: String,
-    model: String,
-    created: u64,
-    run_id: Arc<RunIdSlot>,
-    /// Whether any text went out as deltas (else the final answer is sent whole).
-    streamed: Arc<AtomicBool>,
-}
-
-impl ChunkSink {
-    fn chunk(&self, delta: Value, finish: Option<&str>) -> Bytes {
-        chunk_bytes(&self.id, &self.model, self.created, delta, finish)
-    }
-}
-
 fn chunk_bytes(id: &str, model: &str, created: u64, delta: Value, finish: Option<&str>) -> Bytes {
     let v = json!({
         "id": id,
@@ -233,87 +212,55 @@ fn chunk_bytes(id: &str, model: &str, created: u64, delta: Value, finish: Option
     sse_data(None, &v.to_string())
 }
 
-impl EventSink for ChunkSink {
-    fn emit(&self, event: RunEvent) {
-        self.run_id.observe(&event);
-        if let EventKind::AssistantDelta { text } = &event.kind {
-            self.streamed.store(true, Ordering::Relaxed);
-            // A closed channel means the client left; the run is aborted elsewhere.
-            let _ = self.tx.send(self.chunk(json!({"content": text}), None));
-        }
-    }
-}
-
 async fn stream(state: Arc<AppState>, p: Prepared) -> Response {
-    let Some(agent) = state.agent(&p.agent_id) else {
-        return ApiError::internal("agent vanished").into_response();
-    };
     let (tx, rx) = mpsc::unbounded_channel();
     let id = completion_id();
     let created = unix_now();
-    let run_id = Arc::new(RunIdSlot::default());
-    let streamed = Arc::new(AtomicBool::new(false));
-    let sink = Arc::new(ChunkSink {
-        tx: tx.clone(),
-        id: id.clone(),
-        model: p.model.clone(),
-        created,
-        run_id: run_id.clone(),
-        streamed: streamed.clone(),
-    });
-    // The role chunk is queued before the run can emit a delta; if the scheduler refuses,
+    let chunk = {
+        let (id, model) = (id.clone(), p.model.clone());
+        move |delta: Value, finish: Option<&str>| chunk_bytes(&id, &model, created, delta, finish)
+    };
+    // The role chunk is queued before the run can emit a delta; if the runtime refuses,
     // the unread channel is dropped and the client gets a plain HTTP error status.
-    let _ = tx.send(chunk_bytes(
-        &id,
-        &p.model,
-        created,
-        json!({"role": "assistant", "content": ""}),
-        None,
-    ));
-    let started = match runs::start(
-        &state,
-        agent,
-        &p.session.key,
-        p.session.user.as_deref(),
-        &p.message,
-        p.mode,
-        sink,
-    ) {
+    let _ = tx.send(chunk(json!({"role": "assistant", "content": ""}), None));
+    let started = match p
+        .target(&state)
+        .and_then(|t| runs::start(&state, t).map_err(|e| ApiError::from_submit(&e)))
+    {
         Ok(s) => s,
-        Err(e) => return ApiError::from_submit(&e).into_response(),
+        Err(e) => return e.into_response(),
     };
     tokio::spawn(async move {
-        let chunk =
-            |delta: Value, finish: Option<&str>| chunk_bytes(&id, &p.model, created, delta, finish);
         let outcome = match started {
             Started::Command(text) => Ok((text, Usage::default(), StopReason::Stop)),
-            Started::Run(ticket) => {
-                let finished = tokio::select! {
-                    r = runs::finish(ticket) => Some(r),
-                    _ = tx.closed() => None,
+            Started::Run(pending) => {
+                let mut streamed = false;
+                let on_event = |event: RunEvent| {
+                    if let EventKind::AssistantDelta { text } = event.kind {
+                        streamed = true;
+                        let _ = tx.send(chunk(json!({"content": text}), None));
+                    }
                 };
-                match finished {
-                    Some(r) => {
-                        forget_ephemeral(&state, &p.agent_id, &p.session);
-                        r.map(|(_, out)| {
-                            // Deltas already showed the text; an agent with streaming off
-                            // produced none, so its answer goes out whole.
-                            let text = if streamed.load(Ordering::Relaxed) {
-                                String::new()
-                            } else {
-                                answer_text(&out).to_string()
-                            };
-                            (text, out.usage, out.stop_reason)
-                        })
-                    }
-                    None => {
-                        // The client went away: stop spending tokens on it.
-                        if let Some(rid) = run_id.get() {
-                            state.scheduler.abort_run(&rid);
-                        }
-                        forget_ephemeral(&state, &p.agent_id, &p.session);
-                        return;
-                    }
+                let gone = tx.clone();
+                match runs::drive(
+                    &state,
+                    pending,
+                    on_event,
+                    async move { gone.closed().await },
+                )
+                .await
+                {
+                    Ended::ClientGone => return,
+                    Ended::Done(r) => r.map(|out| {
+                        // Deltas already showed the text; an agent with streaming off
+                        // produced none, so its answer goes out whole.
+                        let text = if streamed {
+                            String::new()
+                        } else {
+                            answer_text(&out).to_string()
+                        };
+                        (text, out.usage, out.stop_reason)
+                    }),
                 }
             }
         };
@@ -336,7 +283,7 @@ async fn stream(state: Arc<AppState>, p: Prepared) -> Response {
                 }
             }
             Err(f) => {
-                let err = failure_error(&f);
+                let err = ApiError::from_failure(&f);
                 let _ = tx.send(sse_data(None, &err.body().to_string()));
             }
         }

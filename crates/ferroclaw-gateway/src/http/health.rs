@@ -19,7 +19,7 @@ pub async fn health() -> Json<Value> {
 }
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let body = state.metrics.render(state.scheduler.queued());
+    let body = state.metrics.render(state.runtime.queued());
     let mut resp = body.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -23,8 +23,8 @@ use tokio::sync::mpsc;
 use crate::auth::{Caller, Role};
 use crate::error::{ApiError, ErrorShape};
 use crate::ratelimit::retry_after_secs;
-use crate::scheduler::QueueMode;
 use crate::state::{parse_queue_mode, AgentEntry, AppState};
+use ferroclaw_runtime::QueueMode;
 
 pub const HEADER_AGENT: &str = "x-ferroclaw-agent-id";
 pub const HEADER_SESSION: &str = "x-ferroclaw-session-key";
@@ -216,7 +216,8 @@ pub fn resolve_agent<'a>(
             format!(
                 "unknown agent `{id}`; GET /v1/models lists them (available: {})",
                 state
-                    .agents
+                    .runtime
+                    .agents()
                     .iter()
                     .map(|a| a.id.as_str())
                     .collect::<Vec<_>>()
@@ -321,25 +322,6 @@ pub fn resolve_queue_mode(
             .with_shape(shape)
         }),
     }
-}
-
-/// Removes a one-off session once its run is over (best effort).
-pub fn forget_ephemeral(state: &Arc<AppState>, agent_id: &str, session: &SessionChoice) {
-    if !session.ephemeral {
-        return;
-    }
-    let key = match state.agent(agent_id) {
-        Some(agent) => crate::runs::stored_key(agent, session.user.as_deref(), &session.key),
-        None => session.key.clone(),
-    };
-    let (state, agent_id) = (state.clone(), agent_id.to_string());
-    tokio::spawn(async move {
-        if let Err(e) = state.store.delete(&agent_id, &key).await {
-            tracing::debug!(error = %e, session = %key, "could not remove ephemeral session");
-        }
-        // Nobody can reach a one-off session's background processes once it is gone.
-        state.forget_session(&agent_id, &key);
-    });
 }
 
 /// An SSE response fed by a channel of ready-made `data:` blocks.

@@ -12,7 +12,8 @@ pub async fn list(State(state): State<Arc<AppState>>) -> Json<Value> {
     // Agents exist since the gateway started.
     let created = super::unix_now().saturating_sub(state.started.elapsed().as_secs());
     let data: Vec<Value> = state
-        .agents
+        .runtime
+        .agents()
         .iter()
         .map(|a| {
             let s = a.agent.settings();
@@ -25,7 +26,7 @@ pub async fn list(State(state): State<Arc<AppState>>) -> Json<Value> {
                 "name": s.name,
                 "provider": s.provider,
                 "model": s.model,
-                "default": a.id == state.default_agent,
+                "default": a.id == state.runtime.default_agent_id(),
             })
         })
         .collect();

@@ -9,20 +9,19 @@ use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ferroclaw_agent::EventSink;
-use ferroclaw_types::{EventKind, RunEvent, Usage};
+use ferroclaw_runtime::Origin;
+use ferroclaw_types::{EventKind, Usage};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::chat_completions::failure_error;
 use super::{
-    content_text, forget_ephemeral, parse_body, resolve_agent, resolve_queue_mode, resolve_session,
-    sse_data, sse_response, unix_now,
+    content_text, parse_body, resolve_agent, resolve_queue_mode, resolve_session, sse_data,
+    sse_response, unix_now,
 };
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorShape};
-use crate::runs::{self, RunIdSlot, Started};
+use crate::runs::{self, Ended, Started, Target};
 use crate::state::AppState;
 
 const SHAPE: ErrorShape = ErrorShape::OpenAi;
@@ -154,27 +153,31 @@ pub async fn handle(
         created: unix_now(),
     };
 
+    let target = Target {
+        agent,
+        session_key: &session.key,
+        user: session.user.as_deref(),
+        ephemeral: session.ephemeral,
+        message: &message,
+        mode,
+        origin: Origin::Http,
+    };
     if !req.stream {
-        let started = match runs::start(
-            &state,
-            agent,
-            &session.key,
-            session.user.as_deref(),
-            &message,
-            mode,
-            Arc::new(ferroclaw_agent::NullSink),
-        ) {
+        let started = match runs::start(&state, target) {
             Ok(s) => s,
             Err(e) => return ApiError::from_submit(&e).into_response(),
         };
         let (text, usage) = match started {
             Started::Command(t) => (t, Usage::default()),
-            Started::Run(ticket) => {
-                let r = runs::finish(ticket).await;
-                forget_ephemeral(&state, &agent_id, &session);
-                match r {
-                    Ok((_, out)) => (if out.silent { String::new() } else { out.text }, out.usage),
-                    Err(f) => return failure_error(&f).into_response(),
+            Started::Run(pending) => {
+                match runs::drive(&state, pending, |_| {}, std::future::pending()).await {
+                    Ended::Done(Ok(out)) => {
+                        (if out.silent { String::new() } else { out.text }, out.usage)
+                    }
+                    Ended::Done(Err(f)) => return ApiError::from_failure(&f).into_response(),
+                    Ended::ClientGone => {
+                        return ApiError::internal("run abandoned").into_response()
+                    }
                 }
             }
         };
@@ -186,7 +189,6 @@ pub async fn handle(
         tx,
         inner: Mutex::new((0, String::new())),
         item_id: ids.message.clone(),
-        run_id: RunIdSlot::default(),
     });
     out.send(
         "response.created",
@@ -202,15 +204,7 @@ pub async fn handle(
     );
     // The preamble is queued before the run can emit its first delta; if the scheduler
     // refuses, the unread channel is dropped and the client gets a plain HTTP error.
-    let started = match runs::start(
-        &state,
-        agent,
-        &session.key,
-        session.user.as_deref(),
-        &message,
-        mode,
-        out.clone(),
-    ) {
+    let started = match runs::start(&state, target) {
         Ok(s) => s,
         Err(e) => return ApiError::from_submit(&e).into_response(),
     };
@@ -220,26 +214,29 @@ pub async fn handle(
                 out.delta(&t);
                 Ok(Usage::default())
             }
-            Started::Run(ticket) => {
-                let r = tokio::select! {
-                    r = runs::finish(ticket) => Some(r),
-                    _ = out.tx.closed() => None,
-                };
-                forget_ephemeral(&state, &agent_id, &session);
-                match r {
-                    None => {
-                        if let Some(rid) = out.run_id.get() {
-                            state.scheduler.abort_run(&rid);
-                        }
-                        return;
+            Started::Run(pending) => {
+                let on_event = |event: ferroclaw_types::RunEvent| {
+                    if let EventKind::AssistantDelta { text } = &event.kind {
+                        out.delta(text);
                     }
-                    Some(Ok((_, o))) => {
+                };
+                let gone = out.tx.clone();
+                match runs::drive(
+                    &state,
+                    pending,
+                    on_event,
+                    async move { gone.closed().await },
+                )
+                .await
+                {
+                    Ended::ClientGone => return,
+                    Ended::Done(Ok(o)) => {
                         if out.streamed_text().is_empty() && !o.silent {
                             out.delta(&o.text);
                         }
                         Ok(o.usage)
                     }
-                    Some(Err(f)) => Err(failure_error(&f)),
+                    Ended::Done(Err(f)) => Err(ApiError::from_failure(&f)),
                 }
             }
         };
@@ -273,13 +270,12 @@ pub async fn handle(
     sse_response(rx)
 }
 
-/// Numbered SSE events for one response; also the run's event sink.
+/// Numbered SSE events for one response.
 struct SseOut {
     tx: mpsc::UnboundedSender<Bytes>,
     /// Next sequence number and the text streamed so far.
     inner: Mutex<(u64, String)>,
     item_id: String,
-    run_id: RunIdSlot,
 }
 
 impl SseOut {
@@ -311,15 +307,6 @@ impl SseOut {
             .unwrap_or_else(|e| e.into_inner())
             .1
             .clone()
-    }
-}
-
-impl EventSink for SseOut {
-    fn emit(&self, event: RunEvent) {
-        self.run_id.observe(&event);
-        if let EventKind::AssistantDelta { text } = &event.kind {
-            self.delta(text);
-        }
     }
 }
 

@@ -101,7 +101,7 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
         tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
     // Subscribed before `connect` so nothing published after the handshake is missed;
     // each event is checked against the role the connection has when it arrives.
-    let mut approvals = Some(state.services.exec.approvals.subscribe());
+    let mut approvals = Some(state.runtime.services().exec.approvals.subscribe());
     // Nobody holds a connection open without a credential for longer than this.
     let connect_limit = state.config.limits.connect_timeout;
     let connect_deadline = tokio::time::sleep(connect_limit);
@@ -408,8 +408,8 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
                 "events": EVENTS,
             },
             "snapshot": {
-                "agents": state.agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
-                "defaultAgentId": state.default_agent,
+                "agents": state.runtime.agents().iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+                "defaultAgentId": state.runtime.default_agent_id(),
                 "uptimeMs": u64::try_from(state.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             },
             "policy": {

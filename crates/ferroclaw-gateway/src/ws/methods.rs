@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ferroclaw_agent::{EventSink, RunError};
+use ferroclaw_runtime::{Origin, QueueMode, RunFailure, SubmitError};
 use ferroclaw_types::{EntryBody, EventKind, Message, RunEvent, Usage};
 use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
@@ -13,8 +13,7 @@ use serde_json::{json, Value};
 use super::conn::{Conn, ConnAuth};
 use super::frames::str_param;
 use crate::error::{WsCode, WsError};
-use crate::runs::{self, RunFailure, RunIdSlot, Started};
-use crate::scheduler::SubmitError;
+use crate::runs::{self, Ended, Started, Target};
 use crate::state::{parse_queue_mode, AgentEntry, AppState, IdemSlot};
 
 pub async fn dispatch(
@@ -47,7 +46,8 @@ pub async fn dispatch(
         "integrity.scan" => integrity_scan(state, &params).await,
         "exec.approval.list" => {
             let approvals: Vec<_> = state
-                .services
+                .runtime
+                .services()
                 .exec
                 .approvals
                 .list()
@@ -67,11 +67,11 @@ fn status(state: &AppState, auth: &ConnAuth) -> Value {
         "version": crate::VERSION,
         "protocol": crate::PROTOCOL_VERSION,
         "uptimeMs": u64::try_from(state.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        "agents": state.agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
-        "defaultAgentId": state.default_agent,
+        "agents": state.runtime.agents().iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+        "defaultAgentId": state.runtime.default_agent_id(),
         "connections": state.ws_client_count(),
-        "activeRuns": state.scheduler.active_runs(),
-        "queued": state.scheduler.queued(),
+        "activeRuns": state.runtime.active_runs(),
+        "queued": state.runtime.queued(),
         "shuttingDown": state.shutting_down.is_cancelled(),
         "role": auth.role.as_str(),
     })
@@ -80,7 +80,7 @@ fn status(state: &AppState, auth: &ConnAuth) -> Value {
 fn models(state: &AppState) -> Value {
     let mut seen = BTreeSet::new();
     let mut models = Vec::new();
-    for a in &state.agents {
+    for a in state.runtime.agents() {
         let s = a.agent.settings();
         if seen.insert((s.provider.clone(), s.model.clone())) {
             models.push(json!({
@@ -100,14 +100,14 @@ fn agent_json(state: &AppState, a: &AgentEntry) -> Value {
         "name": s.name,
         "provider": s.provider,
         "model": s.model,
-        "default": a.id == state.default_agent,
+        "default": a.id == state.runtime.default_agent_id(),
     })
 }
 
 fn agents(state: &AppState) -> Value {
     json!({
-        "agents": state.agents.iter().map(|a| agent_json(state, a)).collect::<Vec<_>>(),
-        "defaultId": state.default_agent,
+        "agents": state.runtime.agents().iter().map(|a| agent_json(state, a)).collect::<Vec<_>>(),
+        "defaultId": state.runtime.default_agent_id(),
     })
 }
 
@@ -148,12 +148,10 @@ fn agent_details(state: &AppState, params: &Value) -> Result<Value, WsError> {
 struct WsSink {
     conn: Arc<Conn>,
     stream: bool,
-    run_id: Arc<RunIdSlot>,
 }
 
-impl EventSink for WsSink {
+impl WsSink {
     fn emit(&self, ev: RunEvent) {
-        self.run_id.observe(&ev);
         let run_id = &ev.run_id;
         let (event, payload) = match &ev.kind {
             EventKind::LifecycleStart {
@@ -303,16 +301,14 @@ fn start_chat(
     agent: &AgentEntry,
     key: &str,
     message: &str,
-    mode: crate::scheduler::QueueMode,
+    mode: QueueMode,
     stream: bool,
 ) -> BoxFuture<'static, Result<Value, WsError>> {
-    let state = &conn.state;
-    let run_id = Arc::new(RunIdSlot::default());
-    let sink = Arc::new(WsSink {
+    let state = conn.state.clone();
+    let sink = WsSink {
         conn: conn.clone(),
         stream,
-        run_id: run_id.clone(),
-    });
+    };
     let agent_id = agent.id.clone();
     let key_owned = key.to_string();
     let base = move |run: Option<String>, content: &str, usage: &Usage, status: &str| {
@@ -326,20 +322,39 @@ fn start_chat(
         })
     };
     let user = conn.auth().and_then(|a| a.user_id);
-    let ticket = match runs::start(state, agent, key, user.as_deref(), message, mode, sink) {
+    let started = runs::start(
+        &state,
+        Target {
+            agent,
+            session_key: key,
+            user: user.as_deref(),
+            ephemeral: false,
+            message,
+            mode,
+            origin: Origin::WebSocket,
+        },
+    );
+    let pending = match started {
         Ok(Started::Command(text)) => {
             let v = base(None, &text, &Usage::default(), "command");
             return Box::pin(async move { Ok(v) });
         }
-        Ok(Started::Run(t)) => t,
+        Ok(Started::Run(p)) => p,
         Err(e) => {
             let e = WsError::from_submit(&e);
             return Box::pin(async move { Err(e) });
         }
     };
+    let run_id = pending.run_id().to_string();
     Box::pin(async move {
-        match runs::finish(ticket).await {
-            Ok((_, out)) => {
+        // A run started over WebSocket goes on if the connection drops (its result is
+        // in the transcript); `chat.abort` or `/stop` end it.
+        let ended = runs::drive(&state, pending, |ev| sink.emit(ev), std::future::pending()).await;
+        let Ended::Done(result) = ended else {
+            return Err(WsError::new(WsCode::Internal, "run abandoned"));
+        };
+        match result {
+            Ok(out) => {
                 let content = if out.silent { "" } else { out.text.as_str() };
                 let mut v = base(Some(out.run_id.clone()), content, &out.usage, "completed");
                 v["stopReason"] = json!(out.stop_reason);
@@ -347,9 +362,7 @@ fn start_chat(
             }
             // Stopped on purpose (chat.abort, /stop, interrupt, /stopall): not a failure
             // of the request, so the answer says what happened instead of erroring.
-            Err(RunFailure::Run(shared)) if matches!(shared.as_ref(), Err(RunError::Aborted)) => {
-                Ok(base(run_id.get(), "", &Usage::default(), "aborted"))
-            }
+            Err(f) if f.is_aborted() => Ok(base(Some(run_id), "", &Usage::default(), "aborted")),
             Err(RunFailure::Submit(SubmitError::Cancelled)) => {
                 Ok(base(None, "", &Usage::default(), "cancelled"))
             }
@@ -369,12 +382,17 @@ async fn chat_history(
 ) -> Result<Value, WsError> {
     let agent = pick_agent(state, params)?;
     let named = session_key(params, true)?;
-    let key = runs::stored_key(agent, user, &named);
+    let key = runs::stored_key(state, agent, user, &named);
     let limit = params
         .get("limit")
         .and_then(Value::as_u64)
         .map_or(200, |l| l.clamp(1, 1000) as usize);
-    let Some(meta) = state.store.get(&agent.id, &key).await.map_err(store_err)? else {
+    let Some(meta) = state
+        .store()
+        .get(&agent.id, &key)
+        .await
+        .map_err(store_err)?
+    else {
         return Ok(json!({"sessionKey": named, "agentId": agent.id, "messages": []}));
     };
     let messages = read_messages(state, &agent.id, &key).await?;
@@ -394,7 +412,7 @@ async fn read_messages(
     agent_id: &str,
     key: &str,
 ) -> Result<Vec<Message>, WsError> {
-    let log = state.store.open(agent_id, key).await.map_err(store_err)?;
+    let log = state.store().open(agent_id, key).await.map_err(store_err)?;
     Ok(log
         .entries()
         .iter()
@@ -413,19 +431,13 @@ fn store_err(e: ferroclaw_store::StoreError) -> WsError {
 fn chat_abort(state: &AppState, params: &Value, user: Option<&str>) -> Result<Value, WsError> {
     let agent = pick_agent(state, params)?;
     let named = session_key(params, true)?;
-    let key = runs::stored_key(agent, user, &named);
-    let qkey = runs::queue_key(&agent.id, &key);
+    let key = runs::stored_key(state, agent, user, &named);
     if let Some(run_id) = str_param(params, &["runId", "run_id"]) {
         // Only a run of the named session: a run id alone must not reach another's run.
-        let aborted = state
-            .scheduler
-            .active_run_ids(&qkey)
-            .iter()
-            .any(|r| r == run_id)
-            && state.scheduler.abort_run(run_id);
+        let aborted = state.runtime.abort_in_session(&agent.id, &key, run_id);
         return Ok(json!({"aborted": aborted, "count": usize::from(aborted), "runId": run_id}));
     }
-    let n = state.scheduler.stop(&qkey);
+    let n = state.runtime.stop(&agent.id, &key);
     Ok(json!({"aborted": n > 0, "count": n}))
 }
 
@@ -436,23 +448,24 @@ async fn chat_inject(
 ) -> Result<Value, WsError> {
     let agent = pick_agent(state, params)?;
     let named = session_key(params, true)?;
-    let key = runs::stored_key(agent, user, &named);
+    let key = runs::stored_key(state, agent, user, &named);
     let text = str_param(params, &["message", "content", "text"])
         .ok_or_else(|| WsError::invalid("`message` is required"))?;
-    let ticket = runs::write_entry(state, agent, &key, runs::injected_message(text))
-        .map_err(|e| WsError::from_submit(&e))?;
-    finish_write(ticket).await?;
+    write(state, agent, &key, runs::injected_message(text)).await?;
     Ok(json!({"ok": true, "sessionKey": named, "agentId": agent.id}))
 }
 
-async fn finish_write(ticket: crate::scheduler::Ticket) -> Result<(), WsError> {
-    match runs::finish(ticket).await {
-        Ok(_) => Ok(()),
+/// Appends one entry through the session's queue (never in the middle of a turn).
+async fn write(
+    state: &AppState,
+    agent: &AgentEntry,
+    stored_key: &str,
+    body: EntryBody,
+) -> Result<(), WsError> {
+    match state.runtime.write_entry(&agent.id, stored_key, body).await {
+        Ok(()) => Ok(()),
         Err(RunFailure::Submit(e)) => Err(WsError::from_submit(&e)),
-        Err(f) => Err(match f.run_error() {
-            Some(e) => WsError::new(WsCode::Internal, e.to_string()),
-            None => WsError::new(WsCode::Internal, "write failed"),
-        }),
+        Err(f) => Err(WsError::new(WsCode::Internal, f.to_string())),
     }
 }
 
@@ -463,12 +476,12 @@ async fn sessions_list(
 ) -> Result<Value, WsError> {
     let agents: Vec<&AgentEntry> = match str_param(params, &["agentId", "agent_id"]) {
         Some(_) => vec![pick_agent(state, params)?],
-        None => state.agents.iter().collect(),
+        None => state.runtime.agents().iter().collect(),
     };
     let mut sessions = Vec::new();
     for a in agents {
         let per_user = a.agent.settings().per_user_workspace;
-        for mut meta in state.store.list(&a.id).await.map_err(store_err)? {
+        for mut meta in state.store().list(&a.id).await.map_err(store_err)? {
             // On a per-user agent a user sees their own sessions, by the keys they use.
             if let (true, Some(u)) = (per_user, user) {
                 match ferroclaw_agent::user_scope::unscoped(u, &meta.key) {
@@ -493,13 +506,13 @@ async fn sessions_preview(
     const PREVIEW_CHARS: usize = 500;
     let agent = pick_agent(state, params)?;
     let named = session_key(params, true)?;
-    let key = runs::stored_key(agent, user, &named);
+    let key = runs::stored_key(state, agent, user, &named);
     let limit = params
         .get("limit")
         .and_then(Value::as_u64)
         .map_or(10, |l| l.clamp(1, 100) as usize);
     if state
-        .store
+        .store()
         .get(&agent.id, &key)
         .await
         .map_err(store_err)?
@@ -535,7 +548,7 @@ async fn sessions_patch(
 ) -> Result<Value, WsError> {
     let agent = pick_agent(state, params)?;
     let named = session_key(params, true)?;
-    let key = runs::stored_key(agent, user, &named);
+    let key = runs::stored_key(state, agent, user, &named);
     let Some(label) = params.get("label").or_else(|| params.get("name")) else {
         return Err(WsError::invalid("nothing to change: send `label`"));
     };
@@ -545,7 +558,7 @@ async fn sessions_patch(
         _ => return Err(WsError::invalid("`label` must be a string or null")),
     };
     if state
-        .store
+        .store()
         .get(&agent.id, &key)
         .await
         .map_err(store_err)?
@@ -558,14 +571,13 @@ async fn sessions_patch(
     }
     // The label is recorded in the transcript (`session_info`), the format's own place
     // for a session name; it goes through the session queue like any write.
-    let ticket = runs::write_entry(
+    write(
         state,
         agent,
         &key,
         EntryBody::SessionInfo { name: name.clone() },
     )
-    .map_err(|e| WsError::from_submit(&e))?;
-    finish_write(ticket).await?;
+    .await?;
     Ok(json!({"ok": true, "sessionKey": named, "agentId": agent.id, "label": name}))
 }
 
@@ -577,16 +589,14 @@ async fn sessions_delete(
 ) -> Result<Value, WsError> {
     let agent = pick_agent(state, params)?;
     let named = session_key(params, true)?;
-    let key = runs::stored_key(agent, user, &named);
-    // A turn still writing to the transcript would recreate what is being removed.
-    let stopped = state.scheduler.stop_all(&runs::queue_key(&agent.id, &key));
-    let deleted = state
-        .store
-        .delete(&agent.id, &key)
-        .await
-        .map_err(store_err)?;
-    // A fresh session starts without the old one's background processes or tool budget.
-    state.forget_session(&agent.id, &key);
+    let key = runs::stored_key(state, agent, user, &named);
+    // Stops its turns, then deletes through the queue (a turn still unwinding would
+    // recreate what is being removed) and drops its background processes.
+    let (deleted, stopped) = match state.runtime.delete_session(&agent.id, &key).await {
+        Ok(r) => r,
+        Err(RunFailure::Submit(e)) => return Err(WsError::from_submit(&e)),
+        Err(f) => return Err(WsError::new(WsCode::Internal, f.to_string())),
+    };
     if method == "sessions.reset" {
         Ok(json!({"reset": true, "existed": deleted, "stoppedRuns": stopped, "sessionKey": named}))
     } else {
@@ -605,7 +615,7 @@ async fn integrity_scan(state: &AppState, params: &Value) -> Result<Value, WsErr
     // a missing tool result: a repair would replace the file under it and lose what it
     // writes next. Runs starting during the scan are not excluded; the window is the
     // scan's duration.
-    let active = state.scheduler.active_runs();
+    let active = state.runtime.active_runs();
     if repair && active > 0 {
         return Err(WsError::new(
             WsCode::FailedPrecondition,
@@ -659,7 +669,7 @@ fn approval_answer(
     use ferroclaw_tools::exec_guard::ApprovalError;
     let id = str_param(params, &["id", "approvalId"])
         .ok_or_else(|| WsError::invalid("`id` is required"))?;
-    let broker = &state.services.exec.approvals;
+    let broker = &state.runtime.services().exec.approvals;
     // Someone else's approval is answered exactly like a missing one.
     if !broker
         .list()

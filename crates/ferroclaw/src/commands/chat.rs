@@ -3,12 +3,11 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
-use ferroclaw_agent::{Agent, EventSink, RunError, RunOutput, RunRequest};
+use ferroclaw_agent::RunOutput;
+use ferroclaw_runtime::{AgentEntry, Origin, QueueMode, RunFailure, Runtime, Submit, Submitted};
 use ferroclaw_types::{EventKind, RunEvent};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio_util::sync::CancellationToken;
 
 use crate::cli::ChatArgs;
 use crate::context::AppContext;
@@ -17,164 +16,210 @@ use crate::context::AppContext;
 const EXIT_INTERRUPTED: u8 = 130;
 
 pub async fn run(ctx: &AppContext, args: ChatArgs) -> anyhow::Result<ExitCode> {
-    let mut agent = ctx.agent(args.agent.as_deref())?;
-    if args.no_stream {
-        agent.set_streaming(false);
-    }
+    let runtime = ctx.runtime()?;
+    let id = args
+        .agent
+        .clone()
+        .unwrap_or_else(|| ctx.loaded.default_agent_id());
+    let Some(agent) = runtime.agent(&id) else {
+        let reason = runtime
+            .skipped_agents()
+            .iter()
+            .find(|(a, _)| *a == id)
+            .map_or_else(|| "no such agent".to_string(), |(_, why)| why.clone());
+        anyhow::bail!("cannot set up agent `{id}`: {reason}");
+    };
+    let chat = Chat {
+        runtime: &runtime,
+        agent,
+        args: &args,
+    };
     match &args.message {
-        Some(message) => one_shot(&agent, &args, message).await,
-        None => repl(ctx, &agent, &args).await,
+        Some(message) => chat.one_shot(message).await,
+        None => chat.repl(ctx).await,
     }
 }
 
-async fn one_shot(agent: &Agent, args: &ChatArgs, message: &str) -> anyhow::Result<ExitCode> {
-    // stdout carries only the final answer, so scripts can capture it.
-    let printer = Arc::new(Printer::new(false, args.show_reasoning));
-    match run_with_ctrl_c(agent, &args.session, args.user.as_deref(), message, printer).await {
-        Ok(out) => {
-            if !out.silent {
-                println!("{}", out.text);
+/// One chat session of the CLI: every message goes through the runtime's door, like a
+/// gateway's, so a CLI and a gateway on one home never write a session at once.
+struct Chat<'a> {
+    runtime: &'a Runtime,
+    agent: &'a AgentEntry,
+    args: &'a ChatArgs,
+}
+
+impl Chat<'_> {
+    async fn one_shot(&self, message: &str) -> anyhow::Result<ExitCode> {
+        // stdout carries only the final answer, so scripts can capture it.
+        let printer = Printer::new(false, self.args.show_reasoning);
+        match self.send(&self.args.session, message, &printer).await {
+            Ok(Some(out)) => {
+                if !out.silent {
+                    println!("{}", out.text);
+                }
+                Ok(ExitCode::SUCCESS)
             }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(RunError::Aborted) => {
-            eprintln!("aborted");
-            Ok(ExitCode::from(EXIT_INTERRUPTED))
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::FAILURE)
+            Ok(None) => Ok(ExitCode::SUCCESS),
+            Err(f) if f.is_aborted() => {
+                eprintln!("aborted");
+                Ok(ExitCode::from(EXIT_INTERRUPTED))
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                Ok(ExitCode::FAILURE)
+            }
         }
     }
-}
 
-async fn repl(ctx: &AppContext, agent: &Agent, args: &ChatArgs) -> anyhow::Result<ExitCode> {
-    let mut session = args.session.clone();
-    let s = agent.settings();
-    eprintln!(
+    async fn repl(&self, ctx: &AppContext) -> anyhow::Result<ExitCode> {
+        let (agent, args) = (&self.agent.agent, self.args);
+        let mut session = args.session.clone();
+        let s = agent.settings();
+        eprintln!(
         "ferroclaw — agent `{}` ({}/{}), session `{}`. /help for commands; Ctrl-C stops a reply, Ctrl-D exits.",
         s.id, s.provider, s.model, session
     );
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    loop {
-        eprint!("\n> ");
-        let _ = std::io::stderr().flush();
-        let line = tokio::select! {
-            line = lines.next_line() => line?,
-            _ = tokio::signal::ctrl_c() => None,
-        };
-        let Some(line) = line else {
-            eprintln!();
-            return Ok(ExitCode::SUCCESS);
-        };
-        let text = line.trim();
-        if text.is_empty() {
-            continue;
-        }
-        match text {
-            "/exit" | "/quit" => return Ok(ExitCode::SUCCESS),
-            "/help" => {
-                eprintln!("/new            start a fresh session\n/session KEY    switch to session KEY\n/compact        summarise older history now\n/integrity      last transcript scan; `/integrity scan` runs one\n/exit           quit");
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        loop {
+            eprint!("\n> ");
+            let _ = std::io::stderr().flush();
+            let line = tokio::select! {
+                line = lines.next_line() => line?,
+                _ = tokio::signal::ctrl_c() => None,
+            };
+            let Some(line) = line else {
+                eprintln!();
+                return Ok(ExitCode::SUCCESS);
+            };
+            let text = line.trim();
+            if text.is_empty() {
                 continue;
             }
-            "/integrity" => {
-                match ferroclaw_store::last_status(&ctx.loaded.home) {
-                    Some(st) => eprintln!(
+            match text {
+                "/exit" | "/quit" => return Ok(ExitCode::SUCCESS),
+                "/help" => {
+                    eprintln!("/new            start a fresh session\n/session KEY    switch to session KEY\n/compact        summarise older history now\n/integrity      last transcript scan; `/integrity scan` runs one\n/exit           quit");
+                    continue;
+                }
+                "/integrity" => {
+                    match ferroclaw_store::last_status(&ctx.loaded.home) {
+                        Some(st) => eprintln!(
                         "last scan {}: {} sessions, {} issues, {} repaired, {} unreadable ({} ms)",
                         st.timestamp, st.sessions, st.issues, st.repaired, st.errors, st.elapsed_ms
                     ),
-                    None => eprintln!("no integrity scan has run yet; `/integrity scan` runs one"),
-                }
-                continue;
-            }
-            "/integrity scan" => {
-                let home = ctx.loaded.home.clone();
-                let opts = ferroclaw_store::ScanOptions {
-                    repair: true,
-                    strategy: ferroclaw_agent::bootstrap::integrity_strategy(&ctx.settings.store),
-                    agent: None,
-                };
-                match tokio::task::spawn_blocking(move || ferroclaw_store::scan_home(&home, &opts))
-                    .await
-                {
-                    Ok(Ok(summary)) => eprintln!("{summary}"),
-                    Ok(Err(e)) => eprintln!("error: {e}"),
-                    Err(e) => eprintln!("error: scan task failed: {e}"),
-                }
-                continue;
-            }
-            "/compact" => {
-                // Compaction names the session as the store knows it.
-                let stored = ferroclaw_agent::user_scope::stored_key(
-                    agent.settings().per_user_workspace,
-                    args.user.as_deref(),
-                    &session,
-                );
-                match agent
-                    .compact_session(&stored, CancellationToken::new())
-                    .await
-                {
-                    Ok(Some((before, after))) => {
-                        eprintln!("compacted: about {before} -> {after} tokens")
+                        None => {
+                            eprintln!("no integrity scan has run yet; `/integrity scan` runs one")
+                        }
                     }
-                    Ok(None) => eprintln!("nothing old enough to compact yet"),
-                    Err(e) => eprintln!("error: {e}"),
+                    continue;
                 }
+                "/integrity scan" => {
+                    let home = ctx.loaded.home.clone();
+                    let opts = ferroclaw_store::ScanOptions {
+                        repair: true,
+                        strategy: ferroclaw_runtime::bootstrap::integrity_strategy(
+                            &ctx.settings.store,
+                        ),
+                        agent: None,
+                    };
+                    match tokio::task::spawn_blocking(move || {
+                        ferroclaw_store::scan_home(&home, &opts)
+                    })
+                    .await
+                    {
+                        Ok(Ok(summary)) => eprintln!("{summary}"),
+                        Ok(Err(e)) => eprintln!("error: {e}"),
+                        Err(e) => eprintln!("error: scan task failed: {e}"),
+                    }
+                    continue;
+                }
+                "/compact" => {
+                    // Compaction names the session as the store knows it, and waits in the
+                    // session's queue like any write.
+                    let stored =
+                        self.runtime
+                            .stored_key(self.agent, args.user.as_deref(), &session);
+                    match self.runtime.compact(&self.agent.id, &stored).await {
+                        Ok(Some((before, after))) => {
+                            eprintln!("compacted: about {before} -> {after} tokens")
+                        }
+                        Ok(None) => eprintln!("nothing old enough to compact yet"),
+                        Err(e) => eprintln!("error: {e}"),
+                    }
+                    continue;
+                }
+                "/new" => {
+                    session = format!("cli-{}", uuid_like());
+                    eprintln!("new session `{session}`");
+                    continue;
+                }
+                _ => {}
+            }
+            if let Some(key) = text.strip_prefix("/session ") {
+                session = key.trim().to_string();
+                eprintln!("session `{session}`");
                 continue;
             }
-            "/new" => {
-                session = format!("cli-{}", uuid_like());
-                eprintln!("new session `{session}`");
-                continue;
-            }
-            _ => {}
-        }
-        if let Some(key) = text.strip_prefix("/session ") {
-            session = key.trim().to_string();
-            eprintln!("session `{session}`");
-            continue;
-        }
 
-        let printer = Arc::new(Printer::new(agent.settings().stream, args.show_reasoning));
-        let result =
-            run_with_ctrl_c(agent, &session, args.user.as_deref(), text, printer.clone()).await;
-        if printer.streamed_text() {
-            println!();
-        }
-        match result {
-            Ok(out) if !printer.streamed_text() && !out.silent => println!("{}", out.text),
-            Ok(_) => {}
-            Err(RunError::Aborted) => eprintln!("[aborted]"),
-            Err(e) => eprintln!("error: {e}"),
+            let stream = agent.settings().stream && !args.no_stream;
+            let printer = Printer::new(stream, args.show_reasoning);
+            let result = self.send(&session, text, &printer).await;
+            if printer.streamed_text() {
+                println!();
+            }
+            match result {
+                Ok(Some(out)) if !printer.streamed_text() && !out.silent => {
+                    println!("{}", out.text)
+                }
+                Ok(_) => {}
+                Err(f) if f.is_aborted() => eprintln!("[aborted]"),
+                Err(e) => eprintln!("error: {e}"),
+            }
         }
     }
-}
 
-/// Runs one message; Ctrl-C cancels the run (which then records itself as aborted).
-async fn run_with_ctrl_c(
-    agent: &Agent,
-    session: &str,
-    user: Option<&str>,
-    message: &str,
-    printer: Arc<Printer>,
-) -> Result<RunOutput, RunError> {
-    let cancel = CancellationToken::new();
-    let run = agent.run_as(
-        RunRequest {
-            session_key: session.to_string(),
-            message: message.to_string(),
-        },
-        user,
-        printer,
-        cancel.clone(),
-    );
-    tokio::pin!(run);
-    tokio::select! {
-        res = &mut run => res,
-        _ = tokio::signal::ctrl_c() => {
-            cancel.cancel();
-            run.await
-        }
+    /// Submits one message and shows its events; Ctrl-C aborts the run (which then records
+    /// itself as aborted). `Ok(None)`: a `/stop` command, answered on stderr.
+    async fn send(
+        &self,
+        session: &str,
+        message: &str,
+        printer: &Printer,
+    ) -> Result<Option<RunOutput>, RunFailure> {
+        let submitted = self
+            .runtime
+            .submit(Submit {
+                agent_id: &self.agent.id,
+                session_key: session,
+                user: self.args.user.as_deref(),
+                message,
+                mode: QueueMode::Queue,
+                origin: Origin::Cli,
+            })
+            .map_err(|e| match e {
+                ferroclaw_runtime::RuntimeError::Submit(e) => RunFailure::Submit(e),
+                other => {
+                    RunFailure::Submit(ferroclaw_runtime::SubmitError::Failed(other.to_string()))
+                }
+            })?;
+        let handle = match submitted {
+            Submitted::Command(text) => {
+                eprintln!("{text}");
+                return Ok(None);
+            }
+            Submitted::Run(handle) => handle,
+        };
+        let aborter = handle.aborter();
+        let finish = handle.finish(|ev| printer.show(ev));
+        tokio::pin!(finish);
+        let result = tokio::select! {
+            res = &mut finish => res,
+            _ = tokio::signal::ctrl_c() => {
+                aborter.abort();
+                finish.await
+            }
+        };
+        result.map(Some)
     }
 }
 
@@ -207,8 +252,8 @@ impl Printer {
     }
 }
 
-impl EventSink for Printer {
-    fn emit(&self, event: RunEvent) {
+impl Printer {
+    fn show(&self, event: RunEvent) {
         match event.kind {
             EventKind::AssistantDelta { text } if self.stream_text => {
                 self.streamed.store(true, Ordering::Relaxed);

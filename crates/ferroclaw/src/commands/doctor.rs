@@ -83,7 +83,8 @@ pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     }
     for p in &providers {
         let max_tokens = loaded.config.agents.defaults.limits.default_max_tokens;
-        let provider = match ferroclaw_agent::bootstrap::provider_client(&p.settings(max_tokens)) {
+        let provider = match ferroclaw_runtime::bootstrap::provider_client(&p.settings(max_tokens))
+        {
             Ok(p) => p,
             Err(e) => {
                 r.fail(&format!("provider `{}`: {e}", p.name), "check its base_url");

@@ -35,16 +35,16 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
     for p in &providers {
         writeln!(out, "  provider {} ({}, {})", p.name, p.kind, p.base_url)?;
     }
-    for a in &state.agents {
+    for a in state.runtime.agents() {
         let s = a.agent.settings();
-        let mark = if a.id == state.default_agent {
+        let mark = if a.id == state.runtime.default_agent_id() {
             " (default)"
         } else {
             ""
         };
         writeln!(out, "  agent {}{mark}: {}/{}", a.id, s.provider, s.model)?;
     }
-    for (id, why) in &state.skipped_agents {
+    for (id, why) in state.runtime.skipped_agents() {
         writeln!(out, "  agent {id} skipped: {why}")?;
     }
     let token = &state.token;

@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ferroclaw_agent::{bootstrap, Agent, RunError, RunRequest, ToolSlots};
+use ferroclaw_agent::{Agent, RunError, RunRequest, ToolSlots};
 use ferroclaw_providers::{ErrorKind, RetryPolicy};
+use ferroclaw_runtime::bootstrap;
 use ferroclaw_testkit::{Protocol, Reply};
 use ferroclaw_tools::{Tool, ToolContext, ToolRegistry, ToolResult};
 use ferroclaw_types::EventKind;

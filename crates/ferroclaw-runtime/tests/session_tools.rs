@@ -4,16 +4,14 @@
 //! background (`mode: "session"`) subagent of `helper` never races the parent for
 //! scripted replies.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
-use ferroclaw_agent::bootstrap::{build_agent_with, SharedServices};
-use ferroclaw_agent::session_tools::{SessionHub, SubagentLimits, SubagentStatus};
+use crate::common::*;
 use ferroclaw_agent::Agent;
 use ferroclaw_config::{Env, LoadOptions};
+use ferroclaw_runtime::session_tools::{SessionHub, SubagentLimits, SubagentStatus};
+use ferroclaw_runtime::{Lane, Runtime, RuntimeOptions};
 use ferroclaw_store::{FileSessionStore, SessionStore};
 use ferroclaw_testkit::{Protocol, RecordedRequest, Reply, ScriptedLlm};
 use serde_json::{json, Value};
@@ -23,18 +21,28 @@ struct Setup {
     helper_llm: ScriptedLlm,
     store: Arc<dyn SessionStore>,
     hub: Arc<SessionHub>,
-    main: Agent,
+    main: Arc<Agent>,
     // Kept alive: the hub holds agents weakly.
-    _helper: Agent,
+    runtime: Runtime,
     _home: tempfile::TempDir,
 }
 
 async fn setup(limits: SubagentLimits) -> Setup {
-    setup_with(limits, "").await
+    setup_full(limits, 8, "", "").await
 }
 
-/// `defaults` is extra JSON5 for `agents.defaults`, e.g. `per_user_workspace: true,`.
 async fn setup_with(limits: SubagentLimits, defaults: &str) -> Setup {
+    setup_full(limits, 8, defaults, "").await
+}
+
+/// `defaults` is extra JSON5 for `agents.defaults`, e.g. `per_user_workspace: true,`;
+/// `agents` extra entries for `agents.list`; `subagent_lane` the lane's size.
+async fn setup_full(
+    limits: SubagentLimits,
+    subagent_lane: usize,
+    defaults: &str,
+    agents: &str,
+) -> Setup {
     let llm = ScriptedLlm::start().await.expect("llm");
     let helper_llm = ScriptedLlm::start().await.expect("llm");
     let home = tempfile::tempdir().expect("tempdir");
@@ -42,7 +50,7 @@ async fn setup_with(limits: SubagentLimits, defaults: &str) -> Setup {
         r#"{{
   agents: {{
     defaults: {{ provider: "scripted", model: "model-a", max_iterations: 6, timeout_seconds: 60, stream: false, {defaults} }},
-    list: [ {{ id: "helper", provider: "second" }} ],
+    list: [ {{ id: "helper", provider: "second" }}, {agents} ],
   }},
   providers: {{
     scripted: {{ type: "openai_compat", base_url: "{}" }},
@@ -67,18 +75,26 @@ async fn setup_with(limits: SubagentLimits, defaults: &str) -> Setup {
     .expect("config loads");
     let store: Arc<dyn SessionStore> = Arc::new(FileSessionStore::new(home.path()));
     let settings = loaded.settings();
-    let mut services = SharedServices::new(&settings).expect("services");
-    services.sessions = SessionHub::new(limits);
-    let agent = |id: &str| settings.agent(id).expect("agent settings");
-    let main = build_agent_with(agent("main"), store.clone(), &services).expect("main");
-    let helper = build_agent_with(agent("helper"), store.clone(), &services).expect("helper");
+    let mut options = RuntimeOptions::from_settings(&settings);
+    options.subagents = limits;
+    options
+        .scheduler
+        .lanes
+        .push((Lane::Subagent, subagent_lane));
+    let runtime = Runtime::build(&settings, store.clone(), options).expect("runtime");
+    assert!(
+        runtime.skipped_agents().is_empty(),
+        "{:?}",
+        runtime.skipped_agents()
+    );
+    let main = runtime.agent("main").expect("main").agent.clone();
     Setup {
         llm,
         helper_llm,
         store,
-        hub: services.sessions.clone(),
+        hub: runtime.services().sessions.clone(),
         main,
-        _helper: helper,
+        runtime,
         _home: home,
     }
 }
@@ -447,11 +463,7 @@ async fn steer_sends_a_follow_up_to_a_finished_session_subagent() {
 
 #[tokio::test]
 async fn a_full_subagent_lane_refuses_another_spawn() {
-    let s = setup(SubagentLimits {
-        max_concurrent: 1,
-        ..SubagentLimits::default()
-    })
-    .await;
+    let s = setup_full(SubagentLimits::default(), 1, "", "").await;
     s.helper_llm.push(Reply::text("busy").hang_after(1));
     s.llm.push(Reply::tool_call(
         "c1",
@@ -1048,38 +1060,16 @@ async fn a_broken_user_workspace_is_refused_without_showing_host_paths() {
 
 #[tokio::test]
 async fn a_users_subagent_cannot_run_on_an_agent_without_per_user_workspaces() {
-    let s = users_setup().await;
-    // A second agent, `solo`, from a configuration without per-user workspaces, bound
-    // to the same hub (the shape of an operator's own agent next to a shared one).
-    let solo_home = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        solo_home.path().join("config.json5"),
-        format!(
-            r#"{{
-  agents: {{ defaults: {{ provider: "scripted", model: "model-a", stream: false }}, list: [ {{ id: "solo" }} ] }},
-  providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
-}}"#,
-            s.llm.openai_base_url()
-        ),
+    // A second agent, `solo`, without per-user workspaces, in the same runtime (the
+    // shape of an operator's own agent next to a shared one).
+    let s = setup_full(
+        SubagentLimits::default(),
+        8,
+        "per_user_workspace: true,",
+        r#"{ id: "solo", per_user_workspace: false }"#,
     )
-    .expect("config");
-    let loaded = ferroclaw_config::load(
-        &LoadOptions {
-            home: Some(solo_home.path().to_path_buf()),
-            config_path: None,
-        },
-        Env::from_pairs([("FERROCLAW_SCRIPTED_API_KEY", "k1")]),
-    )
-    .expect("config loads");
-    let settings = loaded.settings();
-    let mut services = SharedServices::new(&settings).expect("services");
-    services.sessions = s.hub.clone();
-    let solo = build_agent_with(
-        settings.agent("solo").expect("agent settings"),
-        s.store.clone(),
-        &services,
-    )
-    .expect("solo");
+    .await;
+    let solo = s.runtime.agent("solo").expect("solo").agent.clone();
     assert!(!solo.settings().per_user_workspace);
     std::fs::write(solo.settings().workspace.join("operator.txt"), BOB_SECRET).expect("file");
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferroclaw_agent::{EventSink, RunError, RunOutput};
-use ferroclaw_gateway::scheduler::{
+use ferroclaw_runtime::scheduler::{
     Clock, DropPolicy, Lane, QueueMode, RunFn, Scheduler, SchedulerConfig, SharedOutcome,
     Submission, SubmitError, Ticket,
 };
@@ -106,59 +106,60 @@ fn fake() -> (
         started: tx,
     };
     let log = Arc::clone(&f.log);
-    let run: RunFn = Arc::new(move |message: String, sink: Arc<dyn EventSink>, cancel| {
-        let f = f.clone();
-        Box::pin(async move {
-            if message == "boom" {
-                panic!("fake agent exploded");
-            }
-            let run_id = format!("run-{message}");
-            sink.emit(RunEvent {
-                run_id: run_id.clone(),
-                seq: 1,
-                kind: EventKind::LifecycleStart {
-                    agent_id: "a".into(),
-                    session_key: "k".into(),
-                    model: "m".into(),
-                },
-            });
-            f.log.lock().expect("log").push(format!("start:{message}"));
-            let (release, released) = oneshot::channel();
-            let _ = f.started.send(Started {
-                message: message.clone(),
-                cancel: cancel.clone(),
-                release,
-            });
-            tokio::select! {
-                _ = released => {}
-                _ = cancel.cancelled() => {
-                    f.log.lock().expect("log").push(format!("abort:{message}"));
-                    return Err(RunError::Aborted);
+    let run: RunFn = Arc::new(
+        move |run_id: String, message: String, sink: Arc<dyn EventSink>, cancel| {
+            let f = f.clone();
+            Box::pin(async move {
+                if message == "boom" {
+                    panic!("fake agent exploded");
                 }
-            }
-            f.log.lock().expect("log").push(format!("end:{message}"));
-            sink.emit(RunEvent {
-                run_id: run_id.clone(),
-                seq: 2,
-                kind: EventKind::LifecycleEnd {
+                sink.emit(RunEvent {
+                    run_id: run_id.clone(),
+                    seq: 1,
+                    kind: EventKind::LifecycleStart {
+                        agent_id: "a".into(),
+                        session_key: "k".into(),
+                        model: "m".into(),
+                    },
+                });
+                f.log.lock().expect("log").push(format!("start:{message}"));
+                let (release, released) = oneshot::channel();
+                let _ = f.started.send(Started {
+                    message: message.clone(),
+                    cancel: cancel.clone(),
+                    release,
+                });
+                tokio::select! {
+                    _ = released => {}
+                    _ = cancel.cancelled() => {
+                        f.log.lock().expect("log").push(format!("abort:{message}"));
+                        return Err(RunError::Aborted);
+                    }
+                }
+                f.log.lock().expect("log").push(format!("end:{message}"));
+                sink.emit(RunEvent {
+                    run_id: run_id.clone(),
+                    seq: 2,
+                    kind: EventKind::LifecycleEnd {
+                        stop_reason: StopReason::Stop,
+                        usage: Usage::default(),
+                        text: message.clone(),
+                    },
+                });
+                Ok(RunOutput {
+                    run_id,
+                    session_id: "s".into(),
+                    text: message,
+                    silent: false,
                     stop_reason: StopReason::Stop,
                     usage: Usage::default(),
-                    text: message.clone(),
-                },
-            });
-            Ok(RunOutput {
-                run_id,
-                session_id: "s".into(),
-                text: message,
-                silent: false,
-                stop_reason: StopReason::Stop,
-                usage: Usage::default(),
-                iterations: 1,
-                provider: "fake".into(),
-                model: "m".into(),
+                    iterations: 1,
+                    provider: "fake".into(),
+                    model: "m".into(),
+                })
             })
-        })
-    });
+        },
+    );
     (run, log, rx)
 }
 
@@ -227,11 +228,13 @@ impl Env {
     }
     fn sub_to(&self, key: &str, msg: &str, mode: QueueMode, sink: Arc<Collect>) -> Submission {
         Submission {
+            run_id: format!("run-{msg}"),
             lane: Lane::Main,
             session_key: key.into(),
             group: key.starts_with("group"),
             message: msg.into(),
             mode,
+            mergeable: true,
             events: sink,
             run: Arc::clone(&self.run),
         }
@@ -487,7 +490,10 @@ async fn full_queue_refuses_new_with_policy_new() {
 async fn debounce_merges_messages_within_the_window() {
     let clock = Arc::new(ManualClock::default());
     let mut env = Env::with(Scheduler::with_clock(
-        SchedulerConfig::default(), // 800 ms
+        SchedulerConfig {
+            debounce: Duration::from_millis(800),
+            ..SchedulerConfig::default()
+        },
         Arc::clone(&clock) as Arc<dyn Clock>,
     ));
     let a = env.submit("dm", "a");
@@ -511,7 +517,10 @@ async fn debounce_merges_messages_within_the_window() {
 async fn debounce_keeps_messages_outside_the_window_apart() {
     let clock = Arc::new(ManualClock::default());
     let mut env = Env::with(Scheduler::with_clock(
-        SchedulerConfig::default(),
+        SchedulerConfig {
+            debounce: Duration::from_millis(800),
+            ..SchedulerConfig::default()
+        },
         Arc::clone(&clock) as Arc<dyn Clock>,
     ));
     let a = env.submit("dm", "a");
@@ -576,7 +585,10 @@ async fn stop_all_aborts_and_drains() {
 async fn stop_all_cancels_a_pending_debounce() {
     let clock = Arc::new(ManualClock::default());
     let mut env = Env::with(Scheduler::with_clock(
-        SchedulerConfig::default(),
+        SchedulerConfig {
+            debounce: Duration::from_millis(800),
+            ..SchedulerConfig::default()
+        },
         Arc::clone(&clock) as Arc<dyn Clock>,
     ));
     let a = env.submit("dm", "a");
@@ -589,16 +601,78 @@ async fn stop_all_cancels_a_pending_debounce() {
 }
 
 #[tokio::test]
-async fn abort_run_by_agent_run_id() {
+async fn abort_run_by_the_id_made_at_submit() {
     let mut env = Env::new(cfg());
     let a = env.submit("dm", "a");
     let first = env.next().await;
-    assert_eq!(env.sched.active_run_ids("dm"), ["run-a"]);
+    assert!(env.sched.run_in_session("dm", "run-a"));
+    assert!(!env.sched.run_in_session("other", "run-a"));
     assert!(!env.sched.abort_run("run-unknown"));
     assert!(env.sched.abort_run("run-a"));
     assert!(first.cancel.is_cancelled());
     assert!(aborted(a).await);
     assert!(!env.sched.abort_run("run-a"), "no longer active");
+}
+
+#[tokio::test]
+async fn abort_of_a_queued_message_takes_it_out_of_the_queue() {
+    let mut env = Env::new(cfg());
+    let a = env.submit("dm", "a");
+    let b = env.submit("dm", "b");
+    let c = env.submit("dm", "c");
+    let first = env.next().await;
+    assert!(env.sched.run_in_session("dm", "run-b"));
+    assert!(
+        env.sched.abort_run("run-b"),
+        "a waiting message can be aborted"
+    );
+    assert!(!env.sched.run_in_session("dm", "run-b"));
+    assert!(
+        !first.cancel.is_cancelled(),
+        "the running turn is untouched"
+    );
+    match b.outcome.await.expect("answered") {
+        Err(SubmitError::Cancelled) => {}
+        other => panic!("expected Cancelled, got {:?}", other.map(|_| ())),
+    }
+    let _ = first.release.send(());
+    assert!(a.outcome.await.is_ok());
+    let next = env.next().await;
+    assert_eq!(next.message, "c", "b never ran");
+    let _ = next.release.send(());
+    assert!(c.outcome.await.is_ok());
+}
+
+#[tokio::test]
+async fn unmergeable_messages_never_join_a_followup_batch() {
+    let mut env = Env::new(cfg());
+    let a = env.submit("dm", "a");
+    let first = env.next().await;
+    let b = env
+        .sched
+        .submit(env.sub("dm", "b", QueueMode::Followup))
+        .expect("b");
+    let mut solo = env.sub("dm", "tool", QueueMode::Followup);
+    solo.mergeable = false;
+    let t = env.sched.submit(solo).expect("tool");
+    let c = env
+        .sched
+        .submit(env.sub("dm", "c", QueueMode::Followup))
+        .expect("c");
+    let _ = first.release.send(());
+    assert!(a.outcome.await.is_ok());
+    let next = env.next().await;
+    assert_eq!(next.message, "b", "the unmergeable message ends the batch");
+    let _ = next.release.send(());
+    let next = env.next().await;
+    assert_eq!(next.message, "tool", "it runs on its own");
+    let _ = next.release.send(());
+    let next = env.next().await;
+    assert_eq!(next.message, "c");
+    let _ = next.release.send(());
+    for t in [b, t, c] {
+        assert!(t.outcome.await.is_ok());
+    }
 }
 
 #[tokio::test]
@@ -675,7 +749,7 @@ fn env_overrides_lane_limits() {
     assert_eq!(cfg.lane_limit(Lane::Cron), 2, "invalid value ignored");
     assert_eq!(cfg.lane_limit(Lane::Subagent), 8);
     assert_eq!(cfg.queue_capacity, 10);
-    assert_eq!(cfg.debounce, Duration::from_millis(800));
+    assert_eq!(cfg.debounce, Duration::ZERO, "off unless configured");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,5 @@
-//! Lanes and per-session queues. CONTRACT FILE: the HTTP/WS surfaces are written against
-//! the public items below; the scheduler owner fills in the bodies (and may add items).
+//! Lanes and per-session queues: the runtime's door (`crate::door`) submits every run
+//! here, whoever starts it.
 //!
 //! Every run enters a lane (`main`, `subagent`, `delegate`, `cron`: each a concurrency
 //! limit) and its session's queue (one active run per direct session, 3 per group
@@ -12,6 +12,8 @@
 //!   becomes one run, messages joined with blank lines.
 //! - `Followup`: when a slot frees up, a followup at the head of the queue is merged with
 //!   the followups queued right behind it into one run.
+//! - Only `mergeable` submissions (messages people type) join a debounce window or a
+//!   followup batch; tool-started runs and maintenance writes always run on their own.
 //! - `Interrupt`: cancels the session's active runs and queues the message at the front;
 //!   it starts as soon as the aborted runs have returned (never alongside them in a
 //!   direct session, so two runs never interleave in one transcript).
@@ -66,14 +68,17 @@ pub enum DropPolicy {
 
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
-    /// Concurrency per lane: main 4, subagent 8, delegate 4, cron 2 by default;
-    /// `FERROCLAW_LANE_<NAME>` overrides (read by the caller, not here).
+    /// Concurrency per lane (defaults: main 32, subagent 8, delegate 4, cron 2, as
+    /// `gateway.lanes` in the configuration); `FERROCLAW_LANE_<NAME>` overrides.
     pub lanes: Vec<(Lane, usize)>,
-    pub queue_capacity: usize,         // 10
-    pub drop_policy: DropPolicy,       // Old
-    pub debounce: std::time::Duration, // 800 ms; ZERO disables
-    pub direct_concurrency: usize,     // 1
-    pub group_concurrency: usize,      // 3
+    /// Messages waiting per session before the drop policy applies (10).
+    pub queue_capacity: usize,
+    pub drop_policy: DropPolicy,
+    /// Quiet period merging messages to an idle session; ZERO (the default) disables.
+    pub debounce: std::time::Duration,
+    /// Runs at once in a direct session (1) and in a group session (3).
+    pub direct_concurrency: usize,
+    pub group_concurrency: usize,
 }
 
 impl Default for SchedulerConfig {
@@ -87,7 +92,7 @@ impl Default for SchedulerConfig {
             ],
             queue_capacity: 10,
             drop_policy: DropPolicy::Old,
-            debounce: Duration::from_millis(800),
+            debounce: Duration::ZERO,
             direct_concurrency: 1,
             group_concurrency: 3,
         }
@@ -104,14 +109,6 @@ impl Lane {
             Lane::Subagent => "SUBAGENT",
             Lane::Delegate => "DELEGATE",
             Lane::Cron => "CRON",
-        }
-    }
-
-    fn default_limit(self) -> usize {
-        match self {
-            Lane::Main | Lane::Delegate => 4,
-            Lane::Subagent => 8,
-            Lane::Cron => 2,
         }
     }
 }
@@ -140,20 +137,27 @@ impl SchedulerConfig {
         self
     }
 
-    /// The lane's concurrency: the last entry for it in `lanes`, else its default.
+    /// The lane's concurrency: the last entry for it in `lanes`, else the default's.
     pub fn lane_limit(&self, lane: Lane) -> usize {
-        self.lanes
-            .iter()
-            .rev()
-            .find(|(l, _)| *l == lane)
-            .map_or_else(|| lane.default_limit(), |(_, n)| *n)
+        let find = |lanes: &[(Lane, usize)]| {
+            lanes
+                .iter()
+                .rev()
+                .find(|(l, _)| *l == lane)
+                .map(|(_, n)| *n)
+        };
+        find(&self.lanes)
+            .or_else(|| find(&SchedulerConfig::default().lanes))
+            .unwrap_or(1)
     }
 }
 
-/// The work a run does: the gateway passes a closure that calls `Agent::run` with the
-/// (possibly merged) message. Taking a closure keeps the scheduler testable without an LLM.
+/// The work a run does: the runtime's door passes a closure that calls the agent with
+/// the run id and the (possibly merged) message. Taking a closure keeps the scheduler
+/// testable without an LLM.
 pub type RunFn = Arc<
     dyn Fn(
+            String,
             String,
             Arc<dyn EventSink>,
             CancellationToken,
@@ -163,12 +167,16 @@ pub type RunFn = Arc<
 >;
 
 pub struct Submission {
+    /// Made by the submitter; a merged run carries the id of its first message.
+    pub run_id: String,
     pub lane: Lane,
     /// Unique per agent+session, e.g. `main:alice` — the queue key.
     pub session_key: String,
     pub group: bool,
     pub message: String,
     pub mode: QueueMode,
+    /// Whether the message may join a debounce window or a followup batch.
+    pub mergeable: bool,
     /// Receives this submission's run events (fan-out when messages were merged).
     pub events: Arc<dyn EventSink>,
     pub run: RunFn,
@@ -244,10 +252,20 @@ impl Scheduler {
         self.inner.stop_all(session_key)
     }
 
-    /// Aborts the run with this id if it is active (for `chat.abort {runId}`).
-    /// The id is known once the run has emitted its first event.
+    /// Aborts the run carrying the message with this id if it is running, or takes the
+    /// message out of its queue (its submitter gets `Cancelled`) if it is waiting.
     pub fn abort_run(&self, run_id: &str) -> bool {
         self.inner.abort_run(run_id)
+    }
+
+    /// Whether a message with this id is queued or running in the session.
+    pub fn run_in_session(&self, session_key: &str, run_id: &str) -> bool {
+        self.inner.run_in_session(session_key, run_id)
+    }
+
+    /// Permits free in a lane now (a hint: it can change as soon as it is read).
+    pub fn lane_available(&self, lane: Lane) -> usize {
+        self.inner.lane_available(lane)
     }
 
     /// Number of runs executing now, and queued messages, for /metrics and status.
@@ -262,11 +280,6 @@ impl Scheduler {
     /// Whether the session has a run active or messages waiting (debounce included).
     pub fn session_busy(&self, session_key: &str) -> bool {
         self.inner.session_busy(session_key)
-    }
-
-    /// The agent run ids of the session's active runs (those that emitted an event yet).
-    pub fn active_run_ids(&self, session_key: &str) -> Vec<String> {
-        self.inner.active_run_ids(session_key)
     }
 
     /// Stops accepting; aborts still-running turns after `grace`; resolves when all ended.

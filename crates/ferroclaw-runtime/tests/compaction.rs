@@ -1,9 +1,7 @@
 //! Compaction through the scripted LLM: threshold trigger, overflow recovery, pairing,
 //! failed summaries, memory flush and `/compact`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ferroclaw_testkit::{Protocol, Reply};
 use ferroclaw_types::{EntryBody, Message};
 use serde_json::{json, Value};

@@ -8,6 +8,11 @@
 //! store, policy) and a *weak* reference to the agent's tool registry: the registry holds
 //! the tools, the tools hold the hub, so a strong reference would be a cycle.
 //!
+//! Every run these tools start goes through the runtime's door (the same scheduler as
+//! HTTP, WebSocket and the CLI): `sessions_send` in the `delegate` lane, subagents in the
+//! `subagent` lane, each in its session's queue, so no run here can overlap another run
+//! on the same session, whoever started that one.
+//!
 //! Design choices (documented here because they are the contract):
 //! - **Depth** travels in the tool instances: a subagent gets its own registry whose
 //!   session tools carry `depth = parent + 1`, and whose policy is bound at that depth
@@ -16,22 +21,21 @@
 //!   too, so a policy that allows it anyway cannot go deeper.
 //! - **Announcements** (`mode: "session"`): when a background subagent ends, a user-role
 //!   message `[Subagent <label> finished]\n<text>` (or `failed`) is appended to the parent
-//!   session's transcript, so the parent's next turn sees it. Transcripts allow a single
-//!   writer, so the hub wraps each agent's store ([`SessionHub::bind`] returns the
-//!   wrapper) to know which sessions have a log open, and the announcement waits until
-//!   the parent's log is closed (its run ended). A cancelled subagent is not announced:
-//!   the parent asked for it.
+//!   session's transcript, so the parent's next turn sees it. The append is queued in the
+//!   parent session's queue like any write, so it lands after the parent's running turn.
+//!   A cancelled subagent is not announced: the parent asked for it.
 //! - **Limits**: depth (default 1), running children per parent session (default 5) and
-//!   running subagents in the process (the `subagent` lane, default 8). Going over a
-//!   limit is refused with a clear error rather than queued, so a model never waits on
-//!   a queue it cannot see.
+//!   running subagents in the process (the scheduler's `subagent` lane, default 8). A
+//!   spawn is refused with a clear error when the lane has no free slot, so a model never
+//!   waits on a queue it cannot see (a spawn racing another for the last slot waits for
+//!   the lane instead).
 //! - `sessions_send` and `subagents steer` refuse a session that has a run in progress
 //!   (its own current session included: waiting on it would deadlock).
 //! - A `model` override for a subagent is refused unless it names the agent's model: the
 //!   provider chain fixes its models when it is built.
 //! - **Users** (agents with `per_user_workspace`): a call made for user U (`ctx.user`)
 //!   sees and touches only U's sessions. Keys the model names are U's own keys, turned
-//!   into stored keys with [`crate::user_scope::scoped_key`], so another user's session
+//!   into stored keys with [`ferroclaw_agent::user_scope::scoped_key`], so another user's session
 //!   cannot even be named; answers show U's keys unscoped. `sessions_send`,
 //!   `sessions_spawn` and `subagents steer` run on behalf of U (U's workspace and
 //!   sessions), and a user's call cannot reach an agent that does not keep users apart.
@@ -44,17 +48,20 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use ferroclaw_agent::prompt::PromptMode;
+use ferroclaw_agent::runner::store_message;
+use ferroclaw_agent::{Agent, AgentSettings};
 use ferroclaw_providers::Provider;
-use ferroclaw_store::{LoadProblem, SessionLog, SessionMeta, SessionStore, StoreError};
+use ferroclaw_store::{SessionMeta, SessionStore};
 use ferroclaw_tools::{PolicyContext, PolicyEngine, Tool, ToolContext, ToolRegistry, ToolResult};
-use ferroclaw_types::{Entry, EntryBody, Message, Usage};
+use ferroclaw_types::{EntryBody, Message};
 use serde_json::{json, Value};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::NullSink;
-use crate::prompt::PromptMode;
-use crate::runner::{store_message, Agent, AgentSettings, RunError, RunRequest};
+use crate::door::{queue_key, Core, RunSpec};
+use crate::origin::Origin;
+use crate::scheduler::{Lane, QueueMode};
 
 /// Finished subagent records kept for `subagents list` (oldest dropped first).
 const KEEP_FINISHED: usize = 100;
@@ -68,8 +75,6 @@ pub struct SubagentLimits {
     pub max_depth: u32,
     /// Subagents running at once per parent session.
     pub max_children: usize,
-    /// Subagents running at once in the process (the `subagent` lane).
-    pub max_concurrent: usize,
 }
 
 impl Default for SubagentLimits {
@@ -77,7 +82,6 @@ impl Default for SubagentLimits {
         Self {
             max_depth: 1,
             max_children: 5,
-            max_concurrent: 8,
         }
     }
 }
@@ -131,7 +135,6 @@ struct AgentHandle {
     provider: Arc<dyn Provider>,
     tools: Weak<ToolRegistry>,
     store: Arc<dyn SessionStore>,
-    raw_store: Arc<dyn SessionStore>,
     policy: PolicyEngine,
     policy_ctx: PolicyContext,
 }
@@ -140,23 +143,22 @@ struct AgentHandle {
 pub struct SessionHub {
     limits: SubagentLimits,
     agents: RwLock<HashMap<String, Arc<AgentHandle>>>,
-    lane: Arc<Semaphore>,
     records: Mutex<Vec<Record>>,
     next_id: AtomicU64,
-    busy: Arc<Busy>,
     finished: Notify,
+    /// The runtime's scheduler and store: every run and write goes through them.
+    core: Arc<Core>,
 }
 
 impl SessionHub {
-    pub fn new(limits: SubagentLimits) -> Arc<Self> {
+    pub(crate) fn new(limits: SubagentLimits, core: Arc<Core>) -> Arc<Self> {
         Arc::new(Self {
             limits,
             agents: RwLock::new(HashMap::new()),
-            lane: Arc::new(Semaphore::new(limits.max_concurrent.max(1))),
             records: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
-            busy: Arc::new(Busy::default()),
             finished: Notify::new(),
+            core,
         })
     }
 
@@ -185,8 +187,7 @@ impl SessionHub {
         .collect()
     }
 
-    /// Makes an agent reachable from the session tools. Returns the store the agent must
-    /// be built with: `store` wrapped so the hub knows which sessions have a run going.
+    /// Makes an agent reachable from the session tools.
     pub fn bind(
         &self,
         settings: AgentSettings,
@@ -195,24 +196,18 @@ impl SessionHub {
         store: Arc<dyn SessionStore>,
         policy: PolicyEngine,
         policy_ctx: PolicyContext,
-    ) -> Arc<dyn SessionStore> {
-        let tracked: Arc<dyn SessionStore> = Arc::new(TrackedStore {
-            inner: store.clone(),
-            busy: self.busy.clone(),
-        });
+    ) {
         let handle = AgentHandle {
             settings,
             provider,
             tools: Arc::downgrade(tools),
-            store: tracked.clone(),
-            raw_store: store,
+            store,
             policy,
             policy_ctx,
         };
         if let Ok(mut agents) = self.agents.write() {
             agents.insert(handle.settings.id.clone(), Arc::new(handle));
         }
-        tracked
     }
 
     /// Every subagent the hub knows of (running and recently finished).
@@ -254,16 +249,13 @@ impl SessionHub {
         })
     }
 
+    /// Whether the session has a run going or messages waiting, whoever sent them.
     fn session_busy(&self, agent_id: &str, key: &str) -> bool {
-        self.busy.count(&busy_key(agent_id, key)) > 0
+        self.core.scheduler.session_busy(&queue_key(agent_id, key))
     }
 
     /// Registers a running subagent after checking the per-parent and lane limits.
-    fn admit(
-        &self,
-        info: SubagentInfo,
-        cancel: CancellationToken,
-    ) -> Result<OwnedSemaphorePermit, String> {
+    fn admit(&self, info: SubagentInfo, cancel: CancellationToken) -> Result<(), String> {
         let mut records = self.lock_records();
         let running = |r: &&Record| r.info.status == SubagentStatus::Running;
         let children = records
@@ -289,12 +281,13 @@ impl SessionHub {
                 info.label
             ));
         }
-        let permit = self.lane.clone().try_acquire_owned().map_err(|_| {
-            format!(
+        let lane_free = self.core.scheduler.lane_available(Lane::Subagent);
+        if lane_free == 0 {
+            return Err(format!(
                 "refused: the subagent lane is full ({} subagents running in this process); try again later",
-                self.limits.max_concurrent
-            )
-        })?;
+                self.core.scheduler.config().lane_limit(Lane::Subagent)
+            ));
+        }
         // Re-steering a finished subagent replaces its old record.
         records.retain(|r| r.info.id != info.id);
         records.push(Record { info, cancel });
@@ -310,52 +303,74 @@ impl SessionHub {
                 records.remove(i);
             }
         }
-        Ok(permit)
+        Ok(())
     }
 
-    fn finish(&self, id: &str, outcome: &Result<String, RunError>, cancelled: bool) {
+    fn finish(&self, id: &str, outcome: &Result<String, String>, cancelled: bool) {
         if let Some(r) = self.lock_records().iter_mut().find(|r| r.info.id == id) {
             r.info.status = match outcome {
                 Ok(_) => SubagentStatus::Done,
                 Err(_) if cancelled => SubagentStatus::Cancelled,
-                Err(e) => SubagentStatus::Failed(e.to_string()),
+                Err(e) => SubagentStatus::Failed(e.clone()),
             };
             r.info.result = outcome.as_ref().ok().cloned();
         }
         self.finished.notify_waiters();
     }
 
-    /// Appends `text` as a user message to a session once no run has it open.
-    async fn append_when_idle(
+    /// Appends `text` as a user message to a session, in the session's queue (after its
+    /// running turn, if any).
+    async fn append_queued(&self, agent_id: &str, key: &str, text: String) -> Result<(), String> {
+        let store = self.core.store.clone();
+        let (agent, stored) = (agent_id.to_string(), key.to_string());
+        let op = self
+            .core
+            .submit_op(agent_id, key, move || async move {
+                let mut log = store.open(&agent, &stored).await?;
+                log.append(EntryBody::Message {
+                    message: Message::user(text),
+                })
+                .await?;
+                log.flush().await?;
+                Ok(())
+            })
+            .map_err(|e| e.to_string())?;
+        op.await.map_err(|e| e.to_string())
+    }
+
+    /// Runs `message` in the session `session_key` names for `user` (unscoped: the agent
+    /// scopes it) through the runtime's door; `cancel` aborts it.
+    async fn run_text(
         &self,
-        agent_id: &str,
-        key: &str,
-        text: String,
-    ) -> Result<(), String> {
-        let handle = self.handle(agent_id)?;
-        let k = busy_key(agent_id, key);
-        loop {
-            let notified = self.busy.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.busy.count(&k) == 0 {
-                // Opens take the gate before counting themselves, so holding it while
-                // the count is zero means nobody can open this session until we are done.
-                let _gate = self.busy.gate.lock().await;
-                if self.busy.count(&k) == 0 {
-                    let write = async {
-                        let mut log = handle.raw_store.open(agent_id, key).await?;
-                        log.append(EntryBody::Message {
-                            message: Message::user(text),
-                        })
-                        .await?;
-                        log.flush().await
-                    };
-                    return write.await.map_err(|e: StoreError| store_message(&e));
-                }
+        agent: Agent,
+        session_key: &str,
+        user: Option<&str>,
+        message: String,
+        origin: Origin,
+        cancel: CancellationToken,
+    ) -> Result<String, String> {
+        let handle = self
+            .core
+            .submit_run(RunSpec {
+                agent: Arc::new(agent),
+                session_key: session_key.to_string(),
+                user: user.map(str::to_string),
+                message,
+                mode: QueueMode::Queue,
+                origin,
+            })
+            .map_err(|e| e.to_string())?;
+        let aborter = handle.aborter();
+        let outcome = handle.outcome();
+        tokio::pin!(outcome);
+        let result = tokio::select! {
+            r = &mut outcome => r,
+            _ = cancel.cancelled() => {
+                aborter.abort();
+                outcome.await
             }
-            notified.await;
-        }
+        };
+        result.map(|out| out.text).map_err(|e| e.to_string())
     }
 
     /// Runs a subagent in the background and announces its end to the parent session.
@@ -364,20 +379,21 @@ impl SessionHub {
         agent: Agent,
         info: SubagentInfo,
         message: String,
+        origin: Origin,
         cancel: CancellationToken,
-        permit: OwnedSemaphorePermit,
     ) {
         let hub = self.clone();
         tokio::spawn(async move {
-            let outcome = run_text(
-                &agent,
-                info.client_key(),
-                info.user.as_deref(),
-                message,
-                cancel.clone(),
-            )
-            .await;
-            drop(permit);
+            let outcome = hub
+                .run_text(
+                    agent,
+                    info.client_key(),
+                    info.user.as_deref(),
+                    message,
+                    origin,
+                    cancel.clone(),
+                )
+                .await;
             let cancelled = cancel.is_cancelled();
             hub.finish(&info.id, &outcome, cancelled);
             if cancelled {
@@ -388,7 +404,7 @@ impl SessionHub {
                 Err(e) => format!("[Subagent {} failed]\n{e}", info.label),
             };
             if let Err(e) = hub
-                .append_when_idle(&info.parent_agent, &info.parent_key, text)
+                .append_queued(&info.parent_agent, &info.parent_key, text)
                 .await
             {
                 tracing::warn!(subagent = %info.id, error = %e, "could not announce the subagent result");
@@ -449,29 +465,6 @@ impl AgentHandle {
             self.store.clone(),
         ))
     }
-}
-
-/// Runs `message` in the session `session_key` names for `user` (unscoped: the agent
-/// scopes it).
-async fn run_text(
-    agent: &Agent,
-    session_key: &str,
-    user: Option<&str>,
-    message: String,
-    cancel: CancellationToken,
-) -> Result<String, RunError> {
-    agent
-        .run_as(
-            RunRequest {
-                session_key: session_key.to_string(),
-                message,
-            },
-            user,
-            Arc::new(NullSink),
-            cancel,
-        )
-        .await
-        .map(|out| out.text)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -664,7 +657,16 @@ impl SessionTool {
             ));
         }
         let agent = handle.agent(Duration::from_secs(timeout))?;
-        let reply = run_text(&agent, &key, caller(ctx), message, ctx.cancel.child_token())
+        let reply = self
+            .hub
+            .run_text(
+                agent,
+                &key,
+                caller(ctx),
+                message,
+                Origin::SessionsSend,
+                ctx.cancel.child_token(),
+            )
             .await
             .map_err(|e| format!("the run in session \"{key}\" failed: {e}"))?;
         Ok(format!("Reply from session {key}:\n{reply}"))
@@ -734,15 +736,18 @@ impl SessionTool {
             SubagentMode::Run => {
                 // The parent's abort reaches the subagent; `subagents cancel` too.
                 let cancel = ctx.cancel.child_token();
-                let _permit = self.hub.admit(info.clone(), cancel.clone())?;
-                let outcome = run_text(
-                    &agent,
-                    info.client_key(),
-                    info.user.as_deref(),
-                    task,
-                    cancel.clone(),
-                )
-                .await;
+                self.hub.admit(info.clone(), cancel.clone())?;
+                let outcome = self
+                    .hub
+                    .run_text(
+                        agent,
+                        info.client_key(),
+                        info.user.as_deref(),
+                        task,
+                        Origin::SessionsSpawn,
+                        cancel.clone(),
+                    )
+                    .await;
                 self.hub.finish(&info.id, &outcome, cancel.is_cancelled());
                 let text = outcome.map_err(|e| format!("subagent \"{label}\" failed: {e}"))?;
                 Ok(format!("Subagent {label} ({}) finished:\n{text}", info.id))
@@ -750,13 +755,14 @@ impl SessionTool {
             SubagentMode::Session => {
                 // Outlives the parent's run on purpose; only `subagents cancel` stops it.
                 let cancel = CancellationToken::new();
-                let permit = self.hub.admit(info.clone(), cancel.clone())?;
+                self.hub.admit(info.clone(), cancel.clone())?;
                 let reply = format!(
                     "Subagent {label} started (id {}, session {}). Its result will be posted to this session when it finishes.",
                     info.id,
                     info.client_key()
                 );
-                self.hub.start_background(agent, info, task, cancel, permit);
+                self.hub
+                    .start_background(agent, info, task, Origin::SessionsSpawn, cancel);
                 Ok(reply)
             }
         }
@@ -812,13 +818,13 @@ impl SessionTool {
                     result: None,
                     ..info
                 };
-                let permit = self.hub.admit(next.clone(), cancel.clone())?;
+                self.hub.admit(next.clone(), cancel.clone())?;
                 let reply = format!(
                     "Subagent {} ({}) is working on the follow-up; its result will be posted here.",
                     next.label, next.id
                 );
                 self.hub
-                    .start_background(agent, next, message, cancel, permit);
+                    .start_background(agent, next, message, Origin::SubagentSteer, cancel);
                 Ok(reply)
             }
             other => Err(format!(
@@ -871,7 +877,7 @@ fn caller(ctx: &ToolContext) -> Option<&str> {
 /// The stored form of a key the caller named.
 fn stored_key(ctx: &ToolContext, key: &str) -> String {
     match caller(ctx) {
-        Some(user) => crate::user_scope::scoped_key(user, key),
+        Some(user) => ferroclaw_agent::user_scope::scoped_key(user, key),
         None => key.to_string(),
     }
 }
@@ -879,14 +885,14 @@ fn stored_key(ctx: &ToolContext, key: &str) -> String {
 /// The caller's own key for `stored`, or `None` when it belongs to someone else.
 fn shown_key<'a>(ctx: &ToolContext, stored: &'a str) -> Option<&'a str> {
     match caller(ctx) {
-        Some(user) => crate::user_scope::unscoped(user, stored),
+        Some(user) => ferroclaw_agent::user_scope::unscoped(user, stored),
         None => Some(stored),
     }
 }
 
 /// `stored` as `user` knows it (for keys known to be `user`'s).
 fn client_key<'a>(user: Option<&str>, stored: &'a str) -> &'a str {
-    user.and_then(|u| crate::user_scope::unscoped(u, stored))
+    user.and_then(|u| ferroclaw_agent::user_scope::unscoped(u, stored))
         .unwrap_or(stored)
 }
 
@@ -978,134 +984,4 @@ fn info_json(i: &SubagentInfo) -> Value {
         "error": error,
         "result": i.result.as_deref().map(|r| r.chars().take(500).collect::<String>()),
     })
-}
-
-fn busy_key(agent_id: &str, key: &str) -> String {
-    format!("{agent_id}\u{0}{key}")
-}
-
-/// Which sessions have a log open (a run, a history read), through the wrapped stores.
-#[derive(Default)]
-struct Busy {
-    open: Mutex<HashMap<String, usize>>,
-    changed: Notify,
-    /// Taken by every open before it counts itself, and by an announcement while it
-    /// writes, so the two never interleave.
-    gate: tokio::sync::Mutex<()>,
-}
-
-impl Busy {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn count(&self, key: &str) -> usize {
-        self.lock().get(key).copied().unwrap_or(0)
-    }
-
-    fn enter(&self, key: &str) {
-        *self.lock().entry(key.to_string()).or_insert(0) += 1;
-    }
-
-    fn leave(&self, key: &str) {
-        {
-            let mut open = self.lock();
-            if let Some(n) = open.get_mut(key) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    open.remove(key);
-                }
-            }
-        }
-        self.changed.notify_waiters();
-    }
-}
-
-struct TrackedStore {
-    inner: Arc<dyn SessionStore>,
-    busy: Arc<Busy>,
-}
-
-#[async_trait]
-impl SessionStore for TrackedStore {
-    async fn open(&self, agent_id: &str, key: &str) -> Result<Box<dyn SessionLog>, StoreError> {
-        let k = busy_key(agent_id, key);
-        {
-            let _gate = self.busy.gate.lock().await;
-            self.busy.enter(&k);
-        }
-        match self.inner.open(agent_id, key).await {
-            Ok(inner) => Ok(Box::new(TrackedLog {
-                inner,
-                key: k,
-                busy: self.busy.clone(),
-            })),
-            Err(e) => {
-                self.busy.leave(&k);
-                Err(e)
-            }
-        }
-    }
-
-    async fn get(&self, agent_id: &str, key: &str) -> Result<Option<SessionMeta>, StoreError> {
-        self.inner.get(agent_id, key).await
-    }
-
-    async fn list(&self, agent_id: &str) -> Result<Vec<SessionMeta>, StoreError> {
-        self.inner.list(agent_id).await
-    }
-
-    async fn record_run(
-        &self,
-        agent_id: &str,
-        key: &str,
-        provider: &str,
-        model: &str,
-        usage: &Usage,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .record_run(agent_id, key, provider, model, usage)
-            .await
-    }
-
-    async fn delete(&self, agent_id: &str, key: &str) -> Result<bool, StoreError> {
-        self.inner.delete(agent_id, key).await
-    }
-}
-
-struct TrackedLog {
-    inner: Box<dyn SessionLog>,
-    key: String,
-    busy: Arc<Busy>,
-}
-
-impl Drop for TrackedLog {
-    fn drop(&mut self) {
-        self.busy.leave(&self.key);
-    }
-}
-
-#[async_trait]
-impl SessionLog for TrackedLog {
-    fn session_id(&self) -> &str {
-        self.inner.session_id()
-    }
-    fn key(&self) -> &str {
-        self.inner.key()
-    }
-    fn entries(&self) -> &[Entry] {
-        self.inner.entries()
-    }
-    fn problems(&self) -> &[LoadProblem] {
-        self.inner.problems()
-    }
-    fn context(&self) -> Vec<Message> {
-        self.inner.context()
-    }
-    async fn append(&mut self, body: EntryBody) -> Result<Entry, StoreError> {
-        self.inner.append(body).await
-    }
-    async fn flush(&mut self) -> Result<(), StoreError> {
-        self.inner.flush().await
-    }
 }

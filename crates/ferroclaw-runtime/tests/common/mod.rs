@@ -4,8 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use ferroclaw_agent::{bootstrap, Agent, EventSink, RunError, RunOutput, RunRequest};
+use ferroclaw_agent::{Agent, EventSink, RunError, RunOutput, RunRequest};
 use ferroclaw_config::{Env, LoadOptions, LoadedConfig};
+use ferroclaw_runtime::bootstrap;
 use ferroclaw_store::{FileSessionStore, SessionStore};
 use ferroclaw_testkit::{Protocol, ScriptedLlm};
 use ferroclaw_types::{EventKind, RunEvent};

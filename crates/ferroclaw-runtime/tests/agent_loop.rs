@@ -1,14 +1,14 @@
 //! The agent loop end to end through the scripted LLM, for both wire formats.
 
-mod common;
 #[path = "agent_loop/limits.rs"]
 mod limits;
 
 use std::sync::Arc;
 
-use common::*;
-use ferroclaw_agent::{bootstrap, Agent, RunError, RunRequest};
+use crate::common::*;
+use ferroclaw_agent::{Agent, RunError, RunRequest};
 use ferroclaw_providers::{ErrorKind, RetryPolicy, RetryingProvider};
+use ferroclaw_runtime::bootstrap;
 use ferroclaw_testkit::{Protocol, Reply};
 use ferroclaw_tools::ToolRegistry;
 use ferroclaw_types::{EventKind, Message, StopReason};

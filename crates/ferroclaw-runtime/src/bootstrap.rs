@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ferroclaw_config::settings::{
-    self as cfg, ProviderChainSettings, ProviderKind, ProviderSettings, Settings, StoreSettings,
+    self as cfg, ProviderChainSettings, ProviderKind, ProviderSettings, SchedulerSettings,
+    Settings, StoreSettings,
 };
 use ferroclaw_config::ConfigError;
 use ferroclaw_providers::{
@@ -19,8 +20,11 @@ use ferroclaw_tools::builtin::{apply_patch::ApplyPatchTool, memory, web_search};
 use ferroclaw_tools::exec_setup::ExecToolset;
 use ferroclaw_tools::{DeniedPaths, PolicyContext, PolicyEngine, RateLimiter, ToolRegistry};
 
-use crate::history::HistoryLimits;
-use crate::runner::{Agent, AgentSettings, ToolSlots};
+use ferroclaw_agent::history::HistoryLimits;
+use ferroclaw_agent::{Agent, AgentSettings, ToolSlots};
+
+use crate::door::Core;
+use crate::scheduler::{DropPolicy, Lane, SchedulerConfig};
 use crate::session_tools::{SessionHub, SubagentLimits};
 
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +124,7 @@ pub fn settings_for(agent: &cfg::AgentSettings, tool_slots: ToolSlots) -> AgentS
         home: Some(agent.home.clone()),
         input_guard: agent.tools.input_guard,
         per_user_workspace: agent.per_user_workspace,
-        intent: crate::tool_intent::IntentSettings::from_settings(&agent.tool_calling),
+        intent: ferroclaw_agent::tool_intent::IntentSettings::from_settings(&agent.tool_calling),
         max_reply_bytes: agent.limits.max_reply_bytes,
         max_tool_calls_per_turn: agent.limits.max_tool_calls_per_turn,
         max_concurrent_tools: agent.limits.max_concurrent_tools,
@@ -158,35 +162,32 @@ pub struct SharedServices {
 }
 
 impl SharedServices {
-    pub fn new(settings: &Settings) -> Result<Self, BootstrapError> {
+    pub(crate) fn new(
+        settings: &Settings,
+        core: Arc<Core>,
+        subagents: SubagentLimits,
+    ) -> Result<Self, BootstrapError> {
         let shared = &settings.shared;
         Ok(Self {
             exec: ExecToolset::new(&shared.exec, &settings.home)
                 .map_err(|e| BootstrapError::Tools(e.to_string()))?,
             rate_limiter: Arc::new(RateLimiter::per_hour(shared.tool_calls_per_hour)),
-            sessions: SessionHub::new(SubagentLimits {
-                max_depth: shared.subagents.max_depth,
-                max_children: shared.subagents.max_children,
-                max_concurrent: shared.subagents.max_concurrent,
-            }),
+            sessions: SessionHub::new(subagents, core),
             tool_slots: ToolSlots::new(shared.max_concurrent_tools_total),
         })
     }
 }
 
-/// Agent `agent_id` as configured, with its own services (a gateway serving several
-/// agents uses [`build_agent_with`] and one [`SharedServices`]).
-pub fn build_agent(
-    settings: &Settings,
-    agent_id: &str,
-    store: Arc<dyn SessionStore>,
-) -> Result<Agent, BootstrapError> {
-    let agent = settings.agent(agent_id).map_err(BootstrapError::Config)?;
-    let services = SharedServices::new(settings)?;
-    build_agent_with(agent, store, &services)
+/// The subagent limits as configured (`agents.defaults.subagents`); how many run at once
+/// in the process is the scheduler's `subagent` lane.
+pub fn subagent_limits(settings: &Settings) -> SubagentLimits {
+    SubagentLimits {
+        max_depth: settings.shared.subagents.max_depth,
+        max_children: settings.shared.subagents.max_children,
+    }
 }
 
-pub fn build_agent_with(
+pub(crate) fn build_agent_with(
     agent: &cfg::AgentSettings,
     store: Arc<dyn SessionStore>,
     services: &SharedServices,
@@ -210,12 +211,12 @@ pub fn build_agent_with(
     );
     let tools = Arc::new(tool_registry(agent, services, &policy, &policy_ctx));
     // The session tools inside `tools` reach agents through the hub, so the agent is
-    // bound after its registry exists; the agent then uses the hub's tracking store.
-    let store = services.sessions.bind(
+    // bound after its registry exists.
+    services.sessions.bind(
         settings.clone(),
         provider.clone(),
         &tools,
-        store,
+        store.clone(),
         policy,
         policy_ctx,
     );
@@ -253,4 +254,39 @@ pub fn tool_registry(
             &agent.home,
             &agent.tools.denied_paths,
         ))
+}
+
+/// The scheduler as configured: lane sizes (`FERROCLAW_LANE_<NAME>` applied when the
+/// settings were resolved), queue capacity and debounce. One scheduler per process,
+/// whichever surface it serves.
+pub fn scheduler_config(settings: &SchedulerSettings) -> SchedulerConfig {
+    SchedulerConfig {
+        lanes: vec![
+            (Lane::Main, settings.lanes.main),
+            (Lane::Subagent, settings.lanes.subagent),
+            (Lane::Delegate, settings.lanes.delegate),
+            (Lane::Cron, settings.lanes.cron),
+        ],
+        queue_capacity: settings.queue_capacity,
+        drop_policy: DropPolicy::Old,
+        debounce: settings.debounce,
+        ..SchedulerConfig::default()
+    }
+}
+
+/// An agent outside any runtime, with services of its own: for tests and benchmarks of
+/// the agent loop itself. A process's runs go through a `Runtime`, never through this.
+pub fn build_agent(
+    settings: &Settings,
+    agent_id: &str,
+    store: Arc<dyn SessionStore>,
+) -> Result<Agent, BootstrapError> {
+    let agent = settings.agent(agent_id).map_err(BootstrapError::Config)?;
+    let scheduler = crate::scheduler::Scheduler::new(scheduler_config(&settings.scheduler));
+    let services = SharedServices::new(
+        settings,
+        Core::new(scheduler, store.clone()),
+        subagent_limits(settings),
+    )?;
+    build_agent_with(agent, store, &services)
 }

@@ -17,9 +17,11 @@ pub(super) struct Entry {
     /// Arrival order across the whole scheduler; `DropPolicy::Old` drops the smallest,
     /// which is not always the queue's front (an interrupt is queued at the front).
     pub seq: u64,
+    pub run_id: String,
     pub lane: Lane,
     pub message: String,
     pub mode: QueueMode,
+    pub mergeable: bool,
     pub events: Arc<dyn EventSink>,
     pub run: RunFn,
     pub tx: OutcomeTx,
@@ -38,8 +40,8 @@ pub(super) struct Slot {
     pub id: u64,
     pub cancel: CancellationToken,
     pub started: bool,
-    /// Learnt from the run's first event (the agent generates it).
-    pub run_id: Option<String>,
+    /// The ids of the messages this run carries (the run itself has the first).
+    pub run_ids: Vec<String>,
     /// Messages carried by this run, for `queued()` while it waits for its lane.
     pub messages: usize,
 }
@@ -120,11 +122,11 @@ impl Session {
     /// every followup directly behind it (stopping at another mode keeps FIFO order).
     pub fn next_batch(&mut self) -> Option<Vec<Entry>> {
         let head = self.queue.pop_front()?;
-        let merge = head.mode == QueueMode::Followup;
+        let merge = head.mode == QueueMode::Followup && head.mergeable;
         let mut batch = vec![head];
         if merge {
             while let Some(next) = self.queue.pop_front() {
-                if next.mode != QueueMode::Followup {
+                if next.mode != QueueMode::Followup || !next.mergeable {
                     self.queue.push_front(next);
                     break;
                 }
@@ -142,6 +144,34 @@ impl Session {
             out.extend(debounce.entries);
         }
         out
+    }
+
+    /// Takes the waiting message with this id out of the queue or the debounce buffer.
+    pub fn take_waiting(&mut self, run_id: &str) -> Option<Entry> {
+        if let Some(i) = self.queue.iter().position(|e| e.run_id == run_id) {
+            return self.queue.remove(i);
+        }
+        let debounce = self.debounce.as_mut()?;
+        let i = debounce.entries.iter().position(|e| e.run_id == run_id)?;
+        let entry = debounce.entries.remove(i);
+        if debounce.entries.is_empty() {
+            debounce.timer.cancel();
+            self.debounce = None;
+        }
+        Some(entry)
+    }
+
+    /// Whether a message with this id is waiting or carried by a run.
+    pub fn holds(&self, run_id: &str) -> bool {
+        self.queue.iter().any(|e| e.run_id == run_id)
+            || self
+                .debounce
+                .as_ref()
+                .is_some_and(|d| d.entries.iter().any(|e| e.run_id == run_id))
+            || self
+                .active
+                .iter()
+                .any(|s| s.run_ids.iter().any(|r| r == run_id))
     }
 
     /// Cancels every run not already cancelled; returns how many.

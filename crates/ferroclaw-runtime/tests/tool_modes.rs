@@ -1,8 +1,6 @@
 //! Tool calling for models that only write their tool intent as text.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ferroclaw_testkit::{Protocol, ReasoningField, Reply};
 use ferroclaw_types::{EventKind, Message};
 use serde_json::Value;

@@ -5,8 +5,7 @@
 //! one per dispatched run, one per armed debounce window.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ferroclaw_agent::{EventSink, RunError};
 use ferroclaw_types::RunEvent;
@@ -28,9 +27,8 @@ pub(super) struct Inner {
 
 #[derive(Default)]
 struct State {
+    /// Only sessions with something waiting or running; idle ones are forgotten.
     sessions: HashMap<String, Session>,
-    /// Agent run id -> (session key, slot id), for `abort_run`.
-    run_ids: HashMap<String, (String, u64)>,
     next_seq: u64,
     next_slot: u64,
     live_slots: usize,
@@ -74,11 +72,13 @@ impl Inner {
 
     pub fn submit(self: &Arc<Self>, s: Submission, tx: OutcomeTx) -> Result<(), SubmitError> {
         let Submission {
+            run_id,
             lane,
             session_key: key,
             group,
             message,
             mode,
+            mergeable,
             events,
             run,
         } = s;
@@ -92,16 +92,18 @@ impl Inner {
             st.next_seq += 1;
             let entry = Entry {
                 seq,
+                run_id,
                 lane,
                 message,
                 mode,
+                mergeable,
                 events,
                 run,
                 tx,
             };
             let (direct_limit, group_limit) =
                 (self.cfg.direct_concurrency, self.cfg.group_concurrency);
-            let debounce_on = !self.cfg.debounce.is_zero();
+            let debounce_on = !self.cfg.debounce.is_zero() && mergeable;
             let sess = st
                 .sessions
                 .entry(key.clone())
@@ -135,7 +137,7 @@ impl Inner {
             // Dropping the only buffered message closes the window: open a fresh one.
             let would_start = sess.debounce.is_none() && sess.queue.is_empty() && free;
 
-            if let Some(debounce) = sess.debounce.as_mut() {
+            if let Some(debounce) = sess.debounce.as_mut().filter(|_| mergeable) {
                 debounce.entries.push(entry);
                 debounce.generation += 1;
                 debounce.timer.cancel();
@@ -248,7 +250,7 @@ impl Inner {
                 id: slot,
                 cancel: cancel.clone(),
                 started: false,
-                run_id: None,
+                run_ids: batch.iter().map(|e| e.run_id.clone()).collect(),
                 messages: batch.len(),
             });
             st.live_slots += 1;
@@ -300,10 +302,7 @@ impl Inner {
                 let pos = sess.active.iter().position(|s| s.id == slot)?;
                 Some(sess.active.remove(pos))
             });
-            if let Some(removed) = removed {
-                if let Some(run_id) = removed.run_id {
-                    st.run_ids.remove(&run_id);
-                }
+            if removed.is_some() {
                 st.live_slots = st.live_slots.saturating_sub(1);
             }
             self.pump(&mut st, key)
@@ -326,19 +325,6 @@ impl Inner {
         };
         s.started = true;
         true
-    }
-
-    fn record_run_id(&self, key: &str, slot: u64, run_id: &str) {
-        let mut st = self.lock();
-        let Some(s) = st
-            .sessions
-            .get_mut(key)
-            .and_then(|sess| sess.active.iter_mut().find(|s| s.id == slot))
-        else {
-            return;
-        };
-        s.run_id = Some(run_id.to_owned());
-        st.run_ids.insert(run_id.to_owned(), (key.to_owned(), slot));
     }
 
     fn is_shutting_down(&self) -> bool {
@@ -380,19 +366,55 @@ impl Inner {
     }
 
     pub fn abort_run(&self, run_id: &str) -> bool {
-        let st = self.lock();
-        let Some((key, slot)) = st.run_ids.get(run_id) else {
-            return false;
+        // `sessions` holds only busy sessions, so this scan is as long as the work in
+        // flight, not as the number of sessions ever seen.
+        let taken = {
+            let mut st = self.lock();
+            let mut taken = None;
+            let mut emptied = None;
+            for (key, sess) in st.sessions.iter_mut() {
+                if let Some(slot) = sess
+                    .active
+                    .iter()
+                    .find(|s| s.run_ids.iter().any(|r| r == run_id))
+                {
+                    let was_live = !slot.cancel.is_cancelled();
+                    slot.cancel.cancel();
+                    return was_live;
+                }
+                if let Some(entry) = sess.take_waiting(run_id) {
+                    if sess.is_idle() {
+                        emptied = Some(key.clone());
+                    }
+                    taken = Some(entry);
+                    break;
+                }
+            }
+            if let Some(key) = emptied {
+                st.sessions.remove(&key);
+            }
+            taken
         };
-        let Some(s) = st
+        match taken {
+            Some(entry) => {
+                entry.resolve(Err(SubmitError::Cancelled));
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn run_in_session(&self, key: &str, run_id: &str) -> bool {
+        self.lock()
             .sessions
             .get(key)
-            .and_then(|sess| sess.active.iter().find(|s| s.id == *slot))
-        else {
-            return false;
-        };
-        s.cancel.cancel();
-        true
+            .is_some_and(|sess| sess.holds(run_id))
+    }
+
+    pub fn lane_available(&self, lane: Lane) -> usize {
+        self.lanes
+            .get(&lane)
+            .map_or(0, |sem| sem.available_permits())
     }
 
     pub fn active_runs(&self) -> usize {
@@ -421,14 +443,6 @@ impl Inner {
 
     pub fn session_busy(&self, key: &str) -> bool {
         self.lock().sessions.contains_key(key)
-    }
-
-    pub fn active_run_ids(&self, key: &str) -> Vec<String> {
-        let st = self.lock();
-        st.sessions
-            .get(key)
-            .map(|s| s.active.iter().filter_map(|a| a.run_id.clone()).collect())
-            .unwrap_or_default()
     }
 
     pub async fn shutdown(&self, grace: std::time::Duration) {
@@ -489,7 +503,7 @@ async fn run_slot(guard: SlotGuard, batch: Vec<Entry>, cancel: CancellationToken
     let Some(first) = batch.first() else {
         return;
     };
-    let (lane, run) = (first.lane, Arc::clone(&first.run));
+    let (lane, run, run_id) = (first.lane, Arc::clone(&first.run), first.run_id.clone());
     let sem = inner.lanes.get(&lane).cloned();
 
     // The lane permit is taken here, not at submit: queued messages hold no capacity.
@@ -519,16 +533,16 @@ async fn run_slot(guard: SlotGuard, batch: Vec<Entry>, cancel: CancellationToken
         .map(|e| e.message.as_str())
         .collect::<Vec<_>>()
         .join("\n\n");
-    let sink: Arc<dyn EventSink> = Arc::new(FanoutSink {
-        inner: Arc::downgrade(&inner),
-        key: guard.key.clone(),
-        slot: guard.slot,
-        sinks: batch.iter().map(|e| Arc::clone(&e.events)).collect(),
-        seen_first: AtomicBool::new(false),
-    });
+    let sink: Arc<dyn EventSink> = if batch.len() == 1 {
+        Arc::clone(&first.events)
+    } else {
+        Arc::new(FanoutSink {
+            sinks: batch.iter().map(|e| Arc::clone(&e.events)).collect(),
+        })
+    };
     // A nested task so a panic (in the closure or its future) surfaces as a JoinError
     // here instead of unwinding through the bookkeeping.
-    let joined = tokio::spawn(async move { run(message, sink, cancel).await }).await;
+    let joined = tokio::spawn(async move { run(run_id, message, sink, cancel).await }).await;
     drop(permit);
     drop(guard);
     let outcome: Result<SharedOutcome, SubmitError> = match joined {
@@ -544,23 +558,13 @@ async fn run_slot(guard: SlotGuard, batch: Vec<Entry>, cancel: CancellationToken
     }
 }
 
-/// Gives every merged submitter the run's events, and tells the scheduler the run id
-/// (generated inside the agent) as soon as the first event carries it.
+/// Gives every merged submitter the run's events.
 struct FanoutSink {
-    inner: Weak<Inner>,
-    key: String,
-    slot: u64,
     sinks: Vec<Arc<dyn EventSink>>,
-    seen_first: AtomicBool,
 }
 
 impl EventSink for FanoutSink {
     fn emit(&self, event: RunEvent) {
-        if !self.seen_first.swap(true, Ordering::AcqRel) {
-            if let Some(inner) = self.inner.upgrade() {
-                inner.record_run_id(&self.key, self.slot, &event.run_id);
-            }
-        }
         if let Some((last, rest)) = self.sinks.split_last() {
             for s in rest {
                 s.emit(event.clone());

@@ -1,0 +1,258 @@
+//! The one door every run goes through: a run becomes a scheduler submission under its
+//! session's queue key, and when the scheduler starts it, it first takes the session's
+//! lease in the store (so another process on the same home cannot write the session at
+//! the same time), then runs the agent. Maintenance writes take the same door.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use ferroclaw_agent::{Agent, EventSink, RunError, RunOutput, RunRequest};
+use ferroclaw_store::SessionStore;
+use ferroclaw_types::{RunEvent, StopReason, Usage};
+use futures_util::future::BoxFuture;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::handle::{ChannelSink, RunFailure, RunHandle};
+use crate::origin::Origin;
+use crate::scheduler::{QueueMode, RunFn, Scheduler, Submission, SubmitError};
+
+/// Told about every run, whoever started it (the gateway's metrics).
+pub trait RunObserver: Send + Sync {
+    fn run_started(&self, _agent_id: &str, _origin: Origin) {}
+    fn run_finished(
+        &self,
+        _agent_id: &str,
+        _origin: Origin,
+        _result: &Result<RunOutput, RunError>,
+        _elapsed: Duration,
+    ) {
+    }
+    fn event(&self, _event: &RunEvent) {}
+}
+
+/// The scheduler's queue key: sessions of different agents never share a queue.
+pub fn queue_key(agent_id: &str, stored_key: &str) -> String {
+    format!("{agent_id}:{stored_key}")
+}
+
+/// What the runtime and the session tools share: the scheduler and the store.
+pub(crate) struct Core {
+    pub scheduler: Arc<Scheduler>,
+    pub store: Arc<dyn SessionStore>,
+    observer: OnceLock<Arc<dyn RunObserver>>,
+}
+
+/// One agent run to submit.
+pub(crate) struct RunSpec {
+    pub agent: Arc<Agent>,
+    /// The key as the user named it (the agent scopes it to the user).
+    pub session_key: String,
+    pub user: Option<String>,
+    pub message: String,
+    pub mode: QueueMode,
+    pub origin: Origin,
+}
+
+impl Core {
+    pub fn new(scheduler: Arc<Scheduler>, store: Arc<dyn SessionStore>) -> Arc<Self> {
+        Arc::new(Core {
+            scheduler,
+            store,
+            observer: OnceLock::new(),
+        })
+    }
+
+    pub fn set_observer(&self, observer: Arc<dyn RunObserver>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    /// Queues an agent run; never waits for it.
+    pub fn submit_run(&self, spec: RunSpec) -> Result<RunHandle, SubmitError> {
+        let agent_id = spec.agent.settings().id.clone();
+        let stored = ferroclaw_agent::user_scope::stored_key(
+            spec.agent.settings().per_user_workspace,
+            spec.user.as_deref(),
+            &spec.session_key,
+        );
+        let origin = spec.origin;
+        let run = agent_run(
+            spec.agent,
+            self.store.clone(),
+            self.observer.get().cloned(),
+            stored.clone(),
+            spec.session_key,
+            spec.user,
+            origin,
+        );
+        self.enqueue(&agent_id, &stored, spec.message, spec.mode, origin, run)
+    }
+
+    /// Runs `op` on the session `stored_key` of `agent_id` in its queue, as a run of
+    /// its own: never beside a turn, never merged with a message.
+    pub fn submit_op<T, F, Fut>(
+        &self,
+        agent_id: &str,
+        stored_key: &str,
+        op: F,
+    ) -> Result<impl Future<Output = Result<T, RunFailure>> + Send + 'static, SubmitError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, RunError>> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<T>();
+        let slot = Arc::new(Mutex::new(Some((op, tx))));
+        let store = self.store.clone();
+        let (agent, key) = (agent_id.to_string(), stored_key.to_string());
+        let run: RunFn = Arc::new(move |run_id, _message, _sink, cancel| {
+            let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let (store, agent, key) = (store.clone(), agent.clone(), key.clone());
+            Box::pin(async move {
+                let Some((op, tx)) = taken else {
+                    return Err(RunError::Aborted);
+                };
+                let _lease = lease(&store, &agent, &key, &cancel).await?;
+                let value = op().await?;
+                let _ = tx.send(value);
+                Ok(quiet_output(run_id))
+            })
+        });
+        let handle = self.enqueue(
+            agent_id,
+            stored_key,
+            String::new(),
+            QueueMode::Queue,
+            Origin::Maintenance,
+            run,
+        )?;
+        Ok(async move {
+            handle.outcome().await?;
+            rx.await.map_err(|_| {
+                RunFailure::Submit(SubmitError::Failed(
+                    "the operation ended without a result".into(),
+                ))
+            })
+        })
+    }
+
+    fn enqueue(
+        &self,
+        agent_id: &str,
+        stored_key: &str,
+        message: String,
+        mode: QueueMode,
+        origin: Origin,
+        run: RunFn,
+    ) -> Result<RunHandle, SubmitError> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let (tx, events) = mpsc::unbounded_channel();
+        let outcome = self.scheduler.submit(Submission {
+            run_id: id.clone(),
+            lane: origin.lane(),
+            session_key: queue_key(agent_id, stored_key),
+            group: false,
+            message,
+            mode,
+            mergeable: origin.mergeable(),
+            events: Arc::new(ChannelSink(tx)),
+            run,
+        })?;
+        Ok(RunHandle::new(
+            id,
+            events,
+            outcome.outcome,
+            self.scheduler.clone(),
+        ))
+    }
+}
+
+/// The closure the scheduler calls for an agent run: lease, observe, run.
+fn agent_run(
+    agent: Arc<Agent>,
+    store: Arc<dyn SessionStore>,
+    observer: Option<Arc<dyn RunObserver>>,
+    stored_key: String,
+    session_key: String,
+    user: Option<String>,
+    origin: Origin,
+) -> RunFn {
+    Arc::new(move |run_id, message, sink, cancel| {
+        let (agent, store, observer, stored, key, user) = (
+            agent.clone(),
+            store.clone(),
+            observer.clone(),
+            stored_key.clone(),
+            session_key.clone(),
+            user.clone(),
+        );
+        let fut: BoxFuture<'static, Result<RunOutput, RunError>> = Box::pin(async move {
+            let agent_id = agent.settings().id.clone();
+            let _lease = lease(&store, &agent_id, &stored, &cancel).await?;
+            let started = Instant::now();
+            let sink: Arc<dyn EventSink> = match &observer {
+                Some(o) => {
+                    o.run_started(&agent_id, origin);
+                    Arc::new(ObservedSink {
+                        inner: sink,
+                        observer: o.clone(),
+                    })
+                }
+                None => sink,
+            };
+            let req = RunRequest {
+                session_key: key,
+                message,
+            };
+            let result = agent
+                .run_with_id(run_id, req, user.as_deref(), sink, cancel)
+                .await;
+            if let Some(o) = &observer {
+                o.run_finished(&agent_id, origin, &result, started.elapsed());
+            }
+            result
+        });
+        fut
+    })
+}
+
+/// The session's lease, or `Aborted` if the run is cancelled while waiting for it.
+async fn lease(
+    store: &Arc<dyn SessionStore>,
+    agent_id: &str,
+    stored_key: &str,
+    cancel: &CancellationToken,
+) -> Result<ferroclaw_store::SessionLease, RunError> {
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(RunError::Aborted),
+        lease = store.lease(agent_id, stored_key) => lease.map_err(RunError::Store),
+    }
+}
+
+fn quiet_output(run_id: String) -> RunOutput {
+    RunOutput {
+        run_id,
+        session_id: String::new(),
+        text: String::new(),
+        silent: true,
+        stop_reason: StopReason::Stop,
+        usage: Usage::default(),
+        iterations: 0,
+        provider: String::new(),
+        model: String::new(),
+    }
+}
+
+struct ObservedSink {
+    inner: Arc<dyn EventSink>,
+    observer: Arc<dyn RunObserver>,
+}
+
+impl EventSink for ObservedSink {
+    fn emit(&self, event: RunEvent) {
+        self.observer.event(&event);
+        self.inner.emit(event);
+    }
+}

@@ -1,0 +1,342 @@
+//! [`Runtime`]: the agents of one process, built once from the configuration, and the
+//! door every run enters by. Surfaces (HTTP, WebSocket, the CLI, the executor) turn
+//! their input into [`Runtime::submit`] and render the [`RunHandle`] they get back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroclaw_agent::Agent;
+use ferroclaw_config::settings::Settings;
+use ferroclaw_store::SessionStore;
+use ferroclaw_types::EntryBody;
+
+use crate::bootstrap::{self, BootstrapError, SharedServices};
+use crate::door::{queue_key, Core, RunObserver, RunSpec};
+use crate::handle::{RunFailure, RunHandle};
+use crate::origin::Origin;
+use crate::scheduler::{QueueMode, Scheduler, SchedulerConfig, SubmitError};
+use crate::session_tools::SubagentLimits;
+
+/// How the runtime runs: the scheduler (lanes, queues) and the subagent limits.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    pub scheduler: SchedulerConfig,
+    pub subagents: SubagentLimits,
+}
+
+impl RuntimeOptions {
+    /// As configured (`gateway.lanes`, `gateway.queue_capacity`, `gateway.debounce_ms`,
+    /// `FERROCLAW_LANE_<NAME>`, `agents.defaults.subagents`).
+    pub fn from_settings(settings: &Settings) -> Self {
+        RuntimeOptions {
+            scheduler: bootstrap::scheduler_config(&settings.scheduler),
+            subagents: bootstrap::subagent_limits(settings),
+        }
+    }
+}
+
+/// A built agent and its id.
+pub struct AgentEntry {
+    pub id: String,
+    pub agent: Arc<Agent>,
+}
+
+/// A message for an agent's session.
+pub struct Submit<'a> {
+    pub agent_id: &'a str,
+    /// The key as the caller names it; on a per-user agent it is the user's own key.
+    pub session_key: &'a str,
+    pub user: Option<&'a str>,
+    pub message: &'a str,
+    pub mode: QueueMode,
+    pub origin: Origin,
+}
+
+/// What a submitted message turned into.
+pub enum Submitted {
+    /// `/stop` or `/stopall`: answered at once with this text, no run.
+    Command(String),
+    Run(RunHandle),
+}
+
+/// Why a runtime could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The services all agents share (the exec sandbox, the tool rate limit).
+    #[error("shared services: {0}")]
+    Services(Box<BootstrapError>),
+    /// The default agent (the others are skipped with a reason instead).
+    #[error("agent `{id}`: {source}")]
+    Agent {
+        id: String,
+        source: Box<BootstrapError>,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("unknown agent \"{0}\"")]
+    UnknownAgent(String),
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+}
+
+pub struct Runtime {
+    /// In configuration order (`main` first).
+    agents: Vec<AgentEntry>,
+    default_agent: String,
+    skipped: Vec<(String, String)>,
+    services: SharedServices,
+    core: Arc<Core>,
+}
+
+impl Runtime {
+    /// Builds every configured agent once. The default agent must build; any other
+    /// agent that fails is skipped with a reason ([`Runtime::skipped_agents`]).
+    pub fn build(
+        settings: &Settings,
+        store: Arc<dyn SessionStore>,
+        options: RuntimeOptions,
+    ) -> Result<Runtime, BuildError> {
+        let core = Core::new(Scheduler::new(options.scheduler), store.clone());
+        let services = SharedServices::new(settings, core.clone(), options.subagents)
+            .map_err(|e| BuildError::Services(Box::new(e)))?;
+        let default_agent = settings.default_agent.clone();
+        let mut agents = Vec::new();
+        let mut skipped = Vec::new();
+        // Agents that did not resolve fail here like agents that did not build.
+        let configured = settings.agents.iter().map(|a| (a.id.clone(), Ok(a))).chain(
+            settings
+                .unresolved
+                .iter()
+                .map(|u| (u.id.clone(), Err(BootstrapError::Config(u.error.clone())))),
+        );
+        for (id, agent) in configured {
+            let built =
+                agent.and_then(|a| bootstrap::build_agent_with(a, store.clone(), &services));
+            match built {
+                Ok(agent) => agents.push(AgentEntry {
+                    id: id.clone(),
+                    agent: Arc::new(agent),
+                }),
+                Err(source) if id == default_agent => {
+                    return Err(BuildError::Agent {
+                        id,
+                        source: Box::new(source),
+                    })
+                }
+                Err(e) => skipped.push((id, e.to_string())),
+            }
+        }
+        let default_agent = if agents.iter().any(|a| a.id == default_agent) {
+            default_agent
+        } else {
+            // Only reachable when the default is not a configured agent (a config quirk).
+            tracing::warn!(default = %default_agent, "default agent not built");
+            agents.first().map_or(default_agent, |a| a.id.clone())
+        };
+        Ok(Runtime {
+            agents,
+            default_agent,
+            skipped,
+            services,
+            core,
+        })
+    }
+
+    /// Tells `observer` about every run from now on (set once; `false` if already set).
+    pub fn set_observer(&self, observer: Arc<dyn RunObserver>) -> bool {
+        self.core.set_observer(observer)
+    }
+
+    pub fn agents(&self) -> &[AgentEntry] {
+        &self.agents
+    }
+
+    pub fn agent(&self, id: &str) -> Option<&AgentEntry> {
+        self.agents.iter().find(|a| a.id == id)
+    }
+
+    pub fn default_agent_id(&self) -> &str {
+        &self.default_agent
+    }
+
+    pub fn default_agent(&self) -> Option<&AgentEntry> {
+        self.agent(&self.default_agent)
+    }
+
+    /// Agents that could not be built, with the reason.
+    pub fn skipped_agents(&self) -> &[(String, String)] {
+        &self.skipped
+    }
+
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.core.store
+    }
+
+    pub fn services(&self) -> &SharedServices {
+        &self.services
+    }
+
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.core.scheduler
+    }
+
+    /// The key the store and the queue know a session by: on a per-user agent, the key
+    /// a user names is scoped to that user, so two users' `main` are two sessions.
+    pub fn stored_key(&self, agent: &AgentEntry, user: Option<&str>, key: &str) -> String {
+        ferroclaw_agent::user_scope::stored_key(
+            agent.agent.settings().per_user_workspace,
+            user,
+            key,
+        )
+    }
+
+    /// Queues a message for a session (or answers `/stop`, `/stopall` at once). Never
+    /// waits for the run.
+    pub fn submit(&self, s: Submit<'_>) -> Result<Submitted, RuntimeError> {
+        let agent = self
+            .agent(s.agent_id)
+            .ok_or_else(|| RuntimeError::UnknownAgent(s.agent_id.to_string()))?;
+        let stored = self.stored_key(agent, s.user, s.session_key);
+        match s.message.trim().to_ascii_lowercase().as_str() {
+            "/stop" => {
+                let n = self.stop(&agent.id, &stored);
+                return Ok(Submitted::Command(format!("Stopped {n} running turn(s).")));
+            }
+            "/stopall" => {
+                let n = self.stop_all(&agent.id, &stored);
+                return Ok(Submitted::Command(format!(
+                    "Stopped {n} turn(s) and cleared the queue."
+                )));
+            }
+            _ => {}
+        }
+        let handle = self.core.submit_run(RunSpec {
+            agent: agent.agent.clone(),
+            session_key: s.session_key.to_string(),
+            user: s.user.map(str::to_string),
+            message: s.message.to_string(),
+            mode: s.mode,
+            origin: s.origin,
+        })?;
+        Ok(Submitted::Run(handle))
+    }
+
+    /// Appends one transcript entry through the session's queue, so it never lands in
+    /// the middle of a turn (`chat.inject`, `sessions.patch`).
+    pub async fn write_entry(
+        &self,
+        agent_id: &str,
+        stored_key: &str,
+        body: EntryBody,
+    ) -> Result<(), RunFailure> {
+        let store = self.core.store.clone();
+        let (agent, key) = (agent_id.to_string(), stored_key.to_string());
+        let op = self
+            .core
+            .submit_op(agent_id, stored_key, move || async move {
+                let mut log = store.open(&agent, &key).await?;
+                log.append(body).await?;
+                log.flush().await?;
+                Ok(())
+            })
+            .map_err(RunFailure::Submit)?;
+        op.await
+    }
+
+    /// Compacts a session's older history now (`/compact`), in the session's queue.
+    /// `Ok(None)`: nothing old enough to compact.
+    pub async fn compact(
+        &self,
+        agent_id: &str,
+        stored_key: &str,
+    ) -> Result<Option<(u64, u64)>, RunFailure> {
+        let agent = self
+            .agent(agent_id)
+            .map(|a| a.agent.clone())
+            .ok_or_else(|| {
+                RunFailure::Submit(SubmitError::Failed(format!("unknown agent \"{agent_id}\"")))
+            })?;
+        let key = stored_key.to_string();
+        let op = self
+            .core
+            .submit_op(agent_id, stored_key, move || async move {
+                agent
+                    .compact_session(&key, tokio_util::sync::CancellationToken::new())
+                    .await
+            })
+            .map_err(RunFailure::Submit)?;
+        op.await
+    }
+
+    /// Removes a session: stops its turns, drops its queue, then deletes it through the
+    /// queue (a turn still unwinding would otherwise recreate what is being removed), and
+    /// forgets its background processes and tool budget. Returns (existed, stopped runs).
+    pub async fn delete_session(
+        &self,
+        agent_id: &str,
+        stored_key: &str,
+    ) -> Result<(bool, usize), RunFailure> {
+        let stopped = self.stop_all(agent_id, stored_key);
+        let store = self.core.store.clone();
+        let (agent, key) = (agent_id.to_string(), stored_key.to_string());
+        let op = self
+            .core
+            .submit_op(agent_id, stored_key, move || async move {
+                Ok(store.delete(&agent, &key).await?)
+            })
+            .map_err(RunFailure::Submit)?;
+        let existed = op.await?;
+        self.forget_session(agent_id, stored_key);
+        Ok((existed, stopped))
+    }
+
+    /// Kills a session's background processes and drops its tool rate-limit history.
+    pub fn forget_session(&self, agent_id: &str, stored_key: &str) {
+        let scope = ferroclaw_agent::tool_scope(agent_id, stored_key);
+        let killed = self.services.exec.processes.kill_session(&scope);
+        if killed > 0 {
+            tracing::info!(agent = %agent_id, session = %stored_key, killed, "killed the background processes of a removed session");
+        }
+        self.services.rate_limiter.forget(&scope);
+    }
+
+    /// `/stop`: aborts the session's oldest running turn. Returns how many.
+    pub fn stop(&self, agent_id: &str, stored_key: &str) -> usize {
+        self.core.scheduler.stop(&queue_key(agent_id, stored_key))
+    }
+
+    /// `/stopall`: aborts every running turn of the session and drains its queue.
+    pub fn stop_all(&self, agent_id: &str, stored_key: &str) -> usize {
+        self.core
+            .scheduler
+            .stop_all(&queue_key(agent_id, stored_key))
+    }
+
+    /// Aborts run `run_id` if it belongs to this session (a run id alone must not reach
+    /// another's run).
+    pub fn abort_in_session(&self, agent_id: &str, stored_key: &str, run_id: &str) -> bool {
+        let qkey = queue_key(agent_id, stored_key);
+        self.core.scheduler.run_in_session(&qkey, run_id) && self.core.scheduler.abort_run(run_id)
+    }
+
+    pub fn session_busy(&self, agent_id: &str, stored_key: &str) -> bool {
+        self.core
+            .scheduler
+            .session_busy(&queue_key(agent_id, stored_key))
+    }
+
+    pub fn active_runs(&self) -> usize {
+        self.core.scheduler.active_runs()
+    }
+
+    pub fn queued(&self) -> usize {
+        self.core.scheduler.queued()
+    }
+
+    /// Stops accepting; aborts still-running turns after `grace`; resolves when all ended.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.core.scheduler.shutdown(grace).await;
+    }
+}

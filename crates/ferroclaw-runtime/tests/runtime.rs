@@ -1,0 +1,10 @@
+//! The runtime's tests, one binary: the agent loop as configured (`agent_loop`,
+//! `compaction`, `tool_modes`), the scheduler, the session tools, and the one-writer
+//! rule across every pair of entry points (`no_overlap`).
+
+mod agent_loop;
+mod common;
+mod compaction;
+mod scheduler;
+mod session_tools;
+mod tool_modes;
