@@ -270,7 +270,10 @@ pub fn scheduler_config(settings: &SchedulerSettings) -> SchedulerConfig {
         queue_capacity: settings.queue_capacity,
         drop_policy: DropPolicy::Old,
         debounce: settings.debounce,
-        ..SchedulerConfig::default()
+        // A direct conversation is one person: one run at a time. Groups get a little
+        // parallelism so one slow member does not stall the others.
+        direct_concurrency: 1,
+        group_concurrency: 3,
     }
 }
 

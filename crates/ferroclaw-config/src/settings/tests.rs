@@ -102,6 +102,9 @@ fn an_unset_config_yields_todays_defaults() {
             cron: 2,
         }
     );
+    assert_eq!(s.scheduler, SchedulerSettings::default());
+    assert_eq!(s.scheduler.queue_capacity, 10);
+    assert_eq!(s.scheduler.debounce, Duration::ZERO);
     assert_eq!(s.gateway.queue_mode, QueueMode::Queue);
     assert_eq!(s.gateway.token_from_env, None);
     assert_eq!(
