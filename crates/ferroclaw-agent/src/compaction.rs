@@ -12,31 +12,7 @@ use ferroclaw_providers::{ChatRequest, NoSink, Provider, ProviderError};
 use ferroclaw_types::{ContentBlock, Entry, Message, ToolDefinition};
 use tokio_util::sync::CancellationToken;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CompactionSettings {
-    /// The model's context window in tokens.
-    pub context_window: u32,
-    /// Compact when the estimated request reaches this share of the window.
-    pub threshold: f32,
-    /// Compact when the context holds more messages than this (0 = no cap).
-    pub max_messages: usize,
-    /// User turns kept verbatim after a compaction (fewer if they do not fit).
-    pub keep_recent_turns: usize,
-    /// Give the agent one turn to write durable notes before its history is summarised.
-    pub memory_flush: bool,
-}
-
-impl Default for CompactionSettings {
-    fn default() -> Self {
-        Self {
-            context_window: 128_000,
-            threshold: 0.75,
-            max_messages: 400,
-            keep_recent_turns: 3,
-            memory_flush: false,
-        }
-    }
-}
+pub use ferroclaw_config::settings::CompactionSettings;
 
 /// Characters per token for a model family. A real tokenizer would cost more than the
 /// precision buys here: the threshold leaves a quarter of the window as margin.

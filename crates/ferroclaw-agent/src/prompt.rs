@@ -13,11 +13,7 @@ const MINIMAL_FILES: [&str; 2] = ["AGENTS.md", "TOOLS.md"];
 pub const FILE_MAX_CHARS: usize = 20_000;
 pub const TOTAL_MAX_CHARS: usize = 24_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PromptMode {
-    Full,
-    Minimal,
-}
+pub use ferroclaw_config::settings::PromptMode;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextFile {

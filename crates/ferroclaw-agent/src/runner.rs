@@ -27,7 +27,7 @@ use crate::history::{self, HistoryLimits};
 use crate::prompt::{self, PromptInput, PromptMode};
 use crate::sanitize::{is_silent, sanitize_output};
 use crate::tool_intent::{self, IntentSettings};
-use ferroclaw_config::ToolMode;
+use ferroclaw_config::settings::ToolMode;
 use ferroclaw_tools::{InputGuardAction, InputVerdict};
 
 /// Everything about an agent that does not change between runs.
@@ -103,15 +103,13 @@ impl std::fmt::Debug for ToolSlots {
     }
 }
 
-/// Defaults of the settings carried in `agents.defaults.limits` (see the config crate
-/// for the reasoning behind each).
-pub const DEFAULT_MAX_TOOL_CALLS_PER_TURN: usize = 32;
-pub const DEFAULT_MAX_CONCURRENT_TOOLS: usize = 8;
-pub const DEFAULT_MAX_CONCURRENT_TOOLS_TOTAL: usize = 64;
-
 impl AgentSettings {
-    /// Defaults matching the documented configuration defaults.
+    /// The configuration's defaults (taken from the config crate, so each number is
+    /// written once), for agents built without a configuration.
     pub fn new(id: &str, provider: &str, model: &str, workspace: PathBuf) -> Self {
+        let history = ferroclaw_config::settings::HistorySettings::default();
+        let limits = ferroclaw_config::settings::AgentLimitsSettings::default();
+        let shared = ferroclaw_config::settings::SharedSettings::default();
         Self {
             id: id.to_string(),
             name: id.to_string(),
@@ -125,20 +123,20 @@ impl AgentSettings {
             stream: true,
             prompt_mode: PromptMode::Full,
             history: HistoryLimits {
-                max_user_turns: 50,
-                old_tool_result_chars: 20_000,
+                max_user_turns: history.max_user_turns,
+                old_tool_result_chars: history.old_tool_result_chars,
             },
-            max_message_chars: 32_000,
+            max_message_chars: limits.max_message_chars,
             compaction: CompactionSettings::default(),
-            tool_result_max_chars: 50_000,
+            tool_result_max_chars: limits.tool_result_max_chars,
             home: None,
-            input_guard: InputGuardAction::Warn,
+            input_guard: InputGuardAction::default(),
             per_user_workspace: false,
             intent: IntentSettings::default(),
-            max_reply_bytes: ferroclaw_providers::DEFAULT_MAX_REPLY_BYTES,
-            max_tool_calls_per_turn: DEFAULT_MAX_TOOL_CALLS_PER_TURN,
-            max_concurrent_tools: DEFAULT_MAX_CONCURRENT_TOOLS,
-            tool_slots: ToolSlots::new(DEFAULT_MAX_CONCURRENT_TOOLS_TOTAL),
+            max_reply_bytes: limits.max_reply_bytes,
+            max_tool_calls_per_turn: limits.max_tool_calls_per_turn,
+            max_concurrent_tools: limits.max_concurrent_tools,
+            tool_slots: ToolSlots::new(shared.max_concurrent_tools_total),
         }
     }
 }

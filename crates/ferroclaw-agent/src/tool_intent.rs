@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use ferroclaw_config::{GuidedDecoding, ToolMode};
+use ferroclaw_config::settings::{GuidedDecoding, ToolCallingSettings, ToolMode};
 use ferroclaw_intent::{ParserConfig, Strategy, ToolSpec};
 use ferroclaw_tools::ToolRegistry;
 use ferroclaw_types::{ContentBlock, Message, StopReason, ToolDefinition, UserMessage};
@@ -36,20 +36,24 @@ impl Default for IntentSettings {
 }
 
 impl IntentSettings {
-    /// From a provider's configuration; names were validated when the config loaded, so an
-    /// unknown one here can only come from a hand-built config and falls back to the default.
-    pub fn from_config(
-        mode: ToolMode,
-        guided: GuidedDecoding,
-        cfg: &ferroclaw_config::IntentConfig,
-    ) -> Self {
+    /// From the agent's tool-calling settings; names were validated when the config
+    /// loaded, so an unknown one here can only come from hand-built settings and falls
+    /// back to the default.
+    pub fn from_settings(cfg: &ToolCallingSettings) -> Self {
         let defaults = ParserConfig::default();
-        let order: Vec<Strategy> = cfg.order.iter().filter_map(|n| n.parse().ok()).collect();
-        let sources: Vec<ferroclaw_intent::Source> =
-            cfg.sources.iter().filter_map(|n| n.parse().ok()).collect();
+        let order: Vec<Strategy> = cfg
+            .intent_order
+            .iter()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        let sources: Vec<ferroclaw_intent::Source> = cfg
+            .intent_sources
+            .iter()
+            .filter_map(|n| n.parse().ok())
+            .collect();
         Self {
-            mode,
-            prompt_strategy: cfg.prompt.parse().unwrap_or(Strategy::GuidedJson),
+            mode: cfg.mode,
+            prompt_strategy: cfg.intent_prompt.parse().unwrap_or(Strategy::GuidedJson),
             parser: ParserConfig {
                 order: if order.is_empty() {
                     defaults.order.clone()
@@ -63,8 +67,8 @@ impl IntentSettings {
                 },
                 ..defaults
             },
-            prompts_dir: None,
-            guided,
+            prompts_dir: Some(cfg.prompts_dir.clone()),
+            guided: cfg.guided,
         }
     }
 }

@@ -37,8 +37,17 @@ pub fn token_path(home: &Path) -> PathBuf {
 
 /// The token if one exists (environment, then file); never creates one.
 pub fn read_gateway_token(home: &Path, env: &Env) -> std::io::Result<Option<GatewayToken>> {
+    read_gateway_token_from(home, env.get(TOKEN_ENV))
+}
+
+/// As [`read_gateway_token`], with the value of `FERROCLAW_GATEWAY_TOKEN` already read
+/// (`GatewaySettings::token_from_env`).
+pub fn read_gateway_token_from(
+    home: &Path,
+    from_env: Option<&str>,
+) -> std::io::Result<Option<GatewayToken>> {
     let path = token_path(home);
-    if let Some(t) = env.get(TOKEN_ENV).map(str::trim).filter(|t| !t.is_empty()) {
+    if let Some(t) = from_env.map(str::trim).filter(|t| !t.is_empty()) {
         return Ok(Some(GatewayToken {
             token: t.to_string(),
             source: TokenSource::Environment,
@@ -59,7 +68,16 @@ pub fn read_gateway_token(home: &Path, env: &Env) -> std::io::Result<Option<Gate
 
 /// The token, generating and storing one on first use.
 pub fn load_or_create_gateway_token(home: &Path, env: &Env) -> std::io::Result<GatewayToken> {
-    if let Some(t) = read_gateway_token(home, env)? {
+    load_or_create_gateway_token_from(home, env.get(TOKEN_ENV))
+}
+
+/// As [`load_or_create_gateway_token`], with the value of `FERROCLAW_GATEWAY_TOKEN`
+/// already read (`GatewaySettings::token_from_env`).
+pub fn load_or_create_gateway_token_from(
+    home: &Path,
+    from_env: Option<&str>,
+) -> std::io::Result<GatewayToken> {
+    if let Some(t) = read_gateway_token_from(home, from_env)? {
         return Ok(t);
     }
     let path = token_path(home);
@@ -91,8 +109,10 @@ pub fn load_or_create_gateway_token(home: &Path, env: &Env) -> std::io::Result<G
             })
         }
         // Another process (a second start, the CLI) wrote it first: use theirs.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_gateway_token(home, env)?
-            .ok_or_else(|| std::io::Error::other("the gateway token file is empty")),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            read_gateway_token_from(home, from_env)?
+                .ok_or_else(|| std::io::Error::other("the gateway token file is empty"))
+        }
         Err(e) => Err(e),
     }
 }

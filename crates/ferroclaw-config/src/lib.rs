@@ -14,6 +14,7 @@ mod keylines;
 mod load;
 mod providers;
 mod schema;
+pub mod settings;
 mod starter;
 mod tools_config;
 mod tools_exec_config;
@@ -28,8 +29,8 @@ pub use env::Env;
 pub use error::ConfigError;
 pub use gateway_access_config::{GatewayLimitsConfig, GatewayUserConfig, GatewayUserRole};
 pub use gateway_token::{
-    load_or_create_gateway_token, read_gateway_token, token_path, GatewayToken, TokenSource,
-    TOKEN_ENV, VIEWER_TOKEN_ENV,
+    load_or_create_gateway_token, load_or_create_gateway_token_from, read_gateway_token,
+    read_gateway_token_from, token_path, GatewayToken, TokenSource, TOKEN_ENV, VIEWER_TOKEN_ENV,
 };
 pub use load::{default_home, load, parse_config, ConfigWarning, LoadOptions};
 pub use providers::{env_name, mask_secret, ResolvedProvider};
@@ -37,7 +38,7 @@ pub use schema::{
     AgentConfig, AgentDefaults, AgentLimits, AgentsConfig, CompactionConfig, Config, GatewayConfig,
     GatewayLanesConfig, GatewayQueueMode, GatewayToolsConfig, GuidedDecoding, IntegrityStrategy,
     IntentConfig, LogFormat, LoggingConfig, ModelConfig, PromptMode, ProviderConfig, ProviderType,
-    SessionConfig, ToolMode,
+    SessionConfig, SubagentsConfig, ToolMode,
 };
 pub use starter::starter_config;
 pub use tools_config::{InputGuardAction, ToolPolicyConfig, ToolProfile, ToolsConfig};
@@ -350,6 +351,7 @@ impl LoadedConfig {
                     "api_key_source": p.api_key_source,
                     "headers": headers,
                     "timeout_seconds": p.timeout.as_secs(),
+                    "stream_idle_timeout_seconds": p.idle_timeout.as_secs(),
                     "schema_flavor": p.schema_flavor,
                     "models": p.models,
                 }),

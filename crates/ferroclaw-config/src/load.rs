@@ -413,11 +413,13 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
                 ));
             }
         }
-        if p.timeout_seconds == 0 {
-            return Err(invalid(
-                field("timeout_seconds"),
-                "must be at least 1".into(),
-            ));
+        for (key, value) in [
+            ("timeout_seconds", p.timeout_seconds),
+            ("stream_idle_timeout_seconds", p.stream_idle_timeout_seconds),
+        ] {
+            if value == 0 {
+                return Err(invalid(field(key), "must be at least 1".into()));
+            }
         }
         if let Some(var) = &p.api_key_env {
             if var.is_empty() || var.contains(char::is_whitespace) || var.contains('=') {
@@ -506,6 +508,17 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
         if value == 0 {
             return Err(invalid(
                 format!("agents.defaults.limits.{key}"),
+                "must be at least 1".into(),
+            ));
+        }
+    }
+    for (key, value) in [
+        ("max_depth", d.subagents.max_depth as usize),
+        ("max_children", d.subagents.max_children),
+    ] {
+        if value == 0 {
+            return Err(invalid(
+                format!("agents.defaults.subagents.{key}"),
                 "must be at least 1".into(),
             ));
         }

@@ -19,6 +19,8 @@ pub struct ResolvedProvider {
     pub api_key_source: Option<String>,
     pub headers: Vec<(String, String)>,
     pub timeout: Duration,
+    /// A stream may pause this long between events before it counts as stalled.
+    pub idle_timeout: Duration,
     /// "openai" or "gemini".
     pub schema_flavor: String,
     pub tool_mode: crate::ToolMode,
@@ -257,6 +259,7 @@ fn resolve_one(name: &str, p: &ProviderConfig, env: &Env) -> ResolvedProvider {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         timeout: Duration::from_secs(p.timeout_seconds),
+        idle_timeout: Duration::from_secs(p.stream_idle_timeout_seconds.max(1)),
         schema_flavor,
         tool_mode: p.tool_mode,
         guided_decoding: p.guided_decoding,

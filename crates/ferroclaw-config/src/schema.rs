@@ -50,6 +50,33 @@ pub struct AgentDefaults {
     pub per_user_workspace: bool,
     /// Bounds on what one model reply and one turn's tool calls may cost.
     pub limits: AgentLimits,
+    /// How long a rate-limited or failing (provider, model) is skipped by the fallback
+    /// chain.
+    #[serde(alias = "fallbackCooldownSeconds")]
+    pub fallback_cooldown_seconds: u64,
+    /// Depth and fan-out of `sessions_spawn`.
+    pub subagents: SubagentsConfig,
+}
+
+/// `agents.defaults.subagents`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SubagentsConfig {
+    /// Deepest subagent level; a run at this depth cannot spawn another.
+    #[serde(alias = "maxDepth")]
+    pub max_depth: u32,
+    /// Subagents running at once per parent session.
+    #[serde(alias = "maxChildren")]
+    pub max_children: usize,
+}
+
+impl Default for SubagentsConfig {
+    fn default() -> Self {
+        SubagentsConfig {
+            max_depth: 1,
+            max_children: 5,
+        }
+    }
 }
 
 /// `agents.defaults.limits`: caps that keep one runaway (or hostile) model reply from
@@ -135,6 +162,8 @@ impl Default for AgentDefaults {
             compaction: CompactionConfig::default(),
             per_user_workspace: false,
             limits: AgentLimits::default(),
+            fallback_cooldown_seconds: 60,
+            subagents: SubagentsConfig::default(),
         }
     }
 }
@@ -215,6 +244,9 @@ pub struct ProviderConfig {
     pub api_key_env: Option<String>,
     pub headers: BTreeMap<String, String>,
     pub timeout_seconds: u64,
+    /// A stream may pause this long between events before it counts as stalled.
+    #[serde(alias = "streamIdleTimeoutSeconds")]
+    pub stream_idle_timeout_seconds: u64,
     /// JSON-schema dialect for tool definitions: "openai" or "gemini".
     pub schema_flavor: Option<String>,
     /// How tools reach this provider's models (a model entry may override it).
@@ -286,6 +318,7 @@ impl Default for ProviderConfig {
             api_key_env: None,
             headers: BTreeMap::new(),
             timeout_seconds: 120,
+            stream_idle_timeout_seconds: 120,
             schema_flavor: None,
             tool_mode: ToolMode::Native,
             guided_decoding: GuidedDecoding::Off,

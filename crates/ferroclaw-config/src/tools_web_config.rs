@@ -56,6 +56,9 @@ pub struct WebSearchConfig {
     /// Results when the model does not ask for a number (1–10).
     #[serde(alias = "defaultCount")]
     pub default_count: u32,
+    /// Time for one search request.
+    #[serde(alias = "timeoutSeconds")]
+    pub timeout_seconds: u64,
 }
 
 impl Default for WebSearchConfig {
@@ -65,6 +68,7 @@ impl Default for WebSearchConfig {
             base_url: None,
             api_key_env: "BRAVE_API_KEY".into(),
             default_count: 5,
+            timeout_seconds: 20,
         }
     }
 }

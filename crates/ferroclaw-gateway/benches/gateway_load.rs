@@ -152,7 +152,7 @@ async fn child(llm_base: String, home: String, lane: usize) {
     );
     let store = Arc::new(FileSessionStore::new(std::path::PathBuf::from(home)));
     let gateway = Gateway::bind(
-        loaded,
+        loaded.settings(),
         store,
         ServeOptions {
             host: Some("127.0.0.1".into()),

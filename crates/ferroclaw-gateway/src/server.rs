@@ -18,7 +18,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use axum::Router;
-use ferroclaw_config::LoadedConfig;
+use ferroclaw_config::settings::Settings;
 use ferroclaw_store::{ScanOptions, ScanSummary, SessionStore};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -80,21 +80,17 @@ pub struct Gateway {
 impl Gateway {
     /// Builds the agents and binds. Refuses a non-loopback address without a token.
     pub async fn bind(
-        loaded: LoadedConfig,
+        settings: Settings,
         store: Arc<dyn SessionStore>,
         opts: ServeOptions,
     ) -> Result<Gateway, GatewayError> {
-        let env_port = loaded
-            .env
-            .get("FERROCLAW_PORT")
-            .and_then(|p| p.trim().parse::<u16>().ok());
-        let port = opts.port.or(env_port).unwrap_or(loaded.config.gateway.port);
+        // `FERROCLAW_HOST` / `FERROCLAW_PORT` were applied when the settings were resolved.
+        let port = opts.port.unwrap_or(settings.gateway.port);
         let host = opts
             .host
             .clone()
-            .or_else(|| loaded.env.get("FERROCLAW_HOST").map(str::to_string))
-            .unwrap_or_else(|| loaded.config.gateway.host.clone());
-        let state = AppState::new(loaded, store)?;
+            .unwrap_or_else(|| settings.gateway.host.clone());
+        let state = AppState::new(settings, store)?;
         let shown = if host.contains(':') {
             format!("[{host}]:{port}")
         } else {
@@ -170,9 +166,7 @@ impl Gateway {
                 state.config.limits.max_connections,
                 state.config.limits.max_connections_per_ip,
             ),
-            header_read_timeout: Duration::from_secs(
-                state.config.limits.header_read_timeout_seconds.max(1),
-            ),
+            header_read_timeout: state.config.limits.header_read_timeout,
         };
         let server = tokio::spawn(listener::serve(self.listener, app, limits, stop.clone()));
 
@@ -182,7 +176,7 @@ impl Gateway {
         state.shutting_down.cancel();
         // Stop accepting; in-flight HTTP requests keep running until they answer.
         stop.cancel();
-        let grace = Duration::from_secs(state.config.shutdown_grace_seconds);
+        let grace = state.config.shutdown_grace;
         state.runtime.shutdown(grace).await;
         // No turn is left to use them: background processes must not outlive the gateway.
         let killed = state.runtime.services().exec.processes.kill_all();
@@ -236,7 +230,7 @@ fn trim_heap() {}
 /// Scans every transcript under the home on a blocking thread (the scan is blocking
 /// file I/O), repairing with `session.integrity_strategy` when `repair` is set.
 pub async fn run_scan(state: &AppState, repair: bool) -> Result<ScanSummary, String> {
-    let home = state.loaded.home.clone();
+    let home = state.home.clone();
     let opts = ScanOptions {
         repair,
         strategy: state.integrity_strategy,

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferroclaw_config::{GatewayConfig, GatewayQueueMode, LoadedConfig};
+use ferroclaw_config::settings::{self as cfg, GatewaySettings, Settings};
 pub use ferroclaw_runtime::AgentEntry;
 use ferroclaw_runtime::{BuildError, QueueMode, Runtime};
 use ferroclaw_store::{SessionStore, Strategy};
@@ -44,30 +44,23 @@ pub enum GatewayError {
 /// The gateway token (from the environment, else the home's token file, else generated
 /// there), the viewer token and the per-user tokens.
 fn credentials(
-    loaded: &LoadedConfig,
+    home: &std::path::Path,
+    gateway: &GatewaySettings,
 ) -> Result<(Auth, ferroclaw_config::GatewayToken), GatewayError> {
-    let token = ferroclaw_config::load_or_create_gateway_token(&loaded.home, &loaded.env).map_err(
-        |source| GatewayError::Token {
-            path: ferroclaw_config::token_path(&loaded.home)
-                .display()
-                .to_string(),
-            source,
-        },
-    )?;
-    let viewer = loaded
-        .env
-        .get(ferroclaw_config::VIEWER_TOKEN_ENV)
-        .map(str::to_string);
+    let token = ferroclaw_config::load_or_create_gateway_token_from(
+        home,
+        gateway.token_from_env.as_deref(),
+    )
+    .map_err(|source| GatewayError::Token {
+        path: ferroclaw_config::token_path(home).display().to_string(),
+        source,
+    })?;
+    let viewer = gateway.viewer_token.clone();
     let mut seen = vec![token.token.clone()];
     seen.extend(viewer.clone());
     let mut users = Vec::new();
-    for u in &loaded.config.gateway.users {
-        let Some(t) = loaded
-            .env
-            .get(&u.token_env)
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-        else {
+    for u in &gateway.users {
+        let Some(t) = u.token.as_deref() else {
             return Err(GatewayError::UserToken(format!(
                 "user {:?}: the variable {} that should hold the token is not set",
                 u.id, u.token_env
@@ -81,8 +74,8 @@ fn credentials(
         }
         seen.push(t.to_string());
         let role = match u.role {
-            ferroclaw_config::GatewayUserRole::Viewer => crate::auth::Role::Viewer,
-            ferroclaw_config::GatewayUserRole::Operator => crate::auth::Role::Operator,
+            cfg::UserRole::Viewer => crate::auth::Role::Viewer,
+            cfg::UserRole::Operator => crate::auth::Role::Operator,
         };
         users.push((t.to_string(), u.id.clone(), role));
     }
@@ -97,13 +90,13 @@ pub struct ToolPolicy {
 }
 
 impl ToolPolicy {
-    pub fn new(cfg: &ferroclaw_config::GatewayToolsConfig) -> Self {
+    pub fn new(allow: &[String], deny: &[String]) -> Self {
         let mut denied: BTreeSet<String> = DEFAULT_HTTP_DENY
             .iter()
             .map(|s| (*s).to_string())
-            .filter(|d| !cfg.allow.contains(d))
+            .filter(|d| !allow.contains(d))
             .collect();
-        denied.extend(cfg.deny.iter().cloned());
+        denied.extend(deny.iter().cloned());
         ToolPolicy { denied }
     }
 
@@ -123,8 +116,9 @@ pub struct IdemSlot {
 pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(600);
 
 pub struct AppState {
-    pub loaded: LoadedConfig,
-    pub config: GatewayConfig,
+    /// The ferroclaw home (integrity scans, scan status).
+    pub home: std::path::PathBuf,
+    pub config: GatewaySettings,
     /// The agents, their shared services, the store and the scheduler: every run this
     /// gateway starts goes through it.
     pub runtime: Runtime,
@@ -155,28 +149,28 @@ impl AppState {
     /// Builds the runtime (every configured agent, once). The default agent must build;
     /// any other agent that fails is skipped with a reason (reported at start-up).
     pub fn new(
-        loaded: LoadedConfig,
+        settings: Settings,
         store: Arc<dyn SessionStore>,
     ) -> Result<Arc<AppState>, GatewayError> {
         let runtime = Runtime::build(
-            &loaded,
+            &settings,
             store,
-            ferroclaw_runtime::RuntimeOptions::from_config(&loaded),
+            ferroclaw_runtime::RuntimeOptions::from_settings(&settings),
         )
         .map_err(|e| GatewayError::Runtime(Box::new(e)))?;
         let metrics = Arc::new(Metrics::new());
         runtime.set_observer(metrics.clone());
-        let config = loaded.config.gateway.clone();
-        let (auth, token) = credentials(&loaded)?;
+        let config = settings.gateway;
+        let (auth, token) = credentials(&settings.home, &config)?;
         Ok(Arc::new(AppState {
             runtime,
-            integrity_strategy: ferroclaw_runtime::bootstrap::integrity_strategy(&loaded),
+            integrity_strategy: ferroclaw_runtime::bootstrap::integrity_strategy(&settings.store),
             metrics,
             auth,
             token,
             limiter: Limiter::new(config.rate_limit_rpm),
             queue_mode: queue_mode(config.queue_mode),
-            tool_policy: ToolPolicy::new(&config.tools),
+            tool_policy: ToolPolicy::new(&config.http_tools_allow, &config.http_tools_deny),
             started: Instant::now(),
             shutting_down: CancellationToken::new(),
             closing: CancellationToken::new(),
@@ -188,7 +182,7 @@ impl AppState {
             ),
             idempotency: Mutex::new(HashMap::new()),
             config,
-            loaded,
+            home: settings.home,
         }))
     }
 
@@ -215,11 +209,11 @@ impl AppState {
     }
 }
 
-pub fn queue_mode(mode: GatewayQueueMode) -> QueueMode {
+pub fn queue_mode(mode: cfg::QueueMode) -> QueueMode {
     match mode {
-        GatewayQueueMode::Queue => QueueMode::Queue,
-        GatewayQueueMode::Followup => QueueMode::Followup,
-        GatewayQueueMode::Interrupt => QueueMode::Interrupt,
+        cfg::QueueMode::Queue => QueueMode::Queue,
+        cfg::QueueMode::Followup => QueueMode::Followup,
+        cfg::QueueMode::Interrupt => QueueMode::Interrupt,
     }
 }
 
@@ -239,12 +233,9 @@ mod tests {
 
     #[test]
     fn tool_policy_defaults_and_overrides() {
-        let p = ToolPolicy::new(&Default::default());
+        let p = ToolPolicy::new(&[], &[]);
         assert!(!p.allows("sessions_spawn") && !p.allows("cron") && p.allows("read"));
-        let p = ToolPolicy::new(&ferroclaw_config::GatewayToolsConfig {
-            allow: vec!["cron".into()],
-            deny: vec!["exec".into()],
-        });
+        let p = ToolPolicy::new(&["cron".into()], &["exec".into()]);
         assert!(p.allows("cron") && !p.allows("exec") && !p.allows("gateway"));
     }
 

@@ -1,11 +1,16 @@
-//! Wiring from configuration to a runnable [`Agent`]: providers (each wrapped in retry,
-//! then chained for model fallback), the tool registry and the agent's settings.
+//! Wiring from resolved settings to a runnable [`Agent`]: providers (each wrapped in
+//! retry, then chained for model fallback), the tool registry and the agent's settings.
+//! Everything here takes [`ferroclaw_config::settings`] values: the configuration was
+//! resolved once, by whoever loaded it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use ferroclaw_config::{LoadedConfig, ProviderType, ResolvedAgent, ResolvedProvider};
+use ferroclaw_config::settings::{
+    self as cfg, ProviderChainSettings, ProviderKind, ProviderSettings, SchedulerSettings,
+    Settings, StoreSettings,
+};
+use ferroclaw_config::ConfigError;
 use ferroclaw_providers::{
     Anthropic, AnthropicConfig, FallbackChain, OpenAiCompat, OpenAiCompatConfig, Provider,
     ProviderError, RetryPolicy, RetryingProvider, SchemaFlavor,
@@ -16,23 +21,16 @@ use ferroclaw_tools::exec_setup::ExecToolset;
 use ferroclaw_tools::{DeniedPaths, PolicyContext, PolicyEngine, RateLimiter, ToolRegistry};
 
 use ferroclaw_agent::history::HistoryLimits;
-use ferroclaw_agent::prompt::PromptMode;
 use ferroclaw_agent::{Agent, AgentSettings, ToolSlots};
 
 use crate::door::Core;
+use crate::scheduler::{DropPolicy, Lane, SchedulerConfig};
 use crate::session_tools::{SessionHub, SubagentLimits};
-
-/// A stream may pause this long between events before it counts as stalled.
-const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long a rate-limited or failing (provider, model) is skipped by the fallback chain.
-const FALLBACK_COOLDOWN: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
     #[error(transparent)]
-    Config(#[from] ferroclaw_config::ConfigError),
-    #[error("provider `{0}` is not configured")]
-    UnknownProvider(String),
+    Config(Arc<ConfigError>),
     #[error("provider `{name}`: {source}")]
     Provider { name: String, source: ProviderError },
     #[error("tools: {0}")]
@@ -44,144 +42,111 @@ pub enum BootstrapError {
     },
 }
 
-/// Builds the raw client for one configured provider (no retry, no fallback).
-pub fn provider_from_config(p: &ResolvedProvider) -> Result<Arc<dyn Provider>, ProviderError> {
-    provider_with_max_tokens(p, DEFAULT_MAX_TOKENS)
-}
-
-/// As [`provider_from_config`]; `default_max_tokens` goes to Anthropic-wire requests
-/// that set none (`agents.defaults.limits.default_max_tokens`).
-fn provider_with_max_tokens(
-    p: &ResolvedProvider,
-    default_max_tokens: u32,
-) -> Result<Arc<dyn Provider>, ProviderError> {
+/// Builds the raw client for one provider (no retry, no fallback).
+pub fn provider_client(p: &ProviderSettings) -> Result<Arc<dyn Provider>, ProviderError> {
     let provider: Arc<dyn Provider> = match p.kind {
-        ProviderType::OpenaiCompat => Arc::new(OpenAiCompat::new(OpenAiCompatConfig {
+        ProviderKind::OpenaiCompat => Arc::new(OpenAiCompat::new(OpenAiCompatConfig {
             name: p.name.clone(),
             base_url: p.base_url.clone(),
             api_key: p.api_key.clone(),
             headers: p.headers.clone(),
-            request_timeout: p.timeout,
-            idle_timeout: STREAM_IDLE_TIMEOUT,
-            schema_flavor: if p.schema_flavor.eq_ignore_ascii_case("gemini") {
-                SchemaFlavor::Gemini
-            } else {
-                SchemaFlavor::OpenAi
+            request_timeout: p.request_timeout,
+            idle_timeout: p.idle_timeout,
+            schema_flavor: match p.schema_flavor {
+                cfg::SchemaFlavor::Gemini => SchemaFlavor::Gemini,
+                cfg::SchemaFlavor::OpenAi => SchemaFlavor::OpenAi,
             },
         })?),
-        ProviderType::Anthropic => Arc::new(Anthropic::new(AnthropicConfig {
+        ProviderKind::Anthropic => Arc::new(Anthropic::new(AnthropicConfig {
             name: p.name.clone(),
             base_url: p.base_url.clone(),
             api_key: p.api_key.clone(),
             headers: p.headers.clone(),
-            request_timeout: p.timeout,
-            idle_timeout: STREAM_IDLE_TIMEOUT,
-            default_max_tokens,
+            request_timeout: p.request_timeout,
+            idle_timeout: p.idle_timeout,
+            default_max_tokens: p.default_max_tokens,
         })?),
     };
     Ok(provider)
 }
 
-/// `max_tokens` for Anthropic-wire requests that set none, unless configured otherwise.
-const DEFAULT_MAX_TOKENS: u32 = 4096;
-
 /// The provider an agent talks to: its primary model then each fallback, every
-/// candidate retried on transient faults before the chain moves on.
+/// candidate retried on transient faults before the chain moves on. One client per
+/// provider, shared by its candidates.
 pub fn chain_for(
-    loaded: &LoadedConfig,
-    agent: &ResolvedAgent,
+    chain: &ProviderChainSettings,
     retry: RetryPolicy,
 ) -> Result<Arc<dyn Provider>, BootstrapError> {
-    let mut clients: HashMap<String, Arc<dyn Provider>> = HashMap::new();
+    let mut clients: HashMap<&str, Arc<dyn Provider>> = HashMap::new();
     let mut candidates = Vec::new();
-    let wanted = std::iter::once((agent.provider.clone(), agent.model.clone()))
-        .chain(agent.fallbacks.iter().cloned());
-    for (name, model) in wanted {
-        let client = match clients.get(&name) {
-            Some(c) => c.clone(),
+    for c in &chain.candidates {
+        let name = c.provider.name.as_str();
+        let client = match clients.get(name) {
+            Some(client) => client.clone(),
             None => {
-                let cfg = loaded
-                    .provider(&name)
-                    .ok_or_else(|| BootstrapError::UnknownProvider(name.clone()))?;
-                let raw = provider_with_max_tokens(&cfg, agent.limits.default_max_tokens).map_err(
-                    |source| BootstrapError::Provider {
-                        name: name.clone(),
+                let raw =
+                    provider_client(&c.provider).map_err(|source| BootstrapError::Provider {
+                        name: name.to_string(),
                         source,
-                    },
-                )?;
+                    })?;
                 let wrapped: Arc<dyn Provider> = Arc::new(RetryingProvider::new(raw, retry));
-                clients.insert(name.clone(), wrapped.clone());
+                clients.insert(name, wrapped.clone());
                 wrapped
             }
         };
-        candidates.push((client, model));
+        candidates.push((client, c.model.clone()));
     }
-    Ok(Arc::new(FallbackChain::new(candidates, FALLBACK_COOLDOWN)))
+    Ok(Arc::new(FallbackChain::new(candidates, chain.cooldown)))
 }
 
-pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
+/// The loop's settings of an agent, drawing on `tool_slots` for its tool executions
+/// ([`build_agent_with`] passes the process-wide ones).
+pub fn settings_for(agent: &cfg::AgentSettings, tool_slots: ToolSlots) -> AgentSettings {
     AgentSettings {
         id: agent.id.clone(),
         name: agent.name.clone(),
         workspace: agent.workspace.clone(),
-        provider: agent.provider.clone(),
-        model: agent.model.clone(),
+        provider: agent.provider().to_string(),
+        model: agent.model().to_string(),
         max_iterations: agent.max_iterations,
         timeout: agent.timeout,
         max_tokens: agent.max_tokens,
         temperature: agent.temperature,
         stream: agent.stream,
-        prompt_mode: match agent.prompt_mode {
-            ferroclaw_config::PromptMode::Full => PromptMode::Full,
-            ferroclaw_config::PromptMode::Minimal => PromptMode::Minimal,
-        },
+        prompt_mode: agent.prompt_mode,
         history: HistoryLimits {
-            max_user_turns: agent.history_turns,
-            old_tool_result_chars: agent.tool_result_context_chars,
+            max_user_turns: agent.history.max_user_turns,
+            old_tool_result_chars: agent.history.old_tool_result_chars,
         },
-        // The gateway's `max_message_chars` replaces this in `build_agent_with`.
-        max_message_chars: 32_000,
-        compaction: ferroclaw_agent::compaction::CompactionSettings {
-            context_window: agent.context_window,
-            threshold: agent.compaction.threshold,
-            max_messages: agent.compaction.max_messages,
-            keep_recent_turns: agent.compaction.keep_recent_turns,
-            memory_flush: agent.compaction.memory_flush,
-        },
+        max_message_chars: agent.limits.max_message_chars,
+        compaction: agent.compaction,
         tool_result_max_chars: agent.limits.tool_result_max_chars,
-        home: None,
-        input_guard: ferroclaw_tools::InputGuardAction::Warn,
+        home: Some(agent.home.clone()),
+        input_guard: agent.tools.input_guard,
         per_user_workspace: agent.per_user_workspace,
-        intent: ferroclaw_agent::tool_intent::IntentSettings::from_config(
-            agent.tool_mode,
-            agent.guided_decoding,
-            &agent.intent,
-        ),
+        intent: ferroclaw_agent::tool_intent::IntentSettings::from_settings(&agent.tool_calling),
         max_reply_bytes: agent.limits.max_reply_bytes,
         max_tool_calls_per_turn: agent.limits.max_tool_calls_per_turn,
         max_concurrent_tools: agent.limits.max_concurrent_tools,
-        // Private to this agent; `build_agent_with` shares the process-wide slots.
-        tool_slots: ToolSlots::new(agent.limits.max_concurrent_tools_total),
+        tool_slots,
     }
 }
 
-/// The transcript repair strategy configured in `session.integrity_strategy`, for the
-/// store's repair-on-load and for integrity scans (CLI and gateway use the same one).
-pub fn integrity_strategy(loaded: &LoadedConfig) -> ferroclaw_store::Strategy {
-    match loaded.config.session.integrity_strategy {
-        ferroclaw_config::IntegrityStrategy::Full => ferroclaw_store::Strategy::Full,
-        ferroclaw_config::IntegrityStrategy::RemoveOrphans => {
-            ferroclaw_store::Strategy::RemoveOrphans
-        }
+/// The transcript repair strategy, for the store's repair-on-load and for integrity
+/// scans (CLI and gateway use the same one).
+pub fn integrity_strategy(store: &StoreSettings) -> ferroclaw_store::Strategy {
+    match store.integrity_strategy {
+        cfg::IntegrityStrategy::Full => ferroclaw_store::Strategy::Full,
+        cfg::IntegrityStrategy::RemoveOrphans => ferroclaw_store::Strategy::RemoveOrphans,
     }
 }
 
 /// The embedded file store under the home, repairing with the configured strategy.
-pub fn file_store(loaded: &LoadedConfig) -> ferroclaw_store::FileSessionStore {
-    ferroclaw_store::FileSessionStore::new(loaded.home.clone())
-        .with_integrity_strategy(integrity_strategy(loaded))
+pub fn file_store(settings: &Settings) -> ferroclaw_store::FileSessionStore {
+    ferroclaw_store::FileSessionStore::new(settings.home.clone())
+        .with_integrity_strategy(integrity_strategy(&settings.store))
         // The same cap as the agent's, so the transcript keeps what the model saw.
-        .with_tool_result_chars(loaded.config.agents.defaults.limits.tool_result_max_chars)
+        .with_tool_result_chars(settings.store.tool_result_max_chars)
 }
 
 /// Services one process shares between all its agents: the exec toolset (guard,
@@ -197,56 +162,56 @@ pub struct SharedServices {
 }
 
 impl SharedServices {
-    pub(crate) fn from_config(
-        loaded: &LoadedConfig,
+    pub(crate) fn new(
+        settings: &Settings,
         core: Arc<Core>,
         subagents: SubagentLimits,
     ) -> Result<Self, BootstrapError> {
-        let cfg = &loaded.config.tools;
+        let shared = &settings.shared;
         Ok(Self {
-            exec: ExecToolset::from_config(&cfg.exec, &loaded.home)
+            exec: ExecToolset::new(&shared.exec, &settings.home)
                 .map_err(|e| BootstrapError::Tools(e.to_string()))?,
-            rate_limiter: Arc::new(RateLimiter::per_hour(cfg.rate_limit_per_hour)),
+            rate_limiter: Arc::new(RateLimiter::per_hour(shared.tool_calls_per_hour)),
             sessions: SessionHub::new(subagents, core),
-            tool_slots: ToolSlots::new(
-                loaded
-                    .config
-                    .agents
-                    .defaults
-                    .limits
-                    .max_concurrent_tools_total,
-            ),
+            tool_slots: ToolSlots::new(shared.max_concurrent_tools_total),
         })
     }
 }
 
+/// The subagent limits as configured (`agents.defaults.subagents`); how many run at once
+/// in the process is the scheduler's `subagent` lane.
+pub fn subagent_limits(settings: &Settings) -> SubagentLimits {
+    SubagentLimits {
+        max_depth: settings.shared.subagents.max_depth,
+        max_children: settings.shared.subagents.max_children,
+    }
+}
+
 pub(crate) fn build_agent_with(
-    loaded: &LoadedConfig,
-    agent_id: &str,
+    agent: &cfg::AgentSettings,
     store: Arc<dyn SessionStore>,
     services: &SharedServices,
 ) -> Result<Agent, BootstrapError> {
-    let resolved = loaded.resolve_agent(agent_id)?;
-    std::fs::create_dir_all(&resolved.workspace).map_err(|source| BootstrapError::Workspace {
-        path: resolved.workspace.clone(),
+    std::fs::create_dir_all(&agent.workspace).map_err(|source| BootstrapError::Workspace {
+        path: agent.workspace.clone(),
         source,
     })?;
-    let mut settings = settings_for(&resolved);
-    settings.home = Some(loaded.home.clone());
-    settings.input_guard = loaded.config.tools.input_guard;
-    settings.max_message_chars = loaded.config.gateway.max_message_chars;
-    settings.tool_slots = services.tool_slots.clone();
-    // `<home>/prompts/intent/<strategy>.md` overrides the built-in tool-calling prompts.
-    settings.intent.prompts_dir = Some(loaded.home.join("prompts").join("intent"));
+    let mut settings = settings_for(agent, services.tool_slots.clone());
     // Confinement checks compare canonical paths; resolve symlinks in the root once.
-    if let Ok(canonical) = std::fs::canonicalize(&resolved.workspace) {
+    if let Ok(canonical) = std::fs::canonicalize(&agent.workspace) {
         settings.workspace = canonical;
     }
-    let provider = chain_for(loaded, &resolved, RetryPolicy::default())?;
-    let tools = Arc::new(tool_registry(loaded, &resolved, services));
+    let provider = chain_for(&agent.providers, RetryPolicy::default())?;
+    // The policy of the agent's top-level runs, computed once: the registry enforces it,
+    // the hub re-binds it for subagents.
+    let (policy, policy_ctx) = PolicyEngine::for_agent(
+        &agent.id,
+        &agent.tools.policy,
+        services.sessions.limits().max_depth,
+    );
+    let tools = Arc::new(tool_registry(agent, services, &policy, &policy_ctx));
     // The session tools inside `tools` reach agents through the hub, so the agent is
     // bound after its registry exists.
-    let (policy, policy_ctx) = policy_for(loaded, &resolved, services);
     services.sessions.bind(
         settings.clone(),
         provider.clone(),
@@ -258,46 +223,21 @@ pub(crate) fn build_agent_with(
     Ok(Agent::new(settings, provider, tools, store))
 }
 
-/// The tool policy of an agent's top-level runs (subagents re-bind it deeper).
-fn policy_for(
-    loaded: &LoadedConfig,
-    agent: &ResolvedAgent,
-    services: &SharedServices,
-) -> (PolicyEngine, PolicyContext) {
-    let policy = PolicyEngine::from_config(&loaded.config.tools);
-    let ctx = PolicyContext {
-        provider: Some(agent.provider.clone()),
-        agent_id: Some(agent.id.clone()),
-        agent: Some(agent.tool_policy.clone()),
-        agent_provider: agent.tool_policy_by_provider.get(&agent.provider).cloned(),
-        group_chat: None,
-        subagent_depth: 0,
-        max_depth: services.sessions.limits().max_depth,
-    };
-    (policy, ctx)
-}
-
 /// The agent's tools behind its policy (what the model sees and may call), the
 /// per-session rate limit, and the paths no tool may reach (the ferroclaw home first).
 pub fn tool_registry(
-    loaded: &LoadedConfig,
-    agent: &ResolvedAgent,
+    agent: &cfg::AgentSettings,
     services: &SharedServices,
+    policy: &PolicyEngine,
+    ctx: &PolicyContext,
 ) -> ToolRegistry {
-    let cfg = &loaded.config.tools;
-    let (policy, ctx) = policy_for(loaded, agent, services);
-    let denied: Vec<std::path::PathBuf> = cfg
-        .denied_paths
-        .iter()
-        .map(|p| loaded.resolve_path(std::path::Path::new(p)))
-        .collect();
     let mut registry = ToolRegistry::with_core_tools();
     // The guarded exec (and process, custom tools) replace the plain core exec.
     for tool in services.exec.tools() {
         registry.register(tool);
     }
     registry.register(Arc::new(ApplyPatchTool));
-    for tool in web_search::web_tools(&cfg.web, &loaded.env) {
+    for tool in web_search::web_tools(&agent.tools.web) {
         registry.register(tool);
     }
     for tool in memory::memory_tools(memory::MemorySettings::default()) {
@@ -308,44 +248,45 @@ pub fn tool_registry(
     }
     // Policy last: it decides over everything registered above.
     registry
-        .with_policy(&policy, &ctx)
+        .with_policy(policy, ctx)
         .with_rate_limit(services.rate_limiter.clone())
-        .with_denied_paths(DeniedPaths::for_home(&loaded.home, &denied))
+        .with_denied_paths(DeniedPaths::for_home(
+            &agent.home,
+            &agent.tools.denied_paths,
+        ))
 }
 
-/// The scheduler as configured: lane sizes, queue capacity and debounce from
-/// `gateway.lanes`, `gateway.queue_capacity`, `gateway.debounce_ms`, each lane overridden
-/// by `FERROCLAW_LANE_<NAME>`. One scheduler per process, whichever surface it serves.
-pub fn scheduler_config(loaded: &LoadedConfig) -> crate::scheduler::SchedulerConfig {
-    use crate::scheduler::{DropPolicy, Lane, SchedulerConfig};
-    let cfg = &loaded.config.gateway;
+/// The scheduler as configured: lane sizes (`FERROCLAW_LANE_<NAME>` applied when the
+/// settings were resolved), queue capacity and debounce. One scheduler per process,
+/// whichever surface it serves.
+pub fn scheduler_config(settings: &SchedulerSettings) -> SchedulerConfig {
     SchedulerConfig {
         lanes: vec![
-            (Lane::Main, cfg.lanes.main.max(1)),
-            (Lane::Subagent, cfg.lanes.subagent.max(1)),
-            (Lane::Delegate, cfg.lanes.delegate.max(1)),
-            (Lane::Cron, cfg.lanes.cron.max(1)),
+            (Lane::Main, settings.lanes.main),
+            (Lane::Subagent, settings.lanes.subagent),
+            (Lane::Delegate, settings.lanes.delegate),
+            (Lane::Cron, settings.lanes.cron),
         ],
-        queue_capacity: cfg.queue_capacity.max(1),
+        queue_capacity: settings.queue_capacity,
         drop_policy: DropPolicy::Old,
-        debounce: Duration::from_millis(cfg.debounce_ms),
+        debounce: settings.debounce,
         ..SchedulerConfig::default()
     }
-    .with_env_overrides(&|k| loaded.env.get(k).map(str::to_string))
 }
 
 /// An agent outside any runtime, with services of its own: for tests and benchmarks of
 /// the agent loop itself. A process's runs go through a `Runtime`, never through this.
 pub fn build_agent(
-    loaded: &LoadedConfig,
+    settings: &Settings,
     agent_id: &str,
     store: Arc<dyn SessionStore>,
 ) -> Result<Agent, BootstrapError> {
-    let scheduler = crate::scheduler::Scheduler::new(scheduler_config(loaded));
-    let services = SharedServices::from_config(
-        loaded,
+    let agent = settings.agent(agent_id).map_err(BootstrapError::Config)?;
+    let scheduler = crate::scheduler::Scheduler::new(scheduler_config(&settings.scheduler));
+    let services = SharedServices::new(
+        settings,
         Core::new(scheduler, store.clone()),
-        SubagentLimits::default(),
+        subagent_limits(settings),
     )?;
-    build_agent_with(loaded, agent_id, store, &services)
+    build_agent_with(agent, store, &services)
 }

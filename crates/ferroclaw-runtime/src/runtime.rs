@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferroclaw_agent::Agent;
-use ferroclaw_config::LoadedConfig;
+use ferroclaw_config::settings::Settings;
 use ferroclaw_store::SessionStore;
 use ferroclaw_types::EntryBody;
 
@@ -26,11 +26,11 @@ pub struct RuntimeOptions {
 
 impl RuntimeOptions {
     /// As configured (`gateway.lanes`, `gateway.queue_capacity`, `gateway.debounce_ms`,
-    /// `FERROCLAW_LANE_<NAME>`).
-    pub fn from_config(loaded: &LoadedConfig) -> Self {
+    /// `FERROCLAW_LANE_<NAME>`, `agents.defaults.subagents`).
+    pub fn from_settings(settings: &Settings) -> Self {
         RuntimeOptions {
-            scheduler: bootstrap::scheduler_config(loaded),
-            subagents: SubagentLimits::default(),
+            scheduler: bootstrap::scheduler_config(&settings.scheduler),
+            subagents: bootstrap::subagent_limits(settings),
         }
     }
 }
@@ -94,18 +94,27 @@ impl Runtime {
     /// Builds every configured agent once. The default agent must build; any other
     /// agent that fails is skipped with a reason ([`Runtime::skipped_agents`]).
     pub fn build(
-        loaded: &LoadedConfig,
+        settings: &Settings,
         store: Arc<dyn SessionStore>,
         options: RuntimeOptions,
     ) -> Result<Runtime, BuildError> {
         let core = Core::new(Scheduler::new(options.scheduler), store.clone());
-        let services = SharedServices::from_config(loaded, core.clone(), options.subagents)
+        let services = SharedServices::new(settings, core.clone(), options.subagents)
             .map_err(|e| BuildError::Services(Box::new(e)))?;
-        let default_agent = loaded.default_agent_id();
+        let default_agent = settings.default_agent.clone();
         let mut agents = Vec::new();
         let mut skipped = Vec::new();
-        for id in loaded.agent_ids() {
-            match bootstrap::build_agent_with(loaded, &id, store.clone(), &services) {
+        // Agents that did not resolve fail here like agents that did not build.
+        let configured = settings.agents.iter().map(|a| (a.id.clone(), Ok(a))).chain(
+            settings
+                .unresolved
+                .iter()
+                .map(|u| (u.id.clone(), Err(BootstrapError::Config(u.error.clone())))),
+        );
+        for (id, agent) in configured {
+            let built =
+                agent.and_then(|a| bootstrap::build_agent_with(a, store.clone(), &services));
+            match built {
                 Ok(agent) => agents.push(AgentEntry {
                     id: id.clone(),
                     agent: Arc::new(agent),
@@ -122,7 +131,7 @@ impl Runtime {
         let default_agent = if agents.iter().any(|a| a.id == default_agent) {
             default_agent
         } else {
-            // Only reachable when the default is not in agent_ids (a config quirk).
+            // Only reachable when the default is not a configured agent (a config quirk).
             tracing::warn!(default = %default_agent, "default agent not built");
             agents.first().map_or(default_agent, |a| a.id.clone())
         };

@@ -216,14 +216,13 @@ async fn rate_limit_with_retry_after_then_success_is_retried_once() {
         let h = Harness::new(protocol, Options::default()).await;
         h.llm.push(Reply::status(429, "slow down").retry_after("1"));
         h.llm.push(Reply::text("after retry"));
-        let resolved = h.loaded.resolve_agent("main").expect("agent");
-        let cfg = h.loaded.provider("scripted").expect("provider");
+        let resolved = h.main_settings();
         let retrying = Arc::new(RetryingProvider::new(
-            bootstrap::provider_from_config(&cfg).expect("provider"),
+            bootstrap::provider_client(&resolved.providers.primary().provider).expect("provider"),
             RetryPolicy::default(),
         ));
         let agent = Agent::new(
-            bootstrap::settings_for(&resolved),
+            bootstrap::settings_for(&resolved, ferroclaw_agent::ToolSlots::new(64)),
             retrying.clone(),
             Arc::new(ToolRegistry::with_core_tools()),
             h.store.clone(),

@@ -74,13 +74,14 @@ async fn setup_full(
     )
     .expect("config loads");
     let store: Arc<dyn SessionStore> = Arc::new(FileSessionStore::new(home.path()));
-    let mut options = RuntimeOptions::from_config(&loaded);
+    let settings = loaded.settings();
+    let mut options = RuntimeOptions::from_settings(&settings);
     options.subagents = limits;
     options
         .scheduler
         .lanes
         .push((Lane::Subagent, subagent_lane));
-    let runtime = Runtime::build(&loaded, store.clone(), options).expect("runtime");
+    let runtime = Runtime::build(&settings, store.clone(), options).expect("runtime");
     assert!(
         runtime.skipped_agents().is_empty(),
         "{:?}",

@@ -1,4 +1,4 @@
-//! Builds the exec tool set from `tools.exec` in the config: the guard (with the approval
+//! Builds the exec tool set from its settings (`tools.exec` in the config): the guard (with the approval
 //! broker and the persisted allowlist under `<home>/data/exec-allowlist.json`), the
 //! background process manager, `exec`, `process` and the custom tools.
 //!
@@ -10,7 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferroclaw_config::{CustomToolConfig, ExecApprovalConfig, ExecModeConfig, ExecToolConfig};
+use ferroclaw_config::settings::{
+    ApprovalMode as ApprovalSetting, CustomToolSettings, ExecMode as ExecModeSetting, ExecSettings,
+};
 
 use crate::builtin::ExecTool;
 use crate::custom_tool::{CustomTool, CustomToolError, CustomToolSpec};
@@ -33,34 +35,34 @@ pub enum ExecSetupError {
     Env(String),
 }
 
-pub fn policy_from_config(cfg: &ExecToolConfig) -> ExecPolicy {
+pub fn exec_policy(cfg: &ExecSettings) -> ExecPolicy {
     ExecPolicy {
         mode: match cfg.mode {
-            ExecModeConfig::Deny => ExecMode::Deny,
-            ExecModeConfig::Allowlist => ExecMode::Allowlist,
-            ExecModeConfig::Full => ExecMode::Full,
+            ExecModeSetting::Deny => ExecMode::Deny,
+            ExecModeSetting::Allowlist => ExecMode::Allowlist,
+            ExecModeSetting::Full => ExecMode::Full,
         },
         approval: match cfg.approval {
-            ExecApprovalConfig::Off => ApprovalMode::Off,
-            ExecApprovalConfig::OnMiss => ApprovalMode::OnMiss,
-            ExecApprovalConfig::Always => ApprovalMode::Always,
+            ApprovalSetting::Off => ApprovalMode::Off,
+            ApprovalSetting::OnMiss => ApprovalMode::OnMiss,
+            ApprovalSetting::Always => ApprovalMode::Always,
         },
         allowlist: cfg.allowlist.clone(),
     }
 }
 
-pub fn custom_spec_from_config(c: &CustomToolConfig) -> CustomToolSpec {
+pub fn custom_spec(c: &CustomToolSettings) -> CustomToolSpec {
     CustomToolSpec {
         name: c.name.clone(),
         description: c.description.clone(),
         parameters: c.parameters.clone(),
         command: c.command.clone(),
-        timeout_seconds: c.timeout_seconds,
+        timeout_seconds: c.timeout.as_secs(),
         workdir: c.workdir.clone(),
     }
 }
 
-/// Everything `tools.exec` configures, ready to register.
+/// Everything the exec settings describe, ready to register.
 #[derive(Clone)]
 pub struct ExecToolset {
     pub guard: Arc<ExecGuard>,
@@ -107,12 +109,12 @@ const RESERVED: &[&str] = &[
 
 impl ExecToolset {
     /// A fresh process manager and approval broker (loading the allowlist from `home`).
-    pub fn from_config(cfg: &ExecToolConfig, home: &Path) -> Result<Self, ExecSetupError> {
+    pub fn new(cfg: &ExecSettings, home: &Path) -> Result<Self, ExecSetupError> {
         let allowlist = ExecAllowlist::load(ExecAllowlist::path_in_home(home))
             .map_err(ExecSetupError::Allowlist)?;
         let broker = ApprovalBroker::new(
             Arc::new(allowlist),
-            Duration::from_secs(cfg.approval_timeout_seconds.max(1)),
+            cfg.approval_timeout.max(Duration::from_secs(1)),
         );
         let processes = Arc::new(
             ProcessManager::with_buffer_bytes(cfg.background_buffer_bytes)
@@ -123,21 +125,27 @@ impl ExecToolset {
 
     /// Uses a gateway-wide process manager and broker (several agents, one of each).
     pub fn with_shared(
-        cfg: &ExecToolConfig,
+        cfg: &ExecSettings,
         processes: Arc<ProcessManager>,
         approvals: ApprovalBroker,
     ) -> Result<Self, ExecSetupError> {
-        cfg.check_env().map_err(ExecSetupError::Env)?;
-        let sandbox = Arc::new(Sandbox::from_config(cfg));
+        // Loading refused these already; settings built by hand get the same refusal.
+        for (name, _) in &cfg.sandbox.env {
+            if let Some(why) = ferroclaw_config::forbidden_child_env(name) {
+                return Err(ExecSetupError::Env(format!(
+                    "`{name}` cannot be passed to commands: {why}"
+                )));
+            }
+        }
+        let sandbox = Arc::new(Sandbox::new(&cfg.sandbox));
         log_sandbox(&sandbox);
-        let guard =
-            Arc::new(ExecGuard::new(policy_from_config(cfg)).with_approvals(approvals.clone()));
+        let guard = Arc::new(ExecGuard::new(exec_policy(cfg)).with_approvals(approvals.clone()));
         let exec = Arc::new(
             ExecTool::new()
                 .with_sandbox(sandbox.clone())
                 .with_guard(guard.clone())
                 .with_process_manager(processes.clone())
-                .with_default_timeout(Duration::from_secs(cfg.timeout_seconds.max(1)))
+                .with_default_timeout(cfg.timeout.max(Duration::from_secs(1)))
                 .with_max_output(cfg.max_output_chars),
         );
         let mut custom: Vec<Arc<CustomTool>> = Vec::new();
@@ -147,7 +155,7 @@ impl ExecToolset {
                 return Err(ExecSetupError::DuplicateName(c.name.clone()));
             }
             custom.push(Arc::new(
-                CustomTool::new(custom_spec_from_config(c), guard.clone())?
+                CustomTool::new(custom_spec(c), guard.clone())?
                     .with_sandbox(sandbox.clone())
                     .with_max_output(cfg.max_output_chars),
             ));

@@ -23,7 +23,7 @@ use std::sync::LazyLock;
 
 use regex::{Regex, RegexSet};
 
-pub use ferroclaw_config::InputGuardAction;
+pub use ferroclaw_config::settings::InputGuardAction;
 
 /// What kind of injection a rule looks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -37,7 +37,7 @@
 
 use std::collections::BTreeMap;
 
-use ferroclaw_config::{ToolPolicyConfig, ToolProfile, ToolsConfig};
+use ferroclaw_config::settings::{AgentToolPolicySettings, ToolPolicySettings, ToolProfile};
 use ferroclaw_types::ToolDefinition;
 
 /// Tool groups usable as `group:<name>` in any list.
@@ -152,12 +152,12 @@ pub struct PolicyContext {
     /// Provider the run talks to (selects `tools.by_provider.<name>`).
     pub provider: Option<String>,
     pub agent_id: Option<String>,
-    /// The agent's level (see `ResolvedAgent::tool_policy`).
-    pub agent: Option<ToolPolicyConfig>,
-    /// The agent's per-provider level (`ResolvedAgent::tool_policy_by_provider[provider]`).
-    pub agent_provider: Option<ToolPolicyConfig>,
+    /// The agent's level (`AgentToolPolicySettings::agent`).
+    pub agent: Option<ToolPolicySettings>,
+    /// The agent's per-provider level (`AgentToolPolicySettings::agent_provider`).
+    pub agent_provider: Option<ToolPolicySettings>,
     /// Set for runs coming from a group chat.
-    pub group_chat: Option<ToolPolicyConfig>,
+    pub group_chat: Option<ToolPolicySettings>,
     /// 0 for a top-level run, 1 for a subagent of it, …
     pub subagent_depth: u32,
     /// Deepest allowed subagent level (default 1); a run at this depth cannot spawn.
@@ -181,17 +181,17 @@ pub struct Decision {
     pub reason: String,
 }
 
-/// Global and per-provider policy, built once from configuration.
+/// Global and per-provider policy, built once from the settings.
 #[derive(Debug, Clone, Default)]
 pub struct PolicyEngine {
-    global: ToolPolicyConfig,
-    by_provider: BTreeMap<String, ToolPolicyConfig>,
+    global: ToolPolicySettings,
+    by_provider: BTreeMap<String, ToolPolicySettings>,
     subagent_deny: Vec<String>,
 }
 
 impl PolicyEngine {
     /// An engine with only a global level.
-    pub fn new(global: &ToolPolicyConfig) -> Self {
+    pub fn new(global: &ToolPolicySettings) -> Self {
         Self {
             global: global.clone(),
             by_provider: BTreeMap::new(),
@@ -202,15 +202,36 @@ impl PolicyEngine {
         }
     }
 
-    /// The engine described by the `tools` section.
-    pub fn from_config(tools: &ToolsConfig) -> Self {
-        let mut e = Self::new(&tools.global_policy());
-        e.by_provider = tools.by_provider.clone();
-        e
+    /// The policy of one agent's top-level runs: the engine with its levels, and the
+    /// context that selects them (subagents re-bind it at their depth).
+    pub fn for_agent(
+        agent_id: &str,
+        levels: &AgentToolPolicySettings,
+        max_depth: u32,
+    ) -> (Self, PolicyContext) {
+        let mut engine = Self::new(&levels.global);
+        if let Some(p) = &levels.provider {
+            engine = engine.with_provider(levels.provider_name.clone(), p.clone());
+        }
+        let ctx = PolicyContext {
+            provider: Some(levels.provider_name.clone()),
+            agent_id: Some(agent_id.to_string()),
+            agent: Some(levels.agent.clone()),
+            agent_provider: levels.agent_provider.clone(),
+            // A run from a group chat sets `tools.group_chat` on its own context.
+            group_chat: None,
+            subagent_depth: 0,
+            max_depth,
+        };
+        (engine, ctx)
     }
 
     /// Adds (or replaces) the level for one provider.
-    pub fn with_provider(mut self, provider: impl Into<String>, policy: ToolPolicyConfig) -> Self {
+    pub fn with_provider(
+        mut self,
+        provider: impl Into<String>,
+        policy: ToolPolicySettings,
+    ) -> Self {
         self.by_provider.insert(provider.into(), policy);
         self
     }
@@ -392,7 +413,7 @@ struct CompiledLevel {
 }
 
 impl CompiledLevel {
-    fn new(level: Level, cfg: &ToolPolicyConfig) -> Self {
+    fn new(level: Level, cfg: &ToolPolicySettings) -> Self {
         let compile = |list: &[String]| list.iter().map(|e| Entry::new(e)).collect();
         Self {
             level,

@@ -26,18 +26,9 @@ pub const MAX_REDIRECTS: usize = 5;
 /// How long one name resolution may take.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the operator allows beyond the default (public addresses only).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SsrfPolicy {
-    /// Hosts the operator trusts even though they are internal: exact names, globs
-    /// (`*.corp.example`), IP addresses or CIDR ranges (`10.1.0.0/16`). A host matching a
-    /// name/glob skips every check; an address matching an IP/CIDR entry passes.
-    pub allow_hosts: Vec<String>,
-    /// Allows loopback, private (RFC 1918), CGNAT, link-local and unique-local addresses.
-    /// Cloud metadata addresses, unspecified, multicast, broadcast and reserved ranges stay
-    /// blocked, and so do the blocked host names.
-    pub allow_private: bool,
-}
+/// What the operator allows beyond the default (public addresses only); filled from
+/// `tools.web.ssrf`.
+pub type SsrfPolicy = ferroclaw_config::settings::SsrfSettings;
 
 /// Why an address is not a public unicast address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

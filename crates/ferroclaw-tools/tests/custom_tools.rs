@@ -218,7 +218,8 @@ fn invalid_specs_are_rejected() {
 }
 
 #[tokio::test]
-async fn toolset_from_config() {
+async fn toolset_from_settings() {
+    use ferroclaw_config::settings::{CustomToolSettings, ExecMode, ExecSettings};
     use ferroclaw_tools::exec_setup::ExecToolset;
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
@@ -228,14 +229,21 @@ async fn toolset_from_config() {
         r#"{"version":1,"entries":["printf"]}"#,
     )
     .unwrap();
-    let cfg: ferroclaw_config::ExecToolConfig = serde_json::from_value(json!({
-        "mode": "allowlist",
-        "allowlist": ["echo"],
-        "custom": [{"name": "hello", "description": "greets", "command": "echo hello {{.who}}",
-                    "parameters": {"type": "object", "properties": {"who": {"type": "string"}}}}]
-    }))
-    .unwrap();
-    let set = ExecToolset::from_config(&cfg, home.path()).unwrap();
+    let hello = CustomToolSettings {
+        name: "hello".into(),
+        description: "greets".into(),
+        parameters: json!({"type": "object", "properties": {"who": {"type": "string"}}}),
+        command: "echo hello {{.who}}".into(),
+        timeout: std::time::Duration::from_secs(60),
+        workdir: None,
+    };
+    let cfg = ExecSettings {
+        mode: ExecMode::Allowlist,
+        allowlist: vec!["echo".into()],
+        custom: vec![hello.clone()],
+        ..ExecSettings::default()
+    };
+    let set = ExecToolset::new(&cfg, home.path()).unwrap();
     let names: Vec<String> = set.tools().iter().map(|t| t.name().to_string()).collect();
     assert_eq!(names, ["exec", "process", "hello"]);
     let ctx = common::ctx(ws.path());
@@ -254,9 +262,21 @@ async fn toolset_from_config() {
         r.for_llm
     );
 
-    let dup: ferroclaw_config::ExecToolConfig = serde_json::from_value(json!({
-        "custom": [{"name": "exec", "command": "echo"}]
-    }))
-    .unwrap();
-    assert!(ExecToolset::from_config(&dup, home.path()).is_err());
+    let dup = ExecSettings {
+        custom: vec![CustomToolSettings {
+            name: "exec".into(),
+            command: "echo".into(),
+            ..hello
+        }],
+        ..ExecSettings::default()
+    };
+    assert!(ExecToolset::new(&dup, home.path()).is_err());
+    // Settings built by hand get the refusal loading gives a credential in `env`.
+    let mut leaky = ExecSettings::default();
+    leaky
+        .sandbox
+        .env
+        .push(("GH_TOKEN".into(), "ghp_secret".into()));
+    let e = ExecToolset::new(&leaky, home.path()).unwrap_err();
+    assert!(e.to_string().contains("GH_TOKEN"), "{e}");
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ferroclaw_agent::{Agent, AgentSettings, NullSink, RunRequest};
-use ferroclaw_config::{AgentConfig, ToolPolicyConfig, ToolProfile};
+use ferroclaw_config::settings::{ToolPolicySettings, ToolProfile};
 use ferroclaw_providers::{OpenAiCompat, OpenAiCompatConfig, Provider, SchemaFlavor};
 use ferroclaw_store::{FileSessionStore, SessionStore};
 use ferroclaw_testkit::{Reply, ScriptedLlm};
@@ -19,9 +19,9 @@ fn level(
     allow: &[&str],
     deny: &[&str],
     also: &[&str],
-) -> ToolPolicyConfig {
+) -> ToolPolicySettings {
     let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
-    ToolPolicyConfig {
+    ToolPolicySettings {
         profile,
         allow: v(allow),
         deny: v(deny),
@@ -29,8 +29,8 @@ fn level(
     }
 }
 
-fn none() -> ToolPolicyConfig {
-    ToolPolicyConfig::default()
+fn none() -> ToolPolicySettings {
+    ToolPolicySettings::default()
 }
 
 use ToolProfile::{Coding, Full, Messaging, Minimal};
@@ -38,13 +38,13 @@ use ToolProfile::{Coding, Full, Messaging, Minimal};
 /// One row of the precedence table.
 struct Case {
     name: &'static str,
-    global: ToolPolicyConfig,
+    global: ToolPolicySettings,
     /// `by_provider.ollama`; the context's provider is `provider`.
-    ollama: Option<ToolPolicyConfig>,
+    ollama: Option<ToolPolicySettings>,
     provider: &'static str,
-    agent: Option<ToolPolicyConfig>,
-    agent_provider: Option<ToolPolicyConfig>,
-    group: Option<ToolPolicyConfig>,
+    agent: Option<ToolPolicySettings>,
+    agent_provider: Option<ToolPolicySettings>,
+    group: Option<ToolPolicySettings>,
     depth: u32,
     max_depth: u32,
     tool: &'static str,
@@ -469,47 +469,61 @@ fn precedence_table() {
     }
 }
 
+/// The engine and context of `agent` as `config.json5` describes them (through the
+/// resolved settings, as the runtime builds them).
+fn agent_policy(config: &str, agent: &str) -> (PolicyEngine, PolicyContext) {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.json5"), config).unwrap();
+    let loaded = ferroclaw_config::load(
+        &ferroclaw_config::LoadOptions {
+            home: Some(home.path().to_path_buf()),
+            config_path: None,
+        },
+        ferroclaw_config::Env::from_pairs([("OPENAI_API_KEY", "sk-test")]),
+    )
+    .unwrap();
+    let a = loaded.agent_settings(agent).unwrap();
+    PolicyEngine::for_agent(&a.id, &a.tools.policy, 1)
+}
+
 #[test]
 fn agent_config_levels() {
+    let base = r#"agents: { defaults: { model: "openai/gpt-4o" }, list: ["#;
     // `tools: []` means no tools at all.
-    let a = AgentConfig {
-        tools: Some(vec![]),
-        ..AgentConfig::default()
-    };
-    let engine = PolicyEngine::new(&none());
-    let ctx = PolicyContext {
-        agent: Some(a.tool_policy()),
-        ..PolicyContext::new()
-    };
+    let (engine, ctx) = agent_policy(&format!("{{ {base} {{ id: \"a\", tools: [] }}] }} }}"), "a");
     assert!(!engine.decide("read", &ctx).allowed);
-    // `tools: None` restricts nothing; tools_deny removes.
-    let a = AgentConfig {
-        tools_deny: vec!["exec".into()],
-        ..AgentConfig::default()
-    };
-    let ctx = PolicyContext {
-        agent: Some(a.tool_policy()),
-        ..PolicyContext::new()
-    };
+    // No `tools` restricts nothing; tools_deny removes.
+    let (engine, ctx) = agent_policy(
+        &format!("{{ {base} {{ id: \"a\", tools_deny: [\"exec\"] }}] }} }}"),
+        "a",
+    );
     assert!(engine.decide("read", &ctx).allowed);
     assert!(!engine.decide("exec", &ctx).allowed);
+    // Another agent keeps its own (empty) level.
+    let (engine, main) = agent_policy(
+        &format!("{{ {base} {{ id: \"a\", tools_deny: [\"exec\"] }}] }} }}"),
+        "main",
+    );
+    assert!(engine.decide("exec", &main).allowed);
 }
 
 #[test]
 fn config_section_builds_the_engine() {
-    let tools: ferroclaw_config::ToolsConfig = serde_json::from_value(json!({
-        "profile": "coding",
-        "byProvider": {"ollama": {"deny": ["exec"]}}
-    }))
-    .unwrap();
-    let engine = PolicyEngine::from_config(&tools);
-    let ollama = PolicyContext {
-        provider: Some("ollama".into()),
-        ..PolicyContext::new()
-    };
+    let tools = r#"tools: { profile: "coding", byProvider: { ollama: { deny: ["exec"] } } }"#;
+    let (engine, ollama) = agent_policy(
+        &format!(
+            r#"{{ agents: {{ defaults: {{ provider: "ollama", model: "llama3" }} }}, {tools} }}"#
+        ),
+        "main",
+    );
+    assert_eq!(ollama.provider.as_deref(), Some("ollama"));
     assert!(!engine.decide("exec", &ollama).allowed);
-    assert!(engine.decide("exec", &PolicyContext::new()).allowed);
-    assert!(!engine.decide("message", &PolicyContext::new()).allowed);
+    let (engine, openai) = agent_policy(
+        &format!(r#"{{ agents: {{ defaults: {{ model: "openai/gpt-4o" }} }}, {tools} }}"#),
+        "main",
+    );
+    assert!(engine.decide("exec", &openai).allowed);
+    assert!(!engine.decide("message", &openai).allowed);
 }
 
 fn ctx(ws: &std::path::Path) -> ToolContext {

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ferroclaw_config::{ExecToolConfig, SandboxModeConfig};
+use ferroclaw_config::settings::{SandboxMode, SandboxSettings};
 use ferroclaw_tools::builtin::ExecTool;
 use ferroclaw_tools::custom_tool::{CustomTool, CustomToolSpec};
 use ferroclaw_tools::exec_guard::{ApprovalMode, ExecGuard, ExecMode, ExecPolicy};
@@ -78,26 +78,26 @@ impl Fixture {
     }
 }
 
-fn config(backend: SandboxModeConfig, network: bool) -> ExecToolConfig {
-    ExecToolConfig {
-        sandbox: backend,
+fn config(backend: SandboxMode, network: bool) -> SandboxSettings {
+    SandboxSettings {
+        mode: backend,
         network,
-        ..ExecToolConfig::default()
+        ..SandboxSettings::default()
     }
 }
 
 /// The backends to test: bubblewrap always (its absence is a failure, with the fix),
 /// Landlock when the kernel has it.
-fn backends() -> Vec<SandboxModeConfig> {
-    let b = Sandbox::from_config(&config(SandboxModeConfig::Bwrap, false));
+fn backends() -> Vec<SandboxMode> {
+    let b = Sandbox::new(&config(SandboxMode::Bwrap, false));
     assert_eq!(
         b.backend(),
         Ok(SandboxBackend::Bwrap),
         "bubblewrap must be installed for these tests (apt-get install bubblewrap)"
     );
-    let mut v = vec![SandboxModeConfig::Bwrap];
-    match Sandbox::from_config(&config(SandboxModeConfig::Landlock, false)).backend() {
-        Ok(_) => v.push(SandboxModeConfig::Landlock),
+    let mut v = vec![SandboxMode::Bwrap];
+    match Sandbox::new(&config(SandboxMode::Landlock, false)).backend() {
+        Ok(_) => v.push(SandboxMode::Landlock),
         // CI runs on a kernel with Landlock: there, a missing backend is a failure.
         Err(e) if std::env::var_os("CI").is_some() => {
             panic!("Landlock backend unavailable in CI: {e}")
@@ -116,9 +116,9 @@ fn full_guard() -> Arc<ExecGuard> {
     }))
 }
 
-fn exec_for(cfg: &ExecToolConfig) -> ExecTool {
+fn exec_for(cfg: &SandboxSettings) -> ExecTool {
     ExecTool::new()
-        .with_sandbox(Arc::new(Sandbox::from_config(cfg)))
+        .with_sandbox(Arc::new(Sandbox::new(cfg)))
         .with_guard(full_guard())
 }
 
@@ -126,7 +126,7 @@ async fn run_with(f: &Fixture, tool: &dyn Tool, args: Value) -> ToolResult {
     f.denied().scope(tool.execute(&f.ctx(), args)).await
 }
 
-async fn sh(f: &Fixture, mode: SandboxModeConfig, command: &str) -> ToolResult {
+async fn sh(f: &Fixture, mode: SandboxMode, command: &str) -> ToolResult {
     run_with(
         f,
         &exec_for(&config(mode, false)),
@@ -137,9 +137,9 @@ async fn sh(f: &Fixture, mode: SandboxModeConfig, command: &str) -> ToolResult {
 
 /// The refusal a backend gives for a hidden path: bubblewrap shows an empty tmpfs in its
 /// place, Landlock denies the access.
-fn hidden_reason(mode: SandboxModeConfig) -> &'static str {
+fn hidden_reason(mode: SandboxMode) -> &'static str {
     match mode {
-        SandboxModeConfig::Landlock => "Permission denied",
+        SandboxMode::Landlock => "Permission denied",
         _ => "No such file or directory",
     }
 }
@@ -204,14 +204,14 @@ async fn writes_outside_the_workspace_and_hard_links_are_refused() {
         )
         .await;
         let why = match mode {
-            SandboxModeConfig::Landlock => "Permission denied",
+            SandboxMode::Landlock => "Permission denied",
             // An empty tmpfs stands where the home was.
             _ => "Directory nonexistent",
         };
         assert_refused(&r, why, &format!("{mode:?} allowlist write"));
         let r = sh(&f, mode, "echo x > /etc/ferroclaw-sandbox-test").await;
         let why = match mode {
-            SandboxModeConfig::Landlock => "Permission denied",
+            SandboxMode::Landlock => "Permission denied",
             _ => "Read-only file system",
         };
         assert_refused(&r, why, &format!("{mode:?} write into /etc"));
@@ -271,7 +271,7 @@ async fn network_is_refused_unless_allowed() {
         )
         .await;
         let why = match mode {
-            SandboxModeConfig::Landlock if !r.for_llm.contains("refused") => "Permission denied",
+            SandboxMode::Landlock if !r.for_llm.contains("refused") => "Permission denied",
             _ => "Connection refused",
         };
         assert!(
@@ -304,7 +304,7 @@ async fn the_gateway_process_cannot_be_seen_or_signalled() {
     for mode in backends() {
         let r = sh(&f, mode, &format!("kill -0 {me}")).await;
         let why = match mode {
-            SandboxModeConfig::Landlock => "Operation not permitted",
+            SandboxMode::Landlock => "Operation not permitted",
             _ => "No such process",
         };
         assert!(
@@ -314,7 +314,7 @@ async fn the_gateway_process_cannot_be_seen_or_signalled() {
         );
     }
     // With a pid namespace, `ps` shows only the command's own processes.
-    let r = sh(&f, SandboxModeConfig::Bwrap, "ps -eo pid=,comm=").await;
+    let r = sh(&f, SandboxMode::Bwrap, "ps -eo pid=,comm=").await;
     assert!(!r.is_error, "{}", r.for_llm);
     let lines: Vec<&str> = r
         .for_llm
@@ -347,7 +347,7 @@ async fn environment_is_an_allowlist() {
             ("OPENAI_API_KEY", SECRET.to_string()),
             ("VISIBLE_SETTING", "plain".to_string()),
         ])
-        .with_sandbox(Arc::new(Sandbox::from_config(&config(mode, false))))
+        .with_sandbox(Arc::new(Sandbox::new(&config(mode, false))))
         .with_guard(full_guard());
         let r = run_with(&f, &tool, json!({"command": "env"})).await;
         assert!(!r.is_error, "{}", r.for_llm);
@@ -420,10 +420,7 @@ async fn fork_bomb_and_memory_hog_are_contained() {
 #[tokio::test]
 async fn background_processes_and_custom_tools_are_confined_too() {
     let f = fixture();
-    let sandbox = Arc::new(Sandbox::from_config(&config(
-        SandboxModeConfig::Auto,
-        false,
-    )));
+    let sandbox = Arc::new(Sandbox::new(&config(SandboxMode::Auto, false)));
     let manager = Arc::new(ProcessManager::new());
     let exec = ExecTool::new()
         .with_sandbox(sandbox.clone())
@@ -526,7 +523,7 @@ async fn workspace_that_is_the_home_keeps_its_secrets() {
             .scope(tool.execute(&ctx, json!({"command": "ls; cat config.json5 .env.local"})))
             .await;
         match mode {
-            SandboxModeConfig::Landlock => assert_refused(
+            SandboxMode::Landlock => assert_refused(
                 &r,
                 "cannot hide the protected files",
                 "landlock home workspace",
@@ -547,14 +544,14 @@ async fn workspace_that_is_the_home_keeps_its_secrets() {
 
 #[test]
 fn describe_names_the_backend_and_its_gaps() {
-    let b = Sandbox::from_config(&config(SandboxModeConfig::Bwrap, false)).describe();
+    let b = Sandbox::new(&config(SandboxMode::Bwrap, false)).describe();
     assert!(b.contains("bubblewrap") && b.contains("no network"), "{b}");
-    let off = Sandbox::from_config(&config(SandboxModeConfig::Off, false)).describe();
+    let off = Sandbox::new(&config(SandboxMode::Off, false)).describe();
     assert!(off.contains("OFF"), "{off}");
     if let Ok(SandboxBackend::Landlock) =
-        Sandbox::from_config(&config(SandboxModeConfig::Landlock, false)).backend()
+        Sandbox::new(&config(SandboxMode::Landlock, false)).backend()
     {
-        let l = Sandbox::from_config(&config(SandboxModeConfig::Landlock, false)).describe();
+        let l = Sandbox::new(&config(SandboxMode::Landlock, false)).describe();
         assert!(
             l.contains("Landlock ABI") && l.contains("cannot confine"),
             "{l}"
@@ -567,7 +564,7 @@ fn describe_names_the_backend_and_its_gaps() {
 #[tokio::test]
 async fn the_sandbox_tmp_is_capped() {
     let f = fixture();
-    let tool = exec_for(&config(SandboxModeConfig::Bwrap, false));
+    let tool = exec_for(&config(SandboxMode::Bwrap, false));
     let r = run_with(
         &f,
         &tool,

@@ -37,9 +37,7 @@ pub async fn integrity(State(state): State<Arc<AppState>>) -> Json<Value> {
 /// The last scan's status with `scanned: true`, or `{scanned: false}` when none ran.
 /// Reads one small file; not worth a blocking thread.
 pub fn integrity_status(state: &AppState) -> Value {
-    match ferroclaw_store::last_status(&state.loaded.home)
-        .and_then(|st| serde_json::to_value(st).ok())
-    {
+    match ferroclaw_store::last_status(&state.home).and_then(|st| serde_json::to_value(st).ok()) {
         Some(mut v) => {
             v["scanned"] = json!(true);
             v

@@ -10,7 +10,6 @@ pub mod tools_invoke;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -112,7 +111,7 @@ pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: N
     }
     req.extensions_mut().insert(caller);
     if req.method() != Method::GET {
-        let limit = Duration::from_secs(state.config.limits.body_read_timeout_seconds.max(1));
+        let limit = state.config.limits.body_read_timeout;
         let (parts, body) = req.into_parts();
         let read = axum::body::to_bytes(body, MAX_BODY_BYTES);
         let bytes = match tokio::time::timeout(limit, read).await {

@@ -103,8 +103,7 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
     // each event is checked against the role the connection has when it arrives.
     let mut approvals = Some(state.runtime.services().exec.approvals.subscribe());
     // Nobody holds a connection open without a credential for longer than this.
-    let connect_limit =
-        std::time::Duration::from_secs(state.config.limits.connect_timeout_seconds.max(1));
+    let connect_limit = state.config.limits.connect_timeout;
     let connect_deadline = tokio::time::sleep(connect_limit);
     tokio::pin!(connect_deadline);
     let mut told_shutdown = state.shutting_down.is_cancelled();
@@ -127,7 +126,7 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
             }
             _ = state.shutting_down.cancelled(), if !told_shutdown => {
                 told_shutdown = true;
-                let grace = state.config.shutdown_grace_seconds.saturating_mul(1000);
+                let grace = u64::try_from(state.config.shutdown_grace.as_millis()).unwrap_or(u64::MAX);
                 conn.send_event("shutdown", &json!({"reason": "gateway shutting down", "graceMs": grace}));
             }
             Some(msg) = rx.recv() => {

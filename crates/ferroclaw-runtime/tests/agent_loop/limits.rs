@@ -155,14 +155,13 @@ impl Tool for GateTool {
 
 /// The configured agent, with only the gate tool and optionally shared slots.
 fn gated_agent(h: &Harness, gate: &Arc<GateTool>, slots: Option<ToolSlots>) -> Agent {
-    let resolved = h.loaded.resolve_agent("main").expect("agent");
+    let resolved = h.main_settings();
     std::fs::create_dir_all(&resolved.workspace).expect("workspace");
-    let mut settings = bootstrap::settings_for(&resolved);
-    if let Some(slots) = slots {
-        settings.tool_slots = slots;
-    }
+    let slots = slots
+        .unwrap_or_else(|| ToolSlots::new(h.loaded.settings().shared.max_concurrent_tools_total));
+    let settings = bootstrap::settings_for(&resolved, slots);
     let provider =
-        bootstrap::chain_for(&h.loaded, &resolved, RetryPolicy::default()).expect("provider");
+        bootstrap::chain_for(&resolved.providers, RetryPolicy::default()).expect("provider");
     let mut tools = ToolRegistry::new();
     tools.register(gate.clone());
     Agent::new(settings, provider, Arc::new(tools), h.store.clone())

@@ -96,13 +96,18 @@ impl Harness {
     }
 
     pub fn agent(&self) -> Agent {
-        bootstrap::build_agent(&self.loaded, "main", self.store.clone()).expect("agent")
+        bootstrap::build_agent(&self.loaded.settings(), "main", self.store.clone()).expect("agent")
+    }
+
+    /// The main agent's resolved settings.
+    pub fn main_settings(&self) -> ferroclaw_config::settings::AgentSettings {
+        self.loaded.agent_settings("main").expect("agent")
     }
 
     /// A fresh store and agent over the same home: what a process restart sees.
     pub fn restarted_agent(&self) -> Agent {
         let store: Arc<dyn SessionStore> = Arc::new(FileSessionStore::new(self.home.path()));
-        bootstrap::build_agent(&self.loaded, "main", store).expect("agent")
+        bootstrap::build_agent(&self.loaded.settings(), "main", store).expect("agent")
     }
 
     pub fn workspace(&self) -> std::path::PathBuf {

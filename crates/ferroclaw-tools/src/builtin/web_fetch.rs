@@ -16,48 +16,10 @@ use markup5ever_rcdom::{Node, NodeData};
 use serde_json::{json, Value};
 
 use super::{optional_str, optional_u64, required_str};
-use crate::ssrf::{
-    error_chain, guarded_get, FetchError, FetchOptions, Resolver, SsrfPolicy, SystemResolver,
-};
+use crate::ssrf::{error_chain, guarded_get, FetchError, FetchOptions, Resolver, SystemResolver};
 use crate::{Tool, ToolContext, ToolResult};
 
-/// Settings of `web_fetch` (from `tools.web.fetch` and `tools.web.ssrf` in the config).
-#[derive(Debug, Clone)]
-pub struct WebFetchSettings {
-    /// Default and maximum number of characters returned to the model.
-    pub max_chars: usize,
-    /// Largest response body read; larger ones are refused.
-    pub max_bytes: usize,
-    /// Time for the whole fetch, redirects and body included.
-    pub timeout: Duration,
-    pub ssrf: SsrfPolicy,
-}
-
-impl Default for WebFetchSettings {
-    fn default() -> Self {
-        Self {
-            max_chars: 50_000,
-            max_bytes: 5 * 1024 * 1024,
-            timeout: Duration::from_secs(30),
-            ssrf: SsrfPolicy::default(),
-        }
-    }
-}
-
-impl WebFetchSettings {
-    /// From `tools.web` (fetch limits and the SSRF policy).
-    pub fn from_config(cfg: &ferroclaw_config::WebToolsConfig) -> Self {
-        Self {
-            max_chars: cfg.fetch.max_chars.max(1),
-            max_bytes: cfg.fetch.max_bytes.max(1),
-            timeout: Duration::from_secs(cfg.fetch.timeout_seconds.max(1)),
-            ssrf: SsrfPolicy {
-                allow_hosts: cfg.ssrf.allow_hosts.clone(),
-                allow_private: cfg.ssrf.allow_private,
-            },
-        }
-    }
-}
+pub use ferroclaw_config::settings::WebFetchSettings;
 
 pub struct WebFetchTool {
     settings: WebFetchSettings,

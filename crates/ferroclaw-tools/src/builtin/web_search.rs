@@ -8,8 +8,6 @@
 //! normal set-up). The model only supplies the query, which is sent as a query parameter.
 //! The results are still third-party content and are wrapped as untrusted.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
@@ -18,96 +16,24 @@ use super::{optional_u64, required_str};
 use crate::ssrf::error_chain;
 use crate::{Tool, ToolContext, ToolResult};
 
-/// Public endpoint of the Brave Search API.
-pub const BRAVE_DEFAULT_BASE: &str = "https://api.search.brave.com";
+use ferroclaw_config::settings::WebToolsSettings;
+pub use ferroclaw_config::settings::{SearchProvider, WebSearchSettings, BRAVE_DEFAULT_BASE};
+
 /// Largest provider response read.
 const MAX_RESPONSE_BYTES: usize = 2 * 1024 * 1024;
 /// Longest snippet kept per result.
 const MAX_SNIPPET_CHARS: usize = 500;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SearchProvider {
-    Brave,
-    Searxng,
-    Generic,
-    #[default]
-    None,
-}
-
-impl SearchProvider {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Brave => "brave",
-            Self::Searxng => "searxng",
-            Self::Generic => "generic",
-            Self::None => "none",
-        }
-    }
-}
-
-/// Settings of `web_search` (from `tools.web.search`; the key is read from the environment
-/// variable named there by whoever builds the tool).
-#[derive(Debug, Clone)]
-pub struct WebSearchSettings {
-    pub provider: SearchProvider,
-    /// Required for SearXNG and generic; Brave defaults to [`BRAVE_DEFAULT_BASE`].
-    pub base_url: Option<String>,
-    /// Brave's subscription token.
-    pub api_key: Option<String>,
-    /// Name of the environment variable the key comes from (for error messages).
-    pub api_key_env: String,
-    pub default_count: usize,
-    pub timeout: Duration,
-}
-
-impl Default for WebSearchSettings {
-    fn default() -> Self {
-        Self {
-            provider: SearchProvider::None,
-            base_url: None,
-            api_key: None,
-            api_key_env: "BRAVE_API_KEY".into(),
-            default_count: 5,
-            timeout: Duration::from_secs(20),
-        }
-    }
-}
-
-impl WebSearchSettings {
-    /// From `tools.web.search`, the key read from the environment variable it names.
-    pub fn from_config(
-        cfg: &ferroclaw_config::WebSearchConfig,
-        env: &ferroclaw_config::Env,
-    ) -> Self {
-        use ferroclaw_config::SearchProviderKind as K;
-        Self {
-            provider: match cfg.provider {
-                K::Brave => SearchProvider::Brave,
-                K::Searxng => SearchProvider::Searxng,
-                K::Generic => SearchProvider::Generic,
-                K::None => SearchProvider::None,
-            },
-            base_url: cfg.base_url.clone().filter(|b| !b.trim().is_empty()),
-            api_key: cfg.api_key(env),
-            api_key_env: cfg.api_key_env.clone(),
-            default_count: (cfg.default_count as usize).clamp(1, 10),
-            ..Self::default()
-        }
-    }
-}
-
-/// The web tools `tools.web` asks for: `web_fetch` always, `web_search` when a provider is
-/// configured.
-pub fn web_tools(
-    cfg: &ferroclaw_config::WebToolsConfig,
-    env: &ferroclaw_config::Env,
-) -> Vec<std::sync::Arc<dyn Tool>> {
+/// The web tools the settings ask for: `web_fetch` always, `web_search` when a provider
+/// is configured.
+pub fn web_tools(settings: &WebToolsSettings) -> Vec<std::sync::Arc<dyn Tool>> {
     let mut tools: Vec<std::sync::Arc<dyn Tool>> = vec![std::sync::Arc::new(
-        super::web_fetch::WebFetchTool::new(super::web_fetch::WebFetchSettings::from_config(cfg)),
+        super::web_fetch::WebFetchTool::new(settings.fetch.clone()),
     )];
-    let search = WebSearchSettings::from_config(&cfg.search, env);
-    if search.provider != SearchProvider::None {
-        tools.push(std::sync::Arc::new(WebSearchTool::new(search)));
+    if settings.search.provider != SearchProvider::None {
+        tools.push(std::sync::Arc::new(WebSearchTool::new(
+            settings.search.clone(),
+        )));
     }
     tools
 }
@@ -346,18 +272,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tools_from_config() {
-        let mut cfg = ferroclaw_config::WebToolsConfig::default();
-        let env = ferroclaw_config::Env::from_pairs([("BRAVE_API_KEY", "k")]);
+    fn web_search_only_when_a_provider_is_set() {
+        let mut settings = WebToolsSettings::default();
         let names = |t: Vec<std::sync::Arc<dyn Tool>>| {
             t.iter().map(|t| t.name().to_string()).collect::<Vec<_>>()
         };
-        assert_eq!(names(web_tools(&cfg, &env)), ["web_fetch"]);
-        cfg.search.provider = ferroclaw_config::SearchProviderKind::Brave;
-        assert_eq!(names(web_tools(&cfg, &env)), ["web_fetch", "web_search"]);
-        let s = WebSearchSettings::from_config(&cfg.search, &env);
-        assert_eq!(s.api_key.as_deref(), Some("k"));
-        assert_eq!(s.default_count, 5);
+        assert_eq!(names(web_tools(&settings)), ["web_fetch"]);
+        settings.search.provider = SearchProvider::Brave;
+        assert_eq!(names(web_tools(&settings)), ["web_fetch", "web_search"]);
     }
 
     #[test]

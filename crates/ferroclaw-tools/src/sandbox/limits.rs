@@ -1,6 +1,6 @@
 //! Resource limits applied in the child between `fork` and `exec`.
 
-use ferroclaw_config::ExecLimitsConfig;
+use ferroclaw_config::settings::ExecLimitsSettings;
 
 /// Raw `rlimit` values, computed before the fork so the child only makes system calls.
 #[derive(Debug, Clone, Copy)]
@@ -13,7 +13,7 @@ pub(crate) struct Rlimits {
 }
 
 impl Rlimits {
-    pub(crate) fn from_config(l: &ExecLimitsConfig) -> Self {
+    pub(crate) fn new(l: &ExecLimitsSettings) -> Self {
         let mb = |v: u64| v.max(1).saturating_mul(1 << 20);
         Self {
             cpu: l.cpu_seconds.max(1),

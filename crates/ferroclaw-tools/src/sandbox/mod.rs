@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use ferroclaw_config::{ExecLimitsConfig, ExecToolConfig, SandboxModeConfig};
+use ferroclaw_config::settings::{ExecLimitsSettings, SandboxMode, SandboxSettings};
 
 use crate::path_guard::DeniedPaths;
 use crate::ToolContext;
@@ -84,12 +84,12 @@ pub struct Sandbox {
     backend: Result<SandboxBackend, String>,
     network: bool,
     env: Vec<(OsString, OsString)>,
-    limits: ExecLimitsConfig,
+    limits: ExecLimitsSettings,
 }
 
 impl Default for Sandbox {
     fn default() -> Self {
-        Self::from_config(&ExecToolConfig::default())
+        Self::new(&SandboxSettings::default())
     }
 }
 
@@ -102,17 +102,17 @@ pub(crate) struct Target {
 
 impl Sandbox {
     /// Resolves the backend (probing bubblewrap and Landlock once per process).
-    pub fn from_config(cfg: &ExecToolConfig) -> Self {
-        let backend = match cfg.sandbox {
-            SandboxModeConfig::Off => Ok(SandboxBackend::Off),
-            SandboxModeConfig::Bwrap => bwrap::probe()
+    pub fn new(cfg: &SandboxSettings) -> Self {
+        let backend = match cfg.mode {
+            SandboxMode::Off => Ok(SandboxBackend::Off),
+            SandboxMode::Bwrap => bwrap::probe()
                 .as_ref()
                 .map(|_| SandboxBackend::Bwrap)
                 .map_err(|e| unavailable(&format!("tools.exec.sandbox is \"bwrap\" but {e}"))),
-            SandboxModeConfig::Landlock => landlock::abi()
+            SandboxMode::Landlock => landlock::abi()
                 .map(|_| SandboxBackend::Landlock)
                 .map_err(|e| unavailable(&format!("tools.exec.sandbox is \"landlock\" but {e}"))),
-            SandboxModeConfig::Auto => match (bwrap::probe(), landlock::abi()) {
+            SandboxMode::Auto => match (bwrap::probe(), landlock::abi()) {
                 (Ok(_), _) => Ok(SandboxBackend::Bwrap),
                 (Err(_), Ok(_)) => Ok(SandboxBackend::Landlock),
                 (Err(b), Err(l)) => Err(unavailable(&format!("{b}, and {l}"))),
@@ -122,7 +122,7 @@ impl Sandbox {
             backend,
             network: cfg.network,
             env: cfg.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-            limits: cfg.limits.clone(),
+            limits: cfg.limits,
         }
     }
 
@@ -255,7 +255,7 @@ impl Sandbox {
             tracing::debug!(target: "security.sandbox", "no pids cgroup: process count bounded by RLIMIT_NPROC only");
         }
         let join: Vec<i32> = cg.as_ref().map(|c| c.join_fds()).unwrap_or_default();
-        let rlimits = limits::Rlimits::from_config(&self.limits);
+        let rlimits = limits::Rlimits::new(&self.limits);
         // SAFETY: the closure only makes async-signal-safe system calls (setsid, write,
         // setrlimit, unshare, prctl, landlock_restrict_self) on values prepared above.
         unsafe {
@@ -455,7 +455,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The sandbox of [`ExecToolConfig::default`], probed once and shared by tools built
+/// The sandbox of [`SandboxSettings::default`], probed once and shared by tools built
 /// without a configuration.
 pub fn default_sandbox() -> Arc<Sandbox> {
     static S: OnceLock<Arc<Sandbox>> = OnceLock::new();

@@ -117,7 +117,9 @@ impl Chat<'_> {
                     let home = ctx.loaded.home.clone();
                     let opts = ferroclaw_store::ScanOptions {
                         repair: true,
-                        strategy: ferroclaw_runtime::bootstrap::integrity_strategy(&ctx.loaded),
+                        strategy: ferroclaw_runtime::bootstrap::integrity_strategy(
+                            &ctx.settings.store,
+                        ),
                         agent: None,
                     };
                     match tokio::task::spawn_blocking(move || {

@@ -66,7 +66,8 @@ pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         ),
     }
 
-    let sandbox = ferroclaw_tools::sandbox::Sandbox::from_config(&loaded.config.tools.exec);
+    let settings = loaded.settings();
+    let sandbox = ferroclaw_tools::sandbox::Sandbox::new(&settings.shared.exec.sandbox);
     match sandbox.backend() {
         Ok(ferroclaw_tools::sandbox::SandboxBackend::Off) => r.warn(&sandbox.describe(), "install bubblewrap and remove tools.exec.sandbox: \"off\""),
         Ok(_) => r.ok(&sandbox.describe()),
@@ -81,7 +82,9 @@ pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         );
     }
     for p in &providers {
-        let provider = match ferroclaw_runtime::bootstrap::provider_from_config(p) {
+        let max_tokens = loaded.config.agents.defaults.limits.default_max_tokens;
+        let provider = match ferroclaw_runtime::bootstrap::provider_client(&p.settings(max_tokens))
+        {
             Ok(p) => p,
             Err(e) => {
                 r.fail(&format!("provider `{}`: {e}", p.name), "check its base_url");

@@ -19,7 +19,7 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
     let ctx = AppContext::load(global)?;
     let providers = ctx.loaded.providers();
     let gateway = Gateway::bind(
-        ctx.loaded,
+        ctx.settings,
         ctx.store,
         ServeOptions {
             host: args.host,

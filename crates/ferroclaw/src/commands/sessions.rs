@@ -85,7 +85,7 @@ async fn list(ctx: &AppContext, args: ListArgs) -> anyhow::Result<ExitCode> {
 async fn scan(ctx: &AppContext, args: ScanArgs) -> anyhow::Result<ExitCode> {
     let strategy = match args.strategy {
         Some(s) => s,
-        None => ferroclaw_runtime::bootstrap::integrity_strategy(&ctx.loaded),
+        None => ferroclaw_runtime::bootstrap::integrity_strategy(&ctx.settings.store),
     };
     let opts = ScanOptions {
         repair: args.repair,

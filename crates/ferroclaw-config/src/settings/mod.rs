@@ -1,0 +1,134 @@
+//! Plain, fully resolved settings: what the crates below the binary take as values.
+//!
+//! [`crate::LoadedConfig::settings`] produces them once, after loading: every default is
+//! filled in, the environment and its secrets are read, paths are absolute. Nothing here
+//! is deserialised, and an `Option` only ever means "not at all" (no `max_tokens` sent,
+//! no fallback provider level), never "use the default". The file format lives in the
+//! `*Config` types; only this module is meant to cross into the runtime, tools, agent
+//! and gateway crates.
+
+mod agent;
+mod gateway;
+mod provider;
+mod resolve;
+mod tools;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::ConfigError;
+
+pub use agent::{
+    AgentLimitsSettings, AgentSettings, AgentToolsSettings, CompactionSettings, HistorySettings,
+    PromptMode, SubagentSettings,
+};
+pub use gateway::{
+    GatewayLimitsSettings, GatewaySettings, GatewayUserSettings, LaneSettings, QueueMode,
+    SchedulerSettings, UserRole,
+};
+pub use provider::{
+    GuidedDecoding, ModelChoice, ProviderChainSettings, ProviderKind, ProviderSettings,
+    SchemaFlavor, ToolCallingSettings, ToolMode,
+};
+pub use tools::{
+    AgentToolPolicySettings, ApprovalMode, CustomToolSettings, ExecLimitsSettings, ExecMode,
+    ExecSettings, InputGuardAction, SandboxMode, SandboxSettings, SearchProvider, SsrfSettings,
+    ToolPolicySettings, ToolProfile, WebFetchSettings, WebSearchSettings, WebToolsSettings,
+    BRAVE_DEFAULT_BASE,
+};
+
+/// Everything one process needs, resolved once from `config.json5` and the environment.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub home: PathBuf,
+    /// The agent a request naming none goes to.
+    pub default_agent: String,
+    /// Every agent that resolved, `main` first, then in `agents.list` order.
+    pub agents: Vec<AgentSettings>,
+    /// Agents that could not be resolved (no provider, unknown provider, …), with why.
+    pub unresolved: Vec<UnresolvedAgent>,
+    /// What every agent of the process shares.
+    pub shared: SharedSettings,
+    pub store: StoreSettings,
+    /// Every run of the process goes through it, whichever surface started it.
+    pub scheduler: SchedulerSettings,
+    pub gateway: GatewaySettings,
+}
+
+/// An agent whose settings could not be resolved.
+#[derive(Debug, Clone)]
+pub struct UnresolvedAgent {
+    pub id: String,
+    /// Shared because settings are cloned and an I/O error cannot be.
+    pub error: Arc<ConfigError>,
+}
+
+/// Services one process shares between all its agents.
+#[derive(Debug, Clone)]
+pub struct SharedSettings {
+    /// `exec`, `process` and custom tools: one guard, approval queue and process table.
+    pub exec: ExecSettings,
+    /// Tool calls allowed per session per hour (sliding window); 0 = unlimited.
+    pub tool_calls_per_hour: u32,
+    /// Tool executions at once in the whole process, all agents together.
+    pub max_concurrent_tools_total: usize,
+    pub subagents: SubagentSettings,
+}
+
+impl Default for SharedSettings {
+    fn default() -> Self {
+        let d = crate::AgentDefaults::default();
+        Self {
+            exec: ExecSettings::default(),
+            tool_calls_per_hour: crate::ToolsConfig::default().rate_limit_per_hour,
+            max_concurrent_tools_total: d.limits.max_concurrent_tools_total,
+            subagents: SubagentSettings {
+                max_depth: d.subagents.max_depth,
+                max_children: d.subagents.max_children,
+            },
+        }
+    }
+}
+
+/// How sessions are stored and repaired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreSettings {
+    pub integrity_strategy: IntegrityStrategy,
+    /// A single stored tool result is cut to this many characters (the agent's cap too,
+    /// so the transcript keeps what the model saw).
+    pub tool_result_max_chars: usize,
+}
+
+/// How damaged transcripts are repaired.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IntegrityStrategy {
+    /// Fix every pairing issue.
+    #[default]
+    Full,
+    /// Only drop orphaned tool results.
+    RemoveOrphans,
+}
+
+impl Settings {
+    /// The settings of agent `id`, or why it has none.
+    pub fn agent(&self, id: &str) -> Result<&AgentSettings, Arc<ConfigError>> {
+        if let Some(a) = self.agents.iter().find(|a| a.id == id) {
+            return Ok(a);
+        }
+        match self.unresolved.iter().find(|u| u.id == id) {
+            Some(u) => Err(u.error.clone()),
+            None => Err(Arc::new(ConfigError::UnknownAgent {
+                id: id.to_string(),
+                known: self
+                    .agents
+                    .iter()
+                    .map(|a| a.id.clone())
+                    .chain(self.unresolved.iter().map(|u| u.id.clone()))
+                    .collect(),
+            })),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
