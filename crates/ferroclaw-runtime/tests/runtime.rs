@@ -5,6 +5,7 @@
 mod agent_loop;
 mod common;
 mod compaction;
+mod no_overlap;
 mod scheduler;
 mod session_tools;
 mod tool_modes;
