@@ -79,7 +79,7 @@ pub fn chain_for(
 ) -> Result<Arc<dyn Provider>, BootstrapError> {
     let mut clients: HashMap<&str, Arc<dyn Provider>> = HashMap::new();
     let mut candidates = Vec::new();
-    for c in &chain.candidates {
+    for c in chain.candidates() {
         let name = c.provider.name.as_str();
         let client = match clients.get(name) {
             Some(client) => client.clone(),
