@@ -68,7 +68,8 @@ impl Home {
         )
         .expect("config loads");
         let store: Arc<dyn SessionStore> = Arc::new(FileSessionStore::new(self.home.path()));
-        Runtime::build(&loaded, store, RuntimeOptions::from_config(&loaded)).expect("runtime")
+        let settings = loaded.settings();
+        Runtime::build(&settings, store, RuntimeOptions::from_settings(&settings)).expect("runtime")
     }
 }
 
