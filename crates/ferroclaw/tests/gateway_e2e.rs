@@ -1161,6 +1161,77 @@ async fn concurrent_sends_on_one_session_run_in_turn() {
 }
 
 #[tokio::test]
+async fn a_cli_and_a_websocket_on_one_home_take_turns_on_a_session() {
+    // Two processes, two schedulers: the gateway serving a WebSocket turn, and
+    // `ferroclaw agent chat` on the same home and session. The store's session lease
+    // makes the CLI's run wait until the gateway's turn has written its answer.
+    let gw = Gateway::start("", &[]).await;
+    gw.llm
+        .push(Reply::text("gateway answer").delay(Duration::from_millis(1500)));
+    gw.llm.push(Reply::text("cli answer"));
+    let mut ws = gw.ws().await;
+    ws.connect_goclaw(None).await;
+    let id = ws
+        .send(
+            "chat.send",
+            json!({"message": "from the websocket", "sessionKey": "shared"}),
+        )
+        .await;
+    gw.llm.wait_for_requests(1).await;
+    let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"));
+    cli.args([
+        "agent",
+        "chat",
+        "--session",
+        "shared",
+        "--no-stream",
+        "-m",
+        "from the cli",
+    ])
+    .env("FERROCLAW_HOME", gw.home.path())
+    .env("HOME", gw.home.path())
+    .env("FERROCLAW_LOG_LEVEL", "warn")
+    .stdin(Stdio::null())
+    .kill_on_drop(true);
+    for v in PROVIDER_VARS {
+        cli.env_remove(v);
+    }
+    let out = tokio::time::timeout(WAIT, cli.output())
+        .await
+        .expect("cli in time")
+        .expect("cli runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "cli answer");
+    let (_, res) = ws.until_res(&id).await;
+    assert_eq!(res["payload"]["content"], "gateway answer");
+
+    let reqs = gw.llm.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(
+        reqs[1].body.to_string().contains("gateway answer"),
+        "the CLI's run was sent the gateway turn's answer: it started after it"
+    );
+    let msgs: Vec<(String, String)> = messages(&gw.transcript("main", "shared"))
+        .into_iter()
+        .map(|m| (m.0, m.1))
+        .collect();
+    let expect = |r: &str, t: &str| (r.to_string(), t.to_string());
+    assert_eq!(
+        msgs,
+        [
+            expect("user", "from the websocket"),
+            expect("assistant", "gateway answer"),
+            expect("user", "from the cli"),
+            expect("assistant", "cli answer"),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn interrupt_mode_aborts_the_running_turn() {
     let gw = Gateway::start("", &[]).await;
     gw.llm

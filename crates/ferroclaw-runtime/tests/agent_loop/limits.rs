@@ -1,5 +1,5 @@
 //! Caps on one model reply and on one turn's tool calls, as an attacker would push them:
-//! a 50 MB reply, 2,000 tool calls in one turn, many runs forking at once.
+//! a 200 MB reply, 2,000 tool calls in one turn, many runs forking at once.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,9 +18,11 @@ use tokio_util::sync::CancellationToken;
 use crate::common::*;
 
 #[tokio::test]
-async fn a_50_mb_reply_is_refused_and_the_session_goes_on() {
+async fn a_200_mb_reply_is_refused_and_the_session_goes_on() {
+    // Large enough that "reading stopped long before the end" holds with a wide margin
+    // even when the client is slow to close (up to ~25 MB in flight on a loaded machine).
     const PIECE: usize = 1024;
-    const TIMES: usize = 50 * 1024;
+    const TIMES: usize = 200 * 1024;
     let piece = "w".repeat(PIECE);
     for protocol in PROTOCOLS {
         for stream in [true, false] {
@@ -54,7 +56,7 @@ async fn a_50_mb_reply_is_refused_and_the_session_goes_on() {
             // Neither retried nor sent to a fallback: the next reply is still queued.
             assert_eq!(h.llm.requests().len(), 1, "{what}");
             assert_eq!(h.llm.pending(), 1, "{what}");
-            // Reading stopped long before the end of the 50 MiB.
+            // Reading stopped long before the end of the 200 MiB.
             let sent = h.llm.repeated_bytes_sent();
             assert!(
                 sent < (PIECE * TIMES / 4) as u64,
