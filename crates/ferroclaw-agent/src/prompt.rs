@@ -10,10 +10,8 @@ use ferroclaw_types::ToolDefinition;
 pub const CONTEXT_FILES: [&str; 5] = ["AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md"];
 /// Files a minimal prompt (subagents, helpers) still carries.
 const MINIMAL_FILES: [&str; 2] = ["AGENTS.md", "TOOLS.md"];
-pub const FILE_MAX_CHARS: usize = 20_000;
-pub const TOTAL_MAX_CHARS: usize = 24_000;
 
-pub use ferroclaw_config::settings::PromptMode;
+pub use ferroclaw_config::settings::{ContextFilesSettings, PromptMode};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextFile {
@@ -39,15 +37,21 @@ pub struct PromptInput<'a> {
 }
 
 /// Reads the context files present in `workspace`, truncating each past
-/// [`FILE_MAX_CHARS`] and all of them together past [`TOTAL_MAX_CHARS`].
-pub async fn load_context_files(workspace: &Path, mode: PromptMode) -> Vec<ContextFile> {
-    let mut budget = TOTAL_MAX_CHARS;
+/// `limits.file_max_chars` and all of them together past `limits.total_max_chars`.
+pub async fn load_context_files(
+    workspace: &Path,
+    mode: PromptMode,
+    limits: ContextFilesSettings,
+) -> Vec<ContextFile> {
+    let mut budget = limits.total_max_chars;
     let mut files = Vec::new();
     for name in names(mode) {
         let Ok(path) = ferroclaw_tools::resolve_in_workspace(workspace, name) else {
             continue;
         };
-        if let Some(file) = read_context_file(workspace, &path, name, &mut budget).await {
+        if let Some(file) =
+            read_context_file(workspace, &path, name, limits.file_max_chars, &mut budget).await
+        {
             files.push(file);
         }
     }
@@ -64,9 +68,10 @@ pub async fn load_user_context_files(
     root: &Path,
     user_workspace: &Path,
     mode: PromptMode,
+    limits: ContextFilesSettings,
 ) -> Vec<ContextFile> {
-    let mut files = load_context_files(root, mode).await;
-    let mut budget = TOTAL_MAX_CHARS.saturating_sub(
+    let mut files = load_context_files(root, mode, limits).await;
+    let mut budget = limits.total_max_chars.saturating_sub(
         files
             .iter()
             .map(|f| f.content.chars().count())
@@ -86,7 +91,15 @@ pub async fn load_user_context_files(
             }
         };
         let shown = format!("{name} (user workspace)");
-        if let Some(file) = read_context_file(user_workspace, &path, &shown, &mut budget).await {
+        if let Some(file) = read_context_file(
+            user_workspace,
+            &path,
+            &shown,
+            limits.file_max_chars,
+            &mut budget,
+        )
+        .await
+        {
             files.push(file);
         }
     }
@@ -100,11 +113,13 @@ fn names(mode: PromptMode) -> &'static [&'static str] {
     }
 }
 
-/// One context file cut to the remaining `budget`, or `None` if absent or empty.
+/// One context file cut to `file_max_chars` and the remaining `budget`, or `None` if
+/// absent or empty.
 async fn read_context_file(
     root: &Path,
     path: &Path,
     name: &str,
+    file_max_chars: usize,
     budget: &mut usize,
 ) -> Option<ContextFile> {
     if *budget == 0 {
@@ -123,7 +138,7 @@ async fn read_context_file(
     if raw.trim().is_empty() {
         return None;
     }
-    let limit = FILE_MAX_CHARS.min(*budget);
+    let limit = file_max_chars.min(*budget);
     let (content, truncated) = truncate_head_tail(&raw, limit);
     *budget = budget.saturating_sub(content.chars().count());
     Some(ContextFile {
@@ -306,7 +321,7 @@ mod tests {
         let text: String = (0..30_000)
             .map(|i| char::from(b'a' + (i % 26) as u8))
             .collect();
-        let (out, cut) = truncate_head_tail(&text, FILE_MAX_CHARS);
+        let (out, cut) = truncate_head_tail(&text, 20_000);
         assert!(cut);
         assert!(out.starts_with(&text[..14_000]));
         assert!(out.ends_with(&text[text.len() - 4_000..]));
@@ -325,16 +340,32 @@ mod tests {
         tokio::fs::write(dir.path().join("USER.md"), "c".repeat(100))
             .await
             .expect("write");
-        let files = load_context_files(dir.path(), PromptMode::Full).await;
+        let limits = ContextFilesSettings::default();
+        assert_eq!(
+            (limits.file_max_chars, limits.total_max_chars),
+            (20_000, 24_000)
+        );
+        let files = load_context_files(dir.path(), PromptMode::Full, limits).await;
         let total: usize = files.iter().map(|f| f.content.chars().count()).sum();
-        assert!(total <= TOTAL_MAX_CHARS + 200, "total {total}");
+        assert!(total <= limits.total_max_chars + 200, "total {total}");
         assert_eq!(files[0].name, "AGENTS.md");
         assert!(!files[0].truncated);
         assert!(
             files[1].truncated,
             "SOUL.md must be cut to the remaining budget"
         );
-        let minimal = load_context_files(dir.path(), PromptMode::Minimal).await;
+        let minimal = load_context_files(dir.path(), PromptMode::Minimal, limits).await;
         assert_eq!(minimal.len(), 1);
+
+        // Configured caps apply: each file and the whole set.
+        let small = ContextFilesSettings {
+            file_max_chars: 1_000,
+            total_max_chars: 1_500,
+        };
+        let files = load_context_files(dir.path(), PromptMode::Full, small).await;
+        let sizes: Vec<usize> = files.iter().map(|f| f.content.chars().count()).collect();
+        assert!(files[0].truncated && sizes[0] <= 1_000 + 100, "{sizes:?}");
+        let total: usize = sizes.iter().sum();
+        assert!(total <= 1_500 + 200, "{sizes:?}");
     }
 }

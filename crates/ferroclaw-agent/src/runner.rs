@@ -49,6 +49,8 @@ pub struct AgentSettings {
     /// Longer user messages are cut (with a note to the model), never rejected.
     pub max_message_chars: usize,
     pub compaction: CompactionSettings,
+    /// How much of the workspace's context files the system prompt carries.
+    pub context_files: prompt::ContextFilesSettings,
     /// A single tool result is capped to this when stored and when sent back.
     pub tool_result_max_chars: usize,
     /// Where incident reports go (`<home>/logs`); `None` only logs.
@@ -128,6 +130,7 @@ impl AgentSettings {
             },
             max_message_chars: limits.max_message_chars,
             compaction: CompactionSettings::default(),
+            context_files: prompt::ContextFilesSettings::default(),
             tool_result_max_chars: limits.tool_result_max_chars,
             home: None,
             input_guard: InputGuardAction::default(),
@@ -1115,10 +1118,11 @@ impl Agent {
                     &u.root_workspace,
                     &tool_ctx.workspace,
                     s.prompt_mode,
+                    s.context_files,
                 )
                 .await
             }
-            None => prompt::load_context_files(&s.workspace, s.prompt_mode).await,
+            None => prompt::load_context_files(&s.workspace, s.prompt_mode, s.context_files).await,
         };
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         prompt::build_system_prompt(&PromptInput {

@@ -513,12 +513,20 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
         }
     }
     for (key, value) in [
-        ("max_depth", d.subagents.max_depth as usize),
-        ("max_children", d.subagents.max_children),
+        ("subagents.max_depth", d.subagents.max_depth as usize),
+        ("subagents.max_children", d.subagents.max_children),
+        (
+            "context_files.file_max_chars",
+            d.context_files.file_max_chars,
+        ),
+        (
+            "context_files.total_max_chars",
+            d.context_files.total_max_chars,
+        ),
     ] {
         if value == 0 {
             return Err(invalid(
-                format!("agents.defaults.subagents.{key}"),
+                format!("agents.defaults.{key}"),
                 "must be at least 1".into(),
             ));
         }

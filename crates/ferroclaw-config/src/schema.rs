@@ -56,6 +56,30 @@ pub struct AgentDefaults {
     pub fallback_cooldown_seconds: u64,
     /// Depth and fan-out of `sessions_spawn`.
     pub subagents: SubagentsConfig,
+    /// How much of the workspace's context files (AGENTS.md, SOUL.md, …) the system
+    /// prompt carries.
+    #[serde(alias = "contextFiles")]
+    pub context_files: ContextFilesConfig,
+}
+
+/// `agents.defaults.context_files`: each file is cut (head and tail kept) past
+/// `file_max_chars`, and all of them together past `total_max_chars`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContextFilesConfig {
+    #[serde(alias = "fileMaxChars")]
+    pub file_max_chars: usize,
+    #[serde(alias = "totalMaxChars")]
+    pub total_max_chars: usize,
+}
+
+impl Default for ContextFilesConfig {
+    fn default() -> Self {
+        ContextFilesConfig {
+            file_max_chars: 20_000,
+            total_max_chars: 24_000,
+        }
+    }
 }
 
 /// `agents.defaults.subagents`.
@@ -164,6 +188,7 @@ impl Default for AgentDefaults {
             limits: AgentLimits::default(),
             fallback_cooldown_seconds: 60,
             subagents: SubagentsConfig::default(),
+            context_files: ContextFilesConfig::default(),
         }
     }
 }

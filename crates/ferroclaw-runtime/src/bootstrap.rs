@@ -120,6 +120,7 @@ pub fn settings_for(agent: &cfg::AgentSettings, tool_slots: ToolSlots) -> AgentS
         },
         max_message_chars: agent.limits.max_message_chars,
         compaction: agent.compaction,
+        context_files: agent.context_files,
         tool_result_max_chars: agent.limits.tool_result_max_chars,
         home: Some(agent.home.clone()),
         input_guard: agent.tools.input_guard,

@@ -29,6 +29,7 @@ pub struct AgentSettings {
     pub prompt_mode: PromptMode,
     pub history: HistorySettings,
     pub compaction: CompactionSettings,
+    pub context_files: ContextFilesSettings,
     /// How the primary model is given tools.
     pub tool_calling: ToolCallingSettings,
     pub tools: AgentToolsSettings,
@@ -61,6 +62,25 @@ pub struct HistorySettings {
     pub max_user_turns: usize,
     /// Older tool results longer than this are trimmed (head + tail) in the context.
     pub old_tool_result_chars: usize,
+}
+
+/// How much of the workspace's context files the system prompt carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextFilesSettings {
+    /// Each file is cut (head and tail kept) past this many characters.
+    pub file_max_chars: usize,
+    /// All of them together stop at this many characters.
+    pub total_max_chars: usize,
+}
+
+impl Default for ContextFilesSettings {
+    fn default() -> Self {
+        let c = crate::ContextFilesConfig::default();
+        Self {
+            file_max_chars: c.file_max_chars,
+            total_max_chars: c.total_max_chars,
+        }
+    }
 }
 
 /// When and how the older part of a conversation is summarised.

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use crate::ConfigError;
 
 pub use agent::{
-    AgentLimitsSettings, AgentSettings, AgentToolsSettings, CompactionSettings, HistorySettings,
-    PromptMode, SubagentSettings,
+    AgentLimitsSettings, AgentSettings, AgentToolsSettings, CompactionSettings,
+    ContextFilesSettings, HistorySettings, PromptMode, SubagentSettings,
 };
 pub use gateway::{
     GatewayLimitsSettings, GatewaySettings, GatewayUserSettings, LaneSettings, QueueMode,

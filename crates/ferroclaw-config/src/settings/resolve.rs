@@ -89,6 +89,10 @@ impl LoadedConfig {
                 keep_recent_turns: r.compaction.keep_recent_turns,
                 memory_flush: r.compaction.memory_flush,
             },
+            context_files: ContextFilesSettings {
+                file_max_chars: d.context_files.file_max_chars,
+                total_max_chars: d.context_files.total_max_chars,
+            },
             tool_calling: ToolCallingSettings {
                 mode: match r.tool_mode {
                     schema::ToolMode::Native => ToolMode::Native,

@@ -51,6 +51,13 @@ fn an_unset_config_yields_todays_defaults() {
     assert_eq!(a.history.max_user_turns, 50);
     assert_eq!(a.history.old_tool_result_chars, 20_000);
     assert_eq!(a.compaction.context_window, 128_000);
+    assert_eq!(
+        (
+            a.context_files.file_max_chars,
+            a.context_files.total_max_chars
+        ),
+        (20_000, 24_000)
+    );
     assert_eq!(a.workspace, home.path().join("workspace"));
     assert_eq!(a.tool_calling.mode, ToolMode::Native);
     assert_eq!(
@@ -124,7 +131,7 @@ fn configured_limits_and_levels_land_in_the_agents_settings() {
           provider: "anthropic", model: "claude-x", fallbacks: ["openai/gpt-4o", "claude-y"],
           max_tokens: 2000, fallback_cooldown_seconds: 9,
           limits: { tool_result_max_chars: 777, default_max_tokens: 1234, max_tool_calls_per_turn: 4 },
-          subagents: { max_depth: 2, maxChildren: 3 },
+          subagents: { max_depth: 2, maxChildren: 3 }, context_files: { file_max_chars: 900 },
         },
         list: [{ id: "writer", tools_deny: ["exec"], tools_by_provider: { anthropic: { deny: ["web_fetch"] } },
                  max_iterations: 7, default: true }],
@@ -164,6 +171,8 @@ fn configured_limits_and_levels_land_in_the_agents_settings() {
     assert_eq!(w.limits.tool_result_max_chars, 777);
     assert_eq!(w.limits.max_tool_calls_per_turn, 4);
     assert_eq!(w.max_iterations, 7);
+    assert_eq!(w.context_files.file_max_chars, 900);
+    assert_eq!(w.context_files.total_max_chars, 24_000);
     assert_eq!(w.max_tokens, Some(2000));
 
     let chain: Vec<(&str, &str)> = w
