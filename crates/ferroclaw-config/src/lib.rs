@@ -3,8 +3,9 @@
 //! `config.json5` (JSON5) under `$FERROCLAW_HOME` holds settings, never
 //! secrets; keys come from the environment or `<home>/.env.local`. [`load`]
 //! finds and parses the file, overlays the environment, collects unknown keys
-//! as warnings and validates the result. [`LoadedConfig`] then answers the
-//! runtime's questions: which providers exist, and what an agent resolves to.
+//! as warnings and validates the result. [`LoadedConfig::settings`] then resolves it,
+//! once, into the plain values of [`settings`]: what every crate below the binary takes
+//! (they never see the file format's `*Config` types nor the environment).
 
 mod env;
 mod error;

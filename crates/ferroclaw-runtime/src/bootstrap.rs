@@ -79,7 +79,7 @@ pub fn chain_for(
 ) -> Result<Arc<dyn Provider>, BootstrapError> {
     let mut clients: HashMap<&str, Arc<dyn Provider>> = HashMap::new();
     let mut candidates = Vec::new();
-    for c in &chain.candidates {
+    for c in chain.candidates() {
         let name = c.provider.name.as_str();
         let client = match clients.get(name) {
             Some(client) => client.clone(),
@@ -270,7 +270,10 @@ pub fn scheduler_config(settings: &SchedulerSettings) -> SchedulerConfig {
         queue_capacity: settings.queue_capacity,
         drop_policy: DropPolicy::Old,
         debounce: settings.debounce,
-        ..SchedulerConfig::default()
+        // A direct conversation is one person: one run at a time. Groups get a little
+        // parallelism so one slow member does not stall the others.
+        direct_concurrency: 1,
+        group_concurrency: 3,
     }
 }
 

@@ -218,7 +218,7 @@ async fn rate_limit_with_retry_after_then_success_is_retried_once() {
         h.llm.push(Reply::text("after retry"));
         let resolved = h.main_settings();
         let retrying = Arc::new(RetryingProvider::new(
-            bootstrap::provider_client(&resolved.providers.primary().provider).expect("provider"),
+            bootstrap::provider_client(&resolved.providers.primary.provider).expect("provider"),
             RetryPolicy::default(),
         ));
         let agent = Agent::new(

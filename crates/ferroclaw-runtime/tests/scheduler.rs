@@ -737,21 +737,6 @@ async fn panicking_run_does_not_wedge_the_session() {
     assert_eq!(env.sched.active_runs(), 0);
 }
 
-#[test]
-fn env_overrides_lane_limits() {
-    let env = |k: &str| match k {
-        "FERROCLAW_LANE_MAIN" => Some("30".to_string()),
-        "FERROCLAW_LANE_CRON" => Some("zero".to_string()),
-        _ => None,
-    };
-    let cfg = SchedulerConfig::from_env_overrides(&env);
-    assert_eq!(cfg.lane_limit(Lane::Main), 30);
-    assert_eq!(cfg.lane_limit(Lane::Cron), 2, "invalid value ignored");
-    assert_eq!(cfg.lane_limit(Lane::Subagent), 8);
-    assert_eq!(cfg.queue_capacity, 10);
-    assert_eq!(cfg.debounce, Duration::ZERO, "off unless configured");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_sessions_never_overlap_under_load() {
     let mut env = Env::new(SchedulerConfig {

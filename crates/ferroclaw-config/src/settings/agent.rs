@@ -38,12 +38,12 @@ pub struct AgentSettings {
 impl AgentSettings {
     /// Name of the primary provider.
     pub fn provider(&self) -> &str {
-        &self.providers.primary().provider.name
+        &self.providers.primary.provider.name
     }
 
     /// The primary model id.
     pub fn model(&self) -> &str {
-        &self.providers.primary().model
+        &self.providers.primary.model
     }
 }
 

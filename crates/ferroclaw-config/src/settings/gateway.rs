@@ -87,6 +87,23 @@ pub enum QueueMode {
     Interrupt,
 }
 
+impl Default for SchedulerSettings {
+    /// The configuration's defaults, without the environment.
+    fn default() -> Self {
+        let g = crate::GatewayConfig::default();
+        Self {
+            lanes: LaneSettings {
+                main: g.lanes.main.max(1),
+                subagent: g.lanes.subagent.max(1),
+                delegate: g.lanes.delegate.max(1),
+                cron: g.lanes.cron.max(1),
+            },
+            queue_capacity: g.queue_capacity.max(1),
+            debounce: Duration::from_millis(g.debounce_ms),
+        }
+    }
+}
+
 /// Concurrent runs per scheduler lane (each at least 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaneSettings {

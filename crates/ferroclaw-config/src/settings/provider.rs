@@ -52,16 +52,17 @@ pub struct ModelChoice {
 /// The models an agent talks to: the primary, then each fallback in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderChainSettings {
-    /// Never empty: the primary model comes first.
-    pub candidates: Vec<ModelChoice>,
+    pub primary: ModelChoice,
+    /// Tried in order when the primary fails.
+    pub fallbacks: Vec<ModelChoice>,
     /// How long a rate-limited or failing candidate is skipped.
     pub cooldown: Duration,
 }
 
 impl ProviderChainSettings {
-    pub fn primary(&self) -> &ModelChoice {
-        // Resolution always puts the primary model first; an empty chain cannot be built.
-        &self.candidates[0]
+    /// The primary model, then each fallback.
+    pub fn candidates(&self) -> impl Iterator<Item = &ModelChoice> {
+        std::iter::once(&self.primary).chain(&self.fallbacks)
     }
 }
 

@@ -162,8 +162,14 @@ impl LoadedConfig {
             };
             candidates.push(ModelChoice { provider, model });
         }
+        let mut candidates = candidates.into_iter();
+        let primary = candidates.next().ok_or_else(|| ConfigError::Resolve {
+            agent: r.id.clone(),
+            message: "no model to talk to".into(),
+        })?;
         Ok(ProviderChainSettings {
-            candidates,
+            primary,
+            fallbacks: candidates.collect(),
             cooldown: Duration::from_secs(d.fallback_cooldown_seconds),
         })
     }

@@ -58,7 +58,7 @@ fn an_unset_config_yields_todays_defaults() {
         home.path().join("prompts").join("intent")
     );
 
-    let p = &a.providers.primary().provider;
+    let p = &a.providers.primary.provider;
     assert_eq!(
         (p.name.as_str(), p.kind),
         ("openai", ProviderKind::OpenaiCompat)
@@ -66,7 +66,7 @@ fn an_unset_config_yields_todays_defaults() {
     assert_eq!(p.default_max_tokens, 4096);
     assert_eq!(p.idle_timeout, Duration::from_secs(120));
     assert_eq!(p.request_timeout, Duration::from_secs(120));
-    assert_eq!(a.providers.candidates.len(), 1);
+    assert!(a.providers.fallbacks.is_empty());
     assert_eq!(a.providers.cooldown, Duration::from_secs(60));
 
     assert_eq!(a.tools.input_guard, InputGuardAction::Warn);
@@ -102,6 +102,9 @@ fn an_unset_config_yields_todays_defaults() {
             cron: 2,
         }
     );
+    assert_eq!(s.scheduler, SchedulerSettings::default());
+    assert_eq!(s.scheduler.queue_capacity, 10);
+    assert_eq!(s.scheduler.debounce, Duration::ZERO);
     assert_eq!(s.gateway.queue_mode, QueueMode::Queue);
     assert_eq!(s.gateway.token_from_env, None);
     assert_eq!(
@@ -165,8 +168,7 @@ fn configured_limits_and_levels_land_in_the_agents_settings() {
 
     let chain: Vec<(&str, &str)> = w
         .providers
-        .candidates
-        .iter()
+        .candidates()
         .map(|c| (c.provider.name.as_str(), c.model.as_str()))
         .collect();
     assert_eq!(
@@ -177,13 +179,13 @@ fn configured_limits_and_levels_land_in_the_agents_settings() {
             ("anthropic", "claude-y")
         ]
     );
-    let anthropic = &w.providers.primary().provider;
+    let anthropic = &w.providers.primary.provider;
     assert_eq!(anthropic.kind, ProviderKind::Anthropic);
     assert_eq!(anthropic.default_max_tokens, 1234);
     assert_eq!(anthropic.idle_timeout, Duration::from_secs(5));
     assert_eq!(anthropic.request_timeout, Duration::from_secs(30));
     assert_eq!(
-        w.providers.candidates[1].provider.idle_timeout,
+        w.providers.fallbacks[0].provider.idle_timeout,
         Duration::from_secs(120)
     );
     assert_eq!(w.providers.cooldown, Duration::from_secs(9));
@@ -274,7 +276,7 @@ fn secrets_from_the_environment_land_in_the_settings() {
     .settings();
     let a = main_agent(&s);
     assert_eq!(
-        a.providers.primary().provider.api_key.as_deref(),
+        a.providers.primary.provider.api_key.as_deref(),
         Some("sk-ant-from-dotenv")
     );
     let search = &a.tools.web.search;

@@ -82,61 +82,18 @@ pub struct SchedulerConfig {
 }
 
 impl Default for SchedulerConfig {
+    /// The configuration's defaults (lane sizes, queue capacity, no debounce), taken from
+    /// the config crate so each number is written once.
     fn default() -> Self {
-        SchedulerConfig {
-            lanes: vec![
-                (Lane::Main, 32),
-                (Lane::Subagent, 8),
-                (Lane::Delegate, 4),
-                (Lane::Cron, 2),
-            ],
-            queue_capacity: 10,
-            drop_policy: DropPolicy::Old,
-            debounce: Duration::ZERO,
-            direct_concurrency: 1,
-            group_concurrency: 3,
-        }
+        crate::bootstrap::scheduler_config(&ferroclaw_config::settings::SchedulerSettings::default())
     }
 }
 
 impl Lane {
     pub const ALL: [Lane; 4] = [Lane::Main, Lane::Subagent, Lane::Delegate, Lane::Cron];
-
-    /// The suffix of the lane's `FERROCLAW_LANE_<NAME>` variable.
-    pub fn env_name(self) -> &'static str {
-        match self {
-            Lane::Main => "MAIN",
-            Lane::Subagent => "SUBAGENT",
-            Lane::Delegate => "DELEGATE",
-            Lane::Cron => "CRON",
-        }
-    }
 }
 
 impl SchedulerConfig {
-    /// The defaults with `FERROCLAW_LANE_<NAME>` applied (`env` is usually
-    /// `&|k| std::env::var(k).ok()`; taking a function keeps tests off the process env).
-    pub fn from_env_overrides(env: &dyn Fn(&str) -> Option<String>) -> Self {
-        Self::default().with_env_overrides(env)
-    }
-
-    /// Applies `FERROCLAW_LANE_<NAME>` (a positive integer) to this configuration;
-    /// unparsable or zero values are ignored with a warning.
-    pub fn with_env_overrides(mut self, env: &dyn Fn(&str) -> Option<String>) -> Self {
-        for lane in Lane::ALL {
-            let var = format!("FERROCLAW_LANE_{}", lane.env_name());
-            let Some(raw) = env(&var) else { continue };
-            match raw.trim().parse::<usize>() {
-                Ok(n) if n > 0 => {
-                    self.lanes.retain(|(l, _)| *l != lane);
-                    self.lanes.push((lane, n));
-                }
-                _ => tracing::warn!(%var, value = %raw, "ignoring invalid lane concurrency"),
-            }
-        }
-        self
-    }
-
     /// The lane's concurrency: the last entry for it in `lanes`, else the default's.
     pub fn lane_limit(&self, lane: Lane) -> usize {
         let find = |lanes: &[(Lane, usize)]| {

@@ -402,3 +402,44 @@ async fn message_tool_result_and_max_tokens_caps_come_from_the_config() {
     );
     assert!(result.contains("qqqq"), "{result}");
 }
+
+/// A provider's `stream_idle_timeout_seconds` reaches its client: a stream that goes
+/// silent fails after the configured second, not after the 120 s default (the run's own
+/// 30 s time-out would end it first).
+#[tokio::test]
+async fn a_stalled_stream_fails_after_the_configured_idle_time() {
+    for protocol in PROTOCOLS {
+        let h = Harness::new(
+            protocol,
+            Options {
+                timeout_seconds: 30,
+                provider_extra: "stream_idle_timeout_seconds: 1,",
+                ..Options::default()
+            },
+        )
+        .await;
+        let agent = h.agent();
+        // Past the first text delta, so the failure is final rather than retried.
+        h.llm.push(
+            Reply::text("then nothing more, ever")
+                .chunk_size(3)
+                .hang_after(5),
+        );
+        let started = std::time::Instant::now();
+        let (res, _) = run(&agent, "s1", "hi").await;
+        let elapsed = started.elapsed();
+        let e = match res {
+            Ok(out) => panic!("{protocol:?}: a stalled stream answered {:?}", out.text),
+            Err(e) => e,
+        };
+        assert!(
+            matches!(&e, RunError::Provider(p) if p.kind == ErrorKind::Timeout),
+            "{protocol:?}: {e}"
+        );
+        assert!(
+            elapsed >= std::time::Duration::from_secs(1)
+                && elapsed < std::time::Duration::from_secs(10),
+            "{protocol:?}: failed after {elapsed:?}"
+        );
+    }
+}
