@@ -3,6 +3,7 @@
 //! global allocator. Prints figures; never fails on them.
 //!
 //! Run: `cargo bench -p ferroclaw-agent --bench loop_overhead`
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};

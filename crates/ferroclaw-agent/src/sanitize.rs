@@ -9,23 +9,24 @@ use regex::Regex;
 pub const SILENT_REPLY: &str = "NO_REPLY";
 
 static THINK_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?is)<\s*(think|thinking|reasoning)\s*>.*?<\s*/\s*(think|thinking|reasoning)\s*>")
-        .expect("static regex")
+    ferroclaw_types::literal_regex(
+        r"(?is)<\s*(think|thinking|reasoning)\s*>.*?<\s*/\s*(think|thinking|reasoning)\s*>",
+    )
 });
 static STRAY_CLOSE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?is)^.*?<\s*/\s*(think|thinking|reasoning)\s*>").expect("static regex")
+    ferroclaw_types::literal_regex(r"(?is)^.*?<\s*/\s*(think|thinking|reasoning)\s*>")
 });
-static UNCLOSED_OPEN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?is)<\s*(think|thinking|reasoning)\s*>.*$").expect("static regex")
-});
+static UNCLOSED_OPEN: LazyLock<Regex> =
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"(?is)<\s*(think|thinking|reasoning)\s*>.*$"));
 static FINAL_TAG: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)<\s*/?\s*final\s*>").expect("static regex"));
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"(?i)<\s*/?\s*final\s*>"));
 static DOWNGRADED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^[ \t]*\[(Tool Call|Tool Result|Historical context):[^\n]*\][ \t]*\n?")
-        .expect("static regex")
+    ferroclaw_types::literal_regex(
+        r"(?m)^[ \t]*\[(Tool Call|Tool Result|Historical context):[^\n]*\][ \t]*\n?",
+    )
 });
 static BLANK_RUNS: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\n[ \t]*\n(?:[ \t]*\n)+").expect("static regex"));
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"\n[ \t]*\n(?:[ \t]*\n)+"));
 
 /// Returns the user-facing form of a model's final text.
 pub fn sanitize_output(text: &str) -> String {

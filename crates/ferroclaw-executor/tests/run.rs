@@ -1,5 +1,6 @@
 //! The run loop against the scripted LLM and a stub `/tools/invoke` on loopback:
 //! per-tool truncation, context shortening/compaction, native tool calls, exec policy.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::sync::{Arc, Mutex};
 

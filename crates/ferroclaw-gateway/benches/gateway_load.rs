@@ -8,6 +8,7 @@
 //!
 //! Knobs (environment): BENCH_REQUESTS (default 2000), BENCH_CONCURRENCY (32),
 //! BENCH_SESSIONS (1000), BENCH_WS_CLIENTS (200). Loopback only, bounded loops.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

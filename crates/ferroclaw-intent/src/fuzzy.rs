@@ -666,16 +666,19 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
 
 // ---------------------------------------------------------------- arguments
 
-static URL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r#"https?://[^\s<>"'`\])}]+"#).unwrap());
+static URL: LazyLock<Regex> =
+    LazyLock::new(|| ferroclaw_types::literal_regex(r#"https?://[^\s<>"'`\])}]+"#));
 static EXT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[\w.\-~/@+]*\.[A-Za-z][A-Za-z0-9]{0,7}$").unwrap());
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"^[\w.\-~/@+]*\.[A-Za-z][A-Za-z0-9]{0,7}$"));
 static REPLACE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?i)\b(?:replace|change|swap|update)\s+(?:`([^`]*)`|"([^"]*)")\s+(?:with|to|by|into|for)\s+(?:`([^`]*)`|"([^"]*)")"#)
-        .unwrap()
+    ferroclaw_types::literal_regex(
+        r#"(?i)\b(?:replace|change|swap|update)\s+(?:`([^`]*)`|"([^"]*)")\s+(?:with|to|by|into|for)\s+(?:`([^`]*)`|"([^"]*)")"#,
+    )
 });
 static CONTENT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?i)\b(?:with (?:the )?(?:content|contents|text|body)|containing|content)\s*[:=]?\s*(?:`([^`]*)`|"([^"]*)"|'([^']*)')"#)
-        .unwrap()
+    ferroclaw_types::literal_regex(
+        r#"(?i)\b(?:with (?:the )?(?:content|contents|text|body)|containing|content)\s*[:=]?\s*(?:`([^`]*)`|"([^"]*)"|'([^']*)')"#,
+    )
 });
 
 const KNOWN_FILES: &[&str] = &[
@@ -1198,7 +1201,7 @@ fn more_of_kind(
     end: usize,
 ) -> Vec<Found> {
     static JOIN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^\s*(?:,\s*(?:and\s+|then\s+)?|and\s+(?:then\s+)?)").unwrap()
+        ferroclaw_types::literal_regex(r"^\s*(?:,\s*(?:and\s+|then\s+)?|and\s+(?:then\s+)?)")
     });
     let mut out = Vec::new();
     if !matches!(kind, Kind::Command | Kind::Path | Kind::File | Kind::Url) {

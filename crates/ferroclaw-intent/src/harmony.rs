@@ -8,30 +8,34 @@ use serde_json::Value;
 use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
 static RECIPIENT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\bto\s*=\s*([A-Za-z0-9_.\-]{1,128})").unwrap());
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"\bto\s*=\s*([A-Za-z0-9_.\-]{1,128})"));
 /// What may sit between the recipient and the arguments.
 static BETWEEN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:\s+|<\|[a-z_]{1,20}\|>|commentary|analysis|assistant|json|code|constrain)*")
-        .unwrap()
+    ferroclaw_types::literal_regex(
+        r"^(?:\s+|<\|[a-z_]{1,20}\|>|commentary|analysis|assistant|json|code|constrain)*",
+    )
 });
-static CONTEXT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?:<\|[a-z_]{1,20}\|>|commentary|assistant)\s*$").unwrap());
+static CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(r"(?:<\|[a-z_]{1,20}\|>|commentary|assistant)\s*$")
+});
 static CALL_END: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*(?:<\|call\|>|<\|end\|>)").unwrap());
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"^\s*(?:<\|call\|>|<\|end\|>)"));
 static PLAIN_END: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"<\|(?:call|end|start|return)\|>").unwrap());
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"<\|(?:call|end|start|return)\|>"));
 static FINAL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
+    ferroclaw_types::literal_regex(
         r"(?s)(?:<\|channel\|>\s*final\s*<\|message\|>|assistant\s*final(?:\s*<\|message\|>)?)",
     )
-    .unwrap()
 });
 static FINAL_END: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"<\|(?:return|end|start|call)\|>|assistant(?:analysis|commentary)").unwrap()
+    ferroclaw_types::literal_regex(
+        r"<\|(?:return|end|start|call)\|>|assistant(?:analysis|commentary)",
+    )
 });
 static DETECT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"<\|(?:channel|message|start|call|end|return|constrain)\|>|assistant(?:final|commentary|analysis)|commentary\s+to\s*=|^\s*analysis[A-Z]")
-        .unwrap()
+    ferroclaw_types::literal_regex(
+        r"<\|(?:channel|message|start|call|end|return|constrain)\|>|assistant(?:final|commentary|analysis)|commentary\s+to\s*=|^\s*analysis[A-Z]",
+    )
 });
 
 pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {

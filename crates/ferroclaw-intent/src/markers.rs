@@ -8,10 +8,12 @@ use serde_json::{Map, Value};
 use crate::schema::{resolve, strip_quotes};
 use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
-static OPEN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)\[\s*tool\s*:\s*").unwrap());
-static DONE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)\[\s*done\s*\]").unwrap());
+static OPEN: LazyLock<Regex> =
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"(?i)\[\s*tool\s*:\s*"));
+static DONE: LazyLock<Regex> =
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"(?i)\[\s*done\s*\]"));
 static KEY: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*([A-Za-z_][A-Za-z0-9_\-]{0,40})\s*=").unwrap());
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"^\s*([A-Za-z_][A-Za-z0-9_\-]{0,40})\s*="));
 
 pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
     let mut out = StrategyOutput::default();

@@ -9,10 +9,9 @@ use crate::schema::strip_quotes;
 use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
 static LABEL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
+    ferroclaw_types::literal_regex(
         r"(?mi)^[ \t>*_]*(thought|action input|action|observation|final answer)[ \t*_]*:[ \t]*",
     )
-    .unwrap()
 });
 static DONE_NAMES: &[&str] = &[
     "done",

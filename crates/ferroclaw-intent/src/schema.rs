@@ -147,7 +147,8 @@ pub fn default_aliases() -> BTreeMap<String, String> {
         .collect()
 }
 
-static TOKEN_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"<\|[^|<>]{0,40}\|>").unwrap());
+static TOKEN_RE: LazyLock<Regex> =
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"<\|[^|<>]{0,40}\|>"));
 
 /// Strip leaked Harmony tokens and wrappers from a tool name:
 /// `functions.read<|channel|>commentary` → `read`, `` `exec` `` → `exec`.

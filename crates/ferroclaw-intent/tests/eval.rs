@@ -1,4 +1,5 @@
 //! Regression guard: the parser must keep its precision and recall on the corpus.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use ferroclaw_intent::eval::{default_corpus_dir, evaluate, load_corpus};
 use ferroclaw_intent::ParserConfig;

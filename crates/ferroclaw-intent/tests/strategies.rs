@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 use ferroclaw_intent::eval::standard_tools;
 use ferroclaw_intent::{
     clean_tool_name, guided_json_schema, parse, parse_with, prompts, ParsedCall, ParserConfig,

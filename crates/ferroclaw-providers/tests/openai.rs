@@ -1,4 +1,5 @@
 //! OpenAI-compatible wire, driven through the scripted server (JSON and SSE).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Retry, fallback, cancellation and time-outs, through the scripted server.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod common;
 

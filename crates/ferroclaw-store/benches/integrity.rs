@@ -3,6 +3,7 @@
 //! - start-up scan of 1,000 healthy transcripts.
 //!
 //! `cargo bench -p ferroclaw-store --bench integrity`
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,4 +1,5 @@
 //! The file backend against real files in temporary homes.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::path::{Path, PathBuf};
 

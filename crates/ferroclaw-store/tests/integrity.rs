@@ -2,6 +2,7 @@
 //! both API block forms: the validator finds each issue, the scan repairs it (backup
 //! byte-identical to the original, repaired file valid, incident written), and the
 //! repaired session loads with a context whose pairing is valid.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::path::{Path, PathBuf};
 

@@ -4,6 +4,8 @@
 //! Tests push [`Reply`] values onto a FIFO queue shared by both protocols; each
 //! chat/messages request consumes one reply, rendered in the protocol of the
 //! route it arrived on. Every parseable request is recorded for assertions.
+// Test infrastructure only (a dev-dependency): a broken fixture should stop the test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod anthropic;
 mod openai;

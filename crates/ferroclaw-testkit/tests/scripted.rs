@@ -1,4 +1,5 @@
 //! Drives the scripted server with a real HTTP client (reqwest).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::time::{Duration, Instant};
 

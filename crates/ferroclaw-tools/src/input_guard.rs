@@ -179,13 +179,10 @@ struct Compiled {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    // Constant patterns covered by tests: a failure here is a programming error.
-    #[allow(clippy::expect_used)]
-    let set = RegexSet::new(RULES.iter().map(|r| r.pattern)).expect("input guard patterns");
-    #[allow(clippy::expect_used)]
+    let set = ferroclaw_types::literal_regex_set(RULES.iter().map(|r| r.pattern));
     let regexes = RULES
         .iter()
-        .map(|r| Regex::new(r.pattern).expect("input guard pattern"))
+        .map(|r| ferroclaw_types::literal_regex(r.pattern))
         .collect();
     Compiled { set, regexes }
 });

@@ -161,15 +161,10 @@ struct Compiled {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    // The patterns are constants covered by tests; failing to compile one is a
-    // programming error caught by the first test run, not a runtime condition.
-    #[allow(clippy::expect_used)]
-    let set =
-        RegexSet::new(RULES.iter().map(|r| r.pattern.as_ref())).expect("scrub patterns compile");
-    #[allow(clippy::expect_used)]
+    let set = ferroclaw_types::literal_regex_set(RULES.iter().map(|r| r.pattern.as_ref()));
     let regexes = RULES
         .iter()
-        .map(|r| Regex::new(&r.pattern).expect("scrub pattern compiles"))
+        .map(|r| ferroclaw_types::literal_regex(r.pattern.as_ref()))
         .collect();
     Compiled { set, regexes }
 });

@@ -1,4 +1,5 @@
 //! `apply_patch`: both formats, all-or-nothing on failure, workspace confinement.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod web_support;
 

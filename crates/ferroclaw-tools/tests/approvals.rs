@@ -1,6 +1,7 @@
 //! Exec approvals: a request is published, answered (approve / deny) or times out, and
 //! allow-always persists to the allowlist file that a restart loads again.
 //! Waiting is on the broker's event channel, never on sleeps; time-outs are short.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Custom tools from config: templates with shell-escaped arguments, the exec guard, and
 //! exec's time-out, workdir confinement and secret-free environment.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod common;
 

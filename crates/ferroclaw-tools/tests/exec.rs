@@ -1,4 +1,5 @@
 //! The exec tool against real child processes.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod common;
 

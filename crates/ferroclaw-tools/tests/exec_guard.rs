@@ -6,6 +6,7 @@
 //! file tools' job); reading ordinary system files such as `/etc/hostname` or listing
 //! `/proc` is allowed, while secrets (`/etc/shadow`, `~/.ssh/id_*`, `/proc/*/environ`, …)
 //! and every write to `/etc`, `/boot`, `/sys`, `/proc` are refused.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! The filesystem and search tools against real files in temporary workspaces.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod common;
 

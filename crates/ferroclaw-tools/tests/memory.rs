@@ -1,6 +1,7 @@
 //! `memory_search` / `memory_get` over a real workspace and SQLite FTS5 index, including
 //! queries that would be FTS syntax errors if passed through, re-indexing after changes,
 //! and one run through the agent loop with the scripted LLM.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod web_support;
 

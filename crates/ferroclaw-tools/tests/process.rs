@@ -2,6 +2,7 @@
 //! and the clean-up paths (kill_session, kill_all, drop). Synchronisation is real: the
 //! process waits for a file or stdin the test provides, a fifo handshake signals readiness,
 //! and `poll {waitMs}` waits on the process's exit — no sleeps in the tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod common;
 

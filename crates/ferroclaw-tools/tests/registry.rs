@@ -1,4 +1,5 @@
 //! Registry lookup, filtering and the checks it applies to every call.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod common;
 

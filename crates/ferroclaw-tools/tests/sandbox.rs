@@ -2,6 +2,7 @@
 //! processes through the real `exec`, `process` and custom tools, under each backend this
 //! machine has (bubblewrap is required: CI installs it; Landlock when the kernel has it).
 //! Every refusal asserts its reason; harmless look-alikes must keep working.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod common;
 

@@ -5,6 +5,7 @@
 //! Name resolution uses a `StaticResolver`: test names such as `rebind.test` are mapped to
 //! chosen addresses (e.g. 127.0.0.1), which is what a hostile DNS record would do, without
 //! touching real DNS. Network traffic only goes to the test server on 127.0.0.1.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod web_support;
 

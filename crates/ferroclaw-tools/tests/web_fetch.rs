@@ -5,6 +5,7 @@
 //! own behaviour — conversion, charsets, limits — can be tested without any outside network.
 //! The guard itself is tested in `tests/ssrf.rs`; one test here checks the tool refuses
 //! the same server when it is not allowlisted.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod web_support;
 

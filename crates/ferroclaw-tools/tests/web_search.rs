@@ -1,6 +1,7 @@
 //! `web_search` against local fakes of each provider's API (on 127.0.0.1). Search providers
 //! are configured by the operator, so they are not subject to the SSRF guard; the fakes
 //! check the requests exactly as the real APIs would receive them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 mod web_support;
 

@@ -29,3 +29,22 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
+
+/// A regular expression written in the source (a literal or a constant table). Its
+/// pattern is not input, so an invalid one is a programming error the first test
+/// touching it reveals: this is the one place the workspace allows `expect` outside
+/// tests.
+#[allow(clippy::expect_used)]
+pub fn literal_regex(pattern: &str) -> regex::Regex {
+    regex::Regex::new(pattern).expect("a literal regular expression compiles")
+}
+
+/// As [`literal_regex`], for a set of patterns matched at once.
+#[allow(clippy::expect_used)]
+pub fn literal_regex_set<I, S>(patterns: I) -> regex::RegexSet
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    regex::RegexSet::new(patterns).expect("literal regular expressions compile")
+}

@@ -1,4 +1,5 @@
 //! The real `ferroclaw` binary, started as a child process with a temporary home.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::path::Path;
 use std::process::Output;

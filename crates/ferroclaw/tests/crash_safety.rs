@@ -5,6 +5,7 @@
 //!
 //! The sleep before each kill is the experiment (a random point in the turn), not a
 //! synchronisation: every outcome is acceptable as long as the invariants hold.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::path::Path;
 use std::process::Stdio;

@@ -1,6 +1,7 @@
 //! The real `ferroclaw executor` binary against the test kit's scripted LLM (standing
 //! in for gpt-oss on vLLM) and a real `ferroclaw gateway` serving `/tools/invoke`,
 //! all on loopback.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -1,5 +1,6 @@
 //! The real `ferroclaw gateway` binary, started with a temporary home against the test
 //! kit's scripted LLM, driven over loopback HTTP (reqwest) and WebSocket (tungstenite).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

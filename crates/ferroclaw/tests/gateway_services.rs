@@ -1,6 +1,7 @@
 //! The gateway wired to the shared services, through the real binary: the start-up
 //! integrity scan and its status, exec approvals answered over WebSocket, and
 //! background processes that end with their session and with the gateway.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -1,5 +1,6 @@
 //! `ferroclaw sessions scan|import` and the chat turn after a repair, through the real
 //! binary with a temporary home and the scripted LLM.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
