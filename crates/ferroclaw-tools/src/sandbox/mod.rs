@@ -434,11 +434,15 @@ impl ChildGuard {
         self.kill();
         lock(&self.cgroup).take();
         if let Some(t) = lock(&self.tmp).take() {
-            // Removing a tree is disk work: off the async threads when there are any.
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => drop(rt.spawn_blocking(move || std::fs::remove_dir_all(t))),
-                Err(_) => {
-                    let _ = std::fs::remove_dir_all(t);
+            // Usually empty (bubblewrap mounts a tmpfs over it): one rmdir, done now, so
+            // a process that exits right after its command leaves nothing behind. A tree
+            // left by Landlock-confined commands is disk work: off the async threads.
+            if std::fs::remove_dir(&t).is_err() {
+                match tokio::runtime::Handle::try_current() {
+                    Ok(rt) => drop(rt.spawn_blocking(move || std::fs::remove_dir_all(t))),
+                    Err(_) => {
+                        let _ = std::fs::remove_dir_all(t);
+                    }
                 }
             }
         }
