@@ -149,7 +149,6 @@ pub fn settings_for(agent: &ResolvedAgent) -> AgentSettings {
             memory_flush: agent.compaction.memory_flush,
         },
         tool_result_max_chars: agent.limits.tool_result_max_chars,
-        home: None,
         input_guard: ferroclaw_tools::InputGuardAction::Warn,
         per_user_workspace: agent.per_user_workspace,
         intent: ferroclaw_agent::tool_intent::IntentSettings::from_config(
@@ -232,7 +231,6 @@ pub(crate) fn build_agent_with(
         source,
     })?;
     let mut settings = settings_for(&resolved);
-    settings.home = Some(loaded.home.clone());
     settings.input_guard = loaded.config.tools.input_guard;
     settings.max_message_chars = loaded.config.gateway.max_message_chars;
     settings.tool_slots = services.tool_slots.clone();
