@@ -12,21 +12,19 @@
 //! - `max_tokens` (not `max_completion_tokens`): it is the field every compatible
 //!   server understands.
 
+use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use ferroclaw_types::{ContentBlock, Message, StopReason, Usage};
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::http_error::{annotate, extract_message, kind_for_status, looks_like_overflow};
+use crate::http_error::{extract_message, kind_for_status, looks_like_overflow};
 use crate::schema::{clean_schema, SchemaFlavor};
-use crate::transport::{
-    build_client, header_map, read_json, send, ReplyBudget, SseReader, MAX_MODEL_LIST_BYTES,
-};
+use crate::shell::{HttpShell, KeyHeader, Wire, WireTurn};
+use crate::transport::{ReplyBudget, SseReader};
 use crate::usage::normalize_usage;
 use crate::{
     ChatRequest, ChatResponse, DeltaSink, ErrorKind, Provider, ProviderError, StreamDelta,
@@ -67,71 +65,36 @@ impl OpenAiCompatConfig {
 
 /// A provider speaking OpenAI chat completions.
 pub struct OpenAiCompat {
-    cfg: OpenAiCompatConfig,
-    client: reqwest::Client,
-    headers: HeaderMap,
+    schema_flavor: SchemaFlavor,
+    shell: HttpShell,
     chat_url: String,
     models_url: String,
 }
 
 impl OpenAiCompat {
     pub fn new(cfg: OpenAiCompatConfig) -> Result<Self, ProviderError> {
-        let mut headers = header_map(&cfg.headers)?;
-        if let Some(key) = cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
-            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ProviderError::new(ErrorKind::Auth, "API key contains invalid characters")
-            })?;
-            v.set_sensitive(true);
-            headers.insert(AUTHORIZATION, v);
-        }
+        let shell = HttpShell::new(
+            &cfg.name,
+            &cfg.headers,
+            cfg.api_key.as_deref(),
+            KeyHeader::Bearer,
+            cfg.request_timeout,
+            cfg.idle_timeout,
+        )?;
         let base = cfg.base_url.trim_end_matches('/');
         Ok(Self {
-            client: build_client(cfg.request_timeout)?,
-            headers,
+            schema_flavor: cfg.schema_flavor,
+            shell,
             chat_url: format!("{base}/chat/completions"),
             models_url: format!("{base}/models"),
-            cfg,
         })
-    }
-
-    async fn chat_inner(
-        &self,
-        req: &ChatRequest,
-        sink: &dyn DeltaSink,
-        cancel: &CancellationToken,
-        emitted: &mut bool,
-    ) -> Result<ChatResponse, ProviderError> {
-        let body = build_body(req, self.cfg.schema_flavor);
-        let deadline = Instant::now() + self.cfg.request_timeout;
-        let rb = self
-            .client
-            .post(&self.chat_url)
-            .headers(self.headers.clone())
-            .json(&body);
-        let resp = send(rb, deadline, cancel).await?;
-
-        let mut budget = ReplyBudget::new(req.reply_limit());
-        let turn = if req.stream {
-            let mut reader = SseReader::new(resp, self.cfg.idle_timeout, &budget);
-            read_stream(&mut reader, sink, cancel, emitted, &mut budget).await?
-        } else {
-            let limit = req.reply_limit();
-            let v = read_json(resp, deadline, cancel, budget.raw_limit(), || {
-                ProviderError::reply_too_large(limit)
-            })
-            .await?;
-            let turn = parse_response(&v)?;
-            budget.take(turn.size())?;
-            turn
-        };
-        Ok(turn.into_response(&self.cfg.name, &req.model))
     }
 }
 
 #[async_trait]
 impl Provider for OpenAiCompat {
     fn name(&self) -> &str {
-        &self.cfg.name
+        self.shell.name()
     }
 
     async fn chat(
@@ -140,44 +103,33 @@ impl Provider for OpenAiCompat {
         sink: &dyn DeltaSink,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        let mut emitted = false;
-        self.chat_inner(req, sink, cancel, &mut emitted)
+        let body = build_body(req, self.schema_flavor);
+        self.shell
+            .chat::<Self>(&self.chat_url, &body, req, sink, cancel)
             .await
-            .map_err(|mut e| {
-                e.streamed |= emitted;
-                annotate(e, &self.cfg.name, &req.model)
-            })
     }
 
     async fn list_models(&self) -> Result<Vec<String>, ProviderError> {
-        let never = CancellationToken::new();
-        let deadline = Instant::now() + self.cfg.request_timeout;
-        let rb = self
-            .client
-            .get(&self.models_url)
-            .headers(self.headers.clone());
-        let result = async {
-            let resp = send(rb, deadline, &never).await?;
-            let v = read_json(resp, deadline, &never, MAX_MODEL_LIST_BYTES, || {
-                ProviderError::new(ErrorKind::Malformed, "model list is too large")
-            })
-            .await?;
-            model_ids(&v)
-        }
-        .await;
-        result.map_err(|e| annotate(e, &self.cfg.name, ""))
+        self.shell.list_models(&self.models_url).await
     }
 }
 
-/// `{"data":[{"id":..}]}`, shared with Anthropic's model list.
-pub(crate) fn model_ids(v: &Value) -> Result<Vec<String>, ProviderError> {
-    let data = v.get("data").and_then(Value::as_array).ok_or_else(|| {
-        ProviderError::new(ErrorKind::Malformed, "model list has no `data` array")
-    })?;
-    Ok(data
-        .iter()
-        .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_owned))
-        .collect())
+impl Wire for OpenAiCompat {
+    type Turn = Turn;
+
+    fn parse_response(v: &Value) -> Result<Turn, ProviderError> {
+        parse_response(v)
+    }
+
+    fn read_stream<'a>(
+        reader: &'a mut SseReader,
+        sink: &'a dyn DeltaSink,
+        cancel: &'a CancellationToken,
+        emitted: &'a mut bool,
+        budget: &'a mut ReplyBudget,
+    ) -> impl Future<Output = Result<Turn, ProviderError>> + Send + 'a {
+        read_stream(reader, sink, cancel, emitted, budget)
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -327,7 +279,7 @@ fn arguments_string(args: &Value) -> String {
 
 /// What one turn produced, before it is laid out as content blocks.
 #[derive(Default)]
-struct Turn {
+pub(crate) struct Turn {
     text: String,
     reasoning: String,
     calls: Vec<CallSlot>,
@@ -344,8 +296,7 @@ struct CallSlot {
     announced: bool,
 }
 
-impl Turn {
-    /// What counts against the reply cap.
+impl WireTurn for Turn {
     fn size(&self) -> usize {
         self.text.len()
             + self.reasoning.len()
