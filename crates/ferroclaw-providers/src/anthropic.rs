@@ -11,22 +11,17 @@
 use std::future::Future;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use ferroclaw_types::{ContentBlock, Message, StopReason, Usage};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tokio_util::sync::CancellationToken;
 
 use crate::http_error::{looks_like_overflow, truncate};
 use crate::openai_compat::{parse_arguments, tool_parameters};
 use crate::schema::SchemaFlavor;
-use crate::shell::{HttpShell, KeyHeader, Wire, WireTurn};
-use crate::transport::{ReplyBudget, SseReader};
+use crate::shell::{Endpoint, HttpShell, KeyHeader, StreamCtx, Wire, WireTurn};
 use crate::usage::normalize_usage;
-use crate::{
-    ChatRequest, ChatResponse, DeltaSink, ErrorKind, Provider, ProviderError, StreamDelta,
-};
+use crate::{ChatRequest, ChatResponse, ErrorKind, ProviderError, StreamDelta};
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -67,72 +62,51 @@ impl AnthropicConfig {
 pub struct Anthropic {
     default_max_tokens: u32,
     shell: HttpShell,
-    messages_url: String,
-    models_url: String,
 }
 
 impl Anthropic {
     pub fn new(cfg: AnthropicConfig) -> Result<Self, ProviderError> {
-        let shell = HttpShell::new(
-            &cfg.name,
-            &cfg.headers,
-            cfg.api_key.as_deref(),
-            KeyHeader::Named(HeaderName::from_static("x-api-key")),
-            cfg.request_timeout,
-            cfg.idle_timeout,
-        )?
+        let base = cfg.base_url.trim_end_matches('/');
+        let shell = HttpShell::new(Endpoint {
+            name: &cfg.name,
+            chat_url: format!("{base}/v1/messages"),
+            models_url: format!("{base}/v1/models?limit=1000"),
+            headers: &cfg.headers,
+            api_key: cfg.api_key.as_deref(),
+            key_header: KeyHeader::Named(HeaderName::from_static("x-api-key")),
+            request_timeout: cfg.request_timeout,
+            idle_timeout: cfg.idle_timeout,
+        })?
         .with_header(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(API_VERSION),
         );
-        let base = cfg.base_url.trim_end_matches('/');
         Ok(Self {
             default_max_tokens: cfg.default_max_tokens,
             shell,
-            messages_url: format!("{base}/v1/messages"),
-            models_url: format!("{base}/v1/models?limit=1000"),
         })
-    }
-}
-
-#[async_trait]
-impl Provider for Anthropic {
-    fn name(&self) -> &str {
-        self.shell.name()
-    }
-
-    async fn chat(
-        &self,
-        req: &ChatRequest,
-        sink: &dyn DeltaSink,
-        cancel: &CancellationToken,
-    ) -> Result<ChatResponse, ProviderError> {
-        let body = build_body(req, self.default_max_tokens);
-        self.shell
-            .chat::<Self>(&self.messages_url, &body, req, sink, cancel)
-            .await
-    }
-
-    async fn list_models(&self) -> Result<Vec<String>, ProviderError> {
-        self.shell.list_models(&self.models_url).await
     }
 }
 
 impl Wire for Anthropic {
     type Turn = Turn;
 
+    fn shell(&self) -> &HttpShell {
+        &self.shell
+    }
+
+    fn body(&self, req: &ChatRequest) -> Value {
+        build_body(req, self.default_max_tokens)
+    }
+
     fn parse_response(v: &Value) -> Result<Turn, ProviderError> {
         parse_response(v)
     }
 
-    fn read_stream<'a>(
-        reader: &'a mut SseReader,
-        sink: &'a dyn DeltaSink,
-        cancel: &'a CancellationToken,
-        emitted: &'a mut bool,
-        budget: &'a mut ReplyBudget,
-    ) -> impl Future<Output = Result<Turn, ProviderError>> + Send + 'a {
-        read_stream(reader, sink, cancel, emitted, budget)
+    fn read_stream(
+        s: StreamCtx<'_>,
+    ) -> impl Future<Output = Result<Turn, ProviderError>> + Send + '_ {
+        read_stream(s)
     }
 }
 
@@ -522,40 +496,26 @@ enum BlockDelta {
     Other,
 }
 
-async fn read_stream(
-    reader: &mut SseReader,
-    sink: &dyn DeltaSink,
-    cancel: &CancellationToken,
-    emitted: &mut bool,
-    budget: &mut ReplyBudget,
-) -> Result<Turn, ProviderError> {
+async fn read_stream(s: StreamCtx<'_>) -> Result<Turn, ProviderError> {
+    let StreamCtx {
+        reader,
+        sink,
+        cancel,
+        emitted,
+        budget,
+    } = s;
     let mut turn = Turn::default();
     // Position of each tool call among the turn's calls, for `ToolCallStart`.
     let mut tool_ordinal = 0usize;
     loop {
         let Some(ev) = reader.next(cancel).await? else {
-            return Err(ProviderError::new(
-                ErrorKind::BrokenStream,
-                format!(
-                    "stream ended before completion after {} events",
-                    reader.count
-                ),
-            ));
+            return Err(reader.ended_early());
         };
         let data = ev.data.trim();
         if data.is_empty() {
             continue;
         }
-        let event: StreamEvent = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                ErrorKind::BrokenStream,
-                format!(
-                    "unparseable stream event #{} ({e}): {}",
-                    reader.count,
-                    truncate(data)
-                ),
-            )
-        })?;
+        let event: StreamEvent = reader.parse(data)?;
         match event {
             StreamEvent::MessageStart { message } => {
                 if let Some(u) = message.get("usage") {

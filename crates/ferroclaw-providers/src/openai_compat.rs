@@ -15,20 +15,16 @@
 use std::future::Future;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use ferroclaw_types::{ContentBlock, Message, StopReason, Usage};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tokio_util::sync::CancellationToken;
 
 use crate::http_error::{extract_message, kind_for_status, looks_like_overflow};
 use crate::schema::{clean_schema, SchemaFlavor};
-use crate::shell::{HttpShell, KeyHeader, Wire, WireTurn};
-use crate::transport::{ReplyBudget, SseReader};
+use crate::shell::{Endpoint, HttpShell, KeyHeader, StreamCtx, Wire, WireTurn};
+use crate::transport::ReplyBudget;
 use crate::usage::normalize_usage;
-use crate::{
-    ChatRequest, ChatResponse, DeltaSink, ErrorKind, Provider, ProviderError, StreamDelta,
-};
+use crate::{ChatRequest, ChatResponse, DeltaSink, ErrorKind, ProviderError, StreamDelta};
 
 /// Settings for one OpenAI-compatible endpoint.
 #[derive(Debug, Clone)]
@@ -67,68 +63,47 @@ impl OpenAiCompatConfig {
 pub struct OpenAiCompat {
     schema_flavor: SchemaFlavor,
     shell: HttpShell,
-    chat_url: String,
-    models_url: String,
 }
 
 impl OpenAiCompat {
     pub fn new(cfg: OpenAiCompatConfig) -> Result<Self, ProviderError> {
-        let shell = HttpShell::new(
-            &cfg.name,
-            &cfg.headers,
-            cfg.api_key.as_deref(),
-            KeyHeader::Bearer,
-            cfg.request_timeout,
-            cfg.idle_timeout,
-        )?;
         let base = cfg.base_url.trim_end_matches('/');
+        let shell = HttpShell::new(Endpoint {
+            name: &cfg.name,
+            chat_url: format!("{base}/chat/completions"),
+            models_url: format!("{base}/models"),
+            headers: &cfg.headers,
+            api_key: cfg.api_key.as_deref(),
+            key_header: KeyHeader::Bearer,
+            request_timeout: cfg.request_timeout,
+            idle_timeout: cfg.idle_timeout,
+        })?;
         Ok(Self {
             schema_flavor: cfg.schema_flavor,
             shell,
-            chat_url: format!("{base}/chat/completions"),
-            models_url: format!("{base}/models"),
         })
-    }
-}
-
-#[async_trait]
-impl Provider for OpenAiCompat {
-    fn name(&self) -> &str {
-        self.shell.name()
-    }
-
-    async fn chat(
-        &self,
-        req: &ChatRequest,
-        sink: &dyn DeltaSink,
-        cancel: &CancellationToken,
-    ) -> Result<ChatResponse, ProviderError> {
-        let body = build_body(req, self.schema_flavor);
-        self.shell
-            .chat::<Self>(&self.chat_url, &body, req, sink, cancel)
-            .await
-    }
-
-    async fn list_models(&self) -> Result<Vec<String>, ProviderError> {
-        self.shell.list_models(&self.models_url).await
     }
 }
 
 impl Wire for OpenAiCompat {
     type Turn = Turn;
 
+    fn shell(&self) -> &HttpShell {
+        &self.shell
+    }
+
+    fn body(&self, req: &ChatRequest) -> Value {
+        build_body(req, self.schema_flavor)
+    }
+
     fn parse_response(v: &Value) -> Result<Turn, ProviderError> {
         parse_response(v)
     }
 
-    fn read_stream<'a>(
-        reader: &'a mut SseReader,
-        sink: &'a dyn DeltaSink,
-        cancel: &'a CancellationToken,
-        emitted: &'a mut bool,
-        budget: &'a mut ReplyBudget,
-    ) -> impl Future<Output = Result<Turn, ProviderError>> + Send + 'a {
-        read_stream(reader, sink, cancel, emitted, budget)
+    fn read_stream(
+        s: StreamCtx<'_>,
+    ) -> impl Future<Output = Result<Turn, ProviderError>> + Send + '_ {
+        read_stream(s)
     }
 }
 
@@ -503,26 +478,21 @@ struct FunctionDelta {
     arguments: Option<Value>,
 }
 
-async fn read_stream(
-    reader: &mut SseReader,
-    sink: &dyn DeltaSink,
-    cancel: &CancellationToken,
-    emitted: &mut bool,
-    budget: &mut ReplyBudget,
-) -> Result<Turn, ProviderError> {
+async fn read_stream(s: StreamCtx<'_>) -> Result<Turn, ProviderError> {
+    let StreamCtx {
+        reader,
+        sink,
+        cancel,
+        emitted,
+        budget,
+    } = s;
     let mut turn = Turn::default();
     loop {
         let Some(ev) = reader.next(cancel).await? else {
             if turn.finish.is_some() {
                 return Ok(turn);
             }
-            return Err(ProviderError::new(
-                ErrorKind::BrokenStream,
-                format!(
-                    "stream ended before completion after {} events",
-                    reader.count
-                ),
-            ));
+            return Err(reader.ended_early());
         };
         let data = ev.data.trim();
         if data == "[DONE]" {
@@ -531,16 +501,7 @@ async fn read_stream(
         if data.is_empty() {
             continue;
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                ErrorKind::BrokenStream,
-                format!(
-                    "unparseable stream event #{} ({e}): {}",
-                    reader.count,
-                    crate::http_error::truncate(data)
-                ),
-            )
-        })?;
+        let chunk: Chunk = reader.parse(data)?;
         apply_chunk(&mut turn, chunk, sink, emitted, budget)?;
     }
 }
