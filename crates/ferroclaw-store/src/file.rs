@@ -985,17 +985,7 @@ fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
                 {
                     meta.key = key;
                 }
-                for message in entries.iter().filter_map(Entry::message) {
-                    if let Message::Assistant(a) = message {
-                        meta.usage.add(&a.usage);
-                        if !a.provider.is_empty() {
-                            meta.provider = Some(a.provider.clone());
-                        }
-                        if !a.model.is_empty() {
-                            meta.model = Some(a.model.clone());
-                        }
-                    }
-                }
+                meta.add_runs(&entries);
             }
             // Still listed: opening it will report the error instead of hiding the file.
             Err(e) => warn!(error = %e, "unreadable transcript during index rebuild"),

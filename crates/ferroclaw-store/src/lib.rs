@@ -56,6 +56,24 @@ pub struct SessionMeta {
     pub label: Option<String>,
 }
 
+impl SessionMeta {
+    /// Adds what the assistant turns of `entries` record (usage, the latest provider and
+    /// model) to the totals, as when an index row is rebuilt from a transcript.
+    pub(crate) fn add_runs(&mut self, entries: &[Entry]) {
+        for message in entries.iter().filter_map(Entry::message) {
+            if let Message::Assistant(a) = message {
+                self.usage.add(&a.usage);
+                if !a.provider.is_empty() {
+                    self.provider = Some(a.provider.clone());
+                }
+                if !a.model.is_empty() {
+                    self.model = Some(a.model.clone());
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("I/O error on {}: {source}", path.display())]
