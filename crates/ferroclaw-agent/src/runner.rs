@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use ferroclaw_providers::{ChatRequest, ErrorKind, Provider, ProviderError, StreamDelta};
 use ferroclaw_store::{
-    cap_tool_result, write_incident, Incident, Issue, IssueKind, SessionLog, SessionStore,
-    StoreError,
+    cap_tool_result, Incident, Issue, IssueKind, SessionLog, SessionStore, StoreError,
 };
 use ferroclaw_tools::{ToolContext, ToolRegistry};
 use ferroclaw_types::{
@@ -53,8 +52,6 @@ pub struct AgentSettings {
     pub context_files: prompt::ContextFilesSettings,
     /// A single tool result is capped to this when stored and when sent back.
     pub tool_result_max_chars: usize,
-    /// Where incident reports go (`<home>/logs`); `None` only logs.
-    pub home: Option<PathBuf>,
     /// What to do with user messages that look like prompt injection.
     pub input_guard: InputGuardAction,
     /// Runs on behalf of a user get the sub-workspace `user_<sanitized id>`.
@@ -132,7 +129,6 @@ impl AgentSettings {
             compaction: CompactionSettings::default(),
             context_files: prompt::ContextFilesSettings::default(),
             tool_result_max_chars: limits.tool_result_max_chars,
-            home: None,
             input_guard: InputGuardAction::default(),
             per_user_workspace: false,
             intent: IntentSettings::default(),
@@ -706,9 +702,6 @@ impl Agent {
     /// Records an incident for a pairing repair made in memory before an LLM call (the
     /// transcript itself was fine on load, or was trimmed into this shape by the pipeline).
     fn report_runtime_repair(&self, session_key: &str, repair: &history::RepairReport) {
-        let Some(home) = self.settings.home.clone() else {
-            return;
-        };
         let issue = |kind: IssueKind, id: &String, what: &str| Issue {
             kind,
             line: 0,
@@ -747,9 +740,10 @@ impl Agent {
             action: "detected_at_runtime".into(),
             backup: None,
         };
-        // Rare and small; off the async workers all the same.
-        tokio::task::spawn_blocking(move || {
-            if let Err(e) = write_incident(&home, &incident) {
+        // Rare and small; the run does not wait for the report.
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.report_incident(incident).await {
                 tracing::warn!(error = %e, "could not write integrity incident");
             }
         });

@@ -4,7 +4,9 @@
 //! `std::env`, so that tests can build an environment from pairs and never
 //! touch (or depend on) the real process environment.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::Path;
 
 use crate::ConfigError;
@@ -76,11 +78,11 @@ impl Env {
             .map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
-    /// Overlays a dotenv file (`KEY=value` lines) without overriding keys that
-    /// are already set. Supports an `export ` prefix, `#` comments (whole-line,
-    /// and after whitespace in unquoted values), and single or double quotes
-    /// (double quotes understand `\n`, `\t`, `\"` and `\\`). A missing file is
-    /// not an error and yields `Ok(0)`. Returns how many keys were applied.
+    /// Overlays a dotenv file (dotenvy's syntax: `KEY=value` lines, an optional
+    /// `export `, `#` comments, single and double quotes, `$VAR` substitution outside
+    /// single quotes) without overriding keys that are already set. Within the file
+    /// the last assignment wins (like a shell sourcing it). A missing file is not an
+    /// error and yields `Ok(0)`. Returns how many keys were applied.
     pub fn overlay_dotenv(&mut self, path: &Path) -> Result<usize, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
@@ -97,8 +99,6 @@ impl Env {
             line,
             message,
         })?;
-        // Within the file the last assignment wins (like a shell sourcing it);
-        // against the existing environment the existing value wins.
         let mut applied = 0;
         for (key, value) in parsed {
             if self.set_default(key, value) {
@@ -109,87 +109,80 @@ impl Env {
     }
 }
 
-/// Parses dotenv text into a map (last assignment wins). Errors carry the
-/// 1-based line number and a message.
+/// Parses dotenv text with dotenvy into a map (last assignment wins). Errors carry the
+/// 1-based line number where the failing entry starts, and dotenvy's message.
 pub(crate) fn parse_dotenv(text: &str) -> Result<BTreeMap<String, String>, (usize, String)> {
+    let taken = Cell::new(0);
+    let feeder = LineFeeder {
+        text: text.as_bytes(),
+        taken: &taken,
+    };
     let mut out = BTreeMap::new();
-    for (idx, raw) in text.lines().enumerate() {
-        let lineno = idx + 1;
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
+    for item in dotenvy::from_read_iter(feeder) {
+        match item {
+            Ok((key, value)) => {
+                out.insert(key, value);
+            }
+            Err(e) => {
+                let line = failing_line(text, taken.get(), &e);
+                return Err((line, describe(&e)));
+            }
         }
-        let line = line
-            .strip_prefix("export")
-            .filter(|rest| rest.starts_with(char::is_whitespace))
-            .map(str::trim_start)
-            .unwrap_or(line);
-        let Some((key, rest)) = line.split_once('=') else {
-            return Err((lineno, format!("expected KEY=value, found `{line}`")));
-        };
-        let key = key.trim();
-        if !is_env_name(key) {
-            return Err((lineno, format!("invalid variable name `{key}`")));
-        }
-        let value = parse_dotenv_value(rest.trim()).map_err(|m| (lineno, m))?;
-        out.insert(key.to_string(), value);
     }
     Ok(out)
 }
 
-fn is_env_name(key: &str) -> bool {
-    let mut chars = key.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+/// dotenvy does not say on which line it failed. It reads through a buffer, so this
+/// reader hands it at most one line per call: what it has taken when an error comes
+/// out then ends with the line that failed.
+struct LineFeeder<'a> {
+    text: &'a [u8],
+    taken: &'a Cell<usize>,
 }
 
-fn parse_dotenv_value(rest: &str) -> Result<String, String> {
-    if let Some(body) = rest.strip_prefix('\'') {
-        let Some(end) = body.find('\'') else {
-            return Err("unterminated single-quoted value".into());
-        };
-        check_trailing(&body[end + 1..])?;
-        return Ok(body[..end].to_string());
+impl Read for LineFeeder<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let rest = &self.text[self.taken.get()..];
+        let line = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(rest.len(), |i| i + 1);
+        let n = line.min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.taken.set(self.taken.get() + n);
+        Ok(n)
     }
-    if let Some(body) = rest.strip_prefix('"') {
-        let mut value = String::new();
-        let mut chars = body.char_indices();
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '"' => {
-                    check_trailing(&body[i + 1..])?;
-                    return Ok(value);
-                }
-                '\\' => match chars.next() {
-                    Some((_, 'n')) => value.push('\n'),
-                    Some((_, 't')) => value.push('\t'),
-                    Some((_, 'r')) => value.push('\r'),
-                    Some((_, other)) => value.push(other),
-                    None => break,
-                },
-                other => value.push(other),
-            }
-        }
-        return Err("unterminated double-quoted value".into());
-    }
-    // Unquoted: a `#` starts a comment only after whitespace, so values such
-    // as URLs with fragments (`http://x/#a`) survive.
-    let mut end = rest.len();
-    let bytes = rest.as_bytes();
-    for (i, b) in bytes.iter().enumerate() {
-        if *b == b'#' && i > 0 && bytes[i - 1].is_ascii_whitespace() {
-            end = i;
-            break;
-        }
-    }
-    Ok(rest[..end].trim_end().to_string())
 }
 
-fn check_trailing(after: &str) -> Result<(), String> {
-    let after = after.trim();
-    if after.is_empty() || after.starts_with('#') {
-        Ok(())
-    } else {
-        Err(format!("unexpected text after closing quote: `{after}`"))
+/// The line on which the entry dotenvy rejected starts: the last line taken, less the
+/// line breaks inside the entry (a quoted value may span lines).
+fn failing_line(text: &str, taken: usize, err: &dotenvy::Error) -> usize {
+    let read = text.get(..taken).unwrap_or(text);
+    let last = read.trim_end_matches(['\n', '\r']).matches('\n').count() + 1;
+    let spanned = match err {
+        dotenvy::Error::LineParse(entry, _) => {
+            entry.trim_end_matches(['\n', '\r']).matches('\n').count()
+        }
+        _ => 0,
+    };
+    last.saturating_sub(spanned).max(1)
+}
+
+/// dotenvy's own message quotes the whole entry; the value may be a secret, so only the
+/// key is named.
+fn describe(err: &dotenvy::Error) -> String {
+    let dotenvy::Error::LineParse(entry, _) = err else {
+        return err.to_string();
+    };
+    let key = entry
+        .split_once('=')
+        .map(|(k, _)| k.trim())
+        .map(|k| k.strip_prefix("export ").map_or(k, str::trim_start))
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    match key {
+        Some(key) => {
+            format!("cannot parse the value of {key} (unterminated quote, or unquoted spaces?)")
+        }
+        None => "expected KEY=value".to_owned(),
     }
 }

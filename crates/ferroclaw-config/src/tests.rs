@@ -352,7 +352,7 @@ fn provider_type_inferred_from_name() {
 
 #[test]
 fn dotenv_parsing() {
-    let text = "# comment\n\nexport A=1\nB = 'single # kept'\nC=\"dq \\\"x\\\"\\n\" # trailing\nD=plain value # comment\nE=http://x/#frag\nA=2\n";
+    let text = "# comment\n\nexport A=1\nB = 'single # kept'\nC=\"dq \\\"x\\\"\\n\" # trailing\nD=\"plain value\" # comment\nE=http://x/#frag\nA=2\n";
     let parsed = env::parse_dotenv(text).expect("parse");
     assert_eq!(parsed["A"], "2", "last assignment in the file wins");
     assert_eq!(parsed["B"], "single # kept");
@@ -360,8 +360,35 @@ fn dotenv_parsing() {
     assert_eq!(parsed["D"], "plain value");
     assert_eq!(parsed["E"], "http://x/#frag");
 
+    // dotenvy's rules where they differ from a shell's: a value with spaces must be
+    // quoted, and `$NAME` refers to an earlier key of the file (single quotes keep it).
+    let text = "FERROCLAW_T_BASE=http://h\nFERROCLAW_T_URL=${FERROCLAW_T_BASE}/v1\nFERROCLAW_T_RAW='$FERROCLAW_T_BASE'\n";
+    let parsed = env::parse_dotenv(text).expect("parse");
+    assert_eq!(parsed["FERROCLAW_T_URL"], "http://h/v1");
+    assert_eq!(parsed["FERROCLAW_T_RAW"], "$FERROCLAW_T_BASE");
+
+    // Errors name the line the failing entry starts on.
     assert_eq!(env::parse_dotenv("no equals here").unwrap_err().0, 1);
     assert_eq!(env::parse_dotenv("OK=1\nX='open").unwrap_err().0, 2);
+    assert_eq!(
+        env::parse_dotenv("OK=1\n# c\n\nD=two words\n")
+            .unwrap_err()
+            .0,
+        4
+    );
+    assert_eq!(
+        env::parse_dotenv("M=\"one\ntwo\"\nOK=1\nbad line\n")
+            .unwrap_err()
+            .0,
+        4,
+        "a quoted value over two lines counts both"
+    );
+    assert_eq!(
+        env::parse_dotenv("OK=1\nQ=\"never\nclosed\n")
+            .unwrap_err()
+            .0,
+        2
+    );
     assert!(env::parse_dotenv("1BAD=x").is_err());
 }
 

@@ -13,6 +13,7 @@ pub mod auth;
 pub mod conn_limit;
 pub mod error;
 pub mod http;
+pub mod integrity;
 pub mod listener;
 pub mod metrics;
 pub mod ratelimit;

@@ -19,7 +19,7 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use axum::Router;
 use ferroclaw_config::settings::Settings;
-use ferroclaw_store::{ScanOptions, ScanSummary, SessionStore};
+use ferroclaw_store::{ScanSummary, SessionStore};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -109,7 +109,7 @@ impl Gateway {
         // Bound but not yet accepting: connections wait in the backlog until the scan
         // is over. A scan that fails is reported, never fatal: the store still repairs
         // each transcript when it is loaded.
-        let startup_scan = run_scan(&state, true).await;
+        let startup_scan = crate::integrity::scan(&state, true).await;
         match &startup_scan {
             Ok(summary) => {
                 for (path, error) in &summary.errors {
@@ -226,22 +226,6 @@ fn trim_heap() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim_heap() {}
-
-/// Scans every transcript under the home on a blocking thread (the scan is blocking
-/// file I/O), repairing with `session.integrity_strategy` when `repair` is set.
-pub async fn run_scan(state: &AppState, repair: bool) -> Result<ScanSummary, String> {
-    let home = state.home.clone();
-    let opts = ScanOptions {
-        repair,
-        strategy: state.integrity_strategy,
-        agent: None,
-    };
-    match tokio::task::spawn_blocking(move || ferroclaw_store::scan_home(&home, &opts)).await {
-        Ok(Ok(summary)) => Ok(summary),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(e) => Err(format!("scan task failed: {e}")),
-    }
-}
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {

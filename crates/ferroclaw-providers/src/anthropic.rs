@@ -8,26 +8,20 @@
 //! - `tool_use.input` must be an object: arguments we kept as a raw string (invalid JSON
 //!   from the model) travel as `{"_raw": "..."}`.
 
+use std::future::Future;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use ferroclaw_types::{ContentBlock, Message, StopReason, Usage};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use crate::http_error::{annotate, looks_like_overflow, truncate};
-use crate::openai_compat::{model_ids, parse_arguments, tool_parameters};
+use crate::http_error::{looks_like_overflow, truncate};
+use crate::openai_compat::{parse_arguments, tool_parameters};
 use crate::schema::SchemaFlavor;
-use crate::transport::{
-    build_client, header_map, read_json, send, ReplyBudget, SseReader, MAX_MODEL_LIST_BYTES,
-};
+use crate::shell::{Endpoint, HttpShell, KeyHeader, StreamCtx, Wire, WireTurn};
 use crate::usage::normalize_usage;
-use crate::{
-    ChatRequest, ChatResponse, DeltaSink, ErrorKind, Provider, ProviderError, StreamDelta,
-};
+use crate::{ChatRequest, ChatResponse, ErrorKind, ProviderError, StreamDelta};
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -66,108 +60,53 @@ impl AnthropicConfig {
 
 /// A provider speaking the Anthropic Messages API.
 pub struct Anthropic {
-    cfg: AnthropicConfig,
-    client: reqwest::Client,
-    headers: HeaderMap,
-    messages_url: String,
-    models_url: String,
+    default_max_tokens: u32,
+    shell: HttpShell,
 }
 
 impl Anthropic {
     pub fn new(cfg: AnthropicConfig) -> Result<Self, ProviderError> {
-        let mut headers = header_map(&cfg.headers)?;
-        headers.insert(
+        let base = cfg.base_url.trim_end_matches('/');
+        let shell = HttpShell::new(Endpoint {
+            name: &cfg.name,
+            chat_url: format!("{base}/v1/messages"),
+            models_url: format!("{base}/v1/models?limit=1000"),
+            headers: &cfg.headers,
+            api_key: cfg.api_key.as_deref(),
+            key_header: KeyHeader::Named(HeaderName::from_static("x-api-key")),
+            request_timeout: cfg.request_timeout,
+            idle_timeout: cfg.idle_timeout,
+        })?
+        .with_header(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(API_VERSION),
         );
-        if let Some(key) = cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
-            let mut v = HeaderValue::from_str(key).map_err(|_| {
-                ProviderError::new(ErrorKind::Auth, "API key contains invalid characters")
-            })?;
-            v.set_sensitive(true);
-            headers.insert(HeaderName::from_static("x-api-key"), v);
-        }
-        let base = cfg.base_url.trim_end_matches('/');
         Ok(Self {
-            client: build_client(cfg.request_timeout)?,
-            headers,
-            messages_url: format!("{base}/v1/messages"),
-            models_url: format!("{base}/v1/models?limit=1000"),
-            cfg,
+            default_max_tokens: cfg.default_max_tokens,
+            shell,
         })
-    }
-
-    async fn chat_inner(
-        &self,
-        req: &ChatRequest,
-        sink: &dyn DeltaSink,
-        cancel: &CancellationToken,
-        emitted: &mut bool,
-    ) -> Result<ChatResponse, ProviderError> {
-        let body = build_body(req, self.cfg.default_max_tokens);
-        let deadline = Instant::now() + self.cfg.request_timeout;
-        let rb = self
-            .client
-            .post(&self.messages_url)
-            .headers(self.headers.clone())
-            .json(&body);
-        let resp = send(rb, deadline, cancel).await?;
-        let mut budget = ReplyBudget::new(req.reply_limit());
-        let turn = if req.stream {
-            let mut reader = SseReader::new(resp, self.cfg.idle_timeout, &budget);
-            read_stream(&mut reader, sink, cancel, emitted, &mut budget).await?
-        } else {
-            let limit = req.reply_limit();
-            let v = read_json(resp, deadline, cancel, budget.raw_limit(), || {
-                ProviderError::reply_too_large(limit)
-            })
-            .await?;
-            let turn = parse_response(&v)?;
-            budget.take(turn.blocks.iter().map(|(_, b)| b.size()).sum())?;
-            turn
-        };
-        Ok(turn.into_response(&self.cfg.name, &req.model))
     }
 }
 
-#[async_trait]
-impl Provider for Anthropic {
-    fn name(&self) -> &str {
-        &self.cfg.name
+impl Wire for Anthropic {
+    type Turn = Turn;
+
+    fn shell(&self) -> &HttpShell {
+        &self.shell
     }
 
-    async fn chat(
-        &self,
-        req: &ChatRequest,
-        sink: &dyn DeltaSink,
-        cancel: &CancellationToken,
-    ) -> Result<ChatResponse, ProviderError> {
-        let mut emitted = false;
-        self.chat_inner(req, sink, cancel, &mut emitted)
-            .await
-            .map_err(|mut e| {
-                e.streamed |= emitted;
-                annotate(e, &self.cfg.name, &req.model)
-            })
+    fn body(&self, req: &ChatRequest) -> Value {
+        build_body(req, self.default_max_tokens)
     }
 
-    async fn list_models(&self) -> Result<Vec<String>, ProviderError> {
-        let never = CancellationToken::new();
-        let deadline = Instant::now() + self.cfg.request_timeout;
-        let rb = self
-            .client
-            .get(&self.models_url)
-            .headers(self.headers.clone());
-        let result = async {
-            let resp = send(rb, deadline, &never).await?;
-            let v = read_json(resp, deadline, &never, MAX_MODEL_LIST_BYTES, || {
-                ProviderError::new(ErrorKind::Malformed, "model list is too large")
-            })
-            .await?;
-            model_ids(&v)
-        }
-        .await;
-        result.map_err(|e| annotate(e, &self.cfg.name, ""))
+    fn parse_response(v: &Value) -> Result<Turn, ProviderError> {
+        parse_response(v)
+    }
+
+    fn read_stream(
+        s: StreamCtx<'_>,
+    ) -> impl Future<Output = Result<Turn, ProviderError>> + Send + '_ {
+        read_stream(s)
     }
 }
 
@@ -340,7 +279,7 @@ impl Block {
 }
 
 #[derive(Default)]
-struct Turn {
+pub(crate) struct Turn {
     /// Keyed by the wire `index`, in arrival order.
     blocks: Vec<(u64, Block)>,
     stop_reason: Option<String>,
@@ -356,6 +295,12 @@ impl Turn {
             .rev()
             .find(|(i, _)| *i == index)
             .map(|(_, b)| b)
+    }
+}
+
+impl WireTurn for Turn {
+    fn size(&self) -> usize {
+        self.blocks.iter().map(|(_, b)| b.size()).sum()
     }
 
     fn into_response(self, provider: &str, model: &str) -> ChatResponse {
@@ -551,40 +496,26 @@ enum BlockDelta {
     Other,
 }
 
-async fn read_stream(
-    reader: &mut SseReader,
-    sink: &dyn DeltaSink,
-    cancel: &CancellationToken,
-    emitted: &mut bool,
-    budget: &mut ReplyBudget,
-) -> Result<Turn, ProviderError> {
+async fn read_stream(s: StreamCtx<'_>) -> Result<Turn, ProviderError> {
+    let StreamCtx {
+        reader,
+        sink,
+        cancel,
+        emitted,
+        budget,
+    } = s;
     let mut turn = Turn::default();
     // Position of each tool call among the turn's calls, for `ToolCallStart`.
     let mut tool_ordinal = 0usize;
     loop {
         let Some(ev) = reader.next(cancel).await? else {
-            return Err(ProviderError::new(
-                ErrorKind::BrokenStream,
-                format!(
-                    "stream ended before completion after {} events",
-                    reader.count
-                ),
-            ));
+            return Err(reader.ended_early());
         };
         let data = ev.data.trim();
         if data.is_empty() {
             continue;
         }
-        let event: StreamEvent = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                ErrorKind::BrokenStream,
-                format!(
-                    "unparseable stream event #{} ({e}): {}",
-                    reader.count,
-                    truncate(data)
-                ),
-            )
-        })?;
+        let event: StreamEvent = reader.parse(data)?;
         match event {
             StreamEvent::MessageStart { message } => {
                 if let Some(u) = message.get("usage") {

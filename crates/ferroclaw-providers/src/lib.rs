@@ -14,7 +14,8 @@
 //!        └─ OpenAiCompat | Anthropic    one HTTP call in one wire format
 //!              ├─ schema     tool-schema cleaning per provider family
 //!              ├─ usage      token counters from every spelling
-//!              └─ http_error / transport   status → ErrorKind, Retry-After, SSE reading
+//!              └─ shell       the HTTP call both share: headers, time-outs, reply cap
+//!                   └─ http_error / transport   status → ErrorKind, Retry-After, SSE reading
 //! ```
 //!
 //! The wire providers never retry; they classify failures ([`ErrorKind`]) and fill
@@ -29,6 +30,7 @@ mod http_error;
 pub mod openai_compat;
 pub mod retry;
 pub mod schema;
+mod shell;
 mod transport;
 pub mod usage;
 

@@ -12,25 +12,19 @@
 //! - `max_tokens` (not `max_completion_tokens`): it is the field every compatible
 //!   server understands.
 
+use std::future::Future;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use ferroclaw_types::{ContentBlock, Message, StopReason, Usage};
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use crate::http_error::{annotate, extract_message, kind_for_status, looks_like_overflow};
+use crate::http_error::{extract_message, kind_for_status, looks_like_overflow};
 use crate::schema::{clean_schema, SchemaFlavor};
-use crate::transport::{
-    build_client, header_map, read_json, send, ReplyBudget, SseReader, MAX_MODEL_LIST_BYTES,
-};
+use crate::shell::{Endpoint, HttpShell, KeyHeader, StreamCtx, Wire, WireTurn};
+use crate::transport::ReplyBudget;
 use crate::usage::normalize_usage;
-use crate::{
-    ChatRequest, ChatResponse, DeltaSink, ErrorKind, Provider, ProviderError, StreamDelta,
-};
+use crate::{ChatRequest, ChatResponse, DeltaSink, ErrorKind, ProviderError, StreamDelta};
 
 /// Settings for one OpenAI-compatible endpoint.
 #[derive(Debug, Clone)]
@@ -67,117 +61,50 @@ impl OpenAiCompatConfig {
 
 /// A provider speaking OpenAI chat completions.
 pub struct OpenAiCompat {
-    cfg: OpenAiCompatConfig,
-    client: reqwest::Client,
-    headers: HeaderMap,
-    chat_url: String,
-    models_url: String,
+    schema_flavor: SchemaFlavor,
+    shell: HttpShell,
 }
 
 impl OpenAiCompat {
     pub fn new(cfg: OpenAiCompatConfig) -> Result<Self, ProviderError> {
-        let mut headers = header_map(&cfg.headers)?;
-        if let Some(key) = cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
-            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ProviderError::new(ErrorKind::Auth, "API key contains invalid characters")
-            })?;
-            v.set_sensitive(true);
-            headers.insert(AUTHORIZATION, v);
-        }
         let base = cfg.base_url.trim_end_matches('/');
-        Ok(Self {
-            client: build_client(cfg.request_timeout)?,
-            headers,
+        let shell = HttpShell::new(Endpoint {
+            name: &cfg.name,
             chat_url: format!("{base}/chat/completions"),
             models_url: format!("{base}/models"),
-            cfg,
+            headers: &cfg.headers,
+            api_key: cfg.api_key.as_deref(),
+            key_header: KeyHeader::Bearer,
+            request_timeout: cfg.request_timeout,
+            idle_timeout: cfg.idle_timeout,
+        })?;
+        Ok(Self {
+            schema_flavor: cfg.schema_flavor,
+            shell,
         })
     }
-
-    async fn chat_inner(
-        &self,
-        req: &ChatRequest,
-        sink: &dyn DeltaSink,
-        cancel: &CancellationToken,
-        emitted: &mut bool,
-    ) -> Result<ChatResponse, ProviderError> {
-        let body = build_body(req, self.cfg.schema_flavor);
-        let deadline = Instant::now() + self.cfg.request_timeout;
-        let rb = self
-            .client
-            .post(&self.chat_url)
-            .headers(self.headers.clone())
-            .json(&body);
-        let resp = send(rb, deadline, cancel).await?;
-
-        let mut budget = ReplyBudget::new(req.reply_limit());
-        let turn = if req.stream {
-            let mut reader = SseReader::new(resp, self.cfg.idle_timeout, &budget);
-            read_stream(&mut reader, sink, cancel, emitted, &mut budget).await?
-        } else {
-            let limit = req.reply_limit();
-            let v = read_json(resp, deadline, cancel, budget.raw_limit(), || {
-                ProviderError::reply_too_large(limit)
-            })
-            .await?;
-            let turn = parse_response(&v)?;
-            budget.take(turn.size())?;
-            turn
-        };
-        Ok(turn.into_response(&self.cfg.name, &req.model))
-    }
 }
 
-#[async_trait]
-impl Provider for OpenAiCompat {
-    fn name(&self) -> &str {
-        &self.cfg.name
+impl Wire for OpenAiCompat {
+    type Turn = Turn;
+
+    fn shell(&self) -> &HttpShell {
+        &self.shell
     }
 
-    async fn chat(
-        &self,
-        req: &ChatRequest,
-        sink: &dyn DeltaSink,
-        cancel: &CancellationToken,
-    ) -> Result<ChatResponse, ProviderError> {
-        let mut emitted = false;
-        self.chat_inner(req, sink, cancel, &mut emitted)
-            .await
-            .map_err(|mut e| {
-                e.streamed |= emitted;
-                annotate(e, &self.cfg.name, &req.model)
-            })
+    fn body(&self, req: &ChatRequest) -> Value {
+        build_body(req, self.schema_flavor)
     }
 
-    async fn list_models(&self) -> Result<Vec<String>, ProviderError> {
-        let never = CancellationToken::new();
-        let deadline = Instant::now() + self.cfg.request_timeout;
-        let rb = self
-            .client
-            .get(&self.models_url)
-            .headers(self.headers.clone());
-        let result = async {
-            let resp = send(rb, deadline, &never).await?;
-            let v = read_json(resp, deadline, &never, MAX_MODEL_LIST_BYTES, || {
-                ProviderError::new(ErrorKind::Malformed, "model list is too large")
-            })
-            .await?;
-            model_ids(&v)
-        }
-        .await;
-        result.map_err(|e| annotate(e, &self.cfg.name, ""))
+    fn parse_response(v: &Value) -> Result<Turn, ProviderError> {
+        parse_response(v)
     }
-}
 
-/// `{"data":[{"id":..}]}`, shared with Anthropic's model list.
-pub(crate) fn model_ids(v: &Value) -> Result<Vec<String>, ProviderError> {
-    let data = v.get("data").and_then(Value::as_array).ok_or_else(|| {
-        ProviderError::new(ErrorKind::Malformed, "model list has no `data` array")
-    })?;
-    Ok(data
-        .iter()
-        .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_owned))
-        .collect())
+    fn read_stream(
+        s: StreamCtx<'_>,
+    ) -> impl Future<Output = Result<Turn, ProviderError>> + Send + '_ {
+        read_stream(s)
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -327,7 +254,7 @@ fn arguments_string(args: &Value) -> String {
 
 /// What one turn produced, before it is laid out as content blocks.
 #[derive(Default)]
-struct Turn {
+pub(crate) struct Turn {
     text: String,
     reasoning: String,
     calls: Vec<CallSlot>,
@@ -344,8 +271,7 @@ struct CallSlot {
     announced: bool,
 }
 
-impl Turn {
-    /// What counts against the reply cap.
+impl WireTurn for Turn {
     fn size(&self) -> usize {
         self.text.len()
             + self.reasoning.len()
@@ -552,26 +478,21 @@ struct FunctionDelta {
     arguments: Option<Value>,
 }
 
-async fn read_stream(
-    reader: &mut SseReader,
-    sink: &dyn DeltaSink,
-    cancel: &CancellationToken,
-    emitted: &mut bool,
-    budget: &mut ReplyBudget,
-) -> Result<Turn, ProviderError> {
+async fn read_stream(s: StreamCtx<'_>) -> Result<Turn, ProviderError> {
+    let StreamCtx {
+        reader,
+        sink,
+        cancel,
+        emitted,
+        budget,
+    } = s;
     let mut turn = Turn::default();
     loop {
         let Some(ev) = reader.next(cancel).await? else {
             if turn.finish.is_some() {
                 return Ok(turn);
             }
-            return Err(ProviderError::new(
-                ErrorKind::BrokenStream,
-                format!(
-                    "stream ended before completion after {} events",
-                    reader.count
-                ),
-            ));
+            return Err(reader.ended_early());
         };
         let data = ev.data.trim();
         if data == "[DONE]" {
@@ -580,16 +501,7 @@ async fn read_stream(
         if data.is_empty() {
             continue;
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                ErrorKind::BrokenStream,
-                format!(
-                    "unparseable stream event #{} ({e}): {}",
-                    reader.count,
-                    crate::http_error::truncate(data)
-                ),
-            )
-        })?;
+        let chunk: Chunk = reader.parse(data)?;
         apply_chunk(&mut turn, chunk, sink, emitted, budget)?;
     }
 }

@@ -229,6 +229,31 @@ impl SseReader {
         }
     }
 
+    /// The error for a body that ended before the reply was complete.
+    pub(crate) fn ended_early(&self) -> ProviderError {
+        ProviderError::new(
+            ErrorKind::BrokenStream,
+            format!("stream ended before completion after {} events", self.count),
+        )
+    }
+
+    /// The data of the latest event as `T`.
+    pub(crate) fn parse<T: serde::de::DeserializeOwned>(
+        &self,
+        data: &str,
+    ) -> Result<T, ProviderError> {
+        serde_json::from_str(data).map_err(|e| {
+            ProviderError::new(
+                ErrorKind::BrokenStream,
+                format!(
+                    "unparseable stream event #{} ({e}): {}",
+                    self.count,
+                    truncate(data)
+                ),
+            )
+        })
+    }
+
     /// The next event, `None` when the body ended.
     pub(crate) async fn next(
         &mut self,

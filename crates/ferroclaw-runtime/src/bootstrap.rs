@@ -122,7 +122,6 @@ pub fn settings_for(agent: &cfg::AgentSettings, tool_slots: ToolSlots) -> AgentS
         compaction: agent.compaction,
         context_files: agent.context_files,
         tool_result_max_chars: agent.limits.tool_result_max_chars,
-        home: Some(agent.home.clone()),
         input_guard: agent.tools.input_guard,
         per_user_workspace: agent.per_user_workspace,
         intent: ferroclaw_agent::tool_intent::IntentSettings::from_settings(&agent.tool_calling),

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ferroclaw_store::{
-    read_transcript, scan_home, validate_file, FileSessionStore, ScanOptions, SessionStore,
+    read_transcript, validate_file, FileSessionStore, Integrity, ScanOptions, SessionStore,
 };
 use serde_json::json;
 
@@ -123,9 +123,10 @@ fn main() {
         repair: true,
         ..ScanOptions::default()
     };
+    let store = FileSessionStore::new(home.path());
     let mut summary = None;
     let scan = best_of(5, || {
-        summary = Some(scan_home(home.path(), &opts).expect("scan"));
+        summary = Some(rt.block_on(store.scan(opts.clone())).expect("scan"));
     });
     let summary = summary.expect("ran");
     assert_eq!(

@@ -5,12 +5,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use ferroclaw_types::TRANSCRIPT_VERSION;
 use ferroclaw_types::{now_millis, Entry, EntryBody, Message, SessionHeader, Usage};
+use lru::LruCache;
 use tracing::warn;
 
 use crate::integrity::{
@@ -75,39 +77,17 @@ struct CachedLog {
     ids: HashSet<String>,
     len: u64,
     ino: u64,
-    used: u64,
 }
 
 /// Sessions kept parsed in memory at most.
-const LOG_CACHE_CAPACITY: usize = 128;
+const LOG_CACHE_CAPACITY: NonZeroUsize = match NonZeroUsize::new(128) {
+    Some(n) => n,
+    None => panic!("the log cache holds at least one session"),
+};
 
-#[derive(Default)]
-struct LogCache {
-    logs: HashMap<PathBuf, CachedLog>,
-    clock: u64,
-}
-
-impl LogCache {
-    fn take(&mut self, path: &Path) -> Option<CachedLog> {
-        self.logs.remove(path)
-    }
-
-    fn put(&mut self, path: PathBuf, mut log: CachedLog) {
-        self.clock += 1;
-        log.used = self.clock;
-        self.logs.insert(path, log);
-        if self.logs.len() > LOG_CACHE_CAPACITY {
-            if let Some(oldest) = self
-                .logs
-                .iter()
-                .min_by_key(|(_, l)| l.used)
-                .map(|(p, _)| p.clone())
-            {
-                self.logs.remove(&oldest);
-            }
-        }
-    }
-}
+/// Closed transcripts by path; a log is taken out while open, so one session is never
+/// both cached and being written.
+type LogCache = LruCache<PathBuf, CachedLog>;
 
 impl FileSessionStore {
     /// `home` is `FERROCLAW_HOME`.
@@ -118,7 +98,7 @@ impl FileSessionStore {
             strategy: Strategy::Full,
             tool_result_chars: DEFAULT_TOOL_RESULT_CHARS,
             index_cache: Arc::default(),
-            log_cache: Arc::default(),
+            log_cache: Arc::new(std::sync::Mutex::new(LruCache::new(LOG_CACHE_CAPACITY))),
         }
     }
 
@@ -258,7 +238,7 @@ impl SessionStore for FileSessionStore {
         };
         let cache = self.log_cache.clone();
         let log = blocking(path, move || {
-            let cached = lock(&cache).take(&target.path);
+            let cached = lock(&cache).pop(&target.path);
             match cached {
                 Some(c)
                     if file_stamp(&target.path)
@@ -432,7 +412,6 @@ impl Drop for FileSessionLog {
             ids: std::mem::take(&mut self.ids),
             len,
             ino: self.ino,
-            used: 0,
         };
         lock(&cache).put(std::mem::take(&mut self.path), cached);
     }
@@ -1006,17 +985,7 @@ fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
                 {
                     meta.key = key;
                 }
-                for message in entries.iter().filter_map(Entry::message) {
-                    if let Message::Assistant(a) = message {
-                        meta.usage.add(&a.usage);
-                        if !a.provider.is_empty() {
-                            meta.provider = Some(a.provider.clone());
-                        }
-                        if !a.model.is_empty() {
-                            meta.model = Some(a.model.clone());
-                        }
-                    }
-                }
+                meta.add_runs(&entries);
             }
             // Still listed: opening it will report the error instead of hiding the file.
             Err(e) => warn!(error = %e, "unreadable transcript during index rebuild"),

@@ -1,9 +1,10 @@
 //! Session storage: the per-agent session index and the append-only JSONL transcripts
 //! (OpenClaw / pi session files, version 3).
 //!
-//! Everything above this crate talks to the [`SessionStore`] and [`SessionLog`] traits so
-//! that a database backend can replace the embedded file backend ([`FileSessionStore`])
-//! without touching callers.
+//! Everything above this crate talks to the [`SessionStore`], [`SessionLog`] and
+//! [`Integrity`] traits so that a database backend can replace the embedded file backend
+//! ([`FileSessionStore`]) without touching callers: nothing above the store names a path
+//! inside the home.
 
 use std::io;
 use std::path::PathBuf;
@@ -13,13 +14,14 @@ use ferroclaw_types::{Entry, EntryBody, Message, Usage};
 use serde::{Deserialize, Serialize};
 
 mod file;
+mod file_integrity;
 pub mod integrity;
 mod transcript;
 
 pub use file::{FileSessionLog, FileSessionStore};
 pub use integrity::{
-    cap_tool_result, last_status, scan_home, validate_api_messages, validate_file, write_incident,
-    Incident, IntegrityStatus, Issue, IssueKind, ScanOptions, ScanSummary, Strategy,
+    cap_tool_result, validate_api_messages, validate_file, Incident, IntegrityStatus, Issue,
+    IssueKind, ScanOptions, ScanSummary, Strategy,
 };
 pub use transcript::{
     active_branch, build_context, effective_branch, read_transcript, EffectiveBranch, LoadProblem,
@@ -54,6 +56,24 @@ pub struct SessionMeta {
     pub label: Option<String>,
 }
 
+impl SessionMeta {
+    /// Adds what the assistant turns of `entries` record (usage, the latest provider and
+    /// model) to the totals, as when an index row is rebuilt from a transcript.
+    pub(crate) fn add_runs(&mut self, entries: &[Entry]) {
+        for message in entries.iter().filter_map(Entry::message) {
+            if let Message::Assistant(a) = message {
+                self.usage.add(&a.usage);
+                if !a.provider.is_empty() {
+                    self.provider = Some(a.provider.clone());
+                }
+                if !a.model.is_empty() {
+                    self.model = Some(a.model.clone());
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("I/O error on {}: {source}", path.display())]
@@ -79,9 +99,10 @@ impl StoreError {
     }
 }
 
-/// Sessions of every agent: the index plus access to transcripts.
+/// Sessions of every agent: the index plus access to transcripts. Every store also
+/// answers for the integrity of what it holds ([`Integrity`]), so one handle serves both.
 #[async_trait]
-pub trait SessionStore: Send + Sync {
+pub trait SessionStore: Integrity + Send + Sync {
     /// Opens (creating if absent) the session `key` of `agent_id` and loads its transcript.
     async fn open(&self, agent_id: &str, key: &str) -> Result<Box<dyn SessionLog>, StoreError>;
     async fn get(&self, agent_id: &str, key: &str) -> Result<Option<SessionMeta>, StoreError>;
@@ -103,6 +124,24 @@ pub trait SessionStore: Send + Sync {
     /// the lease extends the one-writer rule to every process on the same storage (a CLI
     /// beside a gateway). The runtime takes it for every run and every queued write.
     async fn lease(&self, agent_id: &str, key: &str) -> Result<SessionLease, StoreError>;
+}
+
+/// Transcript integrity over everything a store holds. The rule it enforces: in the
+/// context sent to a provider, every tool call has exactly one result, after its call.
+#[async_trait]
+pub trait Integrity: Send + Sync {
+    /// Validates every stored transcript (of `opts.agent` only, when set) and, with
+    /// `opts.repair`, repairs the damaged ones, reporting an incident for each. Per-file
+    /// failures are collected in the summary. The outcome becomes the
+    /// [`Integrity::last_scan_status`].
+    async fn scan(&self, opts: ScanOptions) -> Result<ScanSummary, StoreError>;
+    /// The status of the most recent scan, `None` when none was recorded (or the record
+    /// cannot be read: a status is informative, never a reason to fail a caller).
+    async fn last_scan_status(&self) -> Option<IntegrityStatus>;
+    /// Records an incident report (its timestamp is filled in when empty).
+    async fn report_incident(&self, incident: Incident) -> Result<(), StoreError>;
+    /// The most recent incident reports, newest first, at most `limit`.
+    async fn incidents(&self, limit: usize) -> Result<Vec<Incident>, StoreError>;
 }
 
 /// The right to write one session, for as long as it is held.

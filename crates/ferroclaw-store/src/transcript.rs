@@ -21,13 +21,7 @@ pub type LoadProblem = Issue;
 pub type LoadProblemKind = IssueKind;
 
 fn problem(line: usize, kind: IssueKind, description: impl Into<String>) -> LoadProblem {
-    Issue {
-        kind,
-        line,
-        entry_id: None,
-        tool_call_id: None,
-        description: description.into(),
-    }
+    Issue::new(kind, line, description)
 }
 
 pub(crate) struct Parsed {

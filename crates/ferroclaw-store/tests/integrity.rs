@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use ferroclaw_store::integrity::{
-    repair_bytes, validate_bytes, IssueKind, RESULT_INTERRUPTED, RESULT_NOT_AVAILABLE,
+    repair_bytes, validate_bytes, Incident, IssueKind, RESULT_INTERRUPTED, RESULT_NOT_AVAILABLE,
 };
 use ferroclaw_store::{
-    scan_home, validate_api_messages, FileSessionStore, ScanOptions, SessionStore, Strategy,
+    validate_api_messages, FileSessionStore, Integrity, ScanOptions, SessionStore, Strategy,
 };
 use ferroclaw_types::{ContentBlock, Message};
 use serde_json::{json, Value};
@@ -273,8 +273,8 @@ fn healthy_transcripts_validate_clean_in_every_form() {
     }
 }
 
-#[test]
-fn scan_reports_then_repairs_every_case_with_exact_backups() {
+#[tokio::test]
+async fn scan_reports_then_repairs_every_case_with_exact_backups() {
     for form in FORMS {
         let cases = corrupt_cases(form);
         let named: Vec<(String, Vec<u8>)> = cases
@@ -287,8 +287,10 @@ fn scan_reports_then_repairs_every_case_with_exact_backups() {
             .map(|(n, b)| (n.as_str(), b.as_slice()))
             .collect();
         let (home, paths) = home_with(&refs);
+        let store = FileSessionStore::new(home.path());
+        assert_eq!(store.last_scan_status().await, None, "no scan ran yet");
 
-        let report = scan_home(home.path(), &ScanOptions::default()).expect("scan");
+        let report = store.scan(ScanOptions::default()).await.expect("scan");
         assert_eq!(report.sessions, cases.len());
         assert_eq!(
             report.files.len(),
@@ -303,14 +305,13 @@ fn scan_reports_then_repairs_every_case_with_exact_backups() {
         let f0 = &report.files[0];
         assert_eq!(f0.session_key.as_deref(), Some("key-sess-0"));
 
-        let report = scan_home(
-            home.path(),
-            &ScanOptions {
+        let report = store
+            .scan(ScanOptions {
                 repair: true,
                 ..ScanOptions::default()
-            },
-        )
-        .expect("scan --repair");
+            })
+            .await
+            .expect("scan --repair");
         assert_eq!(report.repaired, cases.len(), "{form:?}: {report}");
         assert!(report
             .to_string()
@@ -347,16 +348,26 @@ fn scan_reports_then_repairs_every_case_with_exact_backups() {
             assert_eq!(inc["action"], "repaired");
             assert!(inc["issues"][0]["type"].is_string());
         }
+        // The store lists the same reports, newest first, and honours the limit.
+        let listed = store.incidents(cases.len() + 5).await.expect("incidents");
+        assert_eq!(listed.len(), cases.len());
+        assert!(listed.windows(2).all(|w| w[0].timestamp >= w[1].timestamp));
+        assert!(listed.iter().all(|i| i.action == "repaired"));
+        assert_eq!(store.incidents(2).await.expect("incidents").len(), 2);
+        let status = store.last_scan_status().await.expect("status recorded");
+        assert_eq!(
+            (status.sessions, status.repaired, status.repair),
+            (cases.len(), cases.len(), true)
+        );
 
         // A second scan finds nothing and rewrites nothing.
-        let again = scan_home(
-            home.path(),
-            &ScanOptions {
+        let again = store
+            .scan(ScanOptions {
                 repair: true,
                 ..ScanOptions::default()
-            },
-        )
-        .expect("rescan");
+            })
+            .await
+            .expect("rescan");
         assert_eq!((again.issues, again.repaired), (0, 0), "{form:?}: {again}");
     }
 }
@@ -546,16 +557,15 @@ async fn clean_transcripts_are_never_rewritten() {
         .expect("meta")
         .modified()
         .expect("mtime");
-    let report = scan_home(
-        home.path(),
-        &ScanOptions {
+    let store = FileSessionStore::new(home.path());
+    let report = store
+        .scan(ScanOptions {
             repair: true,
             ..ScanOptions::default()
-        },
-    )
-    .expect("scan");
+        })
+        .await
+        .expect("scan");
     assert_eq!((report.sessions, report.issues, report.repaired), (1, 0, 0));
-    let store = FileSessionStore::new(home.path());
     let log = store.open(AGENT, "key-s1").await.expect("open");
     assert!(log.problems().is_empty());
     drop(log);
@@ -580,6 +590,42 @@ async fn clean_transcripts_are_never_rewritten() {
         })
         .unwrap_or(0);
     assert_eq!(incidents, 0, "a clean scan writes no incident");
+    assert!(store.incidents(10).await.expect("incidents").is_empty());
+}
+
+#[tokio::test]
+async fn reported_incidents_are_listed_newest_first() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    assert!(store.incidents(10).await.expect("no logs dir").is_empty());
+    for n in 0..3 {
+        store
+            .report_incident(Incident {
+                timestamp: String::new(),
+                agent_id: Some(AGENT.into()),
+                session_key: Some(format!("k{n}")),
+                file: None,
+                issues: Vec::new(),
+                action: "detected_at_runtime".into(),
+                backup: None,
+            })
+            .await
+            .expect("report");
+    }
+    // Written within one millisecond or not, the newest comes first.
+    let keys: Vec<Option<String>> = store
+        .incidents(10)
+        .await
+        .expect("incidents")
+        .into_iter()
+        .map(|i| i.session_key)
+        .collect();
+    assert_eq!(
+        keys,
+        vec![Some("k2".into()), Some("k1".into()), Some("k0".into())]
+    );
+    let newest = store.incidents(1).await.expect("incidents");
+    assert!(!newest[0].timestamp.is_empty(), "timestamp filled in");
 }
 
 #[test]

@@ -31,17 +31,5 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 /// `GET /integrity`: the last transcript integrity scan (the gateway runs one at
 /// start-up), same payload as the WebSocket `integrity.status`.
 pub async fn integrity(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(integrity_status(&state))
-}
-
-/// The last scan's status with `scanned: true`, or `{scanned: false}` when none ran.
-/// Reads one small file; not worth a blocking thread.
-pub fn integrity_status(state: &AppState) -> Value {
-    match ferroclaw_store::last_status(&state.home).and_then(|st| serde_json::to_value(st).ok()) {
-        Some(mut v) => {
-            v["scanned"] = json!(true);
-            v
-        }
-        None => json!({"scanned": false}),
-    }
+    Json(crate::integrity::status(&state).await)
 }

@@ -42,7 +42,7 @@ pub async fn dispatch(
         "sessions.preview" => sessions_preview(state, &params, user).await,
         "sessions.patch" => sessions_patch(state, &params, user).await,
         "sessions.delete" | "sessions.reset" => sessions_delete(state, &params, method, user).await,
-        "integrity.status" => Ok(crate::http::health::integrity_status(state)),
+        "integrity.status" => Ok(crate::integrity::status(state).await),
         "integrity.scan" => integrity_scan(state, &params).await,
         "exec.approval.list" => {
             let approvals: Vec<_> = state
@@ -624,7 +624,7 @@ async fn integrity_scan(state: &AppState, params: &Value) -> Result<Value, WsErr
             ),
         ));
     }
-    let summary = crate::server::run_scan(state, repair)
+    let summary = crate::integrity::scan(state, repair)
         .await
         .map_err(|e| WsError::new(WsCode::Internal, e))?;
     let errors: Vec<Value> = summary

@@ -5,7 +5,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ferroclaw_types::{now_millis, Entry, Message, Usage};
+use ferroclaw_types::{now_millis, Usage};
 use serde::Serialize;
 use serde_json::Value;
 use tracing::warn;
@@ -127,17 +127,7 @@ impl FileSessionStore {
             usage: Usage::default(),
             label: None,
         };
-        for message in parsed.entries.iter().filter_map(Entry::message) {
-            if let Message::Assistant(a) = message {
-                meta.usage.add(&a.usage);
-                if !a.provider.is_empty() {
-                    meta.provider = Some(a.provider.clone());
-                }
-                if !a.model.is_empty() {
-                    meta.model = Some(a.model.clone());
-                }
-            }
-        }
+        meta.add_runs(&parsed.entries);
         let entries = parsed.entries.len();
         let sid = session_id.clone();
         // The file is written under the index lock so that an import racing an `open` of

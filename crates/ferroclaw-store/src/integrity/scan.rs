@@ -94,9 +94,8 @@ pub struct Incident {
 }
 
 /// Writes an incident report under `<home>/logs/` (never overwriting one) and returns
-/// its path. Callers outside the store (e.g. the agent loop's runtime pairing guard)
-/// use it too.
-pub fn write_incident(home: &Path, incident: &Incident) -> Result<PathBuf, StoreError> {
+/// its path.
+pub(crate) fn write_incident(home: &Path, incident: &Incident) -> Result<PathBuf, StoreError> {
     let dir = home.join("logs");
     fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
     let mut incident = incident.clone();
@@ -108,9 +107,9 @@ pub fn write_incident(home: &Path, incident: &Incident) -> Result<PathBuf, Store
     let stamp = file_stamp();
     for n in 0u32.. {
         let name = if n == 0 {
-            format!("integrity-incident-{stamp}.json")
+            format!("{INCIDENT_PREFIX}{stamp}.json")
         } else {
-            format!("integrity-incident-{stamp}-{n}.json")
+            format!("{INCIDENT_PREFIX}{stamp}-{n}.json")
         };
         let path = dir.join(name);
         match fs::OpenOptions::new()
@@ -132,15 +131,64 @@ pub fn write_incident(home: &Path, incident: &Incident) -> Result<PathBuf, Store
     unreachable!("u32 range exhausted while naming an incident file")
 }
 
+const INCIDENT_PREFIX: &str = "integrity-incident-";
+
+/// The newest `limit` incident reports under `<home>/logs/`. The file names sort by
+/// time (see [`file_stamp`]), so no report has to be parsed to be ordered; one that
+/// cannot be parsed is skipped with a warning, as the reports are for people.
+pub(crate) fn list_incidents(home: &Path, limit: usize) -> Result<Vec<Incident>, StoreError> {
+    let dir = home.join("logs");
+    let mut names: Vec<String> = match fs::read_dir(&dir) {
+        Ok(rd) => rd
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.starts_with(INCIDENT_PREFIX) && n.ends_with(".json"))
+            .collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io(&dir, e)),
+    };
+    // `<stamp>-<n>.json` was written after `<stamp>.json`: compare without the suffix
+    // first so that the counter orders reports of one millisecond.
+    names.sort_by(|a, b| incident_order(b).cmp(&incident_order(a)));
+    let mut out = Vec::with_capacity(limit.min(names.len()));
+    for name in names {
+        if out.len() == limit {
+            break;
+        }
+        let path = dir.join(&name);
+        let parsed = fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|raw| serde_json::from_slice::<Incident>(&raw).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(incident) => out.push(incident),
+            Err(error) => {
+                warn!(file = %path.display(), %error, "unreadable integrity incident report")
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// (stamp, counter) of an incident file name, for ordering.
+fn incident_order(name: &str) -> (&str, u32) {
+    let stem = name
+        .trim_start_matches(INCIDENT_PREFIX)
+        .trim_end_matches(".json");
+    match stem.rsplit_once('-') {
+        Some((stamp, n)) => (stamp, n.parse().unwrap_or(0)),
+        None => (stem, 0),
+    }
+}
+
 /// `20260101T120000.123Z`: sortable and valid on every file system (no colons).
 fn file_stamp() -> String {
     iso_now().replace([':', '-'], "")
 }
 
 /// Scans (and optionally repairs) every transcript of every agent under `home`. Blocking
-/// file I/O: call it from a blocking thread in async code. Per-file failures are
-/// collected in the summary; only an unreadable `agents` directory is an error.
-pub fn scan_home(home: &Path, opts: &ScanOptions) -> Result<ScanSummary, StoreError> {
+/// file I/O: [`crate::Integrity::scan`] runs it on a blocking thread. Per-file failures
+/// are collected in the summary; only an unreadable `agents` directory is an error.
+pub(crate) fn scan_home(home: &Path, opts: &ScanOptions) -> Result<ScanSummary, StoreError> {
     let started = Instant::now();
     let mut summary = ScanSummary::default();
     let agents_dir = home.join("agents");
@@ -280,8 +328,8 @@ fn write_status(home: &Path, summary: &ScanSummary, repair: bool) -> Result<(), 
     write_atomic_with(&path, &bytes, SyncDir::No)
 }
 
-/// The status of the most recent scan of `home`, if one ran.
-pub fn last_status(home: &Path) -> Option<IntegrityStatus> {
+/// The status of the most recent scan of `home`, if one ran. Blocking.
+pub(crate) fn last_status(home: &Path) -> Option<IntegrityStatus> {
     let raw = fs::read(home.join("logs").join(STATUS_FILE)).ok()?;
     serde_json::from_slice(&raw).ok()
 }

@@ -80,7 +80,7 @@ pub struct Issue {
 }
 
 impl Issue {
-    fn new(kind: IssueKind, line: usize, description: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: IssueKind, line: usize, description: impl Into<String>) -> Self {
         Issue {
             kind,
             line,

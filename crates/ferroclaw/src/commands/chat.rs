@@ -102,7 +102,7 @@ impl Chat<'_> {
                     continue;
                 }
                 "/integrity" => {
-                    match ferroclaw_store::last_status(&ctx.loaded.home) {
+                    match ctx.store.last_scan_status().await {
                         Some(st) => eprintln!(
                         "last scan {}: {} sessions, {} issues, {} repaired, {} unreadable ({} ms)",
                         st.timestamp, st.sessions, st.issues, st.repaired, st.errors, st.elapsed_ms
@@ -114,7 +114,6 @@ impl Chat<'_> {
                     continue;
                 }
                 "/integrity scan" => {
-                    let home = ctx.loaded.home.clone();
                     let opts = ferroclaw_store::ScanOptions {
                         repair: true,
                         strategy: ferroclaw_runtime::bootstrap::integrity_strategy(
@@ -122,14 +121,9 @@ impl Chat<'_> {
                         ),
                         agent: None,
                     };
-                    match tokio::task::spawn_blocking(move || {
-                        ferroclaw_store::scan_home(&home, &opts)
-                    })
-                    .await
-                    {
-                        Ok(Ok(summary)) => eprintln!("{summary}"),
-                        Ok(Err(e)) => eprintln!("error: {e}"),
-                        Err(e) => eprintln!("error: scan task failed: {e}"),
+                    match ctx.store.scan(opts).await {
+                        Ok(summary) => eprintln!("{summary}"),
+                        Err(e) => eprintln!("error: {e}"),
                     }
                     continue;
                 }

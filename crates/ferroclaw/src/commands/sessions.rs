@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use ferroclaw_store::integrity::ImportOutcome;
-use ferroclaw_store::{scan_home, FileSessionStore, ScanOptions, Strategy};
+use ferroclaw_store::{FileSessionStore, ScanOptions, Strategy};
 
 use crate::cli::GlobalArgs;
 use crate::context::AppContext;
@@ -92,10 +92,7 @@ async fn scan(ctx: &AppContext, args: ScanArgs) -> anyhow::Result<ExitCode> {
         strategy,
         agent: args.agent,
     };
-    let home = ctx.loaded.home.clone();
-    let summary = tokio::task::spawn_blocking(move || scan_home(&home, &opts))
-        .await
-        .context("scan task failed")??;
+    let summary = ctx.store.scan(opts).await?;
     for f in &summary.files {
         println!(
             "{} ({}, session {}): {} issue(s), {}",
