@@ -34,50 +34,6 @@ impl Role {
     }
 }
 
-/// The least role allowed to call a WebSocket method; `None` for unknown methods.
-pub fn method_role(method: &str) -> Option<Role> {
-    match method {
-        "health" | "status" | "models.list" | "agents.list" | "agent" | "sessions.list"
-        | "sessions.preview" | "integrity.status" => Some(Role::Viewer),
-        "chat.send"
-        | "chat.history"
-        | "chat.abort"
-        | "chat.inject"
-        | "sessions.patch"
-        | "sessions.delete"
-        | "sessions.reset"
-        | "exec.approval.list"
-        | "exec.approval.approve"
-        | "exec.approval.deny" => Some(Role::Operator),
-        // Rewrites transcripts on disk.
-        "integrity.scan" => Some(Role::Admin),
-        _ => None,
-    }
-}
-
-/// Every method the gateway serves (advertised in the OpenClaw `hello-ok`).
-pub const METHODS: &[&str] = &[
-    "health",
-    "status",
-    "models.list",
-    "agents.list",
-    "agent",
-    "sessions.list",
-    "sessions.preview",
-    "chat.send",
-    "chat.history",
-    "chat.abort",
-    "chat.inject",
-    "sessions.patch",
-    "sessions.delete",
-    "sessions.reset",
-    "integrity.status",
-    "integrity.scan",
-    "exec.approval.list",
-    "exec.approval.approve",
-    "exec.approval.deny",
-];
-
 /// Every event the gateway sends (advertised in the OpenClaw `hello-ok`).
 pub const EVENTS: &[&str] = &[
     "agent",
@@ -274,16 +230,7 @@ mod tests {
     }
 
     #[test]
-    fn method_table_orders_roles() {
+    fn roles_are_ordered() {
         assert!(Role::Viewer < Role::Operator && Role::Operator < Role::Admin);
-        assert_eq!(method_role("sessions.preview"), Some(Role::Viewer));
-        assert_eq!(method_role("chat.send"), Some(Role::Operator));
-        assert_eq!(method_role("no.such"), None);
-        assert_eq!(method_role("integrity.status"), Some(Role::Viewer));
-        assert_eq!(method_role("exec.approval.approve"), Some(Role::Operator));
-        assert_eq!(method_role("integrity.scan"), Some(Role::Admin));
-        for m in METHODS {
-            assert!(method_role(m).is_some(), "{m} advertised but not routed");
-        }
     }
 }

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::frames::{self, str_param, RequestFrame};
 use super::{methods, MAX_FRAME_BYTES, PING_INTERVAL, SEND_BUFFER};
-use crate::auth::{method_role, Role, APPROVAL_EVENTS_ROLE, EVENTS, METHODS};
+use crate::auth::{Role, APPROVAL_EVENTS_ROLE, EVENTS};
 use crate::conn_limit::ConnPermit;
 use crate::error::{WsCode, WsError};
 use crate::state::AppState;
@@ -269,7 +269,7 @@ fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
         );
         return None;
     };
-    let Some(needed) = method_role(&frame.method) else {
+    let Some((method, needed)) = super::table::lookup(&frame.method) else {
         conn.send_err(
             &frame.id,
             &WsError::invalid(format!("unknown method `{}`", frame.method)),
@@ -317,7 +317,7 @@ fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
     // the tracker lets shutdown wait for their final answers.
     let conn = conn.clone();
     let tracker = conn.state.ws_tasks.clone();
-    if frame.method == "chat.send" {
+    if method == super::table::Method::ChatSend {
         // Submitted here, in frame order; only the wait runs on its own task.
         let run = methods::chat_send(&conn, &frame.params);
         tracker.spawn(async move {
@@ -329,7 +329,7 @@ fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
         return None;
     }
     tracker.spawn(async move {
-        match methods::dispatch(&conn, &frame.method, frame.params, auth).await {
+        match methods::dispatch(&conn, method, frame.params, auth).await {
             Ok(payload) => conn.send_ok(&frame.id, payload),
             Err(e) => conn.send_err(&frame.id, &e),
         }
@@ -404,7 +404,7 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
             "role": role.as_str(),
             "server": {"name": server_name, "version": crate::VERSION, "connId": conn.id},
             "features": {
-                "methods": METHODS,
+                "methods": super::table::names(),
                 "events": EVENTS,
             },
             "snapshot": {

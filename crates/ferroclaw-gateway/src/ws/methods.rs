@@ -11,40 +11,42 @@ use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::conn::{Conn, ConnAuth};
-use super::frames::str_param;
+use super::params::{self, SessionRef};
+use super::table::Method;
 use crate::error::{WsCode, WsError};
 use crate::runs::{self, Ended, Started, Target};
 use crate::state::{parse_queue_mode, AgentEntry, AppState, IdemSlot};
 
 pub async fn dispatch(
     conn: &Arc<Conn>,
-    method: &str,
+    method: Method,
     params: Value,
     auth: ConnAuth,
 ) -> Result<Value, WsError> {
     let state = &conn.state;
     let user = auth.user_id.as_deref();
     match method {
-        "health" => Ok(json!({
+        Method::Health => Ok(json!({
             "status": "ok",
             "protocol": crate::PROTOCOL_VERSION,
             "version": crate::VERSION,
         })),
-        "status" => Ok(status(state, &auth)),
-        "models.list" => Ok(models(state)),
-        "agents.list" => Ok(agents(state)),
-        "agent" => agent_details(state, &params),
-        "chat.send" => chat_send(conn, &params).await,
-        "chat.history" => chat_history(state, &params, user).await,
-        "chat.abort" => chat_abort(state, &params, user),
-        "chat.inject" => chat_inject(state, &params, user).await,
-        "sessions.list" => sessions_list(state, &params, user).await,
-        "sessions.preview" => sessions_preview(state, &params, user).await,
-        "sessions.patch" => sessions_patch(state, &params, user).await,
-        "sessions.delete" | "sessions.reset" => sessions_delete(state, &params, method, user).await,
-        "integrity.status" => Ok(crate::integrity::status(state).await),
-        "integrity.scan" => integrity_scan(state, &params).await,
-        "exec.approval.list" => {
+        Method::Status => Ok(status(state, &auth)),
+        Method::ModelsList => Ok(models(state)),
+        Method::AgentsList => Ok(agents(state)),
+        Method::Agent => agent_details(state, &params),
+        Method::ChatSend => chat_send(conn, &params).await,
+        Method::ChatHistory => chat_history(state, &params, user).await,
+        Method::ChatAbort => chat_abort(state, &params, user),
+        Method::ChatInject => chat_inject(state, &params, user).await,
+        Method::SessionsList => sessions_list(state, &params, user).await,
+        Method::SessionsPreview => sessions_preview(state, &params, user).await,
+        Method::SessionsPatch => sessions_patch(state, &params, user).await,
+        Method::SessionsDelete => sessions_delete(state, &params, false, user).await,
+        Method::SessionsReset => sessions_delete(state, &params, true, user).await,
+        Method::IntegrityStatus => Ok(crate::integrity::status(state).await),
+        Method::IntegrityScan => integrity_scan(state, &params).await,
+        Method::ExecApprovalList => {
             let approvals: Vec<_> = state
                 .runtime
                 .services()
@@ -56,9 +58,8 @@ pub async fn dispatch(
                 .collect();
             Ok(json!({"approvals": approvals}))
         }
-        "exec.approval.approve" => approval_answer(state, &params, true, &auth),
-        "exec.approval.deny" => approval_answer(state, &params, false, &auth),
-        other => Err(WsError::invalid(format!("unknown method `{other}`"))),
+        Method::ExecApprovalApprove => approval_answer(state, &params, true, &auth),
+        Method::ExecApprovalDeny => approval_answer(state, &params, false, &auth),
     }
 }
 
@@ -111,8 +112,8 @@ fn agents(state: &AppState) -> Value {
     })
 }
 
-fn pick_agent<'a>(state: &'a AppState, params: &Value) -> Result<&'a AgentEntry, WsError> {
-    match str_param(params, &["agentId", "agent_id"]) {
+fn pick_agent<'a>(state: &'a AppState, target: &SessionRef) -> Result<&'a AgentEntry, WsError> {
+    match target.agent_id.as_deref() {
         Some(id) => state
             .agent(id)
             .ok_or_else(|| WsError::new(WsCode::NotFound, format!("unknown agent `{id}`"))),
@@ -123,8 +124,8 @@ fn pick_agent<'a>(state: &'a AppState, params: &Value) -> Result<&'a AgentEntry,
 }
 
 /// `sessionKey` (default `main`), validated.
-fn session_key(params: &Value, required: bool) -> Result<String, WsError> {
-    let key = match str_param(params, &["sessionKey", "session_key"]) {
+fn session_key(target: &SessionRef, required: bool) -> Result<String, WsError> {
+    let key = match target.session_key.as_deref() {
         Some(k) => k.to_string(),
         None if required => return Err(WsError::invalid("`sessionKey` is required")),
         None => "main".to_string(),
@@ -134,7 +135,8 @@ fn session_key(params: &Value, required: bool) -> Result<String, WsError> {
 }
 
 fn agent_details(state: &AppState, params: &Value) -> Result<Value, WsError> {
-    let a = pick_agent(state, params)?;
+    let p: params::AgentOrSession = params::parse(params)?;
+    let a = pick_agent(state, &p)?;
     let s = a.agent.settings();
     let mut v = agent_json(state, a);
     v["tools"] = json!(a.agent.tools().names());
@@ -220,14 +222,14 @@ fn chat_send_start(
     params: &Value,
 ) -> Result<BoxFuture<'static, Result<Value, WsError>>, WsError> {
     let state = &conn.state;
-    let message = params
-        .get("message")
-        .and_then(Value::as_str)
-        .filter(|m| !m.trim().is_empty())
+    let p: params::ChatSend = params::parse(params)?;
+    let message = p
+        .message
+        .as_deref()
         .ok_or_else(|| WsError::invalid("`message` is required"))?;
-    let agent = pick_agent(state, params)?;
-    let key = session_key(params, false)?;
-    let mode = match str_param(params, &["queueMode", "queue_mode"]) {
+    let agent = pick_agent(state, &p.target)?;
+    let key = session_key(&p.target, false)?;
+    let mode = match p.queue_mode.as_deref() {
         None => state.queue_mode,
         Some(m) => parse_queue_mode(m).ok_or_else(|| {
             WsError::invalid(format!(
@@ -235,12 +237,9 @@ fn chat_send_start(
             ))
         })?,
     };
-    let stream = params
-        .get("stream")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
+    let stream = p.stream.unwrap_or(true);
 
-    let Some(idem) = str_param(params, &["idempotencyKey", "idempotency_key"]) else {
+    let Some(idem) = p.idempotency_key.as_deref() else {
         return Ok(start_chat(conn, agent, &key, message, mode, stream));
     };
     let slot_key = format!("{}:{}:{}", agent.id, key, idem);
@@ -380,13 +379,11 @@ async fn chat_history(
     params: &Value,
     user: Option<&str>,
 ) -> Result<Value, WsError> {
-    let agent = pick_agent(state, params)?;
-    let named = session_key(params, true)?;
+    let p: params::WithLimit = params::parse(params)?;
+    let agent = pick_agent(state, &p.target)?;
+    let named = session_key(&p.target, true)?;
     let key = runs::stored_key(state, agent, user, &named);
-    let limit = params
-        .get("limit")
-        .and_then(Value::as_u64)
-        .map_or(200, |l| l.clamp(1, 1000) as usize);
+    let limit = p.limit.map_or(200, |l| l.clamp(1, 1000) as usize);
     let Some(meta) = state
         .store()
         .get(&agent.id, &key)
@@ -429,10 +426,11 @@ fn store_err(e: ferroclaw_store::StoreError) -> WsError {
 }
 
 fn chat_abort(state: &AppState, params: &Value, user: Option<&str>) -> Result<Value, WsError> {
-    let agent = pick_agent(state, params)?;
-    let named = session_key(params, true)?;
+    let p: params::ChatAbort = params::parse(params)?;
+    let agent = pick_agent(state, &p.target)?;
+    let named = session_key(&p.target, true)?;
     let key = runs::stored_key(state, agent, user, &named);
-    if let Some(run_id) = str_param(params, &["runId", "run_id"]) {
+    if let Some(run_id) = p.run_id.as_deref() {
         // Only a run of the named session: a run id alone must not reach another's run.
         let aborted = state.runtime.abort_in_session(&agent.id, &key, run_id);
         return Ok(json!({"aborted": aborted, "count": usize::from(aborted), "runId": run_id}));
@@ -446,10 +444,13 @@ async fn chat_inject(
     params: &Value,
     user: Option<&str>,
 ) -> Result<Value, WsError> {
-    let agent = pick_agent(state, params)?;
-    let named = session_key(params, true)?;
+    let p: params::ChatInject = params::parse(params)?;
+    let agent = pick_agent(state, &p.target)?;
+    let named = session_key(&p.target, true)?;
     let key = runs::stored_key(state, agent, user, &named);
-    let text = str_param(params, &["message", "content", "text"])
+    let text = p
+        .message
+        .as_deref()
         .ok_or_else(|| WsError::invalid("`message` is required"))?;
     write(state, agent, &key, runs::injected_message(text)).await?;
     Ok(json!({"ok": true, "sessionKey": named, "agentId": agent.id}))
@@ -474,8 +475,9 @@ async fn sessions_list(
     params: &Value,
     user: Option<&str>,
 ) -> Result<Value, WsError> {
-    let agents: Vec<&AgentEntry> = match str_param(params, &["agentId", "agent_id"]) {
-        Some(_) => vec![pick_agent(state, params)?],
+    let p: params::AgentOrSession = params::parse(params)?;
+    let agents: Vec<&AgentEntry> = match p.agent_id {
+        Some(_) => vec![pick_agent(state, &p)?],
         None => state.runtime.agents().iter().collect(),
     };
     let mut sessions = Vec::new();
@@ -504,13 +506,11 @@ async fn sessions_preview(
     user: Option<&str>,
 ) -> Result<Value, WsError> {
     const PREVIEW_CHARS: usize = 500;
-    let agent = pick_agent(state, params)?;
-    let named = session_key(params, true)?;
+    let p: params::WithLimit = params::parse(params)?;
+    let agent = pick_agent(state, &p.target)?;
+    let named = session_key(&p.target, true)?;
     let key = runs::stored_key(state, agent, user, &named);
-    let limit = params
-        .get("limit")
-        .and_then(Value::as_u64)
-        .map_or(10, |l| l.clamp(1, 100) as usize);
+    let limit = p.limit.map_or(10, |l| l.clamp(1, 100) as usize);
     if state
         .store()
         .get(&agent.id, &key)
@@ -546,16 +546,12 @@ async fn sessions_patch(
     params: &Value,
     user: Option<&str>,
 ) -> Result<Value, WsError> {
-    let agent = pick_agent(state, params)?;
-    let named = session_key(params, true)?;
+    let p: params::SessionsPatch = params::parse(params)?;
+    let agent = pick_agent(state, &p.target)?;
+    let named = session_key(&p.target, true)?;
     let key = runs::stored_key(state, agent, user, &named);
-    let Some(label) = params.get("label").or_else(|| params.get("name")) else {
+    let Some(name) = p.label else {
         return Err(WsError::invalid("nothing to change: send `label`"));
-    };
-    let name = match label {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        _ => return Err(WsError::invalid("`label` must be a string or null")),
     };
     if state
         .store()
@@ -584,11 +580,12 @@ async fn sessions_patch(
 async fn sessions_delete(
     state: &AppState,
     params: &Value,
-    method: &str,
+    reset: bool,
     user: Option<&str>,
 ) -> Result<Value, WsError> {
-    let agent = pick_agent(state, params)?;
-    let named = session_key(params, true)?;
+    let p: params::AgentOrSession = params::parse(params)?;
+    let agent = pick_agent(state, &p)?;
+    let named = session_key(&p, true)?;
     let key = runs::stored_key(state, agent, user, &named);
     // Stops its turns, then deletes through the queue (a turn still unwinding would
     // recreate what is being removed) and drops its background processes.
@@ -597,7 +594,7 @@ async fn sessions_delete(
         Err(RunFailure::Submit(e)) => return Err(WsError::from_submit(&e)),
         Err(f) => return Err(WsError::new(WsCode::Internal, f.to_string())),
     };
-    if method == "sessions.reset" {
+    if reset {
         Ok(json!({"reset": true, "existed": deleted, "stoppedRuns": stopped, "sessionKey": named}))
     } else {
         Ok(json!({"deleted": deleted, "stoppedRuns": stopped, "sessionKey": named}))
@@ -607,10 +604,8 @@ async fn sessions_delete(
 /// `integrity.scan {repair?}` (admin): scans every transcript now, repairing unless
 /// `repair: false`, and answers with the summary.
 async fn integrity_scan(state: &AppState, params: &Value) -> Result<Value, WsError> {
-    let repair = params
-        .get("repair")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
+    let p: params::IntegrityScan = params::parse(params)?;
+    let repair = p.repair.unwrap_or(true);
     // A running turn holds its transcript open for appending and, mid-turn, looks like
     // a missing tool result: a repair would replace the file under it and lose what it
     // writes next. Runs starting during the scan are not excluded; the window is the
@@ -667,8 +662,10 @@ fn approval_answer(
     auth: &ConnAuth,
 ) -> Result<Value, WsError> {
     use ferroclaw_tools::exec_guard::ApprovalError;
-    let id = str_param(params, &["id", "approvalId"])
-        .ok_or_else(|| WsError::invalid("`id` is required"))?;
+    let p: params::ApprovalAnswer = params::parse(params)?;
+    let id =
+        p.id.as_deref()
+            .ok_or_else(|| WsError::invalid("`id` is required"))?;
     let broker = &state.runtime.services().exec.approvals;
     // Someone else's approval is answered exactly like a missing one.
     if !broker
@@ -681,11 +678,7 @@ fn approval_answer(
             format!("no pending exec approval `{id}` (already answered, expired or withdrawn)"),
         ));
     }
-    let always = approve
-        && params
-            .get("always")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+    let always = approve && p.always.unwrap_or(false);
     // "Always" widens the allowlist every agent and user shares: the gateway token's call.
     if always && auth.role < crate::auth::Role::Admin {
         return Err(WsError::new(

@@ -4,6 +4,8 @@
 pub mod conn;
 pub mod frames;
 pub mod methods;
+pub mod params;
+pub mod table;
 
 use std::sync::Arc;
 

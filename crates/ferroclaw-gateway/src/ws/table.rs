@@ -1,0 +1,97 @@
+//! Every WebSocket method, once: its name on the wire, the role it needs, and the
+//! handler it reaches (`methods::dispatch` matches on [`Method`] exhaustively, so a
+//! method in this table without a handler does not compile). The `hello-ok` list and
+//! the role check are read from here too.
+
+use crate::auth::Role;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Health,
+    Status,
+    ModelsList,
+    AgentsList,
+    Agent,
+    SessionsList,
+    SessionsPreview,
+    IntegrityStatus,
+    ChatSend,
+    ChatHistory,
+    ChatAbort,
+    ChatInject,
+    SessionsPatch,
+    SessionsDelete,
+    SessionsReset,
+    ExecApprovalList,
+    ExecApprovalApprove,
+    ExecApprovalDeny,
+    IntegrityScan,
+}
+
+/// (wire name, role needed, handler).
+pub const METHODS: &[(&str, Role, Method)] = &[
+    ("health", Role::Viewer, Method::Health),
+    ("status", Role::Viewer, Method::Status),
+    ("models.list", Role::Viewer, Method::ModelsList),
+    ("agents.list", Role::Viewer, Method::AgentsList),
+    ("agent", Role::Viewer, Method::Agent),
+    ("sessions.list", Role::Viewer, Method::SessionsList),
+    ("sessions.preview", Role::Viewer, Method::SessionsPreview),
+    ("integrity.status", Role::Viewer, Method::IntegrityStatus),
+    ("chat.send", Role::Operator, Method::ChatSend),
+    ("chat.history", Role::Operator, Method::ChatHistory),
+    ("chat.abort", Role::Operator, Method::ChatAbort),
+    ("chat.inject", Role::Operator, Method::ChatInject),
+    ("sessions.patch", Role::Operator, Method::SessionsPatch),
+    ("sessions.delete", Role::Operator, Method::SessionsDelete),
+    ("sessions.reset", Role::Operator, Method::SessionsReset),
+    (
+        "exec.approval.list",
+        Role::Operator,
+        Method::ExecApprovalList,
+    ),
+    (
+        "exec.approval.approve",
+        Role::Operator,
+        Method::ExecApprovalApprove,
+    ),
+    (
+        "exec.approval.deny",
+        Role::Operator,
+        Method::ExecApprovalDeny,
+    ),
+    // Rewrites transcripts on disk.
+    ("integrity.scan", Role::Admin, Method::IntegrityScan),
+];
+
+/// The method a wire name names, and the role it needs.
+pub fn lookup(name: &str) -> Option<(Method, Role)> {
+    METHODS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, role, m)| (*m, *role))
+}
+
+/// Every method name, as advertised in `hello-ok`.
+pub fn names() -> Vec<&'static str> {
+    METHODS.iter().map(|(n, _, _)| *n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_and_names() {
+        let role = |n| lookup(n).map(|(_, r)| r);
+        assert_eq!(role("sessions.preview"), Some(Role::Viewer));
+        assert_eq!(role("chat.send"), Some(Role::Operator));
+        assert_eq!(role("no.such"), None);
+        assert_eq!(role("integrity.status"), Some(Role::Viewer));
+        assert_eq!(role("exec.approval.approve"), Some(Role::Operator));
+        assert_eq!(role("integrity.scan"), Some(Role::Admin));
+        let names = names();
+        let unique: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "each method once");
+    }
+}
