@@ -2,10 +2,21 @@
 //! `event`, then the event's fields), to stdout, stderr or a file, as `logging` says.
 //! Kept apart from `tracing` so the executor's log schema and destination follow its
 //! own config whatever the host binary set up.
+//!
+//! Lines are written by a thread of their own: a request handler only formats its line
+//! and queues it, so a slow disk or a full stdout pipe never stalls a runtime thread.
+//! When the queue is full a line is dropped and counted, and the writer says how many
+//! were lost once it catches up.
 
 use std::io::Write;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::SystemTime;
+
+/// Lines waiting for the writer thread before new ones are dropped.
+const QUEUE: usize = 4096;
 
 use serde_json::{Map, Value};
 
@@ -40,7 +51,9 @@ impl Level {
 pub struct EventLog {
     min: Level,
     json: bool,
-    out: Mutex<Box<dyn Write + Send>>,
+    tx: Mutex<Option<SyncSender<String>>>,
+    dropped: Arc<AtomicU64>,
+    writer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for EventLog {
@@ -50,11 +63,30 @@ impl std::fmt::Debug for EventLog {
 }
 
 impl EventLog {
-    pub fn new(min: Level, json: bool, out: Box<dyn Write + Send>) -> Self {
+    pub fn new(min: Level, json: bool, mut out: Box<dyn Write + Send>) -> Self {
+        let (tx, rx) = sync_channel::<String>(QUEUE);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let lost = dropped.clone();
+        let writer = std::thread::Builder::new()
+            .name("executor-log".into())
+            .spawn(move || {
+                for line in rx {
+                    // A log line that cannot be written must not fail anything else.
+                    let _ = writeln!(out, "{line}");
+                    let n = lost.swap(0, Ordering::Relaxed);
+                    if n > 0 {
+                        let _ = writeln!(out, "{{\"level\":\"WARN\",\"logger\":\"executor\",\"event\":\"log_lines_dropped\",\"count\":{n}}}");
+                    }
+                    let _ = out.flush();
+                }
+            })
+            .ok();
         Self {
             min,
             json,
-            out: Mutex::new(out),
+            tx: Mutex::new(writer.as_ref().map(|_| tx)),
+            dropped,
+            writer: Mutex::new(writer),
         }
     }
 
@@ -130,10 +162,12 @@ impl EventLog {
             }
             s
         };
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        // A log line that cannot be written must not fail the request it describes.
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(tx) = tx {
+            if let Err(TrySendError::Full(_)) = tx.try_send(line) {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     pub fn debug(&self, event: &str, fields: Value) {
@@ -147,5 +181,56 @@ impl EventLog {
     }
     pub fn error(&self, event: &str, fields: Value) {
         self.emit(Level::Error, event, fields)
+    }
+}
+
+impl Drop for EventLog {
+    /// Writes out what is queued before the log goes away.
+    fn drop(&mut self) {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = w.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer the test can read back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn lines_are_written_in_order_by_the_writer_thread() {
+        let out = Shared::default();
+        let log = EventLog::new(Level::Info, true, Box::new(out.clone()));
+        for i in 0..100 {
+            log.info("step", serde_json::json!({"i": i}));
+        }
+        log.debug("hidden", Value::Null);
+        drop(log); // joins the writer: everything queued is written
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 100);
+        for (i, l) in lines.iter().enumerate() {
+            assert_eq!(l["event"], "step");
+            assert_eq!(l["i"], i);
+            assert_eq!(l["logger"], "executor");
+        }
     }
 }

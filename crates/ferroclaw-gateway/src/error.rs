@@ -1,6 +1,6 @@
 //! Error shapes. OpenAI routes answer `{"error":{"message","type","code"}}`; the tools
 //! routes answer `{"ok":false,"error":{"type","message"}}`; WebSocket responses carry
-//! `{"code","message","retryable","retryAfterMs"}` (DESIGN §6).
+//! `{"code","message","retryable","retryAfterMs"}`.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -207,7 +207,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// WebSocket error codes (DESIGN §6).
+/// WebSocket error codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WsCode {
     Unauthorized,

@@ -22,7 +22,7 @@ pub mod server;
 pub mod state;
 pub mod ws;
 
-/// WebSocket protocol version spoken (DESIGN §6).
+/// WebSocket protocol version spoken.
 pub const PROTOCOL_VERSION: u32 = 3;
 /// Crate version, reported by `/health`, `status` and `connect`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

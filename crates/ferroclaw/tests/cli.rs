@@ -109,7 +109,7 @@ async fn one_shot_chat_runs_tools_and_the_session_survives_a_restart() {
         std::fs::read_to_string(home.path().join("workspace/hello.txt")).expect("tool wrote file");
     assert_eq!(written, "hi there");
 
-    // Transcript in the DESIGN §4 format.
+    // Transcript in the OpenClaw/pi version 3 format.
     let index: Value = serde_json::from_str(
         &std::fs::read_to_string(home.path().join("agents/main/sessions/sessions.json"))
             .expect("index"),

@@ -337,7 +337,7 @@ fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
     None
 }
 
-/// The handshake, in either dialect (DESIGN §6).
+/// The handshake, in either dialect.
 fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
     if conn.auth().is_some() {
         return Err(WsError::invalid("already connected"));

@@ -1,4 +1,4 @@
-//! Protocol 3 frames (DESIGN §6): `req`, `res`, `event`.
+//! Protocol 3 frames: `req`, `res`, `event`.
 
 use serde::Deserialize;
 use serde_json::{json, Value};

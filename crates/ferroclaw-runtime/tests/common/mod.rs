@@ -187,7 +187,7 @@ pub fn transcript_lines(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-/// Checks the DESIGN §4 shape: header, then entries chained by parentId.
+/// Checks the transcript shape (OpenClaw/pi version 3): header, then entries chained by parentId.
 pub fn assert_transcript_format(lines: &[Value]) {
     let header = &lines[0];
     assert_eq!(header["type"], "session");

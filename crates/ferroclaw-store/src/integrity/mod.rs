@@ -1,7 +1,7 @@
 //! Transcript integrity: the pairing validator, repair strategies, the start-up scan,
 //! incident reports, the tool result guard and the importer.
 //!
-//! The rule (DESIGN §4): in the context sent to a provider, every tool call has exactly
+//! The rule: in the context sent to a provider, every tool call has exactly
 //! one result and every result follows its call. Each violation bricks a session on some
 //! provider (HTTP 400 on every later turn), so the store refuses to leave one on disk:
 //! [`crate::FileSessionStore`] repairs on open, [`crate::Integrity::scan`] at start-up.
