@@ -1,7 +1,4 @@
 //! `apply_patch`: both formats, all-or-nothing on failure, workspace confinement.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod web_support;
 
 use std::path::Path;
 
@@ -11,7 +8,7 @@ use serde_json::json;
 
 async fn apply(ws: &Path, patch: &str) -> ToolResult {
     ApplyPatchTool
-        .execute(&web_support::ctx(ws), json!({ "patch": patch }))
+        .execute(&crate::web_support::ctx(ws), json!({ "patch": patch }))
         .await
 }
 
@@ -257,7 +254,7 @@ async fn apply_patch_through_the_agent_loop() {
     let llm = ferroclaw_testkit::ScriptedLlm::start().await.expect("llm");
     let ws = setup();
     let home = tempfile::tempdir().unwrap();
-    let agent = web_support::agent_with(
+    let agent = crate::web_support::agent_with(
         vec![std::sync::Arc::new(ApplyPatchTool)],
         &llm,
         ws.path(),
@@ -271,9 +268,12 @@ async fn apply_patch_through_the_agent_loop() {
         json!({"patch": patch}),
     ));
     llm.push(ferroclaw_testkit::Reply::text("patched"));
-    assert_eq!(web_support::run_turn(&agent, "fix it").await, "patched");
+    assert_eq!(
+        crate::web_support::run_turn(&agent, "fix it").await,
+        "patched"
+    );
     assert_eq!(read(ws.path(), "notes.txt"), "alpha\nBETA\ngamma\n");
-    let result = web_support::tool_result_in(&llm.requests()[1].body, "p1");
+    let result = crate::web_support::tool_result_in(&llm.requests()[1].body, "p1");
     assert!(result.contains("M notes.txt (1 hunk)"), "{result}");
 }
 

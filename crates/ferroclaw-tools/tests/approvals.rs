@@ -1,9 +1,6 @@
 //! Exec approvals: a request is published, answered (approve / deny) or times out, and
 //! allow-always persists to the allowlist file that a restart loads again.
 //! Waiting is on the broker's event channel, never on sleeps; time-outs are short.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +56,7 @@ async fn approved_command_runs() {
     let b = broker(Duration::from_secs(600));
     let mut events = b.subscribe();
     let exec = exec_with(ApprovalMode::OnMiss, ExecMode::Deny, &["ls"], &b);
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let task = tokio::spawn(async move {
         exec.execute(&ctx, json!({"command": "echo approved-ran"}))
             .await
@@ -94,7 +91,7 @@ async fn unanswered_request_times_out_with_a_clear_error() {
     let exec = exec_with(ApprovalMode::Always, ExecMode::Deny, &[], &b);
     let r = exec
         .execute(
-            &common::ctx(ws.path()),
+            &crate::common::ctx(ws.path()),
             json!({"command": "touch should-not-exist"}),
         )
         .await;
@@ -125,7 +122,7 @@ async fn denied_request_is_refused() {
     let b = broker(Duration::from_secs(600));
     let mut events = b.subscribe();
     let exec = exec_with(ApprovalMode::Always, ExecMode::Deny, &[], &b);
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let task =
         tokio::spawn(async move { exec.execute(&ctx, json!({"command": "touch nope"})).await });
     let req = next_request(&mut events).await;
@@ -148,7 +145,7 @@ async fn allow_always_is_persisted_and_reloaded() {
     let b = ApprovalBroker::new(allowlist, Duration::from_secs(600));
     let mut events = b.subscribe();
     let exec = exec_with(ApprovalMode::OnMiss, ExecMode::Deny, &[], &b);
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let task = tokio::spawn(async move {
         exec.execute(&ctx, json!({"command": "/bin/echo first | wc -l"}))
             .await
@@ -169,14 +166,17 @@ async fn allow_always_is_persisted_and_reloaded() {
     let exec2 = exec_with(ApprovalMode::OnMiss, ExecMode::Deny, &[], &b2);
     let r = exec2
         .execute(
-            &common::ctx(ws.path()),
+            &crate::common::ctx(ws.path()),
             json!({"command": "echo again | wc -c"}),
         )
         .await;
     assert_eq!(r.for_llm, "6\n\n[exit code: 0]");
     // Anything else still asks (and here times out).
     let r = exec2
-        .execute(&common::ctx(ws.path()), json!({"command": "printf x"}))
+        .execute(
+            &crate::common::ctx(ws.path()),
+            json!({"command": "printf x"}),
+        )
         .await;
     assert!(
         r.is_error && r.for_llm.contains("approval_denied"),
@@ -192,7 +192,10 @@ async fn deny_patterns_refuse_without_asking() {
     let mut events = b.subscribe();
     let exec = exec_with(ApprovalMode::Always, ExecMode::Deny, &["rm"], &b);
     let r = exec
-        .execute(&common::ctx(ws.path()), json!({"command": "rm -rf ~"}))
+        .execute(
+            &crate::common::ctx(ws.path()),
+            json!({"command": "rm -rf ~"}),
+        )
         .await;
     assert!(
         r.is_error && r.for_llm.contains("destructive"),
@@ -212,7 +215,7 @@ async fn allowlist_mode_with_on_miss_asks_instead_of_refusing() {
     let b = broker(Duration::from_secs(600));
     let mut events = b.subscribe();
     let exec = exec_with(ApprovalMode::OnMiss, ExecMode::Allowlist, &["echo"], &b);
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     // Listed: runs at once.
     let r = exec.execute(&ctx, json!({"command": "echo listed"})).await;
     assert_eq!(r.for_llm, "listed\n\n[exit code: 0]");
@@ -234,7 +237,10 @@ async fn approval_without_a_broker_is_refused() {
         ..Default::default()
     })));
     let r = exec
-        .execute(&common::ctx(ws.path()), json!({"command": "echo hi"}))
+        .execute(
+            &crate::common::ctx(ws.path()),
+            json!({"command": "echo hi"}),
+        )
         .await;
     assert!(
         r.is_error && r.for_llm.contains("no approver is configured"),
@@ -255,7 +261,7 @@ async fn aborted_run_withdraws_its_request() {
         &[],
         &b,
     )));
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let cancel = ctx.cancel.clone();
     let task = tokio::spawn(async move {
         reg.execute("exec", &ctx, json!({"command": "echo x"}))

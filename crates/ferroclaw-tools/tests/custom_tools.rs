@@ -1,8 +1,5 @@
 //! Custom tools from config: templates with shell-escaped arguments, the exec guard, and
 //! exec's time-out, workdir confinement and secret-free environment.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod common;
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -54,7 +51,7 @@ async fn arguments_arrive_as_literal_strings() {
         "line1\nline2",
     ] {
         let r = t
-            .execute(&common::ctx(ws.path()), json!({"msg": hostile}))
+            .execute(&crate::common::ctx(ws.path()), json!({"msg": hostile}))
             .await;
         assert!(!r.is_error, "{hostile:?}: {}", r.for_llm);
         assert_eq!(r.for_llm, format!("[{hostile}]\n\n[exit code: 0]"));
@@ -67,7 +64,7 @@ async fn rendered_command_goes_through_the_deny_patterns() {
     let ws = tempfile::tempdir().unwrap();
     let rm = tool(spec("clean", "rm -rf {{.path}}", one_string("path")));
     let r = rm
-        .execute(&common::ctx(ws.path()), json!({"path": "/"}))
+        .execute(&crate::common::ctx(ws.path()), json!({"path": "/"}))
         .await;
     assert!(r.is_error, "{}", r.for_llm);
     assert!(
@@ -79,14 +76,17 @@ async fn rendered_command_goes_through_the_deny_patterns() {
     // The same tool with a harmless argument works.
     std::fs::create_dir(ws.path().join("build")).unwrap();
     let r = rm
-        .execute(&common::ctx(ws.path()), json!({"path": "build"}))
+        .execute(&crate::common::ctx(ws.path()), json!({"path": "build"}))
         .await;
     assert!(!r.is_error, "{}", r.for_llm);
     assert!(!ws.path().join("build").exists());
 
     let cat = tool(spec("show", "cat {{.file}}", one_string("file")));
     let r = cat
-        .execute(&common::ctx(ws.path()), json!({"file": "/etc/shadow"}))
+        .execute(
+            &crate::common::ctx(ws.path()),
+            json!({"file": "/etc/shadow"}),
+        )
         .await;
     assert!(
         r.is_error && r.for_llm.contains("exfiltration"),
@@ -96,7 +96,7 @@ async fn rendered_command_goes_through_the_deny_patterns() {
     // A template that is itself dangerous is refused whatever the arguments.
     let bad = tool(spec("boom", "sudo echo {{.x}}", one_string("x")));
     let r = bad
-        .execute(&common::ctx(ws.path()), json!({"x": "hi"}))
+        .execute(&crate::common::ctx(ws.path()), json!({"x": "hi"}))
         .await;
     assert!(
         r.is_error && r.for_llm.contains("privilege_escalation"),
@@ -113,7 +113,7 @@ async fn missing_required_arguments_are_explained() {
         "echo {{.name}} {{.suffix}}",
         json!({"type": "object", "properties": {"name": {"type": "string"}, "suffix": {"type": "string"}}, "required": ["name"]}),
     ));
-    let r = t.execute(&common::ctx(ws.path()), json!({})).await;
+    let r = t.execute(&crate::common::ctx(ws.path()), json!({})).await;
     assert!(
         r.is_error && r.for_llm.contains("missing required argument \"name\""),
         "{}",
@@ -121,7 +121,7 @@ async fn missing_required_arguments_are_explained() {
     );
     // Optional ones become an empty word; numbers and booleans their JSON text.
     let r = t
-        .execute(&common::ctx(ws.path()), json!({"name": 42}))
+        .execute(&crate::common::ctx(ws.path()), json!({"name": 42}))
         .await;
     assert_eq!(r.for_llm, "42 \n\n[exit code: 0]");
 }
@@ -135,7 +135,7 @@ async fn timeout_workdir_and_environment_follow_exec() {
     let mut s = spec("slow", "sleep {{.secs}}", one_string("secs"));
     s.timeout_seconds = 1;
     let r = tool(s)
-        .execute(&common::ctx(ws.path()), json!({"secs": "30"}))
+        .execute(&crate::common::ctx(ws.path()), json!({"secs": "30"}))
         .await;
     assert!(
         r.is_error && r.for_llm.contains("timed out after 1 s"),
@@ -149,7 +149,9 @@ async fn timeout_workdir_and_environment_follow_exec() {
         json!({"type": "object", "properties": {}}),
     );
     s.workdir = Some("sub".into());
-    let r = tool(s).execute(&common::ctx(ws.path()), json!({})).await;
+    let r = tool(s)
+        .execute(&crate::common::ctx(ws.path()), json!({}))
+        .await;
     assert_eq!(
         r.for_llm,
         format!("{}\n\n[exit code: 0]", canon.join("sub").display())
@@ -157,7 +159,9 @@ async fn timeout_workdir_and_environment_follow_exec() {
 
     let mut s = spec("escape", "pwd", json!({"type": "object", "properties": {}}));
     s.workdir = Some("../..".into());
-    let r = tool(s).execute(&common::ctx(ws.path()), json!({})).await;
+    let r = tool(s)
+        .execute(&crate::common::ctx(ws.path()), json!({}))
+        .await;
     assert!(
         r.is_error && r.for_llm.contains("outside the workspace"),
         "{}",
@@ -177,7 +181,7 @@ async fn timeout_workdir_and_environment_follow_exec() {
     )
     .unwrap()
     .with_env(vars);
-    let r = t.execute(&common::ctx(ws.path()), json!({})).await;
+    let r = t.execute(&crate::common::ctx(ws.path()), json!({})).await;
     assert!(r.for_llm.contains("PLAIN=visible"), "{}", r.for_llm);
     assert!(!r.for_llm.contains("sk-hidden"), "{}", r.for_llm);
 }
@@ -195,7 +199,11 @@ async fn runs_through_the_registry_under_its_name() {
     assert_eq!(defs[0].name, "shout");
     assert_eq!(defs[0].parameters["required"], json!(["word"]));
     let r = reg
-        .execute("shout", &common::ctx(ws.path()), json!({"word": "hello"}))
+        .execute(
+            "shout",
+            &crate::common::ctx(ws.path()),
+            json!({"word": "hello"}),
+        )
         .await;
     assert_eq!(r.for_llm, "HELLO\n\n[exit code: 0]");
 }
@@ -247,7 +255,7 @@ async fn toolset_from_settings() {
     let set = ExecToolset::new(&cfg, home.path()).unwrap();
     let names: Vec<String> = set.tools().iter().map(|t| t.name().to_string()).collect();
     assert_eq!(names, ["exec", "process", "hello"]);
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let r = set.custom[0].execute(&ctx, json!({"who": "you"})).await;
     assert_eq!(r.for_llm, "hello you\n\n[exit code: 0]");
     // The persisted allowlist counts: printf runs, ls does not (allowlist mode).

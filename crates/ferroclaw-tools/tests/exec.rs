@@ -1,7 +1,4 @@
 //! The exec tool against real child processes.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod common;
 
 use std::ffi::CString;
 use std::io::Read;
@@ -22,14 +19,17 @@ fn path_env() -> Vec<(String, String)> {
 async fn exit_code_and_stderr_are_reported() {
     let ws = tempfile::tempdir().unwrap();
     let ok = ExecTool::new()
-        .execute(&common::ctx(ws.path()), json!({"command": "echo hi"}))
+        .execute(
+            &crate::common::ctx(ws.path()),
+            json!({"command": "echo hi"}),
+        )
         .await;
     assert!(!ok.is_error, "{}", ok.for_llm);
     assert_eq!(ok.for_llm, "hi\n\n[exit code: 0]");
 
     let r = ExecTool::new()
         .execute(
-            &common::ctx(ws.path()),
+            &crate::common::ctx(ws.path()),
             json!({"command": "echo out; echo err >&2; exit 3"}),
         )
         .await;
@@ -45,12 +45,12 @@ async fn runs_in_workspace_and_confines_workdir() {
     std::fs::create_dir(ws.path().join("sub")).unwrap();
     let canon = std::fs::canonicalize(ws.path()).unwrap();
     let r = ExecTool::new()
-        .execute(&common::ctx(ws.path()), json!({"command": "pwd -P"}))
+        .execute(&crate::common::ctx(ws.path()), json!({"command": "pwd -P"}))
         .await;
     assert_eq!(r.for_llm, format!("{}\n\n[exit code: 0]", canon.display()));
     let r = ExecTool::new()
         .execute(
-            &common::ctx(ws.path()),
+            &crate::common::ctx(ws.path()),
             json!({"command": "pwd -P", "workdir": "sub"}),
         )
         .await;
@@ -62,7 +62,7 @@ async fn runs_in_workspace_and_confines_workdir() {
     );
     let r = ExecTool::new()
         .execute(
-            &common::ctx(ws.path()),
+            &crate::common::ctx(ws.path()),
             json!({"command": "pwd", "workdir": ".."}),
         )
         .await;
@@ -73,7 +73,7 @@ async fn runs_in_workspace_and_confines_workdir() {
     );
     let r = ExecTool::new()
         .execute(
-            &common::ctx(ws.path()),
+            &crate::common::ctx(ws.path()),
             json!({"command": "pwd", "workdir": "missing"}),
         )
         .await;
@@ -88,8 +88,8 @@ async fn runs_in_workspace_and_confines_workdir() {
 async fn timeout_kills_the_whole_process_group() {
     let ws = tempfile::tempdir().unwrap();
     let fifo = make_fifo(ws.path());
-    let ctx = common::ctx(ws.path());
-    let (sleep, marker) = common::unique_sleep();
+    let ctx = crate::common::ctx(ws.path());
+    let (sleep, marker) = crate::common::unique_sleep();
     // The background sleep inherits the output pipe: if it survived, reading would hang.
     let command = format!("{sleep} & echo started; echo ready > ready; sleep 300");
     let task = tokio::spawn(async move {
@@ -99,13 +99,13 @@ async fn timeout_kills_the_whole_process_group() {
     });
     wait_ready(fifo).await;
     // The command runs in a pid namespace: find the sleep's host pid by its argument.
-    let bg = common::host_pid_by_arg(&marker);
+    let bg = crate::common::host_pid_by_arg(&marker);
     let r = task.await.unwrap();
     assert!(r.is_error);
     assert!(r.for_llm.contains("timed out after 5 s"), "{}", r.for_llm);
     assert!(r.for_llm.contains("started"), "{}", r.for_llm);
     assert!(
-        !common::still_running_after(bg, 10_000),
+        !crate::common::still_running_after(bg, 10_000),
         "background process {bg} survived the time-out"
     );
 }
@@ -115,7 +115,10 @@ async fn output_is_capped_keeping_head_and_tail() {
     let ws = tempfile::tempdir().unwrap();
     let r = ExecTool::with_env(path_env())
         .with_max_output(1000)
-        .execute(&common::ctx(ws.path()), json!({"command": "seq 1 100000"}))
+        .execute(
+            &crate::common::ctx(ws.path()),
+            json!({"command": "seq 1 100000"}),
+        )
         .await;
     assert!(!r.is_error, "{}", &r.for_llm[..200.min(r.for_llm.len())]);
     assert!(r.for_llm.starts_with("1\n2\n3\n"), "{}", r.for_llm);
@@ -137,7 +140,7 @@ async fn secret_env_vars_are_not_visible() {
     env.push(("DB_PASSWORD".into(), "hunter2".into()));
     env.push(("VISIBLE_SETTING".into(), "plain-value".into()));
     let r = ExecTool::with_env(env)
-        .execute(&common::ctx(ws.path()), json!({"command": "env"}))
+        .execute(&crate::common::ctx(ws.path()), json!({"command": "env"}))
         .await;
     assert!(!r.is_error, "{}", r.for_llm);
     assert!(
@@ -180,7 +183,7 @@ async fn wait_ready(fifo: std::path::PathBuf) {
 
 /// A background sleep, then the readiness signal, then waiting for the sleep.
 fn background_and_wait() -> (String, String) {
-    let (sleep, marker) = common::unique_sleep();
+    let (sleep, marker) = crate::common::unique_sleep();
     (format!("{sleep} & echo ready > ready; wait"), marker)
 }
 
@@ -188,7 +191,7 @@ fn background_and_wait() -> (String, String) {
 async fn cancellation_kills_the_group() {
     let ws = tempfile::tempdir().unwrap();
     let fifo = make_fifo(ws.path());
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let cancel = ctx.cancel.clone();
     let (command, marker) = background_and_wait();
     let task = tokio::spawn(async move {
@@ -197,13 +200,13 @@ async fn cancellation_kills_the_group() {
             .await
     });
     wait_ready(fifo).await;
-    let bg = common::host_pid_by_arg(&marker);
+    let bg = crate::common::host_pid_by_arg(&marker);
     cancel.cancel();
     let r = task.await.unwrap();
     assert!(r.is_error);
     assert!(r.for_llm.contains("aborted"), "{}", r.for_llm);
     assert!(
-        !common::still_running_after(bg, 10_000),
+        !crate::common::still_running_after(bg, 10_000),
         "background process {bg} survived the abort"
     );
 }
@@ -212,7 +215,7 @@ async fn cancellation_kills_the_group() {
 async fn registry_abort_drops_exec_and_still_kills_the_group() {
     let ws = tempfile::tempdir().unwrap();
     let fifo = make_fifo(ws.path());
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let cancel = ctx.cancel.clone();
     let mut reg = ToolRegistry::new();
     reg.register(std::sync::Arc::new(ExecTool::with_env(path_env())));
@@ -220,12 +223,12 @@ async fn registry_abort_drops_exec_and_still_kills_the_group() {
     let task =
         tokio::spawn(async move { reg.execute("bash", &ctx, json!({"command": command})).await });
     wait_ready(fifo).await;
-    let bg = common::host_pid_by_arg(&marker);
+    let bg = crate::common::host_pid_by_arg(&marker);
     cancel.cancel();
     let r = task.await.unwrap();
     assert!(r.is_error && r.for_llm.contains("aborted"), "{}", r.for_llm);
     assert!(
-        !common::still_running_after(bg, 10_000),
+        !crate::common::still_running_after(bg, 10_000),
         "background process {bg} survived the abort"
     );
 }
@@ -236,8 +239,8 @@ async fn registry_abort_drops_exec_and_still_kills_the_group() {
 async fn a_normal_exit_ends_what_the_command_left_running() {
     let ws = tempfile::tempdir().unwrap();
     let fifo = make_fifo(ws.path());
-    let ctx = common::ctx(ws.path());
-    let (sleep, marker) = common::unique_sleep();
+    let ctx = crate::common::ctx(ws.path());
+    let (sleep, marker) = crate::common::unique_sleep();
     // The shell holds on until the test has found the job, then ends normally.
     let command =
         format!("{sleep} & echo ready > ready; while [ ! -e go ]; do sleep 0.05; done; echo done");
@@ -247,13 +250,13 @@ async fn a_normal_exit_ends_what_the_command_left_running() {
             .await
     });
     wait_ready(fifo).await;
-    let bg = common::host_pid_by_arg(&marker);
+    let bg = crate::common::host_pid_by_arg(&marker);
     std::fs::write(ws.path().join("go"), "").unwrap();
     let r = task.await.unwrap();
     assert!(!r.is_error, "{}", r.for_llm);
     assert!(r.for_llm.contains("done"), "{}", r.for_llm);
     assert!(
-        !common::still_running_after(bg, 10_000),
+        !crate::common::still_running_after(bg, 10_000),
         "background job {bg} outlived its command"
     );
 }
@@ -261,7 +264,7 @@ async fn a_normal_exit_ends_what_the_command_left_running() {
 #[tokio::test]
 async fn bad_arguments_are_explained() {
     let ws = tempfile::tempdir().unwrap();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let r = ExecTool::new().execute(&ctx, json!({})).await;
     assert!(
         r.is_error && r.for_llm.contains("\"command\""),

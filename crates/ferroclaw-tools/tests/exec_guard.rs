@@ -6,9 +6,6 @@
 //! file tools' job); reading ordinary system files such as `/etc/hostname` or listing
 //! `/proc` is allowed, while secrets (`/etc/shadow`, `~/.ssh/id_*`, `/proc/*/environ`, …)
 //! and every write to `/etc`, `/boot`, `/sys`, `/proc` are refused.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod common;
 
 use std::sync::Arc;
 
@@ -254,7 +251,7 @@ async fn attacks_are_refused_by_the_exec_tool_without_running() {
             "{cmd:?} is not refused; not running it"
         );
         let r = tool
-            .execute(&common::ctx(ws.path()), json!({"command": cmd}))
+            .execute(&crate::common::ctx(ws.path()), json!({"command": cmd}))
             .await;
         assert!(r.is_error, "{cmd:?} ran: {}", r.for_llm);
         assert!(
@@ -362,7 +359,7 @@ async fn at_least_50_lookalikes_still_run() {
             continue;
         }
         let r = ExecTool::new()
-            .execute(&common::ctx(ws.path()), json!({"command": cmd}))
+            .execute(&crate::common::ctx(ws.path()), json!({"command": cmd}))
             .await;
         if r.is_error || !r.for_llm.ends_with("[exit code: 0]") {
             failures.push(format!("FAILED  {cmd:?}: {}", r.for_llm));
@@ -378,7 +375,7 @@ async fn lookalike_effects_are_real() {
     let tool = ExecTool::new();
     let r = tool
         .execute(
-            &common::ctx(ws.path()),
+            &crate::common::ctx(ws.path()),
             json!({"command": "rm -rf ./build"}),
         )
         .await;
@@ -386,7 +383,7 @@ async fn lookalike_effects_are_real() {
     assert!(!ws.path().join("build").exists());
     let r = tool
         .execute(
-            &common::ctx(ws.path()),
+            &crate::common::ctx(ws.path()),
             json!({"command": "echo \"rm -rf /\""}),
         )
         .await;
@@ -403,7 +400,7 @@ async fn allowlist_mode_runs_only_listed_programs() {
         ..Default::default()
     };
     let tool = ExecTool::new().with_guard(Arc::new(ExecGuard::new(policy.clone())));
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let ok = tool
         .execute(&ctx, json!({"command": "echo hi | grep hi"}))
         .await;
@@ -448,14 +445,14 @@ async fn full_mode_skips_the_checks() {
     .with_guard(Arc::new(ExecGuard::new(policy)));
     let r = tool
         .execute(
-            &common::ctx(ws.path()),
+            &crate::common::ctx(ws.path()),
             json!({"command": "cat ~/.ssh/id_rsa 2>/dev/null || echo no-key"}),
         )
         .await;
     assert_eq!(r.for_llm, "no-key\n\n[exit code: 0]");
     let denied = ExecTool::new()
         .execute(
-            &common::ctx(ws.path()),
+            &crate::common::ctx(ws.path()),
             json!({"command": "cat ~/.ssh/id_rsa 2>/dev/null || echo no-key"}),
         )
         .await;
@@ -555,7 +552,7 @@ mod gaps {
             prepare(ws.path());
             let tool = ExecTool::new().with_guard(Arc::new(ExecGuard::new(policy.clone())));
             let r = tool
-                .execute(&common::ctx(ws.path()), json!({"command": cmd}))
+                .execute(&crate::common::ctx(ws.path()), json!({"command": cmd}))
                 .await;
             if r.is_error || !r.for_llm.ends_with("[exit code: 0]") {
                 failures.push(format!("FAILED {cmd:?}: {}", r.for_llm));
@@ -757,7 +754,7 @@ mod gaps {
             "git -c color.ui=always status",
         ] {
             let r = tool
-                .execute(&common::ctx(ws.path()), json!({"command": cmd}))
+                .execute(&crate::common::ctx(ws.path()), json!({"command": cmd}))
                 .await;
             assert!(
                 !r.is_error && r.for_llm.ends_with("[exit code: 0]"),

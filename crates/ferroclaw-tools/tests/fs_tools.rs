@@ -1,7 +1,4 @@
 //! The filesystem and search tools against real files in temporary workspaces.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod common;
 
 use std::os::unix::fs::symlink;
 
@@ -10,7 +7,7 @@ use ferroclaw_tools::{Tool, ToolResult};
 use serde_json::{json, Value};
 
 async fn run(tool: &dyn Tool, ws: &std::path::Path, args: Value) -> ToolResult {
-    tool.execute(&common::ctx(ws), args).await
+    tool.execute(&crate::common::ctx(ws), args).await
 }
 
 fn numbered(n: usize) -> String {

@@ -1,6 +1,5 @@
 //! Input guard: injection attempts flagged with the right category, ordinary
 //! messages left alone, and the four actions.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use ferroclaw_tools::input_guard::{apply, inspect, Category};
 use ferroclaw_tools::{InputGuardAction, InputVerdict};

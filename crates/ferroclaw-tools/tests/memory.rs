@@ -1,9 +1,6 @@
 //! `memory_search` / `memory_get` over a real workspace and SQLite FTS5 index, including
 //! queries that would be FTS syntax errors if passed through, re-indexing after changes,
 //! and one run through the agent loop with the scripted LLM.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod web_support;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -48,12 +45,14 @@ fn workspace() -> tempfile::TempDir {
 
 async fn search(ws: &Path, query: &str) -> ToolResult {
     MemorySearchTool::new(MemorySettings::default())
-        .execute(&web_support::ctx(ws), json!({"query": query}))
+        .execute(&crate::web_support::ctx(ws), json!({"query": query}))
         .await
 }
 
 async fn get(ws: &Path, args: serde_json::Value) -> ToolResult {
-    MemoryGetTool.execute(&web_support::ctx(ws), args).await
+    MemoryGetTool
+        .execute(&crate::web_support::ctx(ws), args)
+        .await
 }
 
 #[tokio::test]
@@ -93,7 +92,7 @@ async fn search_finds_chunks_with_lines_and_scores() {
 
     let max = MemorySearchTool::new(MemorySettings::default())
         .execute(
-            &web_support::ctx(ws.path()),
+            &crate::web_support::ctx(ws.path()),
             json!({"query": "the", "maxResults": 1}),
         )
         .await;
@@ -210,7 +209,10 @@ async fn index_path_can_be_chosen() {
         index_path: Some(db.clone()),
     });
     let r = t
-        .execute(&web_support::ctx(ws.path()), json!({"query": "helix"}))
+        .execute(
+            &crate::web_support::ctx(ws.path()),
+            json!({"query": "helix"}),
+        )
         .await;
     assert!(r.for_llm.contains("MEMORY.md"), "{}", r.for_llm);
     assert!(db.exists());

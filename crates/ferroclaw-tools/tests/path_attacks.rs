@@ -16,7 +16,6 @@
 //!       link_notes -> notes.txt
 //!     user_bob/notes.txt
 //! ```
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

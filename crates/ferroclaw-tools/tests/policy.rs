@@ -1,6 +1,5 @@
 //! Tool policy: the precedence table, the registry enforcing it, and the agent loop
 //! seeing only allowed tools, getting refusals for the rest and scrubbed results.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,9 +2,6 @@
 //! and the clean-up paths (kill_session, kill_all, drop). Synchronisation is real: the
 //! process waits for a file or stdin the test provides, a fifo handshake signals readiness,
 //! and `poll {waitMs}` waits on the process's exit — no sleeps in the tests.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod common;
 
 use std::ffi::CString;
 use std::io::Read;
@@ -25,7 +22,7 @@ fn env() -> Vec<(String, String)> {
 }
 
 fn ctx_for(ws: &std::path::Path, session: &str) -> ToolContext {
-    let mut c = common::ctx(ws);
+    let mut c = crate::common::ctx(ws);
     c.session_key = session.into();
     c
 }
@@ -89,7 +86,7 @@ async fn wait_ready(fifo: std::path::PathBuf) {
 /// A background child, the readiness signal, then waiting; and the child's unique argument
 /// (the sandbox's pid namespace hides its host pid from the command, see `common`).
 fn bg_child_and_wait() -> (String, String) {
-    let (sleep, marker) = common::unique_sleep();
+    let (sleep, marker) = crate::common::unique_sleep();
     (format!("{sleep} & echo ready > ready; wait"), marker)
 }
 
@@ -97,7 +94,7 @@ fn bg_child_and_wait() -> (String, String) {
 async fn background_process_is_read_back_with_poll() {
     let ws = tempfile::tempdir().unwrap();
     let k = kit();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let r = call(
         &k.exec,
         &ctx,
@@ -161,7 +158,7 @@ async fn background_process_is_read_back_with_poll() {
 async fn log_offset_and_limit_are_lines() {
     let ws = tempfile::tempdir().unwrap();
     let k = kit();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let r = call(
         &k.exec,
         &ctx,
@@ -188,7 +185,7 @@ async fn log_offset_and_limit_are_lines() {
 async fn output_buffer_is_capped_and_says_so() {
     let ws = tempfile::tempdir().unwrap();
     let k = kit_with(ProcessManager::with_buffer_bytes(1024));
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let r = call(
         &k.exec,
         &ctx,
@@ -215,7 +212,7 @@ async fn output_buffer_is_capped_and_says_so() {
 async fn write_sends_stdin() {
     let ws = tempfile::tempdir().unwrap();
     let k = kit();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let r = call(
         &k.exec,
         &ctx,
@@ -310,7 +307,7 @@ async fn processes_are_scoped_to_their_session() {
     )
     .await;
     assert!(killed.for_llm.contains("killed"), "{}", killed.for_llm);
-    assert!(!common::still_running_after(info.pid as i32, 10_000));
+    assert!(!crate::common::still_running_after(info.pid as i32, 10_000));
 }
 
 #[tokio::test]
@@ -318,7 +315,7 @@ async fn kill_session_kills_the_whole_group() {
     let ws = tempfile::tempdir().unwrap();
     let fifo = make_fifo(ws.path());
     let k = kit();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let (command, marker) = bg_child_and_wait();
     let r = call(
         &k.exec,
@@ -329,16 +326,16 @@ async fn kill_session_kills_the_whole_group() {
     let id = proc_id(&r);
     wait_ready(fifo).await;
     let shell = k.manager.info(&ctx.session_key, &id).unwrap().pid as i32;
-    let bg = common::host_pid_by_arg(&marker);
+    let bg = crate::common::host_pid_by_arg(&marker);
     // Another session's clean-up does not touch it.
     assert_eq!(k.manager.kill_session("someone-else"), 0);
     assert_eq!(k.manager.kill_session(&ctx.session_key), 1);
     assert!(
-        !common::still_running_after(bg, 10_000),
+        !crate::common::still_running_after(bg, 10_000),
         "child {bg} survived"
     );
     assert!(
-        !common::still_running_after(shell, 10_000),
+        !crate::common::still_running_after(shell, 10_000),
         "shell {shell} survived"
     );
     assert!(k.manager.list(&ctx.session_key).is_empty());
@@ -349,7 +346,7 @@ async fn kill_all_and_drop_kill_processes() {
     let ws = tempfile::tempdir().unwrap();
     let fifo = make_fifo(ws.path());
     let k = kit();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let (command, marker) = bg_child_and_wait();
     let r = call(
         &k.exec,
@@ -359,15 +356,15 @@ async fn kill_all_and_drop_kill_processes() {
     .await;
     let _ = proc_id(&r);
     wait_ready(fifo).await;
-    let bg = common::host_pid_by_arg(&marker);
+    let bg = crate::common::host_pid_by_arg(&marker);
     assert_eq!(k.manager.kill_all(), 1);
-    assert!(!common::still_running_after(bg, 10_000));
+    assert!(!crate::common::still_running_after(bg, 10_000));
 
     // Dropping the last handle on the manager kills what is left.
     let ws2 = tempfile::tempdir().unwrap();
     let fifo = make_fifo(ws2.path());
     let k = kit();
-    let ctx = common::ctx(ws2.path());
+    let ctx = crate::common::ctx(ws2.path());
     let (command, marker) = bg_child_and_wait();
     call(
         &k.exec,
@@ -376,16 +373,16 @@ async fn kill_all_and_drop_kill_processes() {
     )
     .await;
     wait_ready(fifo).await;
-    let bg = common::host_pid_by_arg(&marker);
+    let bg = crate::common::host_pid_by_arg(&marker);
     drop(k);
-    assert!(!common::still_running_after(bg, 10_000));
+    assert!(!crate::common::still_running_after(bg, 10_000));
 }
 
 #[tokio::test]
 async fn yield_ms_returns_quick_commands_in_full() {
     let ws = tempfile::tempdir().unwrap();
     let k = kit();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     // The yield is long; the command ends long before, so the result is a normal one.
     let r = call(
         &k.exec,
@@ -412,7 +409,7 @@ async fn yield_ms_returns_quick_commands_in_full() {
 async fn yield_ms_hands_long_commands_to_the_background() {
     let ws = tempfile::tempdir().unwrap();
     let k = kit();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     // Cannot finish until the test creates `go`, which happens after exec returned.
     let r = call(
         &k.exec,
@@ -443,7 +440,7 @@ async fn yield_ms_hands_long_commands_to_the_background() {
 async fn background_commands_pass_the_guard_too() {
     let ws = tempfile::tempdir().unwrap();
     let k = kit();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let r = call(
         &k.exec,
         &ctx,
@@ -483,7 +480,7 @@ async fn background_commands_pass_the_guard_too() {
 async fn background_timeout_kills_when_asked() {
     let ws = tempfile::tempdir().unwrap();
     let k = kit();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let r = call(
         &k.exec,
         &ctx,
@@ -584,7 +581,7 @@ async fn agent_loop_reads_background_output_with_process() {
 async fn running_processes_per_session_are_capped_as_configured() {
     let ws = tempfile::tempdir().unwrap();
     let k = kit_with(ProcessManager::new().with_max_running(1));
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let first = call(
         &k.exec,
         &ctx,

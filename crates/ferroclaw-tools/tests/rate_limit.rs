@@ -1,6 +1,5 @@
 //! Per-session tool rate limit: sliding window, per-session budgets, and the
 //! registry refusing with a retry time. Time is passed explicitly; nothing sleeps.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

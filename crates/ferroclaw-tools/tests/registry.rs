@@ -1,7 +1,4 @@
 //! Registry lookup, filtering and the checks it applies to every call.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod common;
 
 use std::sync::Arc;
 
@@ -65,7 +62,7 @@ fn filtered_accepts_names_aliases_and_globs() {
 #[tokio::test]
 async fn unknown_tool_and_bad_args_are_errors() {
     let ws = tempfile::tempdir().unwrap();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let reg = ToolRegistry::with_core_tools();
     let r = reg.execute("frobnicate", &ctx, json!({})).await;
     assert!(r.is_error);
@@ -115,7 +112,7 @@ impl Tool for Counting {
 #[tokio::test]
 async fn cancelled_context_never_starts_the_tool() {
     let ws = tempfile::tempdir().unwrap();
-    let ctx = common::ctx(ws.path());
+    let ctx = crate::common::ctx(ws.path());
     let tool = Arc::new(Counting(Default::default()));
     let mut reg = ToolRegistry::new();
     reg.register(tool.clone());

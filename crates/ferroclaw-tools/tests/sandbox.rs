@@ -2,9 +2,6 @@
 //! processes through the real `exec`, `process` and custom tools, under each backend this
 //! machine has (bubblewrap is required: CI installs it; Landlock when the kernel has it).
 //! Every refusal asserts its reason; harmless look-alikes must keep working.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod common;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -66,7 +63,7 @@ fn fixture() -> Fixture {
 
 impl Fixture {
     fn ctx(&self) -> ToolContext {
-        let mut c = common::ctx(&self.ws);
+        let mut c = crate::common::ctx(&self.ws);
         c.user = Some(ToolUser {
             id: "alice".into(),
             root_workspace: self.root_ws.clone(),
@@ -484,7 +481,7 @@ async fn background_processes_and_custom_tools_are_confined_too() {
 async fn timeout_kills_jobs_that_left_the_process_group() {
     let f = fixture();
     for mode in backends() {
-        let (sleep, marker) = common::unique_sleep();
+        let (sleep, marker) = crate::common::unique_sleep();
         let tool = exec_for(&config(mode, false));
         let command = format!("setsid {sleep} > /dev/null 2>&1 < /dev/null & sleep 300");
         let ctx = f.ctx();
@@ -494,7 +491,7 @@ async fn timeout_kills_jobs_that_left_the_process_group() {
                 .scope(tool.execute(&ctx, json!({"command": command, "timeout": 5})))
                 .await
         });
-        let bg = tokio::task::spawn_blocking(move || common::host_pid_by_arg(&marker))
+        let bg = tokio::task::spawn_blocking(move || crate::common::host_pid_by_arg(&marker))
             .await
             .unwrap();
         let r = task.await.unwrap();
@@ -504,7 +501,7 @@ async fn timeout_kills_jobs_that_left_the_process_group() {
             r.for_llm
         );
         assert!(
-            !common::still_running_after(bg, 10_000),
+            !crate::common::still_running_after(bg, 10_000),
             "{mode:?}: job {bg} that left the group survived the time-out"
         );
     }
@@ -515,7 +512,7 @@ async fn timeout_kills_jobs_that_left_the_process_group() {
 #[tokio::test]
 async fn workspace_that_is_the_home_keeps_its_secrets() {
     let f = fixture();
-    let mut ctx = common::ctx(&f.home);
+    let mut ctx = crate::common::ctx(&f.home);
     ctx.user = None;
     for mode in backends() {
         let tool = exec_for(&config(mode, false));

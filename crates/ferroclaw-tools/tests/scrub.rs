@@ -1,6 +1,5 @@
 //! Credential scrubbing: secrets that must be redacted, look-alikes that must not,
 //! and the registry applying it to every result. All keys below are fabricated.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
 use std::borrow::Cow;
 use std::sync::Arc;

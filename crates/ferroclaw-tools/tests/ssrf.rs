@@ -5,9 +5,6 @@
 //! Name resolution uses a `StaticResolver`: test names such as `rebind.test` are mapped to
 //! chosen addresses (e.g. 127.0.0.1), which is what a hostile DNS record would do, without
 //! touching real DNS. Network traffic only goes to the test server on 127.0.0.1.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod web_support;
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -370,7 +367,7 @@ async fn redirect_server() -> std::net::SocketAddr {
                 }
             }),
         );
-    web_support::serve(router).await
+    crate::web_support::serve(router).await
 }
 
 /// The test server is on 127.0.0.1, which the guard refuses. It is reached under the name

@@ -5,9 +5,6 @@
 //! own behaviour — conversion, charsets, limits — can be tested without any outside network.
 //! The guard itself is tested in `tests/ssrf.rs`; one test here checks the tool refuses
 //! the same server when it is not allowlisted.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod web_support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,7 +98,7 @@ async fn server() -> std::net::SocketAddr {
             "/missing",
             get(|| async { (axum::http::StatusCode::NOT_FOUND, "nope") }),
         );
-    web_support::serve(router).await
+    crate::web_support::serve(router).await
 }
 
 fn tool(max_bytes: usize) -> WebFetchTool {
@@ -121,7 +118,7 @@ fn tool(max_bytes: usize) -> WebFetchTool {
 
 async fn fetch(t: &WebFetchTool, args: serde_json::Value) -> ToolResult {
     let ws = tempfile::tempdir().unwrap();
-    t.execute(&web_support::ctx(ws.path()), args).await
+    t.execute(&crate::web_support::ctx(ws.path()), args).await
 }
 
 #[tokio::test]
@@ -328,7 +325,7 @@ async fn web_fetch_through_the_agent_loop() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let agent =
-        web_support::agent_with(vec![Arc::new(tool(1 << 20))], &llm, ws.path(), home.path());
+        crate::web_support::agent_with(vec![Arc::new(tool(1 << 20))], &llm, ws.path(), home.path());
     llm.push(ferroclaw_testkit::Reply::tool_call(
         "c1",
         "web_fetch",
@@ -340,15 +337,18 @@ async fn web_fetch_through_the_agent_loop() {
         json!({"url": "http://[::ffff:169.254.169.254]/"}),
     ));
     llm.push(ferroclaw_testkit::Reply::text("done"));
-    assert_eq!(web_support::run_turn(&agent, "read the page").await, "done");
+    assert_eq!(
+        crate::web_support::run_turn(&agent, "read the page").await,
+        "done"
+    );
     let reqs = llm.requests();
     assert_eq!(reqs.len(), 3);
-    let page = web_support::tool_result_in(&reqs[1].body, "c1");
+    let page = crate::web_support::tool_result_in(&reqs[1].body, "c1");
     assert!(
         page.contains("untrusted") && page.contains("# Hello Ferroclaw"),
         "{page}"
     );
-    let refused = web_support::tool_result_in(&reqs[2].body, "c2");
+    let refused = crate::web_support::tool_result_in(&reqs[2].body, "c2");
     assert!(
         refused.contains("refused") && refused.contains("metadata"),
         "{refused}"

@@ -1,9 +1,6 @@
 //! `web_search` against local fakes of each provider's API (on 127.0.0.1). Search providers
 //! are configured by the operator, so they are not subject to the SSRF guard; the fakes
 //! check the requests exactly as the real APIs would receive them.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
-
-mod web_support;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -76,7 +73,7 @@ async fn fakes() -> String {
         .route("/generic", get(generic))
         .route("/broken", get(|| async { "<html>not json</html>" }))
         .route("/down", get(|| async { StatusCode::SERVICE_UNAVAILABLE }));
-    format!("http://{}", web_support::serve(router).await)
+    format!("http://{}", crate::web_support::serve(router).await)
 }
 
 fn tool(provider: SearchProvider, base: String, key: Option<&str>) -> WebSearchTool {
@@ -92,7 +89,7 @@ fn tool(provider: SearchProvider, base: String, key: Option<&str>) -> WebSearchT
 
 async fn run(t: &WebSearchTool, args: Value) -> ToolResult {
     let ws = tempfile::tempdir().unwrap();
-    t.execute(&web_support::ctx(ws.path()), args).await
+    t.execute(&crate::web_support::ctx(ws.path()), args).await
 }
 
 #[tokio::test]
@@ -216,15 +213,19 @@ async fn web_search_through_the_agent_loop() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let t = tool(SearchProvider::Searxng, format!("{base}/searx"), None);
-    let agent = web_support::agent_with(vec![std::sync::Arc::new(t)], &llm, ws.path(), home.path());
+    let agent =
+        crate::web_support::agent_with(vec![std::sync::Arc::new(t)], &llm, ws.path(), home.path());
     llm.push(ferroclaw_testkit::Reply::tool_call(
         "s1",
         "web_search",
         json!({"query": "ferroclaw", "count": 2}),
     ));
     llm.push(ferroclaw_testkit::Reply::text("found"));
-    assert_eq!(web_support::run_turn(&agent, "search").await, "found");
-    let result = web_support::tool_result_in(&llm.requests()[1].body, "s1");
+    assert_eq!(
+        crate::web_support::run_turn(&agent, "search").await,
+        "found"
+    );
+    let result = crate::web_support::tool_result_in(&llm.requests()[1].body, "s1");
     assert!(
         result.contains("1. Searx 1: ferroclaw") && result.contains("untrusted"),
         "{result}"
