@@ -38,12 +38,18 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+#[derive(Default)]
 struct Sample {
     times: Vec<Duration>,
     allocs: u64,
 }
 
 impl Sample {
+    fn add(&mut self, other: Sample) {
+        self.times.extend(other.times);
+        self.allocs += other.allocs;
+    }
+
     fn stats(&self) -> (f64, f64, f64) {
         let mut t: Vec<f64> = self.times.iter().map(|d| d.as_secs_f64() * 1e6).collect();
         t.sort_by(|a, b| a.total_cmp(b));
@@ -171,8 +177,12 @@ async fn bench() {
                 format!("{kind}-{i}")
             }
         };
-        let d = measure(turns, |i| direct(key("direct", i))).await;
-        let s = measure(turns, |i| submit(key("door", i))).await;
+        // Alternating turns, so both sides see the same index size and cache state.
+        let (mut d, mut s) = (Sample::default(), Sample::default());
+        for i in 0..turns {
+            d.add(measure(1, |_| direct(key("direct", i))).await);
+            s.add(measure(1, |_| submit(key("door", i))).await);
+        }
         rows.push((label, d, s));
     }
     for (label, d, s) in &rows {
