@@ -318,7 +318,12 @@ async fn spawn_session_mode_announces_the_result_to_the_parent() {
         }
     })
     .await;
-    assert!(found.is_ok(), "announcement never reached the parent");
+    assert!(
+        found.is_ok(),
+        "announcement never reached the parent; subagents {:?}; parent transcript {:?}",
+        s.hub.subagents(),
+        session_texts(&s.store, "main", "s1").await
+    );
     let helper_req = &s.helper_llm.requests()[0];
     assert!(!system_of(helper_req).contains("## Safety"));
     assert_eq!(user_texts(helper_req), vec!["research X"]);
