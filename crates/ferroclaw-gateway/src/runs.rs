@@ -135,8 +135,3 @@ pub fn injected_message(text: &str) -> EntryBody {
         }),
     }
 }
-
-/// The key the store and the queue know a session by (see `Runtime::stored_key`).
-pub fn stored_key(state: &AppState, agent: &AgentEntry, user: Option<&str>, key: &str) -> String {
-    state.runtime.stored_key(agent, user, key)
-}

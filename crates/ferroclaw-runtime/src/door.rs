@@ -137,6 +137,27 @@ impl Core {
         })
     }
 
+    /// Appends one transcript entry through the session's queue, so it never lands in
+    /// the middle of a turn.
+    pub async fn write_entry(
+        &self,
+        agent_id: &str,
+        stored_key: &str,
+        body: ferroclaw_types::EntryBody,
+    ) -> Result<(), RunFailure> {
+        let store = self.store.clone();
+        let (agent, key) = (agent_id.to_string(), stored_key.to_string());
+        let op = self
+            .submit_op(agent_id, stored_key, move || async move {
+                let mut log = store.open(&agent, &key).await?;
+                log.append(body).await?;
+                log.flush().await?;
+                Ok(())
+            })
+            .map_err(RunFailure::Submit)?;
+        op.await
+    }
+
     fn enqueue(
         &self,
         agent_id: &str,

@@ -231,18 +231,7 @@ impl Runtime {
         stored_key: &str,
         body: EntryBody,
     ) -> Result<(), RunFailure> {
-        let store = self.core.store.clone();
-        let (agent, key) = (agent_id.to_string(), stored_key.to_string());
-        let op = self
-            .core
-            .submit_op(agent_id, stored_key, move || async move {
-                let mut log = store.open(&agent, &key).await?;
-                log.append(body).await?;
-                log.flush().await?;
-                Ok(())
-            })
-            .map_err(RunFailure::Submit)?;
-        op.await
+        self.core.write_entry(agent_id, stored_key, body).await
     }
 
     /// Compacts a session's older history now (`/compact`), in the session's queue.

@@ -321,21 +321,13 @@ impl SessionHub {
     /// Appends `text` as a user message to a session, in the session's queue (after its
     /// running turn, if any).
     async fn append_queued(&self, agent_id: &str, key: &str, text: String) -> Result<(), String> {
-        let store = self.core.store.clone();
-        let (agent, stored) = (agent_id.to_string(), key.to_string());
-        let op = self
-            .core
-            .submit_op(agent_id, key, move || async move {
-                let mut log = store.open(&agent, &stored).await?;
-                log.append(EntryBody::Message {
-                    message: Message::user(text),
-                })
-                .await?;
-                log.flush().await?;
-                Ok(())
-            })
-            .map_err(|e| e.to_string())?;
-        op.await.map_err(|e| e.to_string())
+        let body = EntryBody::Message {
+            message: Message::user(text),
+        };
+        self.core
+            .write_entry(agent_id, key, body)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// Runs `message` in the session `session_key` names for `user` (unscoped: the agent

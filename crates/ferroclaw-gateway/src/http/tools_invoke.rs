@@ -133,7 +133,9 @@ async fn invoke(
         .map_err(|reason| error(StatusCode::FORBIDDEN, "user_not_allowed", reason))?;
     // A shared agent's tools work in one user's sub-workspace, never in the root that
     // holds everyone's.
-    let store_key = crate::runs::stored_key(state, agent, user.as_deref(), &session_key);
+    let store_key = state
+        .runtime
+        .stored_key(agent, user.as_deref(), &session_key);
     let (workspace, tool_user) = match (settings.per_user_workspace, user) {
         (false, _) => (settings.workspace.clone(), None),
         (true, None) => {

@@ -382,7 +382,7 @@ async fn chat_history(
     let p: params::WithLimit = params::parse(params)?;
     let agent = pick_agent(state, &p.target)?;
     let named = session_key(&p.target, true)?;
-    let key = runs::stored_key(state, agent, user, &named);
+    let key = state.runtime.stored_key(agent, user, &named);
     let limit = p.limit.map_or(200, |l| l.clamp(1, 1000) as usize);
     let Some(meta) = state
         .store()
@@ -429,7 +429,7 @@ fn chat_abort(state: &AppState, params: &Value, user: Option<&str>) -> Result<Va
     let p: params::ChatAbort = params::parse(params)?;
     let agent = pick_agent(state, &p.target)?;
     let named = session_key(&p.target, true)?;
-    let key = runs::stored_key(state, agent, user, &named);
+    let key = state.runtime.stored_key(agent, user, &named);
     if let Some(run_id) = p.run_id.as_deref() {
         // Only a run of the named session: a run id alone must not reach another's run.
         let aborted = state.runtime.abort_in_session(&agent.id, &key, run_id);
@@ -447,7 +447,7 @@ async fn chat_inject(
     let p: params::ChatInject = params::parse(params)?;
     let agent = pick_agent(state, &p.target)?;
     let named = session_key(&p.target, true)?;
-    let key = runs::stored_key(state, agent, user, &named);
+    let key = state.runtime.stored_key(agent, user, &named);
     let text = p
         .message
         .as_deref()
@@ -509,7 +509,7 @@ async fn sessions_preview(
     let p: params::WithLimit = params::parse(params)?;
     let agent = pick_agent(state, &p.target)?;
     let named = session_key(&p.target, true)?;
-    let key = runs::stored_key(state, agent, user, &named);
+    let key = state.runtime.stored_key(agent, user, &named);
     let limit = p.limit.map_or(10, |l| l.clamp(1, 100) as usize);
     if state
         .store()
@@ -549,7 +549,7 @@ async fn sessions_patch(
     let p: params::SessionsPatch = params::parse(params)?;
     let agent = pick_agent(state, &p.target)?;
     let named = session_key(&p.target, true)?;
-    let key = runs::stored_key(state, agent, user, &named);
+    let key = state.runtime.stored_key(agent, user, &named);
     let Some(name) = p.label else {
         return Err(WsError::invalid("nothing to change: send `label`"));
     };
@@ -586,7 +586,7 @@ async fn sessions_delete(
     let p: params::AgentOrSession = params::parse(params)?;
     let agent = pick_agent(state, &p)?;
     let named = session_key(&p, true)?;
-    let key = runs::stored_key(state, agent, user, &named);
+    let key = state.runtime.stored_key(agent, user, &named);
     // Stops its turns, then deletes through the queue (a turn still unwinding would
     // recreate what is being removed) and drops its background processes.
     let (deleted, stopped) = match state.runtime.delete_session(&agent.id, &key).await {

@@ -104,15 +104,7 @@ impl Session {
         });
         match (in_queue, in_buffer) {
             (Some((qi, qs)), Some((_, bs))) if qs < bs => self.queue.remove(qi),
-            (_, Some((bi, _))) => {
-                let debounce = self.debounce.as_mut()?;
-                let entry = debounce.entries.remove(bi);
-                if debounce.entries.is_empty() {
-                    debounce.timer.cancel();
-                    self.debounce = None;
-                }
-                Some(entry)
-            }
+            (_, Some((bi, _))) => self.take_buffered(bi),
             (Some((qi, _)), None) => self.queue.remove(qi),
             (None, None) => None,
         }
@@ -151,8 +143,18 @@ impl Session {
         if let Some(i) = self.queue.iter().position(|e| e.run_id == run_id) {
             return self.queue.remove(i);
         }
+        let i = self
+            .debounce
+            .as_ref()?
+            .entries
+            .iter()
+            .position(|e| e.run_id == run_id)?;
+        self.take_buffered(i)
+    }
+
+    /// Takes entry `i` out of the debounce buffer; an emptied window is closed.
+    fn take_buffered(&mut self, i: usize) -> Option<Entry> {
         let debounce = self.debounce.as_mut()?;
-        let i = debounce.entries.iter().position(|e| e.run_id == run_id)?;
         let entry = debounce.entries.remove(i);
         if debounce.entries.is_empty() {
             debounce.timer.cancel();
