@@ -148,6 +148,7 @@ async fn bench() {
                 RunRequest {
                     session_key: format!("warm-{i}"),
                     message: "hi".into(),
+                    options: Default::default(),
                 },
                 Arc::new(NullSink),
                 CancellationToken::new(),
@@ -195,6 +196,7 @@ async fn bench() {
                     RunRequest {
                         session_key: format!("fresh-{i}"),
                         message: "What is the answer?".into(),
+                        options: Default::default(),
                     },
                     Arc::new(NullSink),
                     CancellationToken::new(),
@@ -216,6 +218,7 @@ async fn bench() {
                     RunRequest {
                         session_key: "long".into(),
                         message: "What is the answer?".into(),
+                        options: Default::default(),
                     },
                     Arc::new(NullSink),
                     CancellationToken::new(),
@@ -255,6 +258,7 @@ async fn bench() {
                     RunRequest {
                         session_key: format!("tool-{i}"),
                         message: "list files".into(),
+                        options: Default::default(),
                     },
                     Arc::new(NullSink),
                     CancellationToken::new(),

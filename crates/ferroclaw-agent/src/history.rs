@@ -97,7 +97,7 @@ pub fn head_tail(text: &str, max_chars: usize) -> String {
         .nth(total - tail_n)
         .map_or(text.len(), |(i, _)| i);
     format!(
-        "{}\n\n[... {} characters omitted ...]\n\n{}",
+        "{}\n\n[truncated: {} characters omitted]\n\n{}",
         &text[..head_end],
         total - head_n - tail_n,
         &text[tail_start..]

@@ -13,7 +13,9 @@ pub mod tool_intent;
 pub mod user_scope;
 
 pub use events::{EventSink, NullSink};
-pub use runner::{Agent, AgentSettings, RunError, RunOutput, RunRequest, ToolSlots};
+pub use runner::{
+    Agent, AgentSettings, ContextBudget, RunError, RunOptions, RunOutput, RunRequest, ToolSlots,
+};
 
 /// The key tool state (background processes, the tool rate limit, approvals) is scoped
 /// by: session keys are only unique within an agent.

@@ -110,6 +110,7 @@ fn names(mode: PromptMode) -> &'static [&'static str] {
     match mode {
         PromptMode::Full => &CONTEXT_FILES,
         PromptMode::Minimal => &MINIMAL_FILES,
+        PromptMode::Bare => &[],
     }
 }
 

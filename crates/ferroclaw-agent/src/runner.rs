@@ -67,6 +67,36 @@ pub struct AgentSettings {
     pub max_concurrent_tools: usize,
     /// Tool executions at once across every agent sharing these slots (the process).
     pub tool_slots: ToolSlots,
+    /// A hard budget instead of summarising compaction (see [`ContextBudget`]).
+    pub context_budget: Option<ContextBudget>,
+}
+
+/// A token budget every request must fit, prompt and `max_tokens` together, kept without
+/// asking the model to summarise: older tool results (all but the newest turn's) are
+/// shortened to `shortened_chars` once the prompt reaches `shorten_at` of the budget,
+/// replaced by a note at `omit_at`, and a request that still does not fit fails with
+/// `context_overflow` before it is sent. A reply whose reported usage passes the budget
+/// fails the same way. For surfaces that own the whole context of a run (the executor).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContextBudget {
+    pub tokens: u64,
+    pub shorten_at: f64,
+    pub omit_at: f64,
+    pub shortened_chars: usize,
+}
+
+/// Per-run choices a surface passes through (an OpenAI client's `temperature`, a
+/// shorter time-out, its system message); each is optional and none widens a setting.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunOptions {
+    /// Put before the tool instructions in the system prompt.
+    pub instructions: Option<String>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    /// Capped at the agent's `max_tokens` when it has one.
+    pub max_tokens: Option<u32>,
+    /// Only shortens the agent's time-out.
+    pub timeout: Option<Duration>,
 }
 
 /// A cap on concurrent tool executions shared by every agent holding a clone: one per
@@ -136,14 +166,16 @@ impl AgentSettings {
             max_tool_calls_per_turn: limits.max_tool_calls_per_turn,
             max_concurrent_tools: limits.max_concurrent_tools,
             tool_slots: ToolSlots::new(shared.max_concurrent_tools_total),
+            context_budget: None,
         }
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunRequest {
     pub session_key: String,
     pub message: String,
+    pub options: RunOptions,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -152,6 +184,8 @@ pub struct RunOutput {
     pub session_id: String,
     /// Sanitised final answer.
     pub text: String,
+    /// The reasoning the model gave with its final answer (empty when it gave none).
+    pub reasoning: String,
     /// The model answered `NO_REPLY`: surfaces should stay quiet.
     pub silent: bool,
     pub stop_reason: StopReason,
@@ -183,6 +217,13 @@ pub enum RunError {
     /// it would otherwise work in the shared root workspace, over every user's files.
     #[error("this agent keeps a separate workspace and sessions per user; a run must say which user it is for")]
     UserRequired,
+    /// The request does not fit the agent's [`ContextBudget`] (`needed` includes the
+    /// tokens reserved for the answer).
+    #[error("the context needs about {needed} tokens, over the budget of {budget}")]
+    ContextBudget { needed: u64, budget: u64 },
+    /// A tool's backend is gone ([`ferroclaw_tools::ToolResult::ends_run`]).
+    #[error("tool `{tool}` failed: {message}")]
+    ToolUnavailable { tool: String, message: String },
 }
 
 impl RunError {
@@ -199,6 +240,8 @@ impl RunError {
             RunError::InputBlocked(_) => "input_blocked",
             RunError::Workspace(_) => "workspace_error",
             RunError::UserRequired => "user_required",
+            RunError::ContextBudget { .. } => "context_overflow",
+            RunError::ToolUnavailable { .. } => "tool_unavailable",
         }
     }
 }
@@ -208,6 +251,24 @@ pub struct Agent {
     provider: Arc<dyn Provider>,
     tools: Arc<ToolRegistry>,
     store: Arc<dyn SessionStore>,
+}
+
+/// What an older tool result becomes when even its shortened form does not fit.
+const OMITTED_TOOL_RESULT: &str = "[earlier tool output omitted to stay within the context window]";
+
+/// Characters of text, reasoning and tool-call arguments in a reply.
+fn output_chars(content: &[ContentBlock]) -> usize {
+    content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text { text } => text.len(),
+            ContentBlock::Thinking { thinking, .. } => thinking.len(),
+            ContentBlock::ToolCall {
+                name, arguments, ..
+            } => name.len() + arguments.to_string().len(),
+            ContentBlock::Image { .. } => 0,
+        })
+        .sum()
 }
 
 /// How a run stopped early; decides what is written and which error is returned.
@@ -297,7 +358,7 @@ impl Agent {
         let timer = {
             let token = run_cancel.clone();
             let flag = timed_out.clone();
-            let limit = self.settings.timeout;
+            let limit = self.timeout_of(&req.options);
             tokio::spawn(async move {
                 tokio::select! {
                     _ = tokio::time::sleep(limit) => {
@@ -348,6 +409,7 @@ impl Agent {
                 scoped = RunRequest {
                     session_key: crate::user_scope::scoped_key(&u.id, &req.session_key),
                     message: req.message.clone(),
+                    options: req.options.clone(),
                 };
                 &scoped
             }
@@ -393,9 +455,22 @@ impl Agent {
             cancel: cancel.clone(),
             user: run_user,
         };
+        let instructions = req.options.instructions.as_deref();
         let mut system = self
-            .request_system(&tool_defs, &specs, text_tools, &tool_ctx)
+            .request_system(&tool_defs, &specs, text_tools, &tool_ctx, instructions)
             .await;
+        let max_tokens = match (req.options.max_tokens, s.max_tokens) {
+            (Some(asked), Some(cap)) => Some(asked.min(cap)),
+            (asked, cap) => asked.or(cap),
+        };
+        let mut extra_body = if text_tools {
+            tool_intent::guided_body(intent, &specs)
+        } else {
+            Default::default()
+        };
+        if let Some(top_p) = req.options.top_p {
+            extra_body.insert("top_p".into(), serde_json::json!(top_p));
+        }
 
         let mut usage = Usage::default();
         let mut answered_by = (s.provider.clone(), s.model.clone());
@@ -410,23 +485,30 @@ impl Agent {
             } else {
                 tool_defs.clone()
             },
-            max_tokens: s.max_tokens,
-            temperature: s.temperature,
+            max_tokens,
+            temperature: req.options.temperature.or(s.temperature),
             stream: s.stream,
-            extra_body: if text_tools {
-                tool_intent::guided_body(intent.guided, &specs)
-            } else {
-                Default::default()
-            },
+            extra_body,
             max_reply_bytes: Some(s.max_reply_bytes),
         };
         // Per run, not per turn: only one turn's tools run at a time anyway.
         let run_slots = tokio::sync::Semaphore::new(s.max_concurrent_tools.max(1));
         for iteration in 1..=s.max_iterations {
-            chat.messages = self.prepare_request(&context, &req.session_key, text_tools);
-            let estimate =
-                compaction::estimate_request(&system, &chat.tools, &chat.messages, &s.model);
-            if !compaction.tried_this_run
+            let estimate = match s.context_budget {
+                Some(budget) => {
+                    let mut messages = self.prepare(&context, &req.session_key);
+                    let estimate =
+                        self.fit_budget(budget, &mut messages, &chat, iteration, emitter)?;
+                    chat.messages = self.text_form(messages, text_tools);
+                    estimate
+                }
+                None => {
+                    chat.messages = self.prepare_request(&context, &req.session_key, text_tools);
+                    compaction::estimate_request(&system, &chat.tools, &chat.messages, &s.model)
+                }
+            };
+            if s.context_budget.is_none()
+                && !compaction.tried_this_run
                 && compaction::should_compact(estimate, chat.messages.len(), &s.compaction)
             {
                 compaction.tried_this_run = true;
@@ -455,18 +537,39 @@ impl Agent {
                         emitter.emit(EventKind::ReasoningDelta { text: t })
                     }
                     StreamDelta::ToolCallStart { .. } => {}
+                    StreamDelta::Retrying {
+                        attempt,
+                        delay,
+                        status,
+                        error,
+                    } => emitter.emit(EventKind::ModelRetry {
+                        attempt,
+                        delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        status,
+                        error,
+                    }),
                 };
 
+                emitter.emit(EventKind::ModelRequest {
+                    iteration,
+                    messages: chat.messages.len(),
+                    estimated_tokens: estimate as u64,
+                });
+                let call_started = Instant::now();
                 match self.provider.chat(&chat, &sink, cancel).await {
-                    Ok(r) => break r,
+                    Ok(r) => break (r, call_started.elapsed()),
                     Err(_) if cancel.is_cancelled() => {
                         let text = partial.into_inner().unwrap_or_default();
                         let why = interrupt_of(timed_out);
                         self.record_interrupted(&mut *log, &text, &answered_by, &why)
                             .await?;
-                        return Err(self.interrupt_error(why));
+                        return Err(self.interrupt_error(why, &req.options));
                     }
-                    Err(e) if e.kind == ErrorKind::ContextOverflow && !e.streamed => {
+                    Err(e)
+                        if e.kind == ErrorKind::ContextOverflow
+                            && !e.streamed
+                            && s.context_budget.is_none() =>
+                    {
                         compaction.overflows += 1;
                         tracing::warn!(session = %req.session_key, attempt = compaction.overflows, error = %e, "context overflow");
                         if compaction.overflows <= MAX_OVERFLOW_COMPACTIONS
@@ -502,11 +605,15 @@ impl Agent {
                         tracing::warn!(error = %e, "the server refused `tools`; this run calls tools through text");
                         text_tools = true;
                         system = self
-                            .request_system(&tool_defs, &specs, true, &tool_ctx)
+                            .request_system(&tool_defs, &specs, true, &tool_ctx, instructions)
                             .await;
                         chat.system = Some(system.clone());
                         chat.tools = Vec::new();
-                        chat.extra_body = tool_intent::guided_body(intent.guided, &specs);
+                        let top_p = chat.extra_body.remove("top_p");
+                        chat.extra_body = tool_intent::guided_body(intent, &specs);
+                        if let Some(top_p) = top_p {
+                            chat.extra_body.insert("top_p".into(), top_p);
+                        }
                         chat.messages = tool_intent::downgrade_history(
                             std::mem::take(&mut chat.messages),
                             intent.prompt_strategy,
@@ -531,23 +638,64 @@ impl Agent {
                     }
                 }
             };
+            let (response, call_elapsed) = response;
             usage.add(&response.usage);
             answered_by = (response.provider.clone(), response.model.clone());
+            emitter.emit(EventKind::ModelResponse {
+                iteration,
+                usage: response.usage,
+                stop_reason: response.stop_reason,
+                output_chars: output_chars(&response.content),
+                elapsed_ms: u64::try_from(call_elapsed.as_millis()).unwrap_or(u64::MAX),
+            });
+            if let Some(budget) = s.context_budget {
+                let used = response.usage.input + response.usage.output;
+                if used > budget.tokens {
+                    log.flush().await?;
+                    return Err(RunError::ContextBudget {
+                        needed: used,
+                        budget: budget.tokens,
+                    });
+                }
+            }
 
             let mut content = response.content;
             let mut stop_reason = response.stop_reason;
-            let native_calls = content
+            let native_calls: Vec<String> = content
                 .iter()
-                .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
-            if intent.mode != ToolMode::Native && !native_calls {
+                .filter_map(|b| match b {
+                    ContentBlock::ToolCall { name, .. } => Some(name.clone()),
+                    _ => None,
+                })
+                .collect();
+            if !native_calls.is_empty() {
+                emitter.emit(EventKind::ToolIntents {
+                    iteration,
+                    names: native_calls,
+                    strategy: "native".into(),
+                });
+            } else if intent.mode != ToolMode::Native {
                 let salt = format!("{}{iteration}", &run_id[run_id.len().saturating_sub(8)..]);
-                tool_intent::apply_intents(
+                let strategy = tool_intent::apply_intents(
                     &mut content,
                     &mut stop_reason,
                     &specs,
                     &intent.parser,
                     &salt,
                 );
+                if let Some(strategy) = strategy {
+                    emitter.emit(EventKind::ToolIntents {
+                        iteration,
+                        names: content
+                            .iter()
+                            .filter_map(|b| match b {
+                                ContentBlock::ToolCall { name, .. } => Some(name.clone()),
+                                _ => None,
+                            })
+                            .collect(),
+                        strategy: strategy.as_str().to_string(),
+                    });
+                }
             }
             let assistant = AssistantMessage {
                 content,
@@ -568,6 +716,14 @@ impl Agent {
                 .map(|(id, name, args)| (id.to_string(), name.to_string(), args.clone()))
                 .collect();
             let final_text = assistant.text();
+            let reasoning: String = assistant
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Thinking { thinking, .. } => Some(thinking.as_str()),
+                    _ => None,
+                })
+                .collect();
             let stop_reason = assistant.stop_reason;
             context.push(Message::Assistant(assistant));
 
@@ -588,6 +744,7 @@ impl Agent {
                     session_id: log.session_id().to_string(),
                     silent: is_silent(&text),
                     text,
+                    reasoning,
                     stop_reason,
                     usage,
                     iterations: iteration,
@@ -614,27 +771,36 @@ impl Agent {
                 let tool_ctx = &tool_ctx;
                 async move {
                     if i >= max_calls {
-                        return self.refused_tool(
+                        let refused = self.refused_tool(
                             id,
                             name,
                             format!("refused: more than {max_calls} tool calls in one turn"),
                         );
+                        return (refused, None);
                     }
                     self.call_tool(id, name, args, tool_ctx, emitter, run_slots)
                         .await
                 }
             }))
             .await;
-            for result in results {
+            let mut unavailable = None;
+            for (result, ends_run) in results {
+                if unavailable.is_none() {
+                    unavailable = ends_run.map(|tool| (tool, result.text()));
+                }
                 log.append(EntryBody::Message {
                     message: result.clone(),
                 })
                 .await?;
                 context.push(result);
             }
+            if let Some((tool, message)) = unavailable {
+                log.flush().await?;
+                return Err(RunError::ToolUnavailable { tool, message });
+            }
             if cancel.is_cancelled() {
                 log.flush().await?;
-                return Err(self.interrupt_error(interrupt_of(timed_out)));
+                return Err(self.interrupt_error(interrupt_of(timed_out), &req.options));
             }
         }
 
@@ -659,12 +825,94 @@ impl Agent {
         specs: &[ferroclaw_intent::ToolSpec],
         text_tools: bool,
         tool_ctx: &ToolContext,
+        instructions: Option<&str>,
     ) -> String {
+        let instructions = instructions.map(str::trim).filter(|i| !i.is_empty());
+        if self.settings.prompt_mode == PromptMode::Bare {
+            // The client's instructions, then how to call tools: nothing of ours besides.
+            let tools_part =
+                text_tools.then(|| tool_intent::render_prompt(&self.settings.intent, specs));
+            return match (instructions, tools_part) {
+                (Some(i), Some(t)) => format!("{i}\n\n{t}"),
+                (Some(i), None) => i.to_string(),
+                (None, Some(t)) => t,
+                (None, None) => String::new(),
+            };
+        }
         let mut system = self.system_prompt(tools, text_tools, tool_ctx).await;
+        if let Some(i) = instructions {
+            system.push_str("\n\n## Instructions for this run\n");
+            system.push_str(i);
+        }
         if text_tools {
             system.push_str(&tool_intent::system_section(&self.settings.intent, specs));
         }
         system
+    }
+
+    /// Shortens, then omits, older tool results until the request fits the budget;
+    /// returns the estimate of the prompt that will be sent.
+    fn fit_budget(
+        &self,
+        budget: ContextBudget,
+        messages: &mut [Message],
+        chat: &ChatRequest,
+        iteration: u32,
+        emitter: &Emitter,
+    ) -> Result<usize, RunError> {
+        let model = &self.settings.model;
+        let system = chat.system.as_deref().unwrap_or_default();
+        let estimate =
+            |m: &[Message]| compaction::estimate_request(system, &chat.tools, m, model) as u64;
+        // The newest turn's results are what the model needs next; only older ones give way.
+        let newest_turn = messages
+            .iter()
+            .rposition(|m| matches!(m, Message::Assistant(_)))
+            .unwrap_or(0);
+        let older: Vec<usize> = messages[..newest_turn]
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| matches!(m, Message::ToolResult(_)))
+            .map(|(i, _)| i)
+            .collect();
+        let tokens = budget.tokens as f64;
+        let mut est = estimate(messages);
+        let stages = [(budget.shorten_at, false), (budget.omit_at, true)];
+        for (at, omit) in stages {
+            if older.is_empty() || (est as f64) < at * tokens {
+                continue;
+            }
+            for &i in &older {
+                if let Some(Message::ToolResult(r)) = messages.get_mut(i) {
+                    let text = if omit {
+                        OMITTED_TOOL_RESULT.to_string()
+                    } else {
+                        let t = r.text();
+                        if t.chars().count() <= budget.shortened_chars {
+                            continue;
+                        }
+                        history::head_tail(&t, budget.shortened_chars)
+                    };
+                    r.content = vec![ContentBlock::text(text)];
+                }
+            }
+            let after = estimate(messages);
+            emitter.emit(EventKind::ContextTrimmed {
+                iteration,
+                omitted: omit,
+                tokens_before: est,
+                tokens_after: after,
+            });
+            est = after;
+        }
+        let answer = u64::from(chat.max_tokens.unwrap_or(0));
+        if est + answer > budget.tokens {
+            return Err(RunError::ContextBudget {
+                needed: est + answer,
+                budget: budget.tokens,
+            });
+        }
+        Ok(usize::try_from(est).unwrap_or(usize::MAX))
     }
 
     /// The history pipeline, plus the text form of tool turns when tools are called
@@ -676,8 +924,17 @@ impl Agent {
         text_tools: bool,
     ) -> Vec<Message> {
         let messages = self.prepare(context, session_key);
+        self.text_form(messages, text_tools)
+    }
+
+    /// Tool turns as the model is to see them: all as text when tools are called
+    /// through text, else those it wrote as text (`auto` mode).
+    fn text_form(&self, messages: Vec<Message>, text_tools: bool) -> Vec<Message> {
+        let intent = &self.settings.intent;
         if text_tools {
-            tool_intent::downgrade_history(messages, self.settings.intent.prompt_strategy)
+            tool_intent::downgrade_history(messages, intent.prompt_strategy)
+        } else if intent.mode == ToolMode::Auto {
+            tool_intent::downgrade_text_calls(messages, intent.prompt_strategy)
         } else {
             messages
         }
@@ -951,7 +1208,7 @@ impl Agent {
         ctx: &ToolContext,
         emitter: &Emitter,
         run_slots: &tokio::sync::Semaphore,
-    ) -> Message {
+    ) -> (Message, Option<String>) {
         // Waiting for a slot must not outlive the run: an abort answers the call instead.
         let acquired = tokio::select! {
             biased;
@@ -967,11 +1224,12 @@ impl Agent {
             } => permits,
         };
         let Some(_permits) = acquired else {
-            return self.refused_tool(
+            let refused = self.refused_tool(
                 id,
                 name,
                 "not run: the run ended before the tool started".into(),
             );
+            return (refused, None);
         };
         emitter.emit(EventKind::ToolStart {
             call_id: id.to_string(),
@@ -1002,7 +1260,8 @@ impl Agent {
         };
         // Same cap as the stored copy, so the model sees what the transcript keeps.
         cap_tool_result(&mut message, self.settings.tool_result_max_chars);
-        Message::ToolResult(message)
+        let ends_run = result.ends_run.then(|| name.to_string());
+        (Message::ToolResult(message), ends_run)
     }
 
     /// The error result of a call that was not executed.
@@ -1049,11 +1308,17 @@ impl Agent {
         Ok(())
     }
 
-    fn interrupt_error(&self, why: Interrupt) -> RunError {
+    fn interrupt_error(&self, why: Interrupt, options: &RunOptions) -> RunError {
         match why {
             Interrupt::Aborted => RunError::Aborted,
-            Interrupt::TimedOut => RunError::Timeout(self.settings.timeout),
+            Interrupt::TimedOut => RunError::Timeout(self.timeout_of(options)),
         }
+    }
+
+    fn timeout_of(&self, options: &RunOptions) -> Duration {
+        options
+            .timeout
+            .map_or(self.settings.timeout, |t| t.min(self.settings.timeout))
     }
 
     /// The workspace and user of a run on behalf of `user`: the user's sub-workspace

@@ -20,7 +20,13 @@ pub struct IntentSettings {
     pub parser: ParserConfig,
     /// `<dir>/<strategy>.md` replaces the built-in prompt template when present.
     pub prompts_dir: Option<PathBuf>,
+    /// A whole template given by the deployment (the executor's `system_prompt_path`);
+    /// wins over `prompts_dir`.
+    pub prompt_template: Option<String>,
     pub guided: GuidedDecoding,
+    /// A schema given by the deployment for guided decoding (the executor's
+    /// `guided_json_schema_path`); otherwise one is made from the tools.
+    pub guided_schema: Option<Value>,
 }
 
 impl Default for IntentSettings {
@@ -30,7 +36,9 @@ impl Default for IntentSettings {
             prompt_strategy: Strategy::GuidedJson,
             parser: ParserConfig::default(),
             prompts_dir: None,
+            prompt_template: None,
             guided: GuidedDecoding::Off,
+            guided_schema: None,
         }
     }
 }
@@ -68,7 +76,9 @@ impl IntentSettings {
                 ..defaults
             },
             prompts_dir: Some(cfg.prompts_dir.clone()),
+            prompt_template: None,
             guided: cfg.guided,
+            guided_schema: None,
         }
     }
 }
@@ -88,27 +98,38 @@ pub fn tool_specs(registry: &ToolRegistry, defs: &[ToolDefinition]) -> Vec<ToolS
 
 /// The system-prompt section that teaches the tool-call format.
 pub fn system_section(settings: &IntentSettings, specs: &[ToolSpec]) -> String {
-    let template = match ferroclaw_intent::prompts::resolve(
-        settings.prompts_dir.as_deref(),
-        settings.prompt_strategy,
-    ) {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the intent prompt override; using the built-in one");
-            ferroclaw_intent::prompts::template(settings.prompt_strategy).to_string()
-        }
+    format!("\n## Tool calling\n{}", render_prompt(settings, specs))
+}
+
+/// The tool-call instructions with the tools filled in.
+pub fn render_prompt(settings: &IntentSettings, specs: &[ToolSpec]) -> String {
+    let template = match &settings.prompt_template {
+        Some(t) => t.clone(),
+        None => match ferroclaw_intent::prompts::resolve(
+            settings.prompts_dir.as_deref(),
+            settings.prompt_strategy,
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the intent prompt override; using the built-in one");
+                ferroclaw_intent::prompts::template(settings.prompt_strategy).to_string()
+            }
+        },
     };
-    format!(
-        "\n## Tool calling\n{}",
-        ferroclaw_intent::prompts::render(&template, specs)
-    )
+    ferroclaw_intent::prompts::render(&template, specs)
 }
 
 /// Body fields that constrain decoding to the tool-call schema, when configured.
-pub fn guided_body(guided: GuidedDecoding, specs: &[ToolSpec]) -> Map<String, Value> {
+pub fn guided_body(settings: &IntentSettings, specs: &[ToolSpec]) -> Map<String, Value> {
     let mut extra = Map::new();
-    let schema = ferroclaw_intent::guided_json_schema(specs);
-    match guided {
+    if settings.guided == GuidedDecoding::Off {
+        return extra;
+    }
+    let schema = settings
+        .guided_schema
+        .clone()
+        .unwrap_or_else(|| ferroclaw_intent::guided_json_schema(specs));
+    match settings.guided {
         GuidedDecoding::Off => {}
         GuidedDecoding::Vllm => {
             extra.insert("guided_json".into(), schema);
@@ -137,6 +158,24 @@ pub fn rejects_tools(message: &str) -> bool {
 /// Rewrites earlier tool calls and results as text in the chosen format: a server
 /// that was never told about tools may reject (and a model may misread) structured ones.
 pub fn downgrade_history(messages: Vec<Message>, strategy: Strategy) -> Vec<Message> {
+    downgrade(messages, strategy, |_| true)
+}
+
+/// As [`downgrade_history`] for the calls read from text only ([`apply_intents`]'s ids):
+/// in `auto` mode a call the model wrote as text goes back to it as text, while its
+/// native calls keep their structured form.
+pub fn downgrade_text_calls(messages: Vec<Message>, strategy: Strategy) -> Vec<Message> {
+    downgrade(messages, strategy, |id| id.starts_with(INTENT_ID_PREFIX))
+}
+
+/// Ids of the calls [`apply_intents`] makes from text.
+const INTENT_ID_PREFIX: &str = "intent_";
+
+fn downgrade(
+    messages: Vec<Message>,
+    strategy: Strategy,
+    which: impl Fn(&str) -> bool,
+) -> Vec<Message> {
     messages
         .into_iter()
         .map(|m| match m {
@@ -144,8 +183,10 @@ pub fn downgrade_history(messages: Vec<Message>, strategy: Strategy) -> Vec<Mess
                 let mut calls = Vec::new();
                 a.content.retain(|b| match b {
                     ContentBlock::ToolCall {
-                        name, arguments, ..
-                    } => {
+                        id,
+                        name,
+                        arguments,
+                    } if which(id) => {
                         calls.push((name.clone(), arguments.clone()));
                         false
                     }
@@ -157,18 +198,18 @@ pub fn downgrade_history(messages: Vec<Message>, strategy: Strategy) -> Vec<Mess
                 }
                 Message::Assistant(a)
             }
-            Message::ToolResult(r) => {
-                let status = if r.is_error { "error" } else { "result" };
+            Message::ToolResult(r) if which(&r.tool_call_id) => {
+                let text = if r.is_error {
+                    format!("[ERROR: {}] {}", r.tool_name, r.text())
+                } else {
+                    format!("[TOOL_RESULT: {}]\n{}", r.tool_name, r.text())
+                };
                 Message::User(UserMessage {
-                    content: vec![ContentBlock::text(format!(
-                        "[Tool {status} for {}]\n{}",
-                        r.tool_name,
-                        r.text()
-                    ))],
+                    content: vec![ContentBlock::text(text)],
                     timestamp: r.timestamp,
                 })
             }
-            user => user,
+            other => other,
         })
         .collect()
 }
@@ -217,14 +258,15 @@ fn joined(content: &[ContentBlock], thinking: bool) -> Option<String> {
 
 /// Parses the turn's reasoning and text for tool intents and, when there are some, adds
 /// them as tool calls (ids `intent_<n>_<run-unique>`). Harmony markup leaked into the text
-/// is replaced by its final-channel text either way. Returns the number of calls added.
+/// is replaced by its final-channel text either way. Returns the strategy that found
+/// the calls added, `None` when none were.
 pub fn apply_intents(
     content: &mut Vec<ContentBlock>,
     stop: &mut StopReason,
     specs: &[ToolSpec],
     parser: &ParserConfig,
     id_salt: &str,
-) -> usize {
+) -> Option<Strategy> {
     let reasoning = joined(content, true);
     let text = joined(content, false);
     let outcome = ferroclaw_intent::parse(reasoning.as_deref(), text.as_deref(), specs, parser);
@@ -236,7 +278,7 @@ pub fn apply_intents(
     let finished_with_answer =
         outcome.calls.is_empty() && outcome.done && outcome.final_text.is_some();
     if outcome.calls.is_empty() && !leaked_markup && !finished_with_answer {
-        return 0;
+        return None;
     }
     // Text that carried the calls (or leaked markup) is replaced by what is left for the
     // user; intents read from the reasoning leave the visible text alone.
@@ -250,19 +292,19 @@ pub fn apply_intents(
             content.push(ContentBlock::text(final_text));
         }
     }
-    let n = outcome.calls.len();
+    let strategy = outcome.calls.first().map(|c| c.strategy);
     for (i, call) in outcome.calls.into_iter().enumerate() {
         tracing::info!(tool = %call.name, strategy = ?call.strategy, confidence = call.confidence, "tool intent parsed from text");
         content.push(ContentBlock::ToolCall {
-            id: format!("intent_{}_{id_salt}", i + 1),
+            id: format!("{INTENT_ID_PREFIX}{}_{id_salt}", i + 1),
             name: call.name,
             arguments: call.arguments,
         });
     }
-    if n > 0 {
+    if strategy.is_some() {
         *stop = StopReason::ToolUse;
     }
-    n
+    strategy
 }
 
 #[cfg(test)]
@@ -285,14 +327,14 @@ mod tests {
             "<|start|>assistant<|channel|>commentary to=functions.exec <|constrain|>json<|message|>{\"command\":\"ls\"}<|call|>",
         )];
         let mut stop = StopReason::Stop;
-        let n = apply_intents(
+        let found = apply_intents(
             &mut content,
             &mut stop,
             &specs(),
             &ParserConfig::default(),
             "x",
         );
-        assert_eq!(n, 1);
+        assert_eq!(found, Some(Strategy::Harmony));
         assert_eq!(stop, StopReason::ToolUse);
         assert!(content.iter().any(|b| matches!(b, ContentBlock::ToolCall { name, arguments, .. } if name == "exec" && arguments["command"] == "ls")));
         assert!(!content
@@ -313,7 +355,7 @@ mod tests {
                 &ParserConfig::default(),
                 "x"
             ),
-            0
+            None
         );
         assert_eq!(content, before);
         assert_eq!(stop, StopReason::Stop);
@@ -343,7 +385,7 @@ mod tests {
             matches!(&out[1], Message::Assistant(a) if a.tool_calls().count() == 0 && a.text().contains("\"tool_calls\""))
         );
         assert!(matches!(&out[2], Message::User(_)));
-        assert!(out[2].text().contains("[Tool result for exec]\na.txt"));
+        assert!(out[2].text().contains("[TOOL_RESULT: exec]\na.txt"));
     }
 
     #[test]

@@ -611,11 +611,19 @@ impl Config {
             .unwrap_or(self.tools.default_result_limit)
     }
 
-    /// Back-off before retry number `retry` (1-based); the last listed delay repeats.
-    pub fn backoff(&self, retry: u32) -> Duration {
-        let list = &self.executor.retry_backoff_ms;
-        let i = (retry.saturating_sub(1) as usize).min(list.len().saturating_sub(1));
-        Duration::from_millis(list.get(i).copied().unwrap_or(1000))
+    /// Retries of the model and of the gateway: `max_retries` after the first attempt,
+    /// waiting exactly `retry_backoff_ms` (the last delay repeats).
+    pub fn retry_policy(&self) -> ferroclaw_providers::RetryPolicy {
+        ferroclaw_providers::RetryPolicy {
+            attempts: self.executor.max_retries + 1,
+            schedule: self
+                .executor
+                .retry_backoff_ms
+                .iter()
+                .map(|ms| Duration::from_millis(*ms))
+                .collect(),
+            ..ferroclaw_providers::RetryPolicy::default()
+        }
     }
 
     /// The tokens a run may use: the window minus the reserved buffer.
@@ -811,8 +819,8 @@ tools:
         assert_eq!(c.executor.openclaw_gateway_token, "12345");
         assert_eq!(c.logging.level, "debug");
         assert_eq!(c.executor.retry_backoff_ms, vec![5, 10]);
-        assert_eq!(c.backoff(1), Duration::from_millis(5));
-        assert_eq!(c.backoff(9), Duration::from_millis(10));
+        assert_eq!(c.retry_policy().backoff(1), Duration::from_millis(5));
+        assert_eq!(c.retry_policy().backoff(9), Duration::from_millis(10));
         assert_eq!(c.upstream_base(), "http://spark:8000/v1");
         assert_eq!(c.result_limit("read"), 10);
         assert_eq!(c.tools.allowed.len(), 2);

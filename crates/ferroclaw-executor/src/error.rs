@@ -15,6 +15,8 @@ pub enum ErrorCode {
     /// Route or credentials problems of the executor's own HTTP surface.
     Unauthorized,
     NotFound,
+    /// The executor itself could not run the request (its run queue was full, say).
+    Internal,
 }
 
 impl ErrorCode {
@@ -29,6 +31,7 @@ impl ErrorCode {
             ErrorCode::ToolExecutionFailed => "tool_execution_failed",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::Internal => "internal_error",
         }
     }
 
@@ -40,7 +43,7 @@ impl ErrorCode {
             ErrorCode::ModelNotFound | ErrorCode::NotFound => 404,
             ErrorCode::GptOssUnreachable => 503,
             ErrorCode::TimeoutExceeded => 408,
-            ErrorCode::ToolExecutionFailed => 500,
+            ErrorCode::ToolExecutionFailed | ErrorCode::Internal => 500,
             ErrorCode::Unauthorized => 401,
         }
     }

@@ -1,23 +1,27 @@
 //! The executor service: an OpenAI-compatible endpoint in front of a reasoning model
-//! without native tool calling (gpt-oss on vLLM or Ollama). Each request is a run:
-//! call the model, read tool intents from its reasoning and content
-//! ([`ferroclaw_intent`]), execute them through a gateway's `POST /tools/invoke`,
-//! feed the results back, until the model is done.
+//! without native tool calling (gpt-oss on vLLM or Ollama). It is a surface over the
+//! runtime: each request becomes one run of the one agent loop
+//! ([`ferroclaw_agent::Agent`]), which reads tool intents from the model's reasoning and
+//! content ([`ferroclaw_intent`]) and calls tools that go to a gateway's
+//! `POST /tools/invoke`.
 //!
 //! ```text
-//! client ─► server (axum) ─► run::Executor ─► OpenAiCompat ─► vLLM / Ollama
-//!                                  │  ▲
-//!                     intents      ▼  │ results (truncated per tool)
-//!                           tools_client ─► gateway /tools/invoke
+//! client ─► server (axum) ─► run::Executor ─► Runtime::submit ─► Agent ─► vLLM / Ollama
+//!                                │ events              │ tool calls
+//!                      Accounting (event log,          ▼
+//!                      error log, metadata)   gateway_tool ─► gateway /tools/invoke
 //! ```
 //!
-//! Configuration is `executor.yaml` ([`config`]); events are JSON lines ([`events`]);
-//! every error is also appended to `logs/YYYY-MM-DD-errors.md` ([`errors_log`]).
+//! The client's history is written into a session of its own (in memory) before the
+//! run and the session is removed after it. Configuration is `executor.yaml`
+//! ([`config`]); events are JSON lines ([`events`]); every error is also appended to
+//! `logs/YYYY-MM-DD-errors.md` ([`errors_log`]).
 
 pub mod config;
 pub mod error;
 pub mod errors_log;
 pub mod events;
+mod gateway_tool;
 pub mod run;
 pub mod server;
 pub mod tools_client;

@@ -178,3 +178,76 @@ tools:
         .iter()
         .any(|b| b["tool"] == "read" && b["args"]["path"] == "x" && b["sessionKey"] == "main"));
 }
+
+#[tokio::test]
+async fn the_clients_history_reaches_the_model_in_order_and_no_session_outlives_its_run() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let (gw, _calls) = stub_gateway().await;
+    let exec = executor(&format!(
+        r#"
+executor:
+  gpt_oss_url: "{}"
+  openclaw_gateway_url: "{gw}"
+tools:
+  allowed: [read]
+"#,
+        llm.base_url()
+    ));
+    let earlier_answer = Message::Assistant(ferroclaw_types::AssistantMessage {
+        content: vec![ferroclaw_types::ContentBlock::text("Paris.")],
+        provider: String::new(),
+        model: String::new(),
+        usage: Default::default(),
+        stop_reason: ferroclaw_types::StopReason::Stop,
+        error_message: None,
+        timestamp: 0,
+    });
+    for round in 0..2 {
+        llm.push(Reply::text(format!("About 2.1 million ({round}).")));
+        let out = exec
+            .run(RunRequest {
+                system: Some("Answer in one line.".into()),
+                messages: vec![
+                    Message::user("Capital of France?"),
+                    earlier_answer.clone(),
+                    Message::user("And its population?"),
+                ],
+                temperature: Some(0.2),
+                top_p: Some(0.9),
+                ..RunRequest::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(out.content, format!("About 2.1 million ({round})."));
+        let body = &llm.requests()[round].body;
+        let msgs = body["messages"].as_array().unwrap();
+        let shape: Vec<(String, String)> = msgs
+            .iter()
+            .skip(1)
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap_or_default().to_string(),
+                    m["content"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        // The same three messages each time: the first request's session was removed,
+        // so the second does not see its history twice.
+        assert_eq!(
+            shape,
+            [
+                ("user".to_string(), "Capital of France?".to_string()),
+                ("assistant".to_string(), "Paris.".to_string()),
+                ("user".to_string(), "And its population?".to_string()),
+            ],
+            "{body}"
+        );
+        assert_eq!(msgs[0]["role"], "system");
+        assert!(msgs[0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Answer in one line."));
+        assert!((body["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6);
+        assert!((body["top_p"].as_f64().unwrap() - 0.9).abs() < 1e-6);
+    }
+}

@@ -146,10 +146,22 @@ impl ApiError {
     pub fn from_run(e: &RunError) -> Self {
         let msg = e.to_string();
         match e {
+            RunError::ContextBudget { .. } => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "context_length_exceeded",
+                msg,
+            ),
             RunError::Provider(_) if e.kind() == "context_overflow" => Self::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 "context_length_exceeded",
+                msg,
+            ),
+            RunError::ToolUnavailable { .. } => Self::new(
+                StatusCode::BAD_GATEWAY,
+                "server_error",
+                "tool_unavailable",
                 msg,
             ),
             // The model answered, but more than the gateway keeps: not worth retrying.
@@ -290,9 +302,11 @@ impl WsError {
         let msg = e.to_string();
         match e {
             RunError::Timeout(_) => Self::new(WsCode::AgentTimeout, msg),
+            RunError::ContextBudget { .. } => Self::new(WsCode::FailedPrecondition, msg),
             RunError::Provider(_) if e.kind() == "context_overflow" => {
                 Self::new(WsCode::FailedPrecondition, msg)
             }
+            RunError::ToolUnavailable { .. } => Self::new(WsCode::Unavailable, msg),
             RunError::Provider(_) if e.kind() == "reply_too_large" => {
                 Self::new(WsCode::FailedPrecondition, msg)
             }

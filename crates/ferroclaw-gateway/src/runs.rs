@@ -65,6 +65,7 @@ pub fn start(state: &AppState, t: Target<'_>) -> Result<Started, SubmitError> {
         message: t.message,
         mode: t.mode,
         origin: t.origin,
+        options: Default::default(),
     });
     match submitted {
         Ok(Submitted::Command(text)) => Ok(Started::Command(text)),

@@ -179,7 +179,10 @@ impl Gateway {
         let grace = state.config.shutdown_grace;
         state.runtime.shutdown(grace).await;
         // No turn is left to use them: background processes must not outlive the gateway.
-        let killed = state.runtime.services().exec.processes.kill_all();
+        let killed = state
+            .runtime
+            .services()
+            .map_or(0, |s| s.exec.processes.kill_all());
         if killed > 0 {
             tracing::info!(killed, "killed background processes at shutdown");
         }

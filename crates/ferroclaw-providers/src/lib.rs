@@ -103,6 +103,14 @@ pub enum StreamDelta {
         id: String,
         name: String,
     },
+    /// Attempt `attempt` failed with a transient fault; the call is tried again after
+    /// `delay`. Nothing of the failed attempt reached the sink.
+    Retrying {
+        attempt: u32,
+        delay: std::time::Duration,
+        status: Option<u16>,
+        error: String,
+    },
 }
 
 /// Receives deltas; called from the provider's task, must not block.

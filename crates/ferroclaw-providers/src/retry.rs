@@ -12,7 +12,7 @@ use crate::http_error::annotate;
 use crate::{ChatRequest, ChatResponse, DeltaSink, Provider, ProviderError, StreamDelta};
 
 /// How hard to retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Total attempts, the first included (so 3 = up to 2 retries); 0 acts as 1.
     pub attempts: u32,
@@ -22,6 +22,10 @@ pub struct RetryPolicy {
     /// A `Retry-After` longer than this is not waited for: the error surfaces so that
     /// a fallback model can answer instead.
     pub max_retry_after: Duration,
+    /// Exact delays before retry 1, 2, … (the last repeats) instead of the jittered
+    /// exponential back-off: for deployments that document their schedule (the executor's
+    /// `retry_backoff_ms`). Empty: jittered back-off.
+    pub schedule: Vec<Duration>,
 }
 
 impl Default for RetryPolicy {
@@ -31,6 +35,7 @@ impl Default for RetryPolicy {
             base_delay: Duration::from_millis(300),
             max_delay: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(60),
+            schedule: Vec::new(),
         }
     }
 }
@@ -39,6 +44,10 @@ impl RetryPolicy {
     /// Full jitter: uniformly in `[0, min(max_delay, base_delay * 2^(retry-1))]`, which
     /// spreads out clients that failed together. `retry` counts from 1.
     pub fn backoff(&self, retry: u32) -> Duration {
+        if let Some(last) = self.schedule.last() {
+            let i = usize::try_from(retry.saturating_sub(1)).unwrap_or(usize::MAX);
+            return self.schedule.get(i).copied().unwrap_or(*last);
+        }
         let factor = 1u32 << retry.saturating_sub(1).min(20);
         let cap = self.base_delay.saturating_mul(factor).min(self.max_delay);
         let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
@@ -127,6 +136,13 @@ impl Provider for RetryingProvider {
                 "provider call failed, retrying"
             );
             self.retries.fetch_add(1, Ordering::Relaxed);
+            // Straight to the caller's sink: a retry notice is not part of the answer.
+            sink.delta(StreamDelta::Retrying {
+                attempt,
+                delay,
+                status: err.status,
+                error: err.to_string(),
+            });
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
@@ -154,6 +170,7 @@ mod tests {
             base_delay: Duration::from_millis(100),
             max_delay: Duration::from_millis(250),
             max_retry_after: Duration::from_secs(1),
+            schedule: Vec::new(),
         };
         for _ in 0..200 {
             assert!(p.backoff(1) <= Duration::from_millis(100));
@@ -161,5 +178,16 @@ mod tests {
             assert!(p.backoff(3) <= Duration::from_millis(250));
             assert!(p.backoff(40) <= Duration::from_millis(250));
         }
+    }
+
+    #[test]
+    fn a_schedule_is_followed_exactly() {
+        let p = RetryPolicy {
+            schedule: vec![Duration::from_millis(10), Duration::from_millis(5)],
+            ..RetryPolicy::default()
+        };
+        assert_eq!(p.backoff(1), Duration::from_millis(10));
+        assert_eq!(p.backoff(2), Duration::from_millis(5));
+        assert_eq!(p.backoff(9), Duration::from_millis(5));
     }
 }

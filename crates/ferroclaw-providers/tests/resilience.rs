@@ -21,6 +21,7 @@ fn fast_policy() -> RetryPolicy {
         base_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(5),
         max_retry_after: Duration::from_secs(60),
+        schedule: Vec::new(),
     }
 }
 

@@ -131,6 +131,7 @@ async fn bench() {
                 message: "What is the answer?",
                 mode: QueueMode::Queue,
                 origin: Origin::Http,
+                options: Default::default(),
             }) else {
                 panic!("not a run")
             };
@@ -145,6 +146,7 @@ async fn bench() {
                     RunRequest {
                         session_key: key,
                         message: "What is the answer?".into(),
+                        options: Default::default(),
                     },
                     Arc::new(NullSink),
                     CancellationToken::new(),

@@ -89,7 +89,8 @@ pub fn chain_for(
                         name: name.to_string(),
                         source,
                     })?;
-                let wrapped: Arc<dyn Provider> = Arc::new(RetryingProvider::new(raw, retry));
+                let wrapped: Arc<dyn Provider> =
+                    Arc::new(RetryingProvider::new(raw, retry.clone()));
                 clients.insert(name, wrapped.clone());
                 wrapped
             }
@@ -129,6 +130,7 @@ pub fn settings_for(agent: &cfg::AgentSettings, tool_slots: ToolSlots) -> AgentS
         max_tool_calls_per_turn: agent.limits.max_tool_calls_per_turn,
         max_concurrent_tools: agent.limits.max_concurrent_tools,
         tool_slots,
+        context_budget: None,
     }
 }
 

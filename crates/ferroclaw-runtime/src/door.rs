@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use ferroclaw_agent::{Agent, EventSink, RunError, RunOutput, RunRequest};
+use ferroclaw_agent::{Agent, EventSink, RunError, RunOptions, RunOutput, RunRequest};
 use ferroclaw_store::SessionStore;
 use ferroclaw_types::{RunEvent, StopReason, Usage};
 use futures_util::future::BoxFuture;
@@ -53,6 +53,7 @@ pub(crate) struct RunSpec {
     pub message: String,
     pub mode: QueueMode,
     pub origin: Origin,
+    pub options: RunOptions,
 }
 
 impl Core {
@@ -77,15 +78,16 @@ impl Core {
             &spec.session_key,
         );
         let origin = spec.origin;
-        let run = agent_run(
-            spec.agent,
-            self.store.clone(),
-            self.observer.get().cloned(),
-            stored.clone(),
-            spec.session_key,
-            spec.user,
+        let run = agent_run(AgentRun {
+            agent: spec.agent,
+            store: self.store.clone(),
+            observer: self.observer.get().cloned(),
+            stored_key: stored.clone(),
+            session_key: spec.session_key,
+            user: spec.user,
             origin,
-        );
+            options: spec.options,
+        });
         self.enqueue(&agent_id, &stored, spec.message, spec.mode, origin, run)
     }
 
@@ -137,20 +139,22 @@ impl Core {
         })
     }
 
-    /// Appends one transcript entry through the session's queue, so it never lands in
-    /// the middle of a turn.
-    pub async fn write_entry(
+    /// Appends transcript entries, in order, through the session's queue, so they never
+    /// land in the middle of a turn.
+    pub async fn write_entries(
         &self,
         agent_id: &str,
         stored_key: &str,
-        body: ferroclaw_types::EntryBody,
+        bodies: Vec<ferroclaw_types::EntryBody>,
     ) -> Result<(), RunFailure> {
         let store = self.store.clone();
         let (agent, key) = (agent_id.to_string(), stored_key.to_string());
         let op = self
             .submit_op(agent_id, stored_key, move || async move {
                 let mut log = store.open(&agent, &key).await?;
-                log.append(body).await?;
+                for body in bodies {
+                    log.append(body).await?;
+                }
                 log.flush().await?;
                 Ok(())
             })
@@ -189,8 +193,8 @@ impl Core {
     }
 }
 
-/// The closure the scheduler calls for an agent run: lease, observe, run.
-fn agent_run(
+/// Everything an agent run closure holds.
+struct AgentRun {
     agent: Arc<Agent>,
     store: Arc<dyn SessionStore>,
     observer: Option<Arc<dyn RunObserver>>,
@@ -198,15 +202,21 @@ fn agent_run(
     session_key: String,
     user: Option<String>,
     origin: Origin,
-) -> RunFn {
+    options: RunOptions,
+}
+
+/// The closure the scheduler calls for an agent run: lease, observe, run.
+fn agent_run(r: AgentRun) -> RunFn {
+    let origin = r.origin;
     Arc::new(move |run_id, message, sink, cancel| {
-        let (agent, store, observer, stored, key, user) = (
-            agent.clone(),
-            store.clone(),
-            observer.clone(),
-            stored_key.clone(),
-            session_key.clone(),
-            user.clone(),
+        let (agent, store, observer, stored, key, user, options) = (
+            r.agent.clone(),
+            r.store.clone(),
+            r.observer.clone(),
+            r.stored_key.clone(),
+            r.session_key.clone(),
+            r.user.clone(),
+            r.options.clone(),
         );
         let fut: BoxFuture<'static, Result<RunOutput, RunError>> = Box::pin(async move {
             let agent_id = agent.settings().id.clone();
@@ -225,6 +235,7 @@ fn agent_run(
             let req = RunRequest {
                 session_key: key,
                 message,
+                options,
             };
             let result = agent
                 .run_with_id(run_id, req, user.as_deref(), sink, cancel)
@@ -257,6 +268,7 @@ fn quiet_output(run_id: String) -> RunOutput {
         run_id,
         session_id: String::new(),
         text: String::new(),
+        reasoning: String::new(),
         silent: true,
         stop_reason: StopReason::Stop,
         usage: Usage::default(),

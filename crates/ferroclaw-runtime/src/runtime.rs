@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferroclaw_agent::Agent;
+use ferroclaw_agent::{Agent, RunOptions};
 use ferroclaw_config::settings::Settings;
 use ferroclaw_store::SessionStore;
 use ferroclaw_types::EntryBody;
@@ -50,6 +50,8 @@ pub struct Submit<'a> {
     pub message: &'a str,
     pub mode: QueueMode,
     pub origin: Origin,
+    /// Per-run choices (instructions, sampling, a shorter time-out); default: none.
+    pub options: RunOptions,
 }
 
 /// What a submitted message turned into.
@@ -86,7 +88,8 @@ pub struct Runtime {
     agents: Vec<AgentEntry>,
     default_agent: String,
     skipped: Vec<(String, String)>,
-    services: SharedServices,
+    /// `None` for a runtime of prebuilt agents ([`Runtime::with_agents`]).
+    services: Option<SharedServices>,
     core: Arc<Core>,
 }
 
@@ -139,9 +142,34 @@ impl Runtime {
             agents,
             default_agent,
             skipped,
-            services,
+            services: Some(services),
             core,
         })
+    }
+
+    /// A runtime for agents a surface built itself, with their own provider and tools
+    /// (the executor: one agent whose tools are a gateway's). They share no exec toolset,
+    /// rate limiter or session tools; the first agent is the default.
+    pub fn with_agents(
+        agents: Vec<Agent>,
+        store: Arc<dyn SessionStore>,
+        options: RuntimeOptions,
+    ) -> Runtime {
+        let core = Core::new(Scheduler::new(options.scheduler), store);
+        let agents: Vec<AgentEntry> = agents
+            .into_iter()
+            .map(|a| AgentEntry {
+                id: a.settings().id.clone(),
+                agent: Arc::new(a),
+            })
+            .collect();
+        Runtime {
+            default_agent: agents.first().map(|a| a.id.clone()).unwrap_or_default(),
+            agents,
+            skipped: Vec::new(),
+            services: None,
+            core,
+        }
     }
 
     /// Tells `observer` about every run from now on (set once; `false` if already set).
@@ -174,8 +202,9 @@ impl Runtime {
         &self.core.store
     }
 
-    pub fn services(&self) -> &SharedServices {
-        &self.services
+    /// The services shared by configured agents; `None` for [`Runtime::with_agents`].
+    pub fn services(&self) -> Option<&SharedServices> {
+        self.services.as_ref()
     }
 
     pub fn scheduler(&self) -> &Arc<Scheduler> {
@@ -219,19 +248,21 @@ impl Runtime {
             message: s.message.to_string(),
             mode: s.mode,
             origin: s.origin,
+            options: s.options,
         })?;
         Ok(Submitted::Run(handle))
     }
 
-    /// Appends one transcript entry through the session's queue, so it never lands in
-    /// the middle of a turn (`chat.inject`, `sessions.patch`).
-    pub async fn write_entry(
+    /// Appends transcript entries, in order, through the session's queue, so they never
+    /// land in the middle of a turn (`chat.inject`, `sessions.patch`, a surface seeding
+    /// a session with the history its client sent).
+    pub async fn write_entries(
         &self,
         agent_id: &str,
         stored_key: &str,
-        body: EntryBody,
+        bodies: Vec<EntryBody>,
     ) -> Result<(), RunFailure> {
-        self.core.write_entry(agent_id, stored_key, body).await
+        self.core.write_entries(agent_id, stored_key, bodies).await
     }
 
     /// Compacts a session's older history now (`/compact`), in the session's queue.
@@ -283,12 +314,15 @@ impl Runtime {
 
     /// Kills a session's background processes and drops its tool rate-limit history.
     pub fn forget_session(&self, agent_id: &str, stored_key: &str) {
+        let Some(services) = &self.services else {
+            return;
+        };
         let scope = ferroclaw_agent::tool_scope(agent_id, stored_key);
-        let killed = self.services.exec.processes.kill_session(&scope);
+        let killed = services.exec.processes.kill_session(&scope);
         if killed > 0 {
             tracing::info!(agent = %agent_id, session = %stored_key, killed, "killed the background processes of a removed session");
         }
-        self.services.rate_limiter.forget(&scope);
+        services.rate_limiter.forget(&scope);
     }
 
     /// `/stop`: aborts the session's oldest running turn. Returns how many.

@@ -325,7 +325,7 @@ impl SessionHub {
             message: Message::user(text),
         };
         self.core
-            .write_entry(agent_id, key, body)
+            .write_entries(agent_id, key, vec![body])
             .await
             .map_err(|e| e.to_string())
     }
@@ -350,6 +350,7 @@ impl SessionHub {
                 message,
                 mode: QueueMode::Queue,
                 origin,
+                options: Default::default(),
             })
             .map_err(|e| e.to_string())?;
         let aborter = handle.aborter();

@@ -395,6 +395,7 @@ async fn abort_mid_stream_records_aborted_turn_and_session_continues() {
                         RunRequest {
                             session_key: "s1".into(),
                             message: "hi".into(),
+                            options: Default::default(),
                         },
                         events,
                         cancel,
@@ -447,6 +448,7 @@ async fn abort_during_tool_kills_it_and_keeps_pairing() {
                     RunRequest {
                         session_key: "s1".into(),
                         message: "wait".into(),
+                        options: Default::default(),
                     },
                     events,
                     cancel,
@@ -849,6 +851,7 @@ async fn runs_on_behalf_of_a_user_work_in_that_users_sub_workspace() {
                 RunRequest {
                     session_key: format!("s-{dir}"),
                     message: "save".into(),
+                    options: Default::default(),
                 },
                 Some(user),
                 Collector::new(),

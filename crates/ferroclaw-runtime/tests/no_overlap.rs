@@ -92,6 +92,7 @@ fn submit_to(
             message,
             mode: QueueMode::Queue,
             origin,
+            options: Default::default(),
         })
         .expect("accepted")
     {
@@ -253,7 +254,7 @@ async fn a_surface_message_to_a_subagent_session_waits_for_the_subagent() {
         .await
         .expect("s1");
     h.helper_llm.wait_for_requests(1).await; // the subagent's run is in flight
-    let hub = rt.services().sessions.clone();
+    let hub = rt.services().expect("built from settings").sessions.clone();
     let child = hub.subagents()[0].clone();
     assert_eq!(child.session_key, "s1::a");
     // A person writes straight into the subagent's session while it works.
@@ -315,12 +316,12 @@ async fn an_injected_entry_lands_after_the_running_turn() {
     h.llm.push(Reply::text("answer").delay(SLOW));
     let run = submit(&rt, "s", "question", Origin::Http);
     h.llm.wait_for_requests(1).await;
-    rt.write_entry(
+    rt.write_entries(
         "main",
         "s",
-        ferroclaw_types::EntryBody::Message {
+        vec![ferroclaw_types::EntryBody::Message {
             message: ferroclaw_types::Message::user("note"),
-        },
+        }],
     )
     .await
     .expect("write");

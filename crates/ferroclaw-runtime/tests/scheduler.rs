@@ -156,6 +156,7 @@ fn fake() -> (
                     iterations: 1,
                     provider: "fake".into(),
                     model: "m".into(),
+                    reasoning: String::new(),
                 })
             })
         },

@@ -92,7 +92,11 @@ async fn setup_full(
         llm,
         helper_llm,
         store,
-        hub: runtime.services().sessions.clone(),
+        hub: runtime
+            .services()
+            .expect("built from settings")
+            .sessions
+            .clone(),
         main,
         runtime,
         _home: home,
@@ -523,6 +527,7 @@ async fn run_for(
             ferroclaw_agent::RunRequest {
                 session_key: session.into(),
                 message: message.into(),
+                options: Default::default(),
             },
             Some(user),
             Arc::new(ferroclaw_agent::NullSink),

@@ -13,6 +13,17 @@ fn tool_results(body: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Results of intent-derived calls: in auto mode they go back as user text,
+/// because the model never made a native call the server could pair them with.
+fn text_tool_results(body: &Value, tool: &str) -> Vec<String> {
+    let marker = format!("[TOOL_RESULT: {tool}]");
+    request_shape(Protocol::OpenAi, body)
+        .into_iter()
+        .filter(|m| m.0 == "user" && m.1.contains(&marker))
+        .map(|m| m.1)
+        .collect()
+}
+
 #[tokio::test]
 async fn auto_mode_runs_a_tool_intent_found_only_in_the_reasoning() {
     for field in [ReasoningField::Reasoning, ReasoningField::ReasoningContent] {
@@ -42,7 +53,11 @@ async fn auto_mode_runs_a_tool_intent_found_only_in_the_reasoning() {
                 .is_some_and(|t| !t.is_empty()),
             "auto mode still sends tools"
         );
-        let results = tool_results(&reqs[1].body);
+        assert!(
+            tool_results(&reqs[1].body).is_empty(),
+            "{field:?}: no native tool message for a call the model never made natively"
+        );
+        let results = text_tool_results(&reqs[1].body, "read");
         assert_eq!(results.len(), 1, "{field:?}");
         assert!(results[0].contains("remember the milk"));
         let started: Vec<String> = events
@@ -109,7 +124,7 @@ async fn intent_mode_never_sends_tools_and_keeps_history_as_text() {
         );
     }
     let second = h.llm.requests()[1].body.to_string();
-    assert!(second.contains("[Tool result for write]"), "{second}");
+    assert!(second.contains("[TOOL_RESULT: write]"), "{second}");
 
     // The transcript keeps real toolCall/toolResult entries.
     let log = h.store.open("main", "s").await.expect("open");
@@ -138,7 +153,13 @@ async fn harmony_markup_in_content_is_parsed_and_never_shown() {
     let (res, _) = run(&h.agent(), "s", "run it").await;
     let out = res.expect("run");
     assert_eq!(out.text, "The command printed harmony-ok.");
-    let results = tool_results(&h.llm.requests()[1].body);
+    let body = &h.llm.requests()[1].body;
+    assert!(
+        tool_results(body).is_empty(),
+        "intent results go back as text"
+    );
+    let results = text_tool_results(body, "exec");
+    assert_eq!(results.len(), 1, "{body}");
     assert!(results[0].contains("harmony-ok"), "{results:?}");
 }
 
@@ -163,7 +184,7 @@ async fn auto_mode_falls_back_to_text_when_the_server_refuses_tools() {
     let reqs = h.llm.requests();
     assert!(reqs[0].body.get("tools").is_some());
     assert!(reqs[1].body.get("tools").is_none(), "retried without tools");
-    assert!(reqs[2].body.to_string().contains("[Tool result for ls]"));
+    assert!(reqs[2].body.to_string().contains("[TOOL_RESULT: ls]"));
 }
 
 #[tokio::test]
@@ -219,5 +240,5 @@ async fn the_configured_parser_order_and_prompt_are_used() {
     assert!(h.llm.requests()[2]
         .body
         .to_string()
-        .contains("[Tool result for ls]"));
+        .contains("[TOOL_RESULT: ls]"));
 }

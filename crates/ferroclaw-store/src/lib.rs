@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 mod file;
 mod file_integrity;
 pub mod integrity;
+mod memory;
 mod transcript;
 
 pub use file::{FileSessionLog, FileSessionStore};
@@ -23,6 +24,7 @@ pub use integrity::{
     cap_tool_result, validate_api_messages, validate_file, Incident, IntegrityStatus, Issue,
     IssueKind, ScanOptions, ScanSummary, Strategy,
 };
+pub use memory::MemoryStore;
 pub use transcript::{
     active_branch, build_context, effective_branch, read_transcript, EffectiveBranch, LoadProblem,
     LoadProblemKind, SUMMARY_PREFIX,

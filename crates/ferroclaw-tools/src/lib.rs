@@ -74,6 +74,9 @@ pub struct ToolResult {
     pub for_llm: String,
     pub for_user: Option<String>,
     pub is_error: bool,
+    /// The tool's backend is gone (after its own retries): the run cannot usefully go
+    /// on, so it ends with this error instead of handing it to the model.
+    pub ends_run: bool,
 }
 
 impl ToolResult {
@@ -82,6 +85,7 @@ impl ToolResult {
             for_llm: text.into(),
             for_user: None,
             is_error: false,
+            ends_run: false,
         }
     }
 
@@ -90,6 +94,15 @@ impl ToolResult {
             for_llm: text.into(),
             for_user: None,
             is_error: true,
+            ends_run: false,
+        }
+    }
+
+    /// An error that ends the run (see [`ToolResult::ends_run`]).
+    pub fn unavailable(text: impl Into<String>) -> Self {
+        Self {
+            ends_run: true,
+            ..Self::error(text)
         }
     }
 }

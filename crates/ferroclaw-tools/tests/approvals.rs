@@ -332,6 +332,7 @@ async fn agent_loop_approval_approved_and_timed_out() {
                 RunRequest {
                     session_key: "agent:main:approve".into(),
                     message: "go".into(),
+                    options: Default::default(),
                 },
                 Arc::new(NullSink),
                 tokio_util::sync::CancellationToken::new(),
@@ -375,6 +376,7 @@ async fn agent_loop_approval_approved_and_timed_out() {
             RunRequest {
                 session_key: "agent:main:timeout".into(),
                 message: "go".into(),
+                options: Default::default(),
             },
             Arc::new(NullSink),
             tokio_util::sync::CancellationToken::new(),

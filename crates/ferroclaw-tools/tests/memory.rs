@@ -321,6 +321,7 @@ async fn memory_search_through_the_agent_loop() {
             RunRequest {
                 session_key: "mem-test".into(),
                 message: "Which editor do I like?".into(),
+                options: Default::default(),
             },
             Arc::new(NullSink),
             CancellationToken::new(),

@@ -654,6 +654,7 @@ async fn agent_loop_sees_scrubbed_results_and_policy_refusals() {
             RunRequest {
                 session_key: "policy-test".into(),
                 message: "show me the env".into(),
+                options: Default::default(),
             },
             Arc::new(NullSink),
             CancellationToken::new(),

@@ -548,6 +548,7 @@ async fn agent_loop_reads_background_output_with_process() {
             RunRequest {
                 session_key: "agent:main:bg".into(),
                 message: "run it in the background and read it".into(),
+                options: Default::default(),
             },
             Arc::new(NullSink),
             tokio_util::sync::CancellationToken::new(),

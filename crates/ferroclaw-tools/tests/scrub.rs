@@ -287,6 +287,7 @@ impl Tool for Leaky {
             for_llm: "OPENAI_API_KEY=sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa".into(),
             for_user: Some("token: ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R".into()),
             is_error,
+            ends_run: false,
         }
     }
 }

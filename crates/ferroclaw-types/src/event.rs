@@ -50,4 +50,41 @@ pub enum EventKind {
         is_error: bool,
         duration_ms: u64,
     },
+    /// A model call is about to be made (iteration `iteration` of the run).
+    ModelRequest {
+        iteration: u32,
+        messages: usize,
+        estimated_tokens: u64,
+    },
+    /// A model call answered. `usage` is what the server reported (zero when it did not);
+    /// `output_chars` lets a surface estimate what it did not report.
+    ModelResponse {
+        iteration: u32,
+        usage: Usage,
+        stop_reason: StopReason,
+        output_chars: usize,
+        elapsed_ms: u64,
+    },
+    /// A model call failed with a transient fault and is tried again after `delay_ms`.
+    ModelRetry {
+        attempt: u32,
+        delay_ms: u64,
+        status: Option<u16>,
+        error: String,
+    },
+    /// Tool calls were read from the model's text (`strategy`: the parser strategy that
+    /// found them) or came as native calls (`native`).
+    ToolIntents {
+        iteration: u32,
+        names: Vec<String>,
+        strategy: String,
+    },
+    /// Older tool results were shortened (`omitted: false`) or replaced by a note
+    /// (`omitted: true`) so the request fits the agent's context budget.
+    ContextTrimmed {
+        iteration: u32,
+        omitted: bool,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
 }

@@ -53,6 +53,9 @@ pub enum PromptMode {
     #[default]
     Full,
     Minimal,
+    /// Only the run's own instructions and the tool-calling instructions: for surfaces
+    /// whose clients bring their whole prompt (the executor). Not a config value.
+    Bare,
 }
 
 /// What of a conversation is sent back to the model.

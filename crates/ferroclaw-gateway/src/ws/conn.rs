@@ -101,7 +101,10 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
         tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
     // Subscribed before `connect` so nothing published after the handshake is missed;
     // each event is checked against the role the connection has when it arrives.
-    let mut approvals = Some(state.runtime.services().exec.approvals.subscribe());
+    let mut approvals = state
+        .runtime
+        .services()
+        .map(|s| s.exec.approvals.subscribe());
     // Nobody holds a connection open without a credential for longer than this.
     let connect_limit = state.config.limits.connect_timeout;
     let connect_deadline = tokio::time::sleep(connect_limit);

@@ -50,9 +50,8 @@ pub async fn dispatch(
             let approvals: Vec<_> = state
                 .runtime
                 .services()
-                .exec
-                .approvals
-                .list()
+                .map(|s| s.exec.approvals.list())
+                .unwrap_or_default()
                 .into_iter()
                 .filter(|a| may_answer(&auth, &a.session_key))
                 .collect();
@@ -202,6 +201,21 @@ impl WsSink {
                 "agent",
                 json!({"type": "run.failed", "runId": run_id, "error": message}),
             ),
+            EventKind::ModelRetry {
+                attempt,
+                delay_ms,
+                status,
+                error,
+            } => (
+                "agent",
+                json!({"type": "model.retry", "runId": run_id, "attempt": attempt, "delayMs": delay_ms, "status": status, "error": error}),
+            ),
+            // Per-call bookkeeping: for surfaces that account tokens per call (the
+            // executor), not part of the WebSocket protocol.
+            EventKind::ModelRequest { .. }
+            | EventKind::ModelResponse { .. }
+            | EventKind::ToolIntents { .. }
+            | EventKind::ContextTrimmed { .. } => return,
         };
         self.conn.send_event(event, &payload);
     }
@@ -463,7 +477,11 @@ async fn write(
     stored_key: &str,
     body: EntryBody,
 ) -> Result<(), WsError> {
-    match state.runtime.write_entry(&agent.id, stored_key, body).await {
+    match state
+        .runtime
+        .write_entries(&agent.id, stored_key, vec![body])
+        .await
+    {
         Ok(()) => Ok(()),
         Err(RunFailure::Submit(e)) => Err(WsError::from_submit(&e)),
         Err(f) => Err(WsError::new(WsCode::Internal, f.to_string())),
@@ -666,18 +684,18 @@ fn approval_answer(
     let id =
         p.id.as_deref()
             .ok_or_else(|| WsError::invalid("`id` is required"))?;
-    let broker = &state.runtime.services().exec.approvals;
+    let broker = state.runtime.services().map(|s| &s.exec.approvals);
     // Someone else's approval is answered exactly like a missing one.
-    if !broker
-        .list()
-        .iter()
-        .any(|a| a.id == id && may_answer(auth, &a.session_key))
-    {
+    let Some(broker) = broker.filter(|b| {
+        b.list()
+            .iter()
+            .any(|a| a.id == id && may_answer(auth, &a.session_key))
+    }) else {
         return Err(WsError::new(
             WsCode::NotFound,
             format!("no pending exec approval `{id}` (already answered, expired or withdrawn)"),
         ));
-    }
+    };
     let always = approve && p.always.unwrap_or(false);
     // "Always" widens the allowlist every agent and user shares: the gateway token's call.
     if always && auth.role < crate::auth::Role::Admin {

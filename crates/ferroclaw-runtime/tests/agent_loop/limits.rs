@@ -320,7 +320,8 @@ async fn an_abort_while_waiting_for_a_slot_still_answers_every_call() {
         agent.run(
             RunRequest {
                 session_key: "s1".into(),
-                message: "go".into()
+                message: "go".into(),
+                options: Default::default(),
             },
             events.clone(),
             cancel.clone()

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use ferroclaw_agent::{Agent, EventSink, RunError, RunOutput, RunRequest};
+use ferroclaw_agent::{Agent, EventSink, RunError, RunOptions, RunOutput, RunRequest};
 use ferroclaw_config::{Env, LoadOptions, LoadedConfig};
 use ferroclaw_runtime::bootstrap;
 use ferroclaw_store::{FileSessionStore, SessionStore};
@@ -161,12 +161,23 @@ pub async fn run(
     session: &str,
     message: &str,
 ) -> (Result<RunOutput, RunError>, Arc<Collector>) {
+    run_with(agent, session, message, RunOptions::default()).await
+}
+
+/// [`run`] with per-run options.
+pub async fn run_with(
+    agent: &Agent,
+    session: &str,
+    message: &str,
+    options: RunOptions,
+) -> (Result<RunOutput, RunError>, Arc<Collector>) {
     let c = Collector::new();
     let res = agent
         .run(
             RunRequest {
                 session_key: session.into(),
                 message: message.into(),
+                options,
             },
             c.clone(),
             CancellationToken::new(),

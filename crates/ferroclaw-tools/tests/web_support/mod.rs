@@ -68,6 +68,7 @@ pub async fn run_turn(agent: &ferroclaw_agent::Agent, message: &str) -> String {
             ferroclaw_agent::RunRequest {
                 session_key: "web-test".into(),
                 message: message.into(),
+                options: Default::default(),
             },
             std::sync::Arc::new(ferroclaw_agent::NullSink),
             CancellationToken::new(),

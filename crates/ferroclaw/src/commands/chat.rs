@@ -189,6 +189,7 @@ impl Chat<'_> {
                 message,
                 mode: QueueMode::Queue,
                 origin: Origin::Cli,
+                options: Default::default(),
             })
             .map_err(|e| match e {
                 ferroclaw_runtime::RuntimeError::Submit(e) => RunFailure::Submit(e),
