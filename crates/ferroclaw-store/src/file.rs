@@ -1,5 +1,5 @@
-//! Embedded backend: `sessions.json` index plus one JSONL transcript per session under
-//! `<home>/agents/<agentId>/sessions/`.
+//! Embedded backend: the session index in the home's SQLite database ([`crate::sqlite`])
+//! plus one JSONL transcript per session under `<home>/agents/<agentId>/sessions/`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
@@ -19,6 +19,7 @@ use crate::integrity::{
     cap_tool_result, repair_bytes, replace_with_backup, write_incident, Incident, Issue, IssueKind,
     Strategy, DEFAULT_TOOL_RESULT_CHARS,
 };
+use crate::sqlite::{MigrationState, SqliteIndex};
 use crate::transcript::{
     build_context, iso_now, iso_to_millis, parse_header, parse_transcript, random_entry_id,
 };
@@ -27,19 +28,18 @@ use crate::{
     SessionLease, SessionLog, SessionMeta, SessionStore, StoreError,
 };
 
-type Index = BTreeMap<String, SessionMeta>;
+pub(crate) type Index = BTreeMap<String, SessionMeta>;
 
-const INDEX_FILE: &str = "sessions.json";
-
-/// File-backed [`SessionStore`]. The index lock is in-process only: run one store per
-/// home per process.
+/// File-backed [`SessionStore`]: transcripts are files, the index is rows of the home's
+/// database. Several stores (and processes) on one home are safe together; a clone
+/// shares the database handle and the caches.
+#[derive(Clone)]
 pub struct FileSessionStore {
     home: PathBuf,
-    index_locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Opened at first use (on a blocking thread); a failed open is retried next time.
+    db: Arc<std::sync::Mutex<Option<Arc<SqliteIndex>>>>,
     strategy: Strategy,
     tool_result_chars: usize,
-    /// Parsed indexes, reused while the file on disk is the one they were read from.
-    index_cache: Arc<std::sync::Mutex<HashMap<String, CachedIndex>>>,
     /// Transcripts of recently closed sessions, so a continuing conversation is not
     /// re-read and re-validated on every turn.
     log_cache: Arc<std::sync::Mutex<LogCache>>,
@@ -62,11 +62,6 @@ fn file_stamp(path: &Path) -> Option<FileStamp> {
         modified: m.modified().ok(),
         ino: m.ino(),
     })
-}
-
-struct CachedIndex {
-    index: Index,
-    stamp: Option<FileStamp>,
 }
 
 /// Parsed state of a closed transcript, valid while the file still has `len` bytes and
@@ -94,10 +89,9 @@ impl FileSessionStore {
     pub fn new(home: impl Into<PathBuf>) -> Self {
         FileSessionStore {
             home: home.into(),
-            index_locks: std::sync::Mutex::new(HashMap::new()),
+            db: Arc::default(),
             strategy: Strategy::Full,
             tool_result_chars: DEFAULT_TOOL_RESULT_CHARS,
-            index_cache: Arc::default(),
             log_cache: Arc::new(std::sync::Mutex::new(LruCache::new(LOG_CACHE_CAPACITY))),
         }
     }
@@ -130,62 +124,74 @@ impl FileSessionStore {
         transcript_path_in(&dir, session_id)
     }
 
-    fn index_lock(&self, agent_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        // A poisoned map is still a valid map: nothing is left half-updated by insert.
-        let mut locks = self
-            .index_locks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        locks.entry(agent_id.to_owned()).or_default().clone()
-    }
-
-    /// Runs `f` on the agent's index under its lock on a blocking thread, and rewrites the
-    /// index atomically when `f` reports a change.
+    /// Runs `f` on a blocking thread with the database open and the agent's sessions in
+    /// it (see [`SqliteIndex::prepare_agent`]); `f` also gets the agent's sessions dir.
     pub(crate) async fn with_index<R, F>(&self, agent_id: &str, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&Path, &mut Index) -> Result<(R, bool), StoreError> + Send + 'static,
-    {
-        self.with_index_sync(agent_id, SyncDir::Yes, f).await
-    }
-
-    /// As [`Self::with_index`]; `sync_dir` says whether the rename itself must be durable.
-    pub(crate) async fn with_index_sync<R, F>(
-        &self,
-        agent_id: &str,
-        sync_dir: SyncDir,
-        f: F,
-    ) -> Result<R, StoreError>
-    where
-        R: Send + 'static,
-        F: FnOnce(&Path, &mut Index) -> Result<(R, bool), StoreError> + Send + 'static,
+        F: FnOnce(&SqliteIndex, &Path) -> Result<R, StoreError> + Send + 'static,
     {
         let dir = self.sessions_dir(agent_id)?;
-        // The guard travels into the blocking task: if this future is dropped, the lock
-        // is still held until the index work on the blocking thread has finished.
-        let guard = self.index_lock(agent_id).lock_owned().await;
         let agent = agent_id.to_owned();
-        let cache = self.index_cache.clone();
+        let (slot, home) = (self.db.clone(), self.home.clone());
         blocking(dir.clone(), move || {
-            let _guard = guard;
-            let path = dir.join(INDEX_FILE);
-            let on_disk = file_stamp(&path);
-            let cached = lock(&cache).remove(&agent);
-            let mut index = match cached {
-                Some(c) if c.stamp.is_some() && c.stamp == on_disk => c.index,
-                _ => load_index(&dir, &agent)?,
-            };
-            // On error the (possibly half-changed) index is not cached: re-read next time.
-            let (out, changed) = f(&dir, &mut index)?;
-            if changed {
-                write_index(&dir, &index, sync_dir)?;
-            }
-            let stamp = file_stamp(&path);
-            lock(&cache).insert(agent, CachedIndex { index, stamp });
-            Ok(out)
+            let db = open_db(&slot, &home)?;
+            db.prepare_agent(&agent, &dir)?;
+            f(&db, &dir)
         })
         .await
     }
+
+    /// Applies the pending migrations of the home's database (every start does too) and
+    /// returns them all, applied.
+    pub async fn migrate_up(&self) -> Result<Vec<MigrationState>, StoreError> {
+        let (slot, home) = (self.db.clone(), self.home.clone());
+        blocking(home.join(crate::sqlite::DB_PATH), move || {
+            open_db(&slot, &home)?.migration_status()
+        })
+        .await
+    }
+
+    /// The migrations and whether each is applied, changing nothing.
+    pub async fn migration_status(&self) -> Result<Vec<MigrationState>, StoreError> {
+        let home = self.home.clone();
+        blocking(home.join(crate::sqlite::DB_PATH), move || {
+            SqliteIndex::pending_status(&home)
+        })
+        .await
+    }
+
+    /// Session id → key of one agent, for reports (blocking: scans call it).
+    pub(crate) fn keys_by_id_blocking(&self, agent_id: &str) -> HashMap<String, String> {
+        match open_db(&self.db, &self.home) {
+            Ok(db) => {
+                if let Ok(dir) = self.sessions_dir(agent_id) {
+                    if let Err(e) = db.prepare_agent(agent_id, &dir) {
+                        warn!(agent = agent_id, error = %e, "could not index the agent's sessions");
+                    }
+                }
+                db.keys_by_id(agent_id)
+            }
+            Err(e) => {
+                warn!(error = %e, "session index unavailable; sessions are named by id");
+                HashMap::new()
+            }
+        }
+    }
+}
+
+/// The open database, opening it when none is.
+fn open_db(
+    slot: &std::sync::Mutex<Option<Arc<SqliteIndex>>>,
+    home: &Path,
+) -> Result<Arc<SqliteIndex>, StoreError> {
+    let mut slot = lock(slot);
+    if let Some(db) = slot.as_ref() {
+        return Ok(db.clone());
+    }
+    let db = Arc::new(SqliteIndex::open(home)?);
+    *slot = Some(db.clone());
+    Ok(db)
 }
 
 #[async_trait]
@@ -194,35 +200,12 @@ impl SessionStore for FileSessionStore {
         validate_session_key(key)?;
         let agent = agent_id.to_owned();
         let owned_key = key.to_owned();
-        // Creating the transcript happens under the index lock so that two concurrent
-        // opens of a new key end up in the same session.
         let (dir, session_id) = self
-            .with_index(agent_id, move |dir, index| {
-                if let Some(meta) = index.get(&owned_key) {
-                    return Ok(((dir.to_owned(), meta.session_id.clone()), false));
-                }
-                let session_id = uuid::Uuid::now_v7().to_string();
-                init_transcript(
-                    &transcript_path_in(dir, &session_id)?,
-                    &session_id,
-                    Some(&owned_key),
-                )?;
-                let now = now_millis();
-                index.insert(
-                    owned_key.clone(),
-                    SessionMeta {
-                        key: owned_key,
-                        session_id: session_id.clone(),
-                        agent_id: agent,
-                        created_at: now,
-                        updated_at: now,
-                        provider: None,
-                        model: None,
-                        usage: Usage::default(),
-                        label: None,
-                    },
-                );
-                Ok(((dir.to_owned(), session_id), true))
+            .with_index(agent_id, move |db, dir| {
+                let id = db.session_for(&agent, &owned_key, |id| {
+                    init_transcript(&transcript_path_in(dir, id)?, id, Some(&owned_key)).map(drop)
+                })?;
+                Ok((dir.to_owned(), id))
             })
             .await?;
         let path = transcript_path_in(&dir, &session_id)?;
@@ -255,25 +238,15 @@ impl SessionStore for FileSessionStore {
 
     async fn get(&self, agent_id: &str, key: &str) -> Result<Option<SessionMeta>, StoreError> {
         let key = key.to_owned();
-        self.with_index(agent_id, move |_, index| {
-            Ok((index.get(&key).cloned(), false))
-        })
-        .await
+        let agent = agent_id.to_owned();
+        self.with_index(agent_id, move |db, _| db.get(&agent, &key))
+            .await
     }
 
     async fn list(&self, agent_id: &str) -> Result<Vec<SessionMeta>, StoreError> {
-        let mut all: Vec<SessionMeta> = self
-            .with_index(agent_id, |_, index| {
-                Ok((index.values().cloned().collect(), false))
-            })
-            .await?;
-        all.sort_by(|a, b| {
-            b.updated_at
-                .cmp(&a.updated_at)
-                .then(b.created_at.cmp(&a.created_at))
-                .then(a.key.cmp(&b.key))
-        });
-        Ok(all)
+        let agent = agent_id.to_owned();
+        self.with_index(agent_id, move |db, _| db.list(&agent))
+            .await
     }
 
     async fn record_run(
@@ -284,24 +257,15 @@ impl SessionStore for FileSessionStore {
         model: &str,
         usage: &Usage,
     ) -> Result<(), StoreError> {
-        let (key, provider, model, usage) = (
+        let (agent, key, provider, model, usage) = (
+            agent_id.to_owned(),
             key.to_owned(),
             provider.to_owned(),
             model.to_owned(),
             *usage,
         );
-        let agent = agent_id.to_owned();
-        // Only totals and timestamps change here, and they can be recomputed: see SyncDir.
-        self.with_index_sync(agent_id, SyncDir::No, move |_, index| {
-            let meta = index.get_mut(&key).ok_or_else(|| {
-                StoreError::NotFound(format!("session {key:?} of agent {agent:?}"))
-            })?;
-            meta.provider = Some(provider);
-            meta.model = Some(model);
-            meta.usage.add(&usage);
-            // Never move backwards, even if the clock does.
-            meta.updated_at = now_millis().max(meta.updated_at);
-            Ok(((), true))
+        self.with_index(agent_id, move |db, _| {
+            db.record_run(&agent, &key, &provider, &model, &usage)
         })
         .await
     }
@@ -332,12 +296,10 @@ impl SessionStore for FileSessionStore {
     }
 
     async fn delete(&self, agent_id: &str, key: &str) -> Result<bool, StoreError> {
-        let key = key.to_owned();
+        let (agent, key) = (agent_id.to_owned(), key.to_owned());
         let removed = self
-            .with_index(agent_id, move |dir, index| {
-                let removed = index.remove(&key);
-                let changed = removed.is_some();
-                Ok((removed.map(|m| (dir.to_owned(), m)), changed))
+            .with_index(agent_id, move |db, dir| {
+                Ok(db.remove(&agent, &key)?.map(|m| (dir.to_owned(), m)))
             })
             .await?;
         let Some((dir, meta)) = removed else {
@@ -702,7 +664,7 @@ where
 fn transcript_path_in(dir: &Path, session_id: &str) -> Result<PathBuf, StoreError> {
     if !is_safe_name(session_id, 128) {
         return Err(StoreError::Corrupt {
-            path: dir.join(INDEX_FILE),
+            path: dir.to_path_buf(),
             message: format!("session id {session_id:?} is not a safe file name"),
         });
     }
@@ -819,17 +781,16 @@ fn repair_tail(
 /// Atomic replace of a whole file: temp file in the same directory, fsync, rename, fsync
 /// the directory. A crash leaves either the old or the new content, never a mix.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    write_atomic_with(path, bytes, SyncDir::Yes)
+    write_atomic_with(path, bytes, true)
 }
 
-/// [`write_atomic`]; with `SyncDir::No` nothing is fsynced: the rename still keeps the
+/// [`write_atomic`]; when not `durable` nothing is fsynced: the rename still keeps the
 /// file whole against a process crash, for data that can be recomputed after a power loss.
 pub(crate) fn write_atomic_with(
     path: &Path,
     bytes: &[u8],
-    durability: SyncDir,
+    durable: bool,
 ) -> Result<(), StoreError> {
-    let durable = durability == SyncDir::Yes;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
@@ -896,36 +857,30 @@ pub(crate) fn sync_dir(path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Reads the index. A corrupt index is backed up and rebuilt from the transcripts; a
-/// missing one is rebuilt too when transcripts exist (e.g. it was deleted by hand).
-fn load_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
-    let path = dir.join(INDEX_FILE);
-    let bytes = match fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let rebuilt = rebuild_index(dir, agent_id)?;
-            if !rebuilt.is_empty() {
-                warn!(path = %path.display(), sessions = rebuilt.len(), "session index missing; rebuilt from transcripts");
-                write_index(dir, &rebuilt, SyncDir::Yes)?;
-            }
-            return Ok(rebuilt);
-        }
-        Err(e) => return Err(StoreError::io(&path, e)),
-    };
+/// Reads an agent's `sessions.json` (earlier versions, OpenClaw) to move it into the
+/// database. A corrupt one is backed up and the rows are rebuilt from the transcripts.
+pub(crate) fn read_legacy_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
+    let path = dir.join(crate::sqlite::LEGACY_INDEX);
+    let bytes = fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
     match serde_json::from_slice::<Index>(&bytes) {
         Ok(mut index) => {
             for (key, meta) in &mut index {
                 key.clone_into(&mut meta.key);
-                if meta.agent_id.is_empty() {
-                    agent_id.clone_into(&mut meta.agent_id);
-                }
+                agent_id.clone_into(&mut meta.agent_id);
             }
+            // An edited index must not point outside the sessions directory.
+            index.retain(|key, meta| {
+                let ok = is_safe_name(&meta.session_id, 128) && validate_session_key(key).is_ok();
+                if !ok {
+                    warn!(key = %key, "skipping an index entry with an unusable key or session id");
+                }
+                ok
+            });
             Ok(index)
         }
         Err(err) => {
             let backup = write_backup(&path, &bytes)?;
             let rebuilt = rebuild_index(dir, agent_id)?;
-            write_index(dir, &rebuilt, SyncDir::Yes)?;
             warn!(
                 path = %path.display(),
                 backup = %backup.display(),
@@ -941,7 +896,7 @@ fn load_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
 /// Rebuilds index rows from `*.jsonl` files: each session under the key its header
 /// records (older transcripts have none and are keyed by their id; when two claim one
 /// key the newer wins); totals are summed from the assistant messages.
-fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
+pub(crate) fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
     let mut index = Index::new();
     let read_dir = match fs::read_dir(dir) {
         Ok(rd) => rd,
@@ -998,26 +953,6 @@ fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreError> {
         }
     }
     Ok(index)
-}
-
-/// How durable an index rewrite must be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SyncDir {
-    /// The key → session mapping changed: fsync the file and the directory.
-    Yes,
-    /// Only derived data changed (totals, timestamps): no fsync. The rename keeps the
-    /// file whole against a process crash; after a power loss an old or empty index is
-    /// rebuilt from the transcripts, whose headers carry the session keys.
-    No,
-}
-
-/// Atomic replace: temp file in the same directory, rename; for mapping changes the temp
-/// file and the directory are fsynced too (see [`SyncDir`]).
-fn write_index(dir: &Path, index: &Index, durability: SyncDir) -> Result<(), StoreError> {
-    fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
-    let path = dir.join(INDEX_FILE);
-    let bytes = serde_json::to_vec_pretty(index).map_err(|e| StoreError::io(&path, e.into()))?;
-    write_atomic_with(&path, &bytes, durability)
 }
 
 /// Locks a cache; a poisoned one is still a valid map (nothing is half-updated by an

@@ -1,4 +1,5 @@
-//! [`Integrity`] for the embedded backend: the scan walks `<home>/agents/*/sessions/`,
+//! [`Integrity`] for the embedded backend: the scan walks `<home>/agents/*/sessions/`
+//! (naming sessions from the index),
 //! the status and the incident reports are files under `<home>/logs/`. All of it is
 //! blocking file I/O, so each call runs on a blocking thread.
 
@@ -15,7 +16,11 @@ use crate::{
 impl Integrity for FileSessionStore {
     async fn scan(&self, opts: ScanOptions) -> Result<ScanSummary, StoreError> {
         let home = self.home().to_owned();
-        blocking(home.join("agents"), move || scan_home(&home, &opts)).await
+        let store = self.clone();
+        blocking(home.join("agents"), move || {
+            scan_home(&home, &opts, &|agent| store.keys_by_id_blocking(agent))
+        })
+        .await
     }
 
     async fn last_scan_status(&self) -> Option<IntegrityStatus> {

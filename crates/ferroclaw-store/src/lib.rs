@@ -1,5 +1,5 @@
-//! Session storage: the per-agent session index and the append-only JSONL transcripts
-//! (OpenClaw / pi session files, version 3).
+//! Session storage: the session index (rows of the home's SQLite database) and the
+//! append-only JSONL transcripts (OpenClaw / pi session files, version 3).
 //!
 //! Everything above this crate talks to the [`SessionStore`], [`SessionLog`] and
 //! [`Integrity`] traits so that a database backend can replace the embedded file backend
@@ -17,6 +17,7 @@ mod file;
 mod file_integrity;
 pub mod integrity;
 mod memory;
+mod sqlite;
 mod transcript;
 
 pub use file::{FileSessionLog, FileSessionStore};
@@ -25,6 +26,7 @@ pub use integrity::{
     IssueKind, ScanOptions, ScanSummary, Strategy,
 };
 pub use memory::MemoryStore;
+pub use sqlite::MigrationState;
 pub use transcript::{
     active_branch, build_context, effective_branch, read_transcript, EffectiveBranch, LoadProblem,
     LoadProblemKind, SUMMARY_PREFIX,
@@ -90,6 +92,10 @@ pub enum StoreError {
     NotFound(String),
     #[error("invalid key: {0}")]
     InvalidKey(String),
+    /// The database failed (busy past its time-out, full disk, a damaged file, a
+    /// migration that does not match this build).
+    #[error("database {}: {message}", path.display())]
+    Database { path: PathBuf, message: String },
 }
 
 impl StoreError {

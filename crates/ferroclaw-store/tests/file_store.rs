@@ -13,6 +13,24 @@ use serde_json::{json, Value};
 
 const AGENT: &str = "main";
 
+/// The home's database, opened beside the store as another process would.
+fn db(home: &Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(home.join("data/ferroclaw.db")).expect("db");
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .expect("busy timeout");
+    conn
+}
+
+/// Removes the database: what a home from before the database, or a lost file, looks like.
+fn remove_db(home: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let p = home.join(format!("data/ferroclaw.db{suffix}"));
+        if p.exists() {
+            std::fs::remove_file(&p).expect("remove db");
+        }
+    }
+}
+
 fn user(text: &str) -> EntryBody {
     EntryBody::Message {
         message: Message::user(text),
@@ -232,15 +250,16 @@ async fn index_carries_runs() {
     assert!(after.updated_at >= before.updated_at);
     assert_eq!(after.created_at, before.created_at);
 
-    let raw: Value = serde_json::from_slice(
-        &std::fs::read(home.path().join("agents/main/sessions/sessions.json")).expect("index"),
-    )
-    .expect("index is JSON");
-    let row = &raw["chat"];
-    assert_eq!(row["sessionId"], log.session_id());
-    assert_eq!(row["model"], "claude");
-    assert_eq!(row["usage"]["cacheRead"], 4);
-    assert!(row["updatedAt"].is_i64());
+    // A restart (a new store, its own connection) reads the same row back.
+    let row = FileSessionStore::new(home.path())
+        .get(AGENT, "chat")
+        .await
+        .expect("get")
+        .expect("persisted");
+    assert_eq!(row.session_id, log.session_id());
+    assert_eq!(row.model.as_deref(), Some("claude"));
+    assert_eq!(row.usage.cache_read, 4);
+    assert_eq!(row.updated_at, after.updated_at);
 
     let missing = store
         .record_run(AGENT, "nope", "p", "m", &run)
@@ -525,18 +544,43 @@ async fn session_id_from_an_edited_index_cannot_escape() {
     let home = tempfile::tempdir().expect("tempdir");
     let store = FileSessionStore::new(home.path());
     drop(store.open(AGENT, "k").await.expect("open"));
-    let index = home.path().join("agents/main/sessions/sessions.json");
-    let mut raw: Value =
-        serde_json::from_slice(&std::fs::read(&index).expect("read")).expect("json");
-    raw["k"]["sessionId"] = json!("../../../outside");
-    std::fs::write(&index, raw.to_string()).expect("write");
-    let err = store.open(AGENT, "k").await.err().expect("refused");
+    let changed = db(home.path())
+        .execute(
+            "UPDATE sessions SET session_id = '../../../outside' WHERE key = 'k'",
+            [],
+        )
+        .expect("edit");
+    assert_eq!(changed, 1);
+    let err = FileSessionStore::new(home.path())
+        .open(AGENT, "k")
+        .await
+        .err()
+        .expect("refused");
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
     assert!(!home.path().join("outside.jsonl").exists());
+
+    // The same id in a sessions.json being migrated is dropped, not followed.
+    remove_db(home.path());
+    let dir = home.path().join("agents/main/sessions");
+    std::fs::write(
+        dir.join("sessions.json"),
+        json!({"evil": {"sessionId": "../../x"}, "fine": {"sessionId": "abc"}}).to_string(),
+    )
+    .expect("legacy index");
+    let store = FileSessionStore::new(home.path());
+    let keys: Vec<String> = store
+        .list(AGENT)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|m| m.key)
+        .collect();
+    assert!(keys.contains(&"fine".to_string()), "{keys:?}");
+    assert!(!keys.contains(&"evil".to_string()), "{keys:?}");
 }
 
 #[tokio::test]
-async fn corrupt_index_is_backed_up_and_rebuilt() {
+async fn a_corrupt_legacy_index_is_backed_up_and_rebuilt_from_the_transcripts() {
     let home = tempfile::tempdir().expect("tempdir");
     let store = FileSessionStore::new(home.path());
     let mut ids = Vec::new();
@@ -551,6 +595,8 @@ async fn corrupt_index_is_backed_up_and_rebuilt() {
         log.flush().await.expect("flush");
         ids.push(log.session_id().to_owned());
     }
+    drop(store);
+    remove_db(home.path());
     let index = home.path().join("agents/main/sessions/sessions.json");
     let garbage = b"{\"one\": {\"sessionId\": tru".to_vec();
     std::fs::write(&index, &garbage).expect("corrupt");
@@ -572,9 +618,7 @@ async fn corrupt_index_is_backed_up_and_rebuilt() {
     let backups = backups_of(&index);
     assert_eq!(backups.len(), 1);
     assert_eq!(std::fs::read(&backups[0]).expect("backup"), garbage);
-    let rewritten: Value =
-        serde_json::from_slice(&std::fs::read(&index).expect("read")).expect("valid again");
-    assert_eq!(rewritten.as_object().map(|o| o.len()), Some(2));
+    assert!(!index.exists(), "the old index is retired");
 
     let log = store
         .open(AGENT, "one")
@@ -597,13 +641,14 @@ async fn list_is_newest_first() {
         drop(store.open(AGENT, key).await.expect("open"));
     }
     // Set distinct times by hand: runs within one millisecond would tie.
-    let index = home.path().join("agents/main/sessions/sessions.json");
-    let mut raw: Value =
-        serde_json::from_slice(&std::fs::read(&index).expect("read")).expect("json");
+    let conn = db(home.path());
     for (key, at) in [("a", 2_000), ("b", 3_000), ("c", 1_000)] {
-        raw[key]["updatedAt"] = json!(at);
+        conn.execute(
+            "UPDATE sessions SET updated_at = ?1 WHERE key = ?2",
+            rusqlite::params![at, key],
+        )
+        .expect("set time");
     }
-    std::fs::write(&index, raw.to_string()).expect("write");
     let keys: Vec<String> = store
         .list(AGENT)
         .await
@@ -766,7 +811,7 @@ async fn caches_see_changes_made_by_another_store_instance() {
     );
 }
 
-/// An index lost after a crash is rebuilt with the real session keys (from the headers).
+/// A lost database is rebuilt with the real session keys (from the transcript headers).
 #[tokio::test]
 async fn a_lost_index_is_rebuilt_with_the_original_keys() {
     use ferroclaw_store::{FileSessionStore, SessionStore};
@@ -778,8 +823,8 @@ async fn a_lost_index_is_rebuilt_with_the_original_keys() {
         .expect("open")
         .session_id()
         .to_string();
-    let index = home.path().join("agents/main/sessions/sessions.json");
-    std::fs::write(&index, b"").expect("truncate index (what a power loss can leave)");
+    drop(store);
+    remove_db(home.path());
 
     let store = FileSessionStore::new(home.path());
     let meta = store
@@ -788,4 +833,156 @@ async fn a_lost_index_is_rebuilt_with_the_original_keys() {
         .expect("get")
         .expect("key survives");
     assert_eq!(meta.session_id, id);
+}
+
+/// A home from before the database: its `sessions.json` moves into the database once,
+/// is kept as `sessions.json.migrated`, and the transcripts are not touched.
+#[tokio::test]
+async fn a_legacy_index_is_migrated_once_and_kept_as_a_backup() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let mut ids = Vec::new();
+    for key in ["telegram:1", "cli", "gone"] {
+        let mut log = store.open(AGENT, key).await.expect("open");
+        log.append(user("hello")).await.expect("append");
+        log.flush().await.expect("flush");
+        ids.push((key, log.session_id().to_owned()));
+    }
+    drop(store);
+    remove_db(home.path());
+    let dir = home.path().join("agents/main/sessions");
+    // The JSON index as earlier versions (and OpenClaw) wrote it.
+    let mut legacy = serde_json::Map::new();
+    for (i, (key, id)) in ids.iter().enumerate() {
+        legacy.insert(
+            key.to_string(),
+            json!({"sessionId": id, "createdAt": 1_000 + i, "updatedAt": 5_000 + i,
+                   "model": "m", "usage": {"input": 10, "output": 5, "totalTokens": 15},
+                   "label": if *key == "cli" { json!("from the CLI") } else { Value::Null }}),
+        );
+    }
+    std::fs::write(dir.join("sessions.json"), Value::Object(legacy).to_string()).expect("index");
+    let transcripts_before: Vec<Vec<u8>> = ids
+        .iter()
+        .map(|(_, id)| std::fs::read(dir.join(format!("{id}.jsonl"))).expect("transcript"))
+        .collect();
+
+    let store = FileSessionStore::new(home.path());
+    let listed = store.list(AGENT).await.expect("list");
+    let keys: Vec<&str> = listed.iter().map(|m| m.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["gone", "cli", "telegram:1"],
+        "by updatedAt, newest first"
+    );
+    let cli = store.get(AGENT, "cli").await.expect("get").expect("row");
+    assert_eq!(cli.session_id, ids[1].1);
+    assert_eq!((cli.created_at, cli.updated_at), (1_001, 5_001));
+    assert_eq!(cli.usage.total_tokens, 15);
+    assert_eq!(cli.label.as_deref(), Some("from the CLI"));
+    assert!(!dir.join("sessions.json").exists());
+    assert!(
+        dir.join("sessions.json.migrated").is_file(),
+        "kept as a backup"
+    );
+    for ((_, id), before) in ids.iter().zip(&transcripts_before) {
+        let now = std::fs::read(dir.join(format!("{id}.jsonl"))).expect("transcript");
+        assert_eq!(&now, before, "transcripts untouched");
+    }
+
+    // Once only: a deleted session stays deleted across restarts.
+    assert!(store.delete(AGENT, "gone").await.expect("delete"));
+    drop(store);
+    let store = FileSessionStore::new(home.path());
+    assert!(store.get(AGENT, "gone").await.expect("get").is_none());
+    assert_eq!(store.list(AGENT).await.expect("list").len(), 2);
+}
+
+/// Two stores on one home, as a CLI beside a gateway: a new key opened by both at once
+/// is one session, and each sees the other's sessions at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_home_agree_on_every_session() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let a = std::sync::Arc::new(FileSessionStore::new(home.path()));
+    let b = std::sync::Arc::new(FileSessionStore::new(home.path()));
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let key = format!("shared-{}", i % 10);
+        tasks.push(tokio::spawn(async move {
+            let log = store.open(AGENT, &key).await.expect("open");
+            (key, log.session_id().to_owned())
+        }));
+    }
+    let mut seen = std::collections::HashMap::new();
+    for t in tasks {
+        let (key, id) = t.await.expect("task");
+        let first = seen.entry(key.clone()).or_insert_with(|| id.clone());
+        assert_eq!(first, &id, "{key} opened as two sessions");
+    }
+    assert_eq!(seen.len(), 10);
+    assert_eq!(a.list(AGENT).await.expect("list").len(), 10);
+    assert_eq!(b.list(AGENT).await.expect("list").len(), 10);
+    let files = std::fs::read_dir(home.path().join("agents/main/sessions"))
+        .expect("dir")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        })
+        .count();
+    assert_eq!(files, 10, "no orphan transcript from a lost race");
+}
+
+#[tokio::test]
+async fn migrations_are_recorded_and_an_edited_one_stops_the_start() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let before = store.migration_status().await.expect("status");
+    assert!(!before.is_empty());
+    assert!(
+        before.iter().all(|m| m.applied_at.is_none()),
+        "status applies nothing"
+    );
+    let states = store.migrate_up().await.expect("up");
+    assert_eq!(states.len(), before.len());
+    assert!(states.iter().all(|m| m.applied_at.is_some()), "{states:?}");
+    assert_eq!(states[0].version, 1);
+    drop(store);
+
+    db(home.path())
+        .execute(
+            "UPDATE schema_migrations SET checksum = 'deadbeef' WHERE version = 1",
+            [],
+        )
+        .expect("tamper");
+    let err = FileSessionStore::new(home.path())
+        .open(AGENT, "k")
+        .await
+        .err()
+        .expect("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("migration 1") && msg.contains("changed after it was applied"),
+        "{msg}"
+    );
+
+    // A database from a newer build is refused too, with a reason.
+    remove_db(home.path());
+    drop(
+        FileSessionStore::new(home.path())
+            .open(AGENT, "k")
+            .await
+            .expect("fresh db"),
+    );
+    db(home.path())
+        .execute(
+            "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (999, 'future', 'x', 0)",
+            [],
+        )
+        .expect("future migration");
+    let err = FileSessionStore::new(home.path())
+        .get(AGENT, "k")
+        .await
+        .expect_err("refused");
+    assert!(err.to_string().contains("newer ferroclaw"), "{err}");
 }

@@ -416,6 +416,23 @@ pub fn temp_home() -> tempfile::TempDir {
         .expect("cannot create a temporary FERROCLAW_HOME")
 }
 
+/// The session id a home's index holds for `key` of `agent`, read from the database as
+/// another process would (tests of the binary look at what it left behind).
+pub fn session_id_in(home: &std::path::Path, agent: &str, key: &str) -> Option<String> {
+    let conn = rusqlite::Connection::open_with_flags(
+        home.join("data/ferroclaw.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .ok()?;
+    conn.busy_timeout(std::time::Duration::from_secs(10)).ok()?;
+    conn.query_row(
+        "SELECT session_id FROM sessions WHERE agent_id = ?1 AND key = ?2",
+        [agent, key],
+        |r| r.get(0),
+    )
+    .ok()
+}
+
 async fn models(State(shared): State<Arc<Shared>>) -> Response {
     let data: Vec<Value> = lock(&shared.models)
         .iter()

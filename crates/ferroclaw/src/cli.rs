@@ -48,6 +48,9 @@ pub enum Command {
     /// List sessions, check and repair transcripts, import OpenClaw/pi transcripts.
     #[command(subcommand)]
     Sessions(crate::commands::sessions::SessionsCommand),
+    /// Apply or list the home database's schema migrations.
+    #[command(subcommand)]
+    Migrate(crate::commands::migrate::MigrateCommand),
 }
 
 #[derive(Debug, Subcommand)]

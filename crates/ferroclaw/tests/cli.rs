@@ -110,15 +110,7 @@ async fn one_shot_chat_runs_tools_and_the_session_survives_a_restart() {
     assert_eq!(written, "hi there");
 
     // Transcript in the OpenClaw/pi version 3 format.
-    let index: Value = serde_json::from_str(
-        &std::fs::read_to_string(home.path().join("agents/main/sessions/sessions.json"))
-            .expect("index"),
-    )
-    .expect("index json");
-    let sid = index["main"]["sessionId"]
-        .as_str()
-        .expect("session id")
-        .to_string();
+    let sid = ferroclaw_testkit::session_id_in(home.path(), "main", "main").expect("indexed");
     let raw = std::fs::read_to_string(
         home.path()
             .join(format!("agents/main/sessions/{sid}.jsonl")),

@@ -204,13 +204,15 @@ impl Gateway {
 }
 
 fn transcript_in(dir: &Path, key: &str) -> Vec<Value> {
-    let index: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("sessions.json")).expect("index"))
-            .expect("index json");
-    let sid = index[key]["sessionId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("session {key} in index {index}"))
-        .to_string();
+    // `dir` is `<home>/agents/<agent>/sessions`.
+    let home = dir.ancestors().nth(3).expect("home");
+    let agent = dir
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .expect("agent");
+    let sid = ferroclaw_testkit::session_id_in(home, agent, key)
+        .unwrap_or_else(|| panic!("session {key} in the index"));
     std::fs::read_to_string(dir.join(format!("{sid}.jsonl")))
         .expect("transcript")
         .lines()

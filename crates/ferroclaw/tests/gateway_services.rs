@@ -152,14 +152,8 @@ impl Gateway {
 
     fn transcript(&self, key: &str) -> Vec<Value> {
         let dir = self.home.path().join("agents/main/sessions");
-        let index: Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.join("sessions.json")).expect("index"),
-        )
-        .expect("index json");
-        let sid = index[key]["sessionId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("session {key} in index {index}"))
-            .to_string();
+        let sid = ferroclaw_testkit::session_id_in(self.home.path(), "main", key)
+            .unwrap_or_else(|| panic!("session {key} in the index"));
         std::fs::read_to_string(dir.join(format!("{sid}.jsonl")))
             .expect("transcript")
             .lines()

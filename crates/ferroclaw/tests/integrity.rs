@@ -287,9 +287,11 @@ async fn scan_finds_and_repairs_every_issue_then_chat_works() {
 #[tokio::test]
 async fn chat_on_an_unscanned_corrupt_session_repairs_on_open() {
     let llm = ScriptedLlm::start().await.expect("llm");
-    let home = tempfile::tempdir().expect("home");
-    write_config(home.path(), &llm.openai_base_url(), "");
     for (kind, bytes) in cases(Form::Transcript) {
+        // A home per case: its index is moved into the database at the first start, so
+        // a later sessions.json would not be read.
+        let home = tempfile::tempdir().expect("home");
+        write_config(home.path(), &llm.openai_base_url(), "");
         let sid = kind.replace('_', "-");
         let paths = install(home.path(), &[(sid.clone(), bytes.clone())]);
         llm.push(Reply::text("ok"));

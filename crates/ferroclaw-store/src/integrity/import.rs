@@ -130,20 +130,17 @@ impl FileSessionStore {
         meta.add_runs(&parsed.entries);
         let entries = parsed.entries.len();
         let sid = session_id.clone();
-        // The file is written under the index lock so that an import racing an `open` of
-        // the same key cannot leave an index row without its transcript.
+        meta.key = key_hint.unwrap_or_else(|| sid.clone());
+        // The file is written inside the index's write transaction so that an import
+        // racing an `open` of the same key cannot leave a row without its transcript.
+        let agent = agent_id.to_owned();
         let key = self
-            .with_index(agent_id, move |dir, index| {
+            .with_index(agent_id, move |db, dir| {
                 let path = dir.join(format!("{sid}.jsonl"));
-                fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
-                write_atomic(&path, &bytes)?;
-                let mut key = key_hint.unwrap_or_else(|| sid.clone());
-                if index.contains_key(&key) {
-                    key = format!("import:{sid}");
-                }
-                meta.key.clone_from(&key);
-                index.insert(key.clone(), meta);
-                Ok((key, true))
+                db.insert_imported(&agent, meta, || {
+                    fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+                    write_atomic(&path, &bytes)
+                })
             })
             .await?;
         Ok(ImportOutcome::Imported {
@@ -213,7 +210,7 @@ fn prepare(source: &Path, sessions_dir: &Path) -> Result<Prepared, StoreError> {
     // OpenClaw's index names the session by id; fall back to the file name.
     let key_hint = source.parent().and_then(|d| {
         // OpenClaw keeps the same `sessions.json` layout, so the scan's reader serves.
-        let keys = super::scan::session_keys(d);
+        let keys = super::scan::legacy_session_keys(d);
         keys.get(&session_id).or_else(|| keys.get(&stem)).cloned()
     });
     Ok(Prepared::Ready {

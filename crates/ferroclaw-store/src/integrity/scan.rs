@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use super::repair::{repair_bytes, Strategy};
 use super::validate::Issue;
-use crate::file::{sync_dir, write_atomic, write_atomic_with, write_backup, SyncDir};
+use crate::file::{sync_dir, write_atomic, write_atomic_with, write_backup};
 use crate::transcript::iso_now;
 use crate::{is_safe_name, StoreError};
 
@@ -188,7 +188,12 @@ fn file_stamp() -> String {
 /// Scans (and optionally repairs) every transcript of every agent under `home`. Blocking
 /// file I/O: [`crate::Integrity::scan`] runs it on a blocking thread. Per-file failures
 /// are collected in the summary; only an unreadable `agents` directory is an error.
-pub(crate) fn scan_home(home: &Path, opts: &ScanOptions) -> Result<ScanSummary, StoreError> {
+/// `keys_of` names an agent's sessions (session id → key) for the report.
+pub(crate) fn scan_home(
+    home: &Path,
+    opts: &ScanOptions,
+    keys_of: &dyn Fn(&str) -> HashMap<String, String>,
+) -> Result<ScanSummary, StoreError> {
     let started = Instant::now();
     let mut summary = ScanSummary::default();
     let agents_dir = home.join("agents");
@@ -215,7 +220,7 @@ pub(crate) fn scan_home(home: &Path, opts: &ScanOptions) -> Result<ScanSummary, 
             continue;
         }
         let dir = agents_dir.join(&agent).join("sessions");
-        let keys = session_keys(&dir);
+        let keys = keys_of(&agent);
         let mut files: Vec<PathBuf> = match fs::read_dir(&dir) {
             Ok(rd) => rd
                 .filter_map(Result::ok)
@@ -325,7 +330,7 @@ fn write_status(home: &Path, summary: &ScanSummary, repair: bool) -> Result<(), 
     let path = dir.join(STATUS_FILE);
     let bytes = serde_json::to_vec_pretty(&status).map_err(|e| StoreError::io(&path, e.into()))?;
     // Rewritten by every scan: whole on a crash, not worth an fsync.
-    write_atomic_with(&path, &bytes, SyncDir::No)
+    write_atomic_with(&path, &bytes, false)
 }
 
 /// The status of the most recent scan of `home`, if one ran. Blocking.
@@ -403,9 +408,9 @@ pub(crate) fn replace_with_backup(
     Ok(backup)
 }
 
-/// Session id → key from an agent's `sessions.json`, read tolerantly (a damaged index is
-/// the index loader's business; the scan only wants names for its report).
-pub(crate) fn session_keys(dir: &Path) -> HashMap<String, String> {
+/// Session id → key from a `sessions.json` (OpenClaw's index, met when importing its
+/// sessions), read tolerantly: only names are wanted.
+pub(crate) fn legacy_session_keys(dir: &Path) -> HashMap<String, String> {
     let Ok(bytes) = fs::read(dir.join("sessions.json")) else {
         return HashMap::new();
     };

@@ -4,6 +4,7 @@ mod config_cmd;
 mod doctor;
 pub(crate) mod executor;
 mod gateway;
+pub(crate) mod migrate;
 mod onboard;
 pub(crate) mod sessions;
 
@@ -34,6 +35,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Gateway(args) => gateway::run(&cli.global, args).await,
         Command::Executor(args) => executor::run(&cli.global, args).await,
         Command::Sessions(cmd) => sessions::run(&cli.global, cmd).await,
+        Command::Migrate(cmd) => migrate::run(&cli.global, cmd).await,
         Command::Agent(AgentCommand::List) => agent_list::run(&AppContext::load(&cli.global)?),
         Command::Agent(AgentCommand::Chat(args)) => {
             chat::run(&AppContext::load(&cli.global)?, args).await

@@ -174,7 +174,7 @@ async fn import(ctx: &AppContext, args: ImportArgs) -> anyhow::Result<ExitCode> 
     })
 }
 
-fn humantime_ms(ms: i64) -> String {
+pub(crate) fn humantime_ms(ms: i64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
     humantime_rfc3339(t)
 }

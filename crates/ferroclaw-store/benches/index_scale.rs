@@ -1,0 +1,210 @@
+//! Per-turn storage cost against the number of sessions a home holds (prints figures,
+//! never fails a run):
+//! - a turn on a new session and on a continuing one (open, append user + assistant,
+//!   flush, record the run) with 0, 10,000 and 100,000 sessions in the index,
+//! - turns/s with 32 concurrent clients, each on its own session,
+//! - the resident memory of a fresh process serving turns on each home (a child run of
+//!   this binary, so the seeding's allocations do not count).
+//!
+//! Homes go to tmpfs (`/dev/shm`) when there is one, so the figures are the store's
+//! cost rather than the disk's; `FERROCLAW_BENCH_DIR` points them elsewhere (a disk,
+//! to see the fsync's share).
+//!
+//! `cargo bench -p ferroclaw-store --bench index_scale`
+#![allow(clippy::unwrap_used, clippy::expect_used)] // bench: a failed fixture should stop it
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferroclaw_store::{FileSessionStore, SessionStore};
+use ferroclaw_types::{AssistantMessage, ContentBlock, EntryBody, Message, StopReason, Usage};
+use serde_json::{json, Value};
+
+const AGENT: &str = "main";
+const TURNS: usize = 300;
+const CLIENTS: usize = 32;
+const TURNS_PER_CLIENT: usize = 20;
+
+fn bench_root() -> PathBuf {
+    if let Ok(dir) = std::env::var("FERROCLAW_BENCH_DIR") {
+        return PathBuf::from(dir);
+    }
+    let shm = PathBuf::from("/dev/shm");
+    if shm.is_dir() {
+        shm
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// A home whose index lists `n` sessions: written as the JSON index of earlier
+/// versions, which the first access moves into the database in one transaction (the
+/// same rows the store would have written, without creating `n` transcripts one by one).
+async fn home_with(n: usize) -> (tempfile::TempDir, FileSessionStore) {
+    let home = tempfile::Builder::new()
+        .prefix("ferroclaw-bench-")
+        .tempdir_in(bench_root())
+        .expect("home");
+    let dir = home.path().join("agents").join(AGENT).join("sessions");
+    std::fs::create_dir_all(&dir).expect("dir");
+    if n > 0 {
+        let mut index = serde_json::Map::new();
+        for i in 0..n {
+            index.insert(
+                format!("agent:main:user{i}"),
+                json!({"sessionId": format!("0190aaaa-0000-7000-8000-{i:012}"),
+                       "createdAt": 1_700_000_000_000_i64 + i as i64,
+                       "updatedAt": 1_700_000_000_000_i64 + i as i64,
+                       "model": "gpt-4o",
+                       "usage": {"input": 100, "output": 20, "totalTokens": 120}}),
+            );
+        }
+        std::fs::write(dir.join("sessions.json"), Value::Object(index).to_string()).expect("index");
+    }
+    let store = FileSessionStore::new(home.path());
+    let t = Instant::now();
+    let listed = store.list(AGENT).await.expect("list").len();
+    assert_eq!(listed, n);
+    drop(store);
+    let store = FileSessionStore::new(home.path());
+    if n > 0 {
+        println!(
+            "  moved {n} sessions into the database in {:.2} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    (home, store)
+}
+
+fn answer() -> EntryBody {
+    EntryBody::Message {
+        message: Message::Assistant(AssistantMessage {
+            content: vec![ContentBlock::text("Here is what I found.")],
+            provider: "openai".into(),
+            model: "gpt-4o".into(),
+            usage: Usage {
+                input: 1000,
+                output: 50,
+                total_tokens: 1050,
+                ..Usage::default()
+            },
+            stop_reason: StopReason::Stop,
+            error_message: None,
+            timestamp: 1,
+        }),
+    }
+}
+
+async fn turn(store: &FileSessionStore, key: &str) {
+    let mut log = store.open(AGENT, key).await.expect("open");
+    log.append(EntryBody::Message {
+        message: Message::user("what is in the project?"),
+    })
+    .await
+    .expect("append");
+    log.append(answer()).await.expect("append");
+    log.flush().await.expect("flush");
+    drop(log);
+    let usage = Usage {
+        input: 1000,
+        output: 50,
+        total_tokens: 1050,
+        ..Usage::default()
+    };
+    store
+        .record_run(AGENT, key, "openai", "gpt-4o", &usage)
+        .await
+        .expect("record");
+}
+
+fn per_turn(total: Duration, turns: usize) -> f64 {
+    total.as_secs_f64() * 1e6 / turns as f64
+}
+
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+}
+
+/// The child: opens the store on `home`, serves turns on 100 sessions, prints its RSS.
+async fn rss_child(home: &str) {
+    let store = FileSessionStore::new(home);
+    for i in 0..100 {
+        turn(&store, &format!("agent:main:user{i}")).await;
+    }
+    println!("{}", rss_kib().unwrap_or(0));
+}
+
+fn rss_of_fresh_process(home: &std::path::Path) -> String {
+    let out = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .env("INDEX_SCALE_RSS_HOME", home)
+        .output()
+        .expect("child");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse::<u64>()
+        .map_or("?".to_string(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if let Ok(home) = std::env::var("INDEX_SCALE_RSS_HOME") {
+        rss_child(&home).await;
+        return;
+    }
+    println!("storage root: {}", bench_root().display());
+    let mut rows = Vec::new();
+    for n in [0usize, 10_000, 100_000] {
+        println!("{n} sessions:");
+        let (home, store) = home_with(n).await;
+        // Warm-up: the first turn opens the database.
+        turn(&store, "warm").await;
+
+        let t = Instant::now();
+        for i in 0..TURNS {
+            turn(&store, &format!("new-{i}")).await;
+        }
+        let new = per_turn(t.elapsed(), TURNS);
+
+        let t = Instant::now();
+        for i in 0..TURNS {
+            turn(&store, &format!("new-{}", i % 10)).await;
+        }
+        let cont = per_turn(t.elapsed(), TURNS);
+
+        let store = Arc::new(store);
+        let t = Instant::now();
+        let mut tasks = Vec::new();
+        for c in 0..CLIENTS {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..TURNS_PER_CLIENT {
+                    turn(&store, &format!("client-{c}")).await;
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("client");
+        }
+        let rate = (CLIENTS * TURNS_PER_CLIENT) as f64 / t.elapsed().as_secs_f64();
+        let rss = rss_of_fresh_process(home.path());
+        println!(
+            "  new-session turn {new:.0} µs, continuing turn {cont:.0} µs, {CLIENTS} clients {rate:.0} turns/s, RSS of a fresh process serving 100 of them {rss}"
+        );
+        rows.push((n, new, cont, rate));
+        drop(store);
+        drop(home);
+    }
+    let (_, new0, cont0, _) = rows[0];
+    for (n, new, cont, _) in &rows[1..] {
+        println!(
+            "{n} vs 0 sessions: new-session turn {:.2}x, continuing turn {:.2}x",
+            new / new0,
+            cont / cont0
+        );
+    }
+}

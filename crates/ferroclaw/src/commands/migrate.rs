@@ -1,0 +1,38 @@
+//! `ferroclaw migrate up | status`: the home database's schema. Every start applies
+//! pending migrations anyway; these let an operator do it, or look, beforehand.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use ferroclaw_store::FileSessionStore;
+
+use crate::cli::GlobalArgs;
+use crate::context::AppContext;
+
+#[derive(Debug, Subcommand)]
+pub enum MigrateCommand {
+    /// Apply every pending migration (each in its own transaction).
+    Up,
+    /// List the migrations and when each was applied.
+    Status,
+}
+
+pub async fn run(global: &GlobalArgs, cmd: MigrateCommand) -> anyhow::Result<ExitCode> {
+    let ctx = AppContext::load(global)?;
+    let store = FileSessionStore::new(ctx.loaded.home.clone());
+    let states = match cmd {
+        MigrateCommand::Up => store.migrate_up().await?,
+        MigrateCommand::Status => store.migration_status().await?,
+    };
+    for m in &states {
+        let when = match m.applied_at {
+            Some(ms) => format!("applied {}", crate::commands::sessions::humantime_ms(ms)),
+            None => "pending".to_string(),
+        };
+        println!("{:>4}  {:<24} {when}", m.version, m.name);
+    }
+    if matches!(cmd, MigrateCommand::Up) {
+        println!("database is up to date ({} migrations)", states.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
