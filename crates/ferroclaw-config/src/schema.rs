@@ -17,6 +17,26 @@ pub struct Config {
     pub session: SessionConfig,
     /// Tool policy, rate limit, input guard and denied paths (see `tools_config.rs`).
     pub tools: crate::tools_config::ToolsConfig,
+    /// Where sessions are stored.
+    pub database: DatabaseConfig,
+}
+
+/// `database`: the embedded store (default) or PostgreSQL. The DSN is never in the file:
+/// it comes from `FERROCLAW_DATABASE_URL`, which may hold a password.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DatabaseConfig {
+    pub mode: DatabaseMode,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DatabaseMode {
+    /// SQLite and files under the home: nothing to install.
+    #[default]
+    Standalone,
+    /// PostgreSQL: several gateway instances on one database.
+    Managed,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -40,6 +40,10 @@ pub enum BootstrapError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    #[error("database.mode is \"managed\" but FERROCLAW_DATABASE_URL is not set")]
+    DatabaseUrlMissing,
+    #[error("session store: {0}")]
+    Store(#[from] ferroclaw_store::StoreError),
 }
 
 /// Builds the raw client for one provider (no retry, no fallback).
@@ -149,6 +153,45 @@ pub fn file_store(settings: &Settings) -> ferroclaw_store::FileSessionStore {
         .with_integrity_strategy(integrity_strategy(&settings.store))
         // The same cap as the agent's, so the transcript keeps what the model saw.
         .with_tool_result_chars(settings.store.tool_result_max_chars)
+}
+
+/// The session store as configured: the embedded one under the home, or PostgreSQL
+/// (connected, its migrations verified and applied). Fails when the database cannot be
+/// reached; a server retries ([`session_store_with_retry`]).
+pub async fn session_store(settings: &Settings) -> Result<Arc<dyn SessionStore>, BootstrapError> {
+    match &settings.store.database {
+        cfg::DatabaseSettings::Standalone => Ok(Arc::new(file_store(settings))),
+        cfg::DatabaseSettings::Managed { url } => {
+            let url = url.as_deref().ok_or(BootstrapError::DatabaseUrlMissing)?;
+            let store = ferroclaw_store::PgSessionStore::connect(url)
+                .await?
+                .with_integrity_strategy(integrity_strategy(&settings.store))
+                .with_tool_result_chars(settings.store.tool_result_max_chars);
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+/// [`session_store`], waiting out an unreachable database (back-off from 1 s to 30 s,
+/// a log line each time) instead of failing: a gateway started before its database, or
+/// during a fail-over, comes up when the database does. Configuration mistakes (no URL,
+/// a migration that does not match) still fail at once.
+pub async fn session_store_with_retry(
+    settings: &Settings,
+) -> Result<Arc<dyn SessionStore>, BootstrapError> {
+    let mut delay = std::time::Duration::from_secs(1);
+    loop {
+        match session_store(settings).await {
+            Err(BootstrapError::Store(ferroclaw_store::StoreError::Database {
+                message, ..
+            })) if !message.contains("migration") => {
+                tracing::warn!(error = %message, retry_in_s = delay.as_secs(), "database unavailable; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(30));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Services one process shares between all its agents: the exec toolset (guard,

@@ -6,6 +6,10 @@
 //! - the resident memory of a fresh process serving turns on each home (a child run of
 //!   this binary, so the seeding's allocations do not count).
 //!
+//! The same figures for the managed backend follow, on a fresh database of the test
+//! server (`FERROCLAW_TEST_DATABASE_URL`, else a throwaway cluster; skipped with a line
+//! saying so when neither is possible).
+//!
 //! Homes go to tmpfs (`/dev/shm`) when there is one, so the figures are the store's
 //! cost rather than the disk's; `FERROCLAW_BENCH_DIR` points them elsewhere (a disk,
 //! to see the fsync's share).
@@ -17,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferroclaw_store::{FileSessionStore, SessionStore};
+use ferroclaw_store::{FileSessionStore, PgSessionStore, SessionStore};
 use ferroclaw_types::{AssistantMessage, ContentBlock, EntryBody, Message, StopReason, Usage};
 use serde_json::{json, Value};
 
@@ -96,7 +100,7 @@ fn answer() -> EntryBody {
     }
 }
 
-async fn turn(store: &FileSessionStore, key: &str) {
+async fn turn(store: &dyn SessionStore, key: &str) {
     let mut log = store.open(AGENT, key).await.expect("open");
     log.append(EntryBody::Message {
         message: Message::user("what is in the project?"),
@@ -134,7 +138,7 @@ fn rss_kib() -> Option<u64> {
 async fn rss_child(home: &str) {
     let store = FileSessionStore::new(home);
     for i in 0..100 {
-        turn(&store, &format!("agent:main:user{i}")).await;
+        turn(&store as &dyn SessionStore, &format!("agent:main:user{i}")).await;
     }
     println!("{}", rss_kib().unwrap_or(0));
 }
@@ -161,50 +165,94 @@ async fn main() {
     for n in [0usize, 10_000, 100_000] {
         println!("{n} sessions:");
         let (home, store) = home_with(n).await;
-        // Warm-up: the first turn opens the database.
-        turn(&store, "warm").await;
-
-        let t = Instant::now();
-        for i in 0..TURNS {
-            turn(&store, &format!("new-{i}")).await;
-        }
-        let new = per_turn(t.elapsed(), TURNS);
-
-        let t = Instant::now();
-        for i in 0..TURNS {
-            turn(&store, &format!("new-{}", i % 10)).await;
-        }
-        let cont = per_turn(t.elapsed(), TURNS);
-
-        let store = Arc::new(store);
-        let t = Instant::now();
-        let mut tasks = Vec::new();
-        for c in 0..CLIENTS {
-            let store = store.clone();
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..TURNS_PER_CLIENT {
-                    turn(&store, &format!("client-{c}")).await;
-                }
-            }));
-        }
-        for task in tasks {
-            task.await.expect("client");
-        }
-        let rate = (CLIENTS * TURNS_PER_CLIENT) as f64 / t.elapsed().as_secs_f64();
+        let (new, cont, rate) = measure(Arc::new(store)).await;
         let rss = rss_of_fresh_process(home.path());
         println!(
             "  new-session turn {new:.0} µs, continuing turn {cont:.0} µs, {CLIENTS} clients {rate:.0} turns/s, RSS of a fresh process serving 100 of them {rss}"
         );
         rows.push((n, new, cont, rate));
-        drop(store);
         drop(home);
     }
+    ratios("embedded", &rows);
+    managed().await;
+}
+
+fn ratios(backend: &str, rows: &[(usize, f64, f64, f64)]) {
     let (_, new0, cont0, _) = rows[0];
     for (n, new, cont, _) in &rows[1..] {
         println!(
-            "{n} vs 0 sessions: new-session turn {:.2}x, continuing turn {:.2}x",
+            "{backend}: {n} vs 0 sessions: new-session turn {:.2}x, continuing turn {:.2}x",
             new / new0,
             cont / cont0
         );
     }
+}
+
+/// Turn costs and concurrency of one store (returns new, continuing µs and turns/s).
+async fn measure(store: Arc<dyn SessionStore>) -> (f64, f64, f64) {
+    turn(store.as_ref(), "warm").await;
+    let t = Instant::now();
+    for i in 0..TURNS {
+        turn(store.as_ref(), &format!("new-{i}")).await;
+    }
+    let new = per_turn(t.elapsed(), TURNS);
+    let t = Instant::now();
+    for i in 0..TURNS {
+        turn(store.as_ref(), &format!("new-{}", i % 10)).await;
+    }
+    let cont = per_turn(t.elapsed(), TURNS);
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..TURNS_PER_CLIENT {
+                turn(store.as_ref(), &format!("client-{c}")).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("client");
+    }
+    let rate = (CLIENTS * TURNS_PER_CLIENT) as f64 / t.elapsed().as_secs_f64();
+    (new, cont, rate)
+}
+
+async fn managed() {
+    let probe = std::panic::catch_unwind(ferroclaw_testkit::pg::server_url);
+    if probe.is_err() {
+        println!("managed: no PostgreSQL server to measure against (see the message above)");
+        return;
+    }
+    let mut rows = Vec::new();
+    for n in [0usize, 10_000, 100_000] {
+        let url = ferroclaw_testkit::pg::fresh_database().await;
+        let store = PgSessionStore::connect(&url).await.expect("store");
+        if n > 0 {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            tokio::spawn(conn);
+            client
+                .execute(
+                    "INSERT INTO sessions (agent_id, key, session_id, header, created_at, updated_at, usage)
+                     SELECT 'main', 'agent:main:user' || i, '0190aaaa-0000-7000-8000-' || lpad(i::text, 12, '0'),
+                            '{}', 1700000000000 + i, 1700000000000 + i, '{}'
+                     FROM generate_series(1, $1::int) AS i",
+                    &[&(n as i32)],
+                )
+                .await
+                .expect("seed");
+            client
+                .batch_execute("ANALYZE sessions")
+                .await
+                .expect("analyze");
+        }
+        let (new, cont, rate) = measure(Arc::new(store)).await;
+        println!(
+            "managed, {n} sessions: new-session turn {new:.0} µs, continuing turn {cont:.0} µs, {CLIENTS} clients {rate:.0} turns/s"
+        );
+        rows.push((n, new, cont, rate));
+    }
+    ratios("managed", &rows);
 }

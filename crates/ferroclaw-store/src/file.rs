@@ -16,12 +16,13 @@ use lru::LruCache;
 use tracing::warn;
 
 use crate::integrity::{
-    cap_tool_result, repair_bytes, replace_with_backup, write_incident, Incident, Issue, IssueKind,
-    Strategy, DEFAULT_TOOL_RESULT_CHARS,
+    repair_bytes, replace_with_backup, write_incident, Incident, Issue, IssueKind, Strategy,
+    DEFAULT_TOOL_RESULT_CHARS,
 };
-use crate::sqlite::{MigrationState, SqliteIndex};
+use crate::migration::MigrationState;
+use crate::sqlite::SqliteIndex;
 use crate::transcript::{
-    build_context, iso_now, iso_to_millis, parse_header, parse_transcript, random_entry_id,
+    build_context, iso_now, iso_to_millis, next_entry, parse_header, parse_transcript,
 };
 use crate::{
     is_safe_name, read_transcript, validate_agent_id, validate_session_key, LoadProblem,
@@ -295,6 +296,31 @@ impl SessionStore for FileSessionStore {
         .await
     }
 
+    async fn available(&self) -> bool {
+        let (slot, home) = (self.db.clone(), self.home.clone());
+        blocking(home.join(crate::sqlite::DB_PATH), move || {
+            open_db(&slot, &home).map(drop)
+        })
+        .await
+        .is_ok()
+    }
+
+    async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let (agent, key) = (agent_id.to_owned(), key.to_owned());
+        self.with_index(agent_id, move |db, dir| {
+            let Some(meta) = db.get(&agent, &key)? else {
+                return Ok(None);
+            };
+            let path = transcript_path_in(dir, &meta.session_id)?;
+            match fs::read(&path) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(StoreError::io(path, e)),
+            }
+        })
+        .await
+    }
+
     async fn delete(&self, agent_id: &str, key: &str) -> Result<bool, StoreError> {
         let (agent, key) = (agent_id.to_owned(), key.to_owned());
         let removed = self
@@ -487,15 +513,6 @@ impl FileSessionLog {
     pub fn header(&self) -> &SessionHeader {
         &self.header
     }
-
-    fn fresh_id(&self) -> String {
-        loop {
-            let id = random_entry_id();
-            if !self.ids.contains(&id) {
-                return id;
-            }
-        }
-    }
 }
 
 #[async_trait]
@@ -520,21 +537,14 @@ impl SessionLog for FileSessionLog {
         build_context(&self.entries)
     }
 
-    async fn append(&mut self, mut body: EntryBody) -> Result<Entry, StoreError> {
-        if let EntryBody::Message {
-            message: Message::ToolResult(result),
-        } = &mut body
-        {
-            if cap_tool_result(result, self.tool_result_chars) {
-                warn!(path = %self.path.display(), tool = %result.tool_name, max_chars = self.tool_result_chars, "tool result over the cap was truncated before it was stored");
-            }
-        }
-        let entry = Entry {
-            id: self.fresh_id(),
-            parent_id: self.entries.last().map(|e| e.id.clone()),
-            timestamp: iso_now(),
+    async fn append(&mut self, body: EntryBody) -> Result<Entry, StoreError> {
+        let entry = next_entry(
+            &self.entries,
+            |id| self.ids.contains(id),
             body,
-        };
+            self.tool_result_chars,
+            &self.session_id,
+        );
         let mut line = Vec::new();
         let repaired_tail = !self.tail_clean;
         if !self.tail_clean {

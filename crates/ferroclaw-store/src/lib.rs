@@ -17,16 +17,19 @@ mod file;
 mod file_integrity;
 pub mod integrity;
 mod memory;
+mod migration;
+mod postgres;
 mod sqlite;
 mod transcript;
 
 pub use file::{FileSessionLog, FileSessionStore};
 pub use integrity::{
-    cap_tool_result, validate_api_messages, validate_file, Incident, IntegrityStatus, Issue,
-    IssueKind, ScanOptions, ScanSummary, Strategy,
+    cap_tool_result, validate_api_messages, validate_bytes, validate_file, Incident,
+    IntegrityStatus, Issue, IssueKind, ScanOptions, ScanSummary, Strategy,
 };
 pub use memory::MemoryStore;
-pub use sqlite::MigrationState;
+pub use migration::MigrationState;
+pub use postgres::PgSessionStore;
 pub use transcript::{
     active_branch, build_context, effective_branch, read_transcript, EffectiveBranch, LoadProblem,
     LoadProblemKind, SUMMARY_PREFIX,
@@ -132,6 +135,14 @@ pub trait SessionStore: Integrity + Send + Sync {
     /// the lease extends the one-writer rule to every process on the same storage (a CLI
     /// beside a gateway). The runtime takes it for every run and every queued write.
     async fn lease(&self, agent_id: &str, key: &str) -> Result<SessionLease, StoreError>;
+    /// Whether the storage answers now (`/health`). Cheap enough to call per request: a
+    /// backend may answer from a check made within the last second.
+    async fn available(&self) -> bool {
+        true
+    }
+    /// The session as an OpenClaw JSONL transcript, header first (`None`: no such
+    /// session): what `ferroclaw sessions export` writes, whatever the backend.
+    async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
 }
 
 /// Transcript integrity over everything a store holds. The rule it enforces: in the

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use ferroclaw_types::{Entry, EntryBody, Message, Usage};
 
-use crate::integrity::{cap_tool_result, Incident, IntegrityStatus, ScanOptions, ScanSummary};
-use crate::transcript::{build_context, iso_now, random_entry_id};
+use crate::integrity::{Incident, IntegrityStatus, ScanOptions, ScanSummary};
+use crate::transcript::{build_context, iso_now, next_entry};
 use crate::{
     validate_agent_id, validate_session_key, Integrity, LoadProblem, SessionLease, SessionLog,
     SessionMeta, SessionStore, StoreError,
@@ -87,19 +87,14 @@ impl SessionLog for MemoryLog {
         build_context(&self.entries)
     }
 
-    async fn append(&mut self, mut body: EntryBody) -> Result<Entry, StoreError> {
-        if let EntryBody::Message {
-            message: Message::ToolResult(result),
-        } = &mut body
-        {
-            cap_tool_result(result, self.tool_result_chars);
-        }
-        let entry = Entry {
-            id: random_entry_id(),
-            parent_id: self.entries.last().map(|e| e.id.clone()),
-            timestamp: iso_now(),
+    async fn append(&mut self, body: EntryBody) -> Result<Entry, StoreError> {
+        let entry = next_entry(
+            &self.entries,
+            |id| self.entries.iter().any(|e| e.id == id),
             body,
-        };
+            self.tool_result_chars,
+            &self.session_id,
+        );
         lock(&self.shared).push(entry.clone());
         self.entries.push(entry.clone());
         Ok(entry)
@@ -190,6 +185,34 @@ impl SessionStore for MemoryStore {
         // No other process can see these sessions; the runtime's session queue is the
         // only writer discipline they need.
         Ok(SessionLease::new(()))
+    }
+
+    async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let sessions = lock(&self.sessions);
+        let Some(stored) = sessions.get(&(agent_id.to_string(), key.to_string())) else {
+            return Ok(None);
+        };
+        let header = ferroclaw_types::SessionHeader {
+            kind: "session".into(),
+            version: ferroclaw_types::TRANSCRIPT_VERSION,
+            id: stored.meta.session_id.clone(),
+            timestamp: iso_now(),
+            cwd: String::new(),
+            session_key: Some(key.to_string()),
+        };
+        let mut out = serde_json::to_vec(&header).map_err(|e| StoreError::Corrupt {
+            path: "memory".into(),
+            message: e.to_string(),
+        })?;
+        out.push(b'\n');
+        for entry in lock(&stored.entries).iter() {
+            serde_json::to_writer(&mut out, entry).map_err(|e| StoreError::Corrupt {
+                path: "memory".into(),
+                message: e.to_string(),
+            })?;
+            out.push(b'\n');
+        }
+        Ok(Some(out))
     }
 }
 

@@ -301,6 +301,38 @@ pub(crate) fn random_entry_id() -> String {
     format!("{:08x}", uuid::Uuid::new_v4().as_u128() as u32)
 }
 
+/// The entry a log appends next: `body` under a fresh id (`taken` says which are in
+/// use), child of the last of `entries`, a tool result in it capped at `cap` characters
+/// first (`session` names the log in the warning).
+pub(crate) fn next_entry(
+    entries: &[Entry],
+    taken: impl Fn(&str) -> bool,
+    mut body: EntryBody,
+    cap: usize,
+    session: &str,
+) -> Entry {
+    if let EntryBody::Message {
+        message: ferroclaw_types::Message::ToolResult(result),
+    } = &mut body
+    {
+        if crate::integrity::cap_tool_result(result, cap) {
+            tracing::warn!(session, tool = %result.tool_name, max_chars = cap, "tool result over the cap was truncated before it was stored");
+        }
+    }
+    let id = loop {
+        let id = random_entry_id();
+        if !taken(&id) {
+            break id;
+        }
+    };
+    Entry {
+        id,
+        parent_id: entries.last().map(|e| e.id.clone()),
+        timestamp: iso_now(),
+        body,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,8 @@
 mod anthropic;
 mod openai;
 
+pub mod pg;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

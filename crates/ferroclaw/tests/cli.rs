@@ -407,3 +407,166 @@ async fn repl_integrity_commands_report_and_run_a_scan() {
     assert!(none < summary && summary < last, "{err}");
     assert!(home.path().join("logs/integrity-status.json").exists());
 }
+
+/// Managed mode end to end through the binary: a chat turn stored as rows, listed,
+/// exported as an OpenClaw transcript, imported back, migrations reported; nothing of
+/// the embedded database is created.
+#[tokio::test]
+async fn managed_mode_keeps_sessions_in_postgres() {
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = tempfile::tempdir().expect("tempdir");
+    let cfg = format!(
+        r#"{{
+  agents: {{ defaults: {{ provider: "scripted", model: "model-a" }} }},
+  providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
+  database: {{ mode: "managed" }},
+}}"#,
+        llm.openai_base_url()
+    );
+    std::fs::write(home.path().join("config.json5"), cfg).expect("config");
+
+    // Without the URL: a clear refusal, before anything runs.
+    let out = ferroclaw(home.path(), &["agent", "chat", "-m", "hi"], &[]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("FERROCLAW_DATABASE_URL"),
+        "{}",
+        stderr(&out)
+    );
+
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let env = [("FERROCLAW_DATABASE_URL", url.as_str())];
+    let out = ferroclaw(home.path(), &["migrate", "status"], &env).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("pending"), "{}", stdout(&out));
+
+    llm.push(Reply::text("Stored in rows."));
+    let out = ferroclaw(
+        home.path(),
+        &[
+            "agent",
+            "chat",
+            "-m",
+            "where do you keep this?",
+            "--session",
+            "pg-1",
+        ],
+        &env,
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "Stored in rows.\n");
+
+    let out = ferroclaw(home.path(), &["sessions", "list"], &env).await;
+    assert!(stdout(&out).starts_with("pg-1\t"), "{}", stdout(&out));
+    let out = ferroclaw(home.path(), &["migrate", "status"], &env).await;
+    assert!(stdout(&out).contains("applied"), "{}", stdout(&out));
+
+    let exported = home.path().join("pg-1.jsonl");
+    let out = ferroclaw(
+        home.path(),
+        &[
+            "sessions",
+            "export",
+            "pg-1",
+            "-o",
+            exported.to_str().expect("path"),
+        ],
+        &env,
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bytes = std::fs::read(&exported).expect("export");
+    assert!(ferroclaw_store::validate_bytes(&bytes).is_empty());
+    let lines: Vec<Value> = String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines[0]["type"], "session");
+    assert_eq!(lines[0]["sessionKey"], "pg-1");
+    assert_eq!(lines[1]["message"]["role"], "user");
+    assert_eq!(
+        lines.last().expect("answer")["message"]["content"][0]["text"],
+        "Stored in rows."
+    );
+    assert!(
+        !home.path().join("data/ferroclaw.db").exists(),
+        "managed mode does not touch the embedded database"
+    );
+
+    // The same transcript into the embedded backend of another home: the round trip.
+    let other = tempfile::tempdir().expect("other home");
+    write_config(other.path(), &llm.openai_base_url());
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::copy(&exported, dir.path().join("pg-1.jsonl")).expect("copy");
+    let out = ferroclaw(
+        other.path(),
+        &["sessions", "import", dir.path().to_str().expect("dir")],
+        &[],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("1 imported"), "{}", stdout(&out));
+
+    // An unknown key is an error that says so.
+    let out = ferroclaw(home.path(), &["sessions", "export", "nope"], &env).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no session `nope`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A gateway whose database is down waits for it (a log line per attempt) instead of
+/// exiting, so a supervisor does not crash-loop it.
+#[tokio::test]
+async fn a_gateway_waits_for_an_unreachable_database() {
+    use tokio::io::AsyncBufReadExt;
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = tempfile::tempdir().expect("tempdir");
+    let cfg = format!(
+        r#"{{
+  agents: {{ defaults: {{ provider: "scripted", model: "model-a" }} }},
+  providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
+  database: {{ mode: "managed" }},
+}}"#,
+        llm.openai_base_url()
+    );
+    std::fs::write(home.path().join("config.json5"), cfg).expect("config");
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"))
+        .args(["gateway", "--port", "0"])
+        .env("FERROCLAW_HOME", home.path())
+        .env("HOME", home.path())
+        .env(
+            "FERROCLAW_DATABASE_URL",
+            format!("postgres://postgres@127.0.0.1:{port}/none"),
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut retries = 0;
+    while let Some(line) = lines.next_line().await.expect("read") {
+        if line.contains("database unavailable; retrying") {
+            retries += 1;
+            if retries == 2 {
+                break;
+            }
+        }
+    }
+    assert_eq!(retries, 2, "two attempts logged");
+    assert!(
+        child.try_wait().expect("status").is_none(),
+        "still running, not crash-looping"
+    );
+    child.kill().await.expect("kill");
+}

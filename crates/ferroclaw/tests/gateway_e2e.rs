@@ -388,6 +388,7 @@ async fn health_models_and_metrics() {
         .await
         .unwrap();
     assert_eq!(health["status"], "ok");
+    assert_eq!(health["database"], "ok");
     assert_eq!(health["protocol"], 3);
     assert!(health["version"].is_string());
 
@@ -2134,4 +2135,160 @@ async fn attack_a_users_approval_is_theirs_and_only_once() {
     let (_, res) = alice.until_res(&chat_id).await;
     assert_eq!(res["ok"], true, "{res}");
     assert!(!gw.home.path().join("data/exec-allowlist.json").exists());
+}
+
+/// A gateway in managed mode on `url`, sharing `token` with its peers.
+async fn managed(url: &str, token: &str) -> Gateway {
+    Gateway::start_with(
+        "",
+        r#"database: { mode: "managed" },"#,
+        "",
+        &[
+            ("FERROCLAW_DATABASE_URL", url),
+            ("FERROCLAW_GATEWAY_TOKEN", token),
+        ],
+    )
+    .await
+}
+
+async fn ask(gw: &Gateway, session: &str, text: &str) -> reqwest::Response {
+    gw.http
+        .post(gw.url("/v1/chat/completions"))
+        .header("X-Ferroclaw-Session-Key", session)
+        .json(&json!({
+            "model": "ferroclaw:main",
+            "messages": [{"role": "user", "content": text}],
+        }))
+        .send()
+        .await
+        .expect("POST")
+}
+
+/// The user messages of a stored session, checking on the way that the transcript is
+/// valid and one chain (a run overlapping another would fork it: two entries with the
+/// same parent).
+async fn user_messages(store: &ferroclaw_store::PgSessionStore, key: &str) -> Vec<String> {
+    use ferroclaw_store::SessionStore as _;
+    let bytes = store
+        .export("main", key)
+        .await
+        .expect("export")
+        .unwrap_or_else(|| panic!("session {key} stored"));
+    assert!(
+        ferroclaw_store::validate_bytes(&bytes).is_empty(),
+        "{key}: {}",
+        String::from_utf8_lossy(&bytes)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    for pair in lines[1..].windows(2) {
+        assert_eq!(pair[1]["parentId"], pair[0]["id"], "{key}: one chain");
+    }
+    lines[1..]
+        .iter()
+        .filter(|l| l["message"]["role"] == "user")
+        .map(|l| {
+            l["message"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Two gateway processes on one PostgreSQL behave as one gateway for sessions: 50
+/// clients spread over both on 10 sessions, every acknowledged message stored exactly
+/// once, no two runs of a session overlapping across the instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_one_database_share_sessions_without_overlap() {
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let a = Arc::new(managed(&url, "shared-token").await);
+    let b = Arc::new(managed(&url, "shared-token").await);
+    // A takes clients 0-9, 20-29 and 40-49 (30), B the other 20: a reply for each.
+    for (gw, n) in [(&a, 30), (&b, 20)] {
+        for _ in 0..n {
+            gw.llm.push(Reply::text("noted"));
+        }
+    }
+    let mut clients = Vec::new();
+    for i in 0..50 {
+        // Session k gets clients k, k+10, …: alternately on A and on B.
+        let gw = if (i / 10) % 2 == 0 {
+            a.clone()
+        } else {
+            b.clone()
+        };
+        clients.push(tokio::spawn(async move {
+            let session = format!("multi-{}", i % 10);
+            let text = format!("message {i}");
+            let resp = ask(&gw, &session, &text).await;
+            (session, text, resp.status())
+        }));
+    }
+    let mut sent: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for c in clients {
+        let (session, text, status) = tokio::time::timeout(WAIT, c)
+            .await
+            .expect("answered in time")
+            .expect("client");
+        assert_eq!(status, 200, "{session}: {text}");
+        sent.entry(session).or_default().push(text);
+    }
+    let store = ferroclaw_store::PgSessionStore::connect(&url)
+        .await
+        .expect("store");
+    for (session, mut texts) in sent {
+        let mut stored = user_messages(&store, &session).await;
+        stored.sort();
+        texts.sort();
+        assert_eq!(stored, texts, "{session}: each message exactly once");
+    }
+}
+
+/// An instance killed mid-run releases the session (its database connection, and so the
+/// lease, dies with it); the other instance carries on with the session, whose history
+/// stays valid.
+#[tokio::test]
+async fn a_killed_instance_does_not_block_its_sessions() {
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let a = managed(&url, "shared-token").await;
+    let b = managed(&url, "shared-token").await;
+    // A's model never answers: its run is mid-flight when A dies.
+    a.llm.push(Reply::text("never finished").hang_after(0));
+    let stuck = {
+        let http = a.http.clone();
+        let target = a.url("/v1/chat/completions");
+        tokio::spawn(async move {
+            http.post(target)
+                .header("X-Ferroclaw-Session-Key", "survivor")
+                .json(&json!({"model": "ferroclaw:main",
+                              "messages": [{"role": "user", "content": "first, on A"}]}))
+                .send()
+                .await
+        })
+    };
+    tokio::time::timeout(WAIT, a.llm.wait_for_requests(1))
+        .await
+        .expect("A's run reached its model");
+    a.signal(libc::SIGKILL);
+    assert!(stuck.await.expect("task").is_err(), "A died mid-answer");
+
+    b.llm.push(Reply::text("carried on"));
+    let resp = tokio::time::timeout(WAIT, ask(&b, "survivor", "then, on B"))
+        .await
+        .expect("B is not blocked by A's lease");
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["choices"][0]["message"]["content"], "carried on");
+    let store = ferroclaw_store::PgSessionStore::connect(&url)
+        .await
+        .expect("store");
+    let users = user_messages(&store, "survivor").await;
+    assert_eq!(
+        users,
+        ["first, on A", "then, on B"],
+        "nothing acknowledged lost"
+    );
 }

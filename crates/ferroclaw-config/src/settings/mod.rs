@@ -91,12 +91,37 @@ impl Default for SharedSettings {
 }
 
 /// How sessions are stored and repaired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreSettings {
     pub integrity_strategy: IntegrityStrategy,
     /// A single stored tool result is cut to this many characters (the agent's cap too,
     /// so the transcript keeps what the model saw).
     pub tool_result_max_chars: usize,
+    pub database: DatabaseSettings,
+}
+
+/// Which backend holds the sessions.
+#[derive(Clone, PartialEq, Eq)]
+pub enum DatabaseSettings {
+    /// SQLite index and JSONL transcripts under the home.
+    Standalone,
+    /// PostgreSQL at `url` (`FERROCLAW_DATABASE_URL`); `None` when the variable is unset,
+    /// which the binary reports before starting anything.
+    Managed { url: Option<String> },
+}
+
+impl std::fmt::Debug for DatabaseSettings {
+    // The URL may carry a password: never in logs or `config show`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DatabaseSettings::Standalone => f.write_str("Standalone"),
+            DatabaseSettings::Managed { url } => write!(
+                f,
+                "Managed {{ url: {} }}",
+                if url.is_some() { "<set>" } else { "<unset>" }
+            ),
+        }
+    }
 }
 
 /// How damaged transcripts are repaired.

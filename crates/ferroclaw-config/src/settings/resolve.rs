@@ -47,6 +47,17 @@ impl LoadedConfig {
                     schema::IntegrityStrategy::RemoveOrphans => IntegrityStrategy::RemoveOrphans,
                 },
                 tool_result_max_chars: cfg.agents.defaults.limits.tool_result_max_chars,
+                database: match cfg.database.mode {
+                    schema::DatabaseMode::Standalone => DatabaseSettings::Standalone,
+                    schema::DatabaseMode::Managed => DatabaseSettings::Managed {
+                        url: self
+                            .env
+                            .get("FERROCLAW_DATABASE_URL")
+                            .map(str::trim)
+                            .filter(|u| !u.is_empty())
+                            .map(str::to_owned),
+                    },
+                },
             },
             scheduler: SchedulerSettings {
                 lanes: lanes(&cfg.gateway.lanes, &self.env),

@@ -10,12 +10,21 @@ use serde_json::{json, Value};
 
 use crate::state::AppState;
 
-pub async fn health() -> Json<Value> {
-    Json(json!({
-        "status": "ok",
+/// Liveness for load balancers: 503 while the session store does not answer, so a
+/// balancer sends no traffic to an instance that cannot serve a turn.
+pub async fn health(State(state): State<Arc<AppState>>) -> Response {
+    let database = state.store().available().await;
+    let body = Json(json!({
+        "status": if database { "ok" } else { "degraded" },
+        "database": if database { "ok" } else { "unavailable" },
         "protocol": crate::PROTOCOL_VERSION,
         "version": crate::VERSION,
-    }))
+    }));
+    if database {
+        body.into_response()
+    } else {
+        (axum::http::StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+    }
 }
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {

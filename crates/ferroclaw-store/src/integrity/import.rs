@@ -112,22 +112,7 @@ impl FileSessionStore {
             Prepared::Done(outcome) => return Ok(outcome),
         };
         let parsed = parse_transcript(&bytes, source)?;
-        let mut meta = SessionMeta {
-            key: String::new(),
-            session_id: session_id.clone(),
-            agent_id: agent_id.to_owned(),
-            created_at: iso_to_millis(&parsed.header.timestamp).unwrap_or_else(now_millis),
-            updated_at: parsed
-                .entries
-                .last()
-                .and_then(|e| iso_to_millis(&e.timestamp))
-                .unwrap_or_else(now_millis),
-            provider: None,
-            model: None,
-            usage: Usage::default(),
-            label: None,
-        };
-        meta.add_runs(&parsed.entries);
+        let mut meta = meta_of(agent_id, &session_id, &parsed);
         let entries = parsed.entries.len();
         let sid = session_id.clone();
         meta.key = key_hint.unwrap_or_else(|| sid.clone());
@@ -150,6 +135,32 @@ impl FileSessionStore {
             repaired,
         })
     }
+}
+
+/// The index row of an imported transcript: times from its header and last entry,
+/// totals from its assistant turns; the key is the caller's to set.
+pub(crate) fn meta_of(
+    agent_id: &str,
+    session_id: &str,
+    parsed: &crate::transcript::Parsed,
+) -> SessionMeta {
+    let mut meta = SessionMeta {
+        key: session_id.to_owned(),
+        session_id: session_id.to_owned(),
+        agent_id: agent_id.to_owned(),
+        created_at: iso_to_millis(&parsed.header.timestamp).unwrap_or_else(now_millis),
+        updated_at: parsed
+            .entries
+            .last()
+            .and_then(|e| iso_to_millis(&e.timestamp))
+            .unwrap_or_else(now_millis),
+        provider: None,
+        model: None,
+        usage: Usage::default(),
+        label: None,
+    };
+    meta.add_runs(&parsed.entries);
+    meta
 }
 
 enum Prepared {
@@ -221,7 +232,7 @@ fn prepare(source: &Path, sessions_dir: &Path) -> Result<Prepared, StoreError> {
     })
 }
 
-fn first_line_header_id(bytes: &[u8]) -> Option<String> {
+pub(crate) fn first_line_header_id(bytes: &[u8]) -> Option<String> {
     let first = bytes.split(|b| *b == b'\n').next()?;
     let v: Value = serde_json::from_slice(first).ok()?;
     (v.get("type")?.as_str()? == "session")
@@ -229,7 +240,7 @@ fn first_line_header_id(bytes: &[u8]) -> Option<String> {
         .flatten()
 }
 
-fn with_header_id(bytes: &[u8], id: &str) -> Vec<u8> {
+pub(crate) fn with_header_id(bytes: &[u8], id: &str) -> Vec<u8> {
     let end = bytes
         .iter()
         .position(|b| *b == b'\n')
@@ -247,7 +258,7 @@ fn with_header_id(bytes: &[u8], id: &str) -> Vec<u8> {
 
 /// Older pi files (before the entry tree) have entries without `id`/`parentId`: they
 /// were a plain list, so each gets a fresh id and the previous entry as parent.
-fn assign_missing_ids(bytes: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn assign_missing_ids(bytes: &[u8]) -> Option<Vec<u8>> {
     let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
     let needs = lines.iter().skip(1).any(|l| {
         serde_json::from_slice::<Value>(l)
@@ -287,7 +298,11 @@ fn assign_missing_ids(bytes: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-fn collect_jsonl(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), StoreError> {
+pub(crate) fn collect_jsonl(
+    dir: &Path,
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), StoreError> {
     let rd = match fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if depth > 0 && e.kind() == io::ErrorKind::PermissionDenied => return Ok(()),

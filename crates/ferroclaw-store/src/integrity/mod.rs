@@ -7,9 +7,9 @@
 //! [`crate::FileSessionStore`] repairs on open, [`crate::Integrity::scan`] at start-up.
 
 mod guard;
-mod import;
+pub(crate) mod import;
 mod repair;
-mod scan;
+pub(crate) mod scan;
 mod validate;
 
 pub use guard::{cap_tool_result, DEFAULT_TOOL_RESULT_CHARS};

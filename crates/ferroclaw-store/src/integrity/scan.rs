@@ -274,29 +274,50 @@ pub(crate) fn scan_home(
             .collect()
     });
     for (path, result) in results {
-        match result {
-            Ok(Some(report)) => {
-                summary.issues += report.issues.len();
-                if report.backup.is_some() {
-                    summary.repaired += 1;
-                }
-                summary.files.push(report);
-            }
-            Ok(None) => {}
-            Err(e) => summary.errors.push((path, e.to_string())),
-        }
+        summary.add(path, result);
     }
     summary.elapsed = started.elapsed();
-    if summary.issues > 0 || !summary.errors.is_empty() {
-        warn!(summary = %summary, "transcript integrity scan");
-    } else {
-        info!(summary = %summary, elapsed_ms = summary.elapsed.as_millis() as u64, "transcript integrity scan");
-    }
+    let status = summary.finish(opts.repair);
     // A status that cannot be written must not fail the scan it describes.
-    if let Err(e) = write_status(home, &summary, opts.repair) {
+    if let Err(e) = write_status(home, &status) {
         warn!(error = %e, "could not record the integrity scan status");
     }
     Ok(summary)
+}
+
+impl ScanSummary {
+    /// Counts one transcript's outcome (the place names it when it could not be read).
+    pub(crate) fn add(&mut self, place: PathBuf, result: Result<Option<FileReport>, StoreError>) {
+        match result {
+            Ok(Some(report)) => {
+                self.issues += report.issues.len();
+                if report.backup.is_some() {
+                    self.repaired += 1;
+                }
+                self.files.push(report);
+            }
+            Ok(None) => {}
+            Err(e) => self.errors.push((place, e.to_string())),
+        }
+    }
+
+    /// Logs the finished scan and returns the status to record.
+    pub(crate) fn finish(&self, repair: bool) -> IntegrityStatus {
+        if self.issues > 0 || !self.errors.is_empty() {
+            warn!(summary = %self, "transcript integrity scan");
+        } else {
+            info!(summary = %self, elapsed_ms = self.elapsed.as_millis() as u64, "transcript integrity scan");
+        }
+        IntegrityStatus {
+            timestamp: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            sessions: self.sessions,
+            issues: self.issues,
+            repaired: self.repaired,
+            errors: self.errors.len(),
+            repair,
+            elapsed_ms: self.elapsed.as_millis() as u64,
+        }
+    }
 }
 
 /// The last scan, as `/integrity` and status surfaces report it.
@@ -315,20 +336,11 @@ pub struct IntegrityStatus {
 
 const STATUS_FILE: &str = "integrity-status.json";
 
-fn write_status(home: &Path, summary: &ScanSummary, repair: bool) -> Result<(), StoreError> {
+fn write_status(home: &Path, status: &IntegrityStatus) -> Result<(), StoreError> {
     let dir = home.join("logs");
     fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
-    let status = IntegrityStatus {
-        timestamp: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-        sessions: summary.sessions,
-        issues: summary.issues,
-        repaired: summary.repaired,
-        errors: summary.errors.len(),
-        repair,
-        elapsed_ms: summary.elapsed.as_millis() as u64,
-    };
     let path = dir.join(STATUS_FILE);
-    let bytes = serde_json::to_vec_pretty(&status).map_err(|e| StoreError::io(&path, e.into()))?;
+    let bytes = serde_json::to_vec_pretty(status).map_err(|e| StoreError::io(&path, e.into()))?;
     // Rewritten by every scan: whole on a crash, not worth an fsync.
     write_atomic_with(&path, &bytes, false)
 }
@@ -337,6 +349,66 @@ fn write_status(home: &Path, summary: &ScanSummary, repair: bool) -> Result<(), 
 pub(crate) fn last_status(home: &Path) -> Option<IntegrityStatus> {
     let raw = fs::read(home.join("logs").join(STATUS_FILE)).ok()?;
     serde_json::from_slice(&raw).ok()
+}
+
+/// A repaired transcript and the name of the repair (`repaired`, `removed_orphans`).
+pub(crate) type Fix = (Vec<u8>, &'static str);
+
+/// What a scan makes of one transcript: `None` when it is clean; else the report, and,
+/// when the scan may repair and the strategy fixes something, the fixed transcript and
+/// the action's name. Backends store the fix their own way ([`record_repair`] after).
+pub(crate) fn assess(
+    agent: &str,
+    key: Option<String>,
+    place: &Path,
+    bytes: &[u8],
+    session_id: &str,
+    opts: &ScanOptions,
+) -> Option<(FileReport, Option<Fix>)> {
+    let repair = repair_bytes(bytes, opts.strategy, session_id);
+    if repair.issues.is_empty() {
+        return None;
+    }
+    let mut report = FileReport {
+        agent_id: agent.to_owned(),
+        session_key: key,
+        file: place.to_owned(),
+        issues: repair.issues,
+        action: "detected".into(),
+        backup: None,
+        incident: None,
+    };
+    if !opts.repair {
+        return Some((report, None));
+    }
+    if repair.hopeless {
+        report.action = "unrepairable".into();
+        return Some((report, None));
+    }
+    let Some(fixed) = repair.bytes else {
+        report.action = "nothing_to_fix".into();
+        return Some((report, None));
+    };
+    let action = match opts.strategy {
+        Strategy::Full => "repaired",
+        Strategy::RemoveOrphans => "removed_orphans",
+    };
+    Some((report, Some((fixed, action))))
+}
+
+/// Marks `report` as repaired with `backup` kept; returns the incident to record.
+pub(crate) fn record_repair(report: &mut FileReport, action: &str, backup: PathBuf) -> Incident {
+    report.action = action.into();
+    report.backup = Some(backup.clone());
+    Incident {
+        timestamp: String::new(),
+        agent_id: Some(report.agent_id.clone()),
+        session_key: report.session_key.clone(),
+        file: Some(report.file.clone()),
+        issues: report.issues.clone(),
+        action: action.into(),
+        backup: Some(backup),
+    }
 }
 
 fn scan_file(
@@ -348,46 +420,14 @@ fn scan_file(
     opts: &ScanOptions,
 ) -> Result<Option<FileReport>, StoreError> {
     let bytes = fs::read(path).map_err(|e| StoreError::io(path, e))?;
-    let repair = repair_bytes(&bytes, opts.strategy, session_id);
-    if repair.issues.is_empty() {
+    let Some((mut report, fix)) = assess(agent, key, path, &bytes, session_id, opts) else {
         return Ok(None);
-    }
-    let mut report = FileReport {
-        agent_id: agent.to_owned(),
-        session_key: key,
-        file: path.to_owned(),
-        issues: repair.issues,
-        action: "detected".into(),
-        backup: None,
-        incident: None,
     };
-    if !opts.repair {
+    let Some((fixed, action)) = fix else {
         return Ok(Some(report));
-    }
-    if repair.hopeless {
-        report.action = "unrepairable".into();
-        return Ok(Some(report));
-    }
-    let Some(fixed) = repair.bytes else {
-        report.action = "nothing_to_fix".into();
-        return Ok(Some(report));
-    };
-    let action = match opts.strategy {
-        Strategy::Full => "repaired",
-        Strategy::RemoveOrphans => "removed_orphans",
     };
     let backup = replace_with_backup(path, &bytes, &fixed)?;
-    report.action = action.into();
-    report.backup = Some(backup.clone());
-    let incident = Incident {
-        timestamp: String::new(),
-        agent_id: Some(agent.to_owned()),
-        session_key: report.session_key.clone(),
-        file: Some(path.to_owned()),
-        issues: report.issues.clone(),
-        action: action.into(),
-        backup: Some(backup),
-    };
+    let incident = record_repair(&mut report, action, backup);
     match write_incident(home, &incident) {
         Ok(p) => report.incident = Some(p),
         // The repair itself succeeded; a missing report must not undo it.

@@ -4,6 +4,8 @@
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+use crate::migration::{check_recorded, checksum, MigrationError, MigrationState};
+
 /// `(version, name, SQL)`, in order. Append only.
 pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[(
     1,
@@ -31,34 +33,6 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[(
         at        INTEGER NOT NULL
     );",
 )];
-
-/// One migration as the database knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigrationState {
-    pub version: i64,
-    pub name: String,
-    /// Milliseconds since the epoch; `None`: not applied yet.
-    pub applied_at: Option<i64>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum MigrationError {
-    #[error("migration {version} ({name}) was changed after it was applied (recorded checksum {recorded}, this build has {expected}); restore it or use a database made by this build")]
-    Edited {
-        version: i64,
-        name: String,
-        recorded: String,
-        expected: String,
-    },
-    #[error("the database has migration {0}, which this build does not know: it was made by a newer ferroclaw")]
-    Unknown(i64),
-    #[error(transparent)]
-    Sql(#[from] rusqlite::Error),
-}
-
-fn checksum(sql: &str) -> String {
-    format!("{:016x}", ferroclaw_types::fnv1a(sql.as_bytes()))
-}
 
 fn ensure_table(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
@@ -113,27 +87,10 @@ pub(crate) fn migrate_up(conn: &mut Connection) -> Result<Vec<i64>, MigrationErr
 /// Every recorded migration must be one of ours, unchanged.
 fn verify(conn: &Connection) -> Result<(), MigrationError> {
     let mut stmt = conn.prepare("SELECT version, name, checksum FROM schema_migrations")?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-        ))
-    })?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     for row in rows {
         let (version, name, recorded) = row?;
-        let Some(&(_, _, sql)) = MIGRATIONS.iter().find(|m| m.0 == version) else {
-            return Err(MigrationError::Unknown(version));
-        };
-        let expected = checksum(sql);
-        if recorded != expected {
-            return Err(MigrationError::Edited {
-                version,
-                name,
-                recorded,
-                expected,
-            });
-        }
+        check_recorded(MIGRATIONS, version, name, recorded)?;
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ use ferroclaw_types::{now_millis, Usage};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use tracing::{info, warn};
 
-pub use migrations::MigrationState;
+use crate::migration::MigrationState;
 
 use crate::{SessionMeta, StoreError};
 

@@ -16,7 +16,7 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
     if let Some(GatewayAction::Token) = args.action {
         return print_token(global);
     }
-    let ctx = AppContext::load(global)?;
+    let ctx = AppContext::load_for_server(global).await?;
     let providers = ctx.loaded.providers();
     let gateway = Gateway::bind(
         ctx.settings,
@@ -87,8 +87,8 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
 /// `ferroclaw gateway token`: the operator token of the gateway on this home (created
 /// if no gateway has started yet), for clients on the same machine.
 fn print_token(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    let ctx = AppContext::load(global)?;
-    let token = ferroclaw_config::load_or_create_gateway_token(&ctx.loaded.home, &ctx.loaded.env)?;
+    let loaded = crate::context::load_config(global)?;
+    let token = ferroclaw_config::load_or_create_gateway_token(&loaded.home, &loaded.env)?;
     println!("{}", token.token);
     Ok(ExitCode::SUCCESS)
 }

@@ -4,10 +4,10 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use ferroclaw_store::FileSessionStore;
+use ferroclaw_config::settings::DatabaseSettings;
+use ferroclaw_store::{FileSessionStore, PgSessionStore};
 
 use crate::cli::GlobalArgs;
-use crate::context::AppContext;
 
 #[derive(Debug, Subcommand)]
 pub enum MigrateCommand {
@@ -18,11 +18,28 @@ pub enum MigrateCommand {
 }
 
 pub async fn run(global: &GlobalArgs, cmd: MigrateCommand) -> anyhow::Result<ExitCode> {
-    let ctx = AppContext::load(global)?;
-    let store = FileSessionStore::new(ctx.loaded.home.clone());
-    let states = match cmd {
-        MigrateCommand::Up => store.migrate_up().await?,
-        MigrateCommand::Status => store.migration_status().await?,
+    // Not through the usual store: opening it would apply the migrations already.
+    let settings = crate::context::load_config(global)?.settings();
+    let states = match &settings.store.database {
+        DatabaseSettings::Standalone => {
+            let store = FileSessionStore::new(settings.home.clone());
+            match cmd {
+                MigrateCommand::Up => store.migrate_up().await?,
+                MigrateCommand::Status => store.migration_status().await?,
+            }
+        }
+        DatabaseSettings::Managed { url } => {
+            let url = url.as_deref().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "database.mode is \"managed\" but FERROCLAW_DATABASE_URL is not set"
+                )
+            })?;
+            let store = PgSessionStore::connect_unmigrated(url)?;
+            match cmd {
+                MigrateCommand::Up => store.migrate_up().await?,
+                MigrateCommand::Status => store.migration_status().await?,
+            }
+        }
     };
     for m in &states {
         let when = match m.applied_at {

@@ -36,9 +36,11 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Executor(args) => executor::run(&cli.global, args).await,
         Command::Sessions(cmd) => sessions::run(&cli.global, cmd).await,
         Command::Migrate(cmd) => migrate::run(&cli.global, cmd).await,
-        Command::Agent(AgentCommand::List) => agent_list::run(&AppContext::load(&cli.global)?),
+        Command::Agent(AgentCommand::List) => {
+            agent_list::run(&AppContext::load(&cli.global).await?)
+        }
         Command::Agent(AgentCommand::Chat(args)) => {
-            chat::run(&AppContext::load(&cli.global)?, args).await
+            chat::run(&AppContext::load(&cli.global).await?, args).await
         }
     }
 }

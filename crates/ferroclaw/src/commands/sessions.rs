@@ -6,8 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
+use ferroclaw_config::settings::DatabaseSettings;
 use ferroclaw_store::integrity::ImportOutcome;
-use ferroclaw_store::{FileSessionStore, ScanOptions, Strategy};
+use ferroclaw_store::{FileSessionStore, PgSessionStore, ScanOptions, Strategy};
 
 use crate::cli::GlobalArgs;
 use crate::context::AppContext;
@@ -22,6 +23,21 @@ pub enum SessionsCommand {
     Scan(ScanArgs),
     /// Import OpenClaw / pi transcripts (*.jsonl, searched recursively) as sessions.
     Import(ImportArgs),
+    /// Write a session's transcript (OpenClaw JSONL) to stdout or a file, from whichever
+    /// backend holds it.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The session key.
+    pub key: String,
+    /// Agent id (default: the configured default agent).
+    #[arg(long, value_name = "ID")]
+    pub agent: Option<String>,
+    /// Write here instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -55,12 +71,30 @@ pub struct ImportArgs {
 }
 
 pub async fn run(global: &GlobalArgs, cmd: SessionsCommand) -> anyhow::Result<ExitCode> {
-    let ctx = AppContext::load(global)?;
+    let ctx = AppContext::load(global).await?;
     match cmd {
         SessionsCommand::List(args) => list(&ctx, args).await,
         SessionsCommand::Scan(args) => scan(&ctx, args).await,
         SessionsCommand::Import(args) => import(&ctx, args).await,
+        SessionsCommand::Export(args) => export(&ctx, args).await,
     }
+}
+
+async fn export(ctx: &AppContext, args: ExportArgs) -> anyhow::Result<ExitCode> {
+    let agent = args.agent.unwrap_or_else(|| ctx.loaded.default_agent_id());
+    let Some(bytes) = ctx.store.export(&agent, &args.key).await? else {
+        eprintln!("no session `{}` for agent `{agent}`", args.key);
+        return Ok(ExitCode::FAILURE);
+    };
+    match args.output {
+        Some(path) => std::fs::write(&path, &bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => {
+            use std::io::Write as _;
+            std::io::stdout().lock().write_all(&bytes)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn list(ctx: &AppContext, args: ListArgs) -> anyhow::Result<ExitCode> {
@@ -127,11 +161,23 @@ async fn scan(ctx: &AppContext, args: ScanArgs) -> anyhow::Result<ExitCode> {
 
 async fn import(ctx: &AppContext, args: ImportArgs) -> anyhow::Result<ExitCode> {
     let agent = args.agent.unwrap_or_else(|| ctx.loaded.default_agent_id());
-    let store = FileSessionStore::new(ctx.loaded.home.clone());
-    let report = store
-        .import_dir(&agent, &args.dir)
-        .await
-        .with_context(|| format!("cannot import from {}", args.dir.display()))?;
+    let report = match &ctx.settings.store.database {
+        DatabaseSettings::Standalone => {
+            FileSessionStore::new(ctx.loaded.home.clone())
+                .import_dir(&agent, &args.dir)
+                .await
+        }
+        DatabaseSettings::Managed { url } => {
+            let url = url
+                .as_deref()
+                .context("FERROCLAW_DATABASE_URL is not set")?;
+            PgSessionStore::connect(url)
+                .await?
+                .import_dir(&agent, &args.dir)
+                .await
+        }
+    }
+    .with_context(|| format!("cannot import from {}", args.dir.display()))?;
     for f in &report.files {
         match &f.outcome {
             ImportOutcome::Imported {

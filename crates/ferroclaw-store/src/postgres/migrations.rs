@@ -1,0 +1,138 @@
+//! Versioned schema of the managed database, applied like the embedded one's: each
+//! migration in its own transaction, recorded with a checksum, an edited one refused.
+//! Concurrent starts of several instances are serialised by a transaction-scoped
+//! advisory lock, so each migration is applied once. No migration creates an extension.
+
+use deadpool_postgres::Client;
+
+use crate::migration::{check_recorded, checksum, MigrationError, MigrationState};
+
+/// `(version, name, SQL)`, in order. Append only.
+pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "sessions",
+    "CREATE TABLE sessions (
+        agent_id   TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        session_id TEXT NOT NULL UNIQUE,
+        header     TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        provider   TEXT,
+        model      TEXT,
+        usage      TEXT NOT NULL,
+        label      TEXT,
+        PRIMARY KEY (agent_id, key)
+    );
+    CREATE INDEX sessions_by_recency ON sessions (agent_id, updated_at DESC);
+    -- One row per transcript line, exactly as the JSONL file would hold it.
+    CREATE TABLE session_entries (
+        session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        seq        BIGINT NOT NULL,
+        line       TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    -- What a repair replaced, whole, as a transcript.
+    CREATE TABLE session_backups (
+        id         BIGSERIAL PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        at         BIGINT NOT NULL,
+        transcript TEXT NOT NULL
+    );
+    CREATE TABLE integrity_incidents (
+        id   BIGSERIAL PRIMARY KEY,
+        at   BIGINT NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE TABLE integrity_scans (
+        id   BIGSERIAL PRIMARY KEY,
+        at   BIGINT NOT NULL,
+        body TEXT NOT NULL
+    );",
+)];
+
+const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    BIGINT PRIMARY KEY,
+    name       TEXT NOT NULL,
+    checksum   TEXT NOT NULL,
+    applied_at BIGINT NOT NULL
+)";
+
+/// The advisory lock key migrations take (any constant no other code uses).
+const MIGRATION_LOCK: i64 = 0x6665_7272_6f63_6c61; // "ferrocla"
+
+async fn ensure_table(client: &Client) -> Result<(), tokio_postgres::Error> {
+    client.batch_execute(MIGRATIONS_TABLE).await
+}
+
+async fn verify(client: &impl deadpool_postgres::GenericClient) -> Result<(), MigrationError> {
+    for row in client
+        .query("SELECT version, name, checksum FROM schema_migrations", &[])
+        .await?
+    {
+        check_recorded(MIGRATIONS, row.get(0), row.get(1), row.get(2))?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn migrate_up(client: &mut Client) -> Result<Vec<i64>, MigrationError> {
+    // Two instances may both find the table missing; the second CREATE then fails on
+    // the catalogue's unique index, so it is serialised like the migrations themselves.
+    {
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        tx.batch_execute(MIGRATIONS_TABLE).await?;
+        tx.commit().await?;
+    }
+    let mut applied = Vec::new();
+    for &(version, name, sql) in MIGRATIONS {
+        let tx = client.transaction().await?;
+        tx.batch_execute("SET LOCAL synchronous_commit TO on")
+            .await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        verify(&tx).await?;
+        let done = tx
+            .query_opt(
+                "SELECT 1 FROM schema_migrations WHERE version = $1",
+                &[&version],
+            )
+            .await?;
+        if done.is_some() {
+            tx.commit().await?;
+            continue;
+        }
+        tx.batch_execute(sql).await?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)",
+            &[&version, &name, &checksum(sql), &ferroclaw_types::now_millis()],
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(version, name, "applied database migration");
+        applied.push(version);
+    }
+    Ok(applied)
+}
+
+pub(crate) async fn status(client: &Client) -> Result<Vec<MigrationState>, MigrationError> {
+    ensure_table(client).await?;
+    verify(client).await?;
+    let mut out = Vec::new();
+    for &(version, name, _) in MIGRATIONS {
+        let applied_at: Option<i64> = client
+            .query_opt(
+                "SELECT applied_at FROM schema_migrations WHERE version = $1",
+                &[&version],
+            )
+            .await?
+            .map(|r| r.get(0));
+        out.push(MigrationState {
+            version,
+            name: name.to_string(),
+            applied_at,
+        });
+    }
+    Ok(out)
+}

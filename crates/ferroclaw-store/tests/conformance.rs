@@ -1,0 +1,537 @@
+//! One conformance suite, run against every backend: the embedded one (SQLite index +
+//! JSONL files in a temporary home) and the managed one (a fresh database on a real
+//! PostgreSQL server: `FERROCLAW_TEST_DATABASE_URL`, else a throwaway cluster).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroclaw_store::{
+    validate_bytes, FileSessionStore, PgSessionStore, ScanOptions, SessionStore, Strategy,
+};
+use ferroclaw_types::{EntryBody, Message, Usage};
+use tokio_postgres::NoTls;
+
+const AGENT: &str = "main";
+
+enum Kind {
+    File(tempfile::TempDir),
+    Pg(String),
+}
+
+struct Subject {
+    name: &'static str,
+    kind: Kind,
+    store: Arc<dyn SessionStore>,
+}
+
+use ferroclaw_testkit::pg::fresh_database;
+
+impl Subject {
+    async fn file() -> Subject {
+        let home = tempfile::tempdir().expect("home");
+        let store: Arc<dyn SessionStore> = Arc::new(FileSessionStore::new(home.path()));
+        Subject {
+            name: "file",
+            kind: Kind::File(home),
+            store,
+        }
+    }
+
+    async fn pg() -> Subject {
+        let url = fresh_database().await;
+        let store: Arc<dyn SessionStore> =
+            Arc::new(PgSessionStore::connect(&url).await.expect("pg store"));
+        Subject {
+            name: "postgres",
+            kind: Kind::Pg(url),
+            store,
+        }
+    }
+
+    async fn all() -> Vec<Subject> {
+        vec![Subject::file().await, Subject::pg().await]
+    }
+
+    /// The same storage through a new store: what a restart, or another instance, sees.
+    async fn another(&self) -> Arc<dyn SessionStore> {
+        match &self.kind {
+            Kind::File(home) => Arc::new(FileSessionStore::new(home.path())),
+            Kind::Pg(url) => Arc::new(PgSessionStore::connect(url).await.expect("pg store")),
+        }
+    }
+
+    /// Replaces a session's stored transcript with `bytes` behind the store's back (what
+    /// a crash, an old bug or a hand edit leaves).
+    async fn plant(&self, key: &str, bytes: &str) {
+        let sid = self
+            .store
+            .open(AGENT, key)
+            .await
+            .expect("open")
+            .session_id()
+            .to_string();
+        let bytes = bytes.replace("SID", &sid);
+        match &self.kind {
+            Kind::File(home) => std::fs::write(
+                home.path()
+                    .join(format!("agents/{AGENT}/sessions/{sid}.jsonl")),
+                bytes,
+            )
+            .expect("write transcript"),
+            Kind::Pg(url) => {
+                let (client, conn) = tokio_postgres::connect(url, NoTls).await.expect("connect");
+                tokio::spawn(conn);
+                client
+                    .execute("DELETE FROM session_entries WHERE session_id = $1", &[&sid])
+                    .await
+                    .expect("clear");
+                let mut lines = bytes.lines();
+                let header = lines.next().expect("header");
+                client
+                    .execute(
+                        "UPDATE sessions SET header = $2 WHERE session_id = $1",
+                        &[&sid, &header],
+                    )
+                    .await
+                    .expect("header");
+                for (i, line) in lines.enumerate() {
+                    client
+                        .execute(
+                            "INSERT INTO session_entries (session_id, seq, line) VALUES ($1, $2, $3)",
+                            &[&sid, &(i as i64), &line],
+                        )
+                        .await
+                        .expect("line");
+                }
+            }
+        }
+    }
+
+    /// The session as an OpenClaw JSONL transcript.
+    async fn export(&self, key: &str) -> Vec<u8> {
+        self.store
+            .export(AGENT, key)
+            .await
+            .expect("export")
+            .expect("exists")
+    }
+
+    /// Imports a transcript; returns the key it was given.
+    async fn import(&self, transcript: &[u8]) -> String {
+        match &self.kind {
+            Kind::File(home) => {
+                let dir = tempfile::tempdir().expect("dir");
+                std::fs::write(dir.path().join("import.jsonl"), transcript).expect("write");
+                let report = FileSessionStore::new(home.path())
+                    .import_dir(AGENT, dir.path())
+                    .await
+                    .expect("import");
+                match &report.files[0].outcome {
+                    ferroclaw_store::integrity::ImportOutcome::Imported { session_key, .. } => {
+                        session_key.clone()
+                    }
+                    other => panic!("not imported: {other:?}"),
+                }
+            }
+            Kind::Pg(url) => {
+                let store = PgSessionStore::connect(url).await.expect("pg");
+                match store
+                    .import_transcript(AGENT, transcript, None)
+                    .await
+                    .expect("import")
+                {
+                    ferroclaw_store::integrity::ImportOutcome::Imported { session_key, .. } => {
+                        session_key
+                    }
+                    other => panic!("not imported: {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+fn user(text: &str) -> EntryBody {
+    EntryBody::Message {
+        message: Message::user(text),
+    }
+}
+
+fn text_of(m: &Message) -> String {
+    m.text()
+}
+
+/// A transcript (header id `SID`) with an orphaned tool result: a result whose call
+/// was never written.
+const DAMAGED: &str = r#"{"type":"session","version":3,"id":"SID","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}
+{"type":"message","id":"00000001","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"list files"}],"timestamp":1}}
+{"type":"message","id":"00000002","parentId":"00000001","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"toolResult","toolCallId":"call_gone","toolName":"exec","content":[{"type":"text","text":"a.txt"}],"isError":false,"timestamp":2}}
+{"type":"message","id":"00000003","parentId":"00000002","timestamp":"2026-01-01T00:00:03.000Z","message":{"role":"assistant","content":[{"type":"text","text":"There is a.txt."}],"provider":"p","model":"m","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2},"stopReason":"stop","timestamp":3}}
+"#;
+
+#[tokio::test]
+async fn the_index_creates_lists_records_and_deletes() {
+    for s in Subject::all().await {
+        let store = &s.store;
+        let a = store.open(AGENT, "a").await.expect("open");
+        let again = store.open(AGENT, "a").await.expect("reopen");
+        assert_eq!(a.session_id(), again.session_id(), "{}", s.name);
+        drop((a, again));
+        drop(store.open(AGENT, "b").await.expect("open"));
+        let usage = Usage {
+            input: 7,
+            output: 3,
+            total_tokens: 10,
+            ..Usage::default()
+        };
+        store
+            .record_run(AGENT, "a", "openai", "gpt-4o", &usage)
+            .await
+            .expect("record");
+        store
+            .record_run(AGENT, "a", "openai", "gpt-4o-mini", &usage)
+            .await
+            .expect("record");
+        let meta = store.get(AGENT, "a").await.expect("get").expect("row");
+        assert_eq!(meta.usage.total_tokens, 20, "{}", s.name);
+        assert_eq!(meta.model.as_deref(), Some("gpt-4o-mini"));
+        let listed = store.list(AGENT).await.expect("list");
+        let keys: Vec<&str> = listed.iter().map(|m| m.key.as_str()).collect();
+        assert_eq!(keys.len(), 2, "{}", s.name);
+        let b = &listed[keys.iter().position(|k| *k == "b").expect("b")];
+        assert!(
+            meta.updated_at >= b.updated_at,
+            "{}: recording bumps",
+            s.name
+        );
+        // Newest first (ties, within a millisecond, by creation then key).
+        for pair in listed.windows(2) {
+            let order = (pair[1].updated_at, pair[1].created_at)
+                .cmp(&(pair[0].updated_at, pair[0].created_at));
+            assert!(order.is_le(), "{}: {keys:?}", s.name);
+        }
+        assert!(store.list("other").await.expect("list").is_empty());
+        let missing = store
+            .record_run(AGENT, "nope", "p", "m", &usage)
+            .await
+            .expect_err("unknown key");
+        assert!(
+            matches!(missing, ferroclaw_store::StoreError::NotFound(_)),
+            "{}",
+            s.name
+        );
+        assert!(store.available().await, "{}", s.name);
+        assert!(store.export(AGENT, "nope").await.expect("export").is_none());
+        assert!(store.delete(AGENT, "a").await.expect("delete"));
+        assert!(
+            !store.delete(AGENT, "a").await.expect("again"),
+            "{}",
+            s.name
+        );
+        assert!(store.get(AGENT, "a").await.expect("get").is_none());
+        // Keys are validated; ids that could name a path are refused.
+        assert!(store.open(AGENT, "").await.is_err());
+        assert!(store.open("../etc", "k").await.is_err());
+    }
+}
+
+#[tokio::test]
+async fn entries_survive_a_restart_with_their_chain_and_compaction() {
+    for s in Subject::all().await {
+        let mut log = s.store.open(AGENT, "k").await.expect("open");
+        let first = log.append(user("one")).await.expect("append");
+        log.append(user("two")).await.expect("append");
+        let third = log.append(user("three")).await.expect("append");
+        log.append(EntryBody::Compaction {
+            summary: "The user counted to three.".into(),
+            first_kept_entry_id: third.id.clone(),
+            tokens_before: 100,
+            tokens_after: Some(20),
+        })
+        .await
+        .expect("compaction");
+        log.append(user("four")).await.expect("append");
+        log.flush().await.expect("flush");
+        drop(log);
+
+        let other = s.another().await;
+        let log = other.open(AGENT, "k").await.expect("reopen");
+        let entries = log.entries();
+        assert_eq!(entries.len(), 5, "{}", s.name);
+        assert_eq!(entries[0].id, first.id);
+        assert!(entries[0].parent_id.is_none());
+        for pair in entries.windows(2) {
+            assert_eq!(pair[1].parent_id.as_ref(), Some(&pair[0].id), "{}", s.name);
+        }
+        assert!(
+            log.problems().is_empty(),
+            "{}: {:?}",
+            s.name,
+            log.problems()
+        );
+        let texts: Vec<String> = log.context().iter().map(text_of).collect();
+        assert!(
+            texts[0].contains("counted to three"),
+            "{}: {texts:?}",
+            s.name
+        );
+        assert_eq!(texts[1..], ["three", "four"], "{}", s.name);
+    }
+}
+
+#[tokio::test]
+async fn a_damaged_transcript_is_found_repaired_with_a_backup_and_reported() {
+    for s in Subject::all().await {
+        s.plant("broken", DAMAGED).await;
+        let summary = s
+            .store
+            .scan(ScanOptions {
+                repair: false,
+                strategy: Strategy::Full,
+                agent: None,
+            })
+            .await
+            .expect("scan");
+        assert!(summary.issues > 0, "{}: {summary:?}", s.name);
+        assert_eq!(summary.repaired, 0);
+        assert_eq!(summary.files[0].session_key.as_deref(), Some("broken"));
+
+        let summary = s
+            .store
+            .scan(ScanOptions {
+                repair: true,
+                strategy: Strategy::Full,
+                agent: Some(AGENT.into()),
+            })
+            .await
+            .expect("repair");
+        assert_eq!(summary.repaired, 1, "{}: {summary:?}", s.name);
+        assert!(summary.files[0].backup.is_some());
+        let incidents = s.store.incidents(10).await.expect("incidents");
+        assert!(
+            incidents.iter().any(|i| i.action == "repaired"
+                && i.session_key.as_deref() == Some("broken")
+                && i.backup.is_some()),
+            "{}: {incidents:?}",
+            s.name
+        );
+        let status = s.store.last_scan_status().await.expect("status");
+        assert_eq!((status.repaired, status.repair), (1, true), "{}", s.name);
+        let clean = s.store.scan(ScanOptions::default()).await.expect("rescan");
+        assert_eq!(clean.issues, 0, "{}: {clean:?}", s.name);
+        assert!(validate_bytes(&s.export("broken").await).is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_damaged_transcript_is_repaired_when_opened() {
+    for s in Subject::all().await {
+        s.plant("broken", DAMAGED).await;
+        let log = s.another().await.open(AGENT, "broken").await.expect("open");
+        assert!(!log.problems().is_empty(), "{}: reported", s.name);
+        let roles: Vec<&'static str> = log
+            .context()
+            .iter()
+            .map(|m| match m {
+                Message::User(_) => "user",
+                Message::Assistant(_) => "assistant",
+                Message::ToolResult(_) => "toolResult",
+            })
+            .collect();
+        assert!(
+            !roles.contains(&"toolResult"),
+            "{}: the orphan is gone from the context: {roles:?}",
+            s.name
+        );
+        let incidents = s.store.incidents(10).await.expect("incidents");
+        assert!(
+            incidents.iter().any(|i| i.action == "repaired_on_load"),
+            "{}: {incidents:?}",
+            s.name
+        );
+        assert!(
+            validate_bytes(&s.export("broken").await).is_empty(),
+            "{}",
+            s.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_transcript_exported_from_one_backend_imports_into_the_other() {
+    let subjects = Subject::all().await;
+    for (from, to) in [(0, 1), (1, 0)] {
+        let (a, b) = (&subjects[from], &subjects[to]);
+        let key = format!("trip-{from}");
+        let mut log = a.store.open(AGENT, &key).await.expect("open");
+        log.append(user("carry me over")).await.expect("append");
+        log.append(user("and me")).await.expect("append");
+        log.flush().await.expect("flush");
+        let ids: Vec<String> = log.entries().iter().map(|e| e.id.clone()).collect();
+        let sid = log.session_id().to_string();
+        drop(log);
+        let bytes = a.export(&key).await;
+        assert!(validate_bytes(&bytes).is_empty());
+        let imported_key = b.import(&bytes).await;
+        let meta = b
+            .store
+            .get(AGENT, &imported_key)
+            .await
+            .expect("get")
+            .expect("imported row");
+        assert_eq!(meta.session_id, sid, "{} → {}", a.name, b.name);
+        let log = b.store.open(AGENT, &imported_key).await.expect("open");
+        let got: Vec<String> = log.entries().iter().map(|e| e.id.clone()).collect();
+        assert_eq!(got, ids, "{} → {}", a.name, b.name);
+        assert_eq!(b.export(&imported_key).await, bytes, "byte for byte");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writers_of_one_session_are_serialised_by_the_lease() {
+    for s in Subject::all().await {
+        // Two stores: two processes (or instances) on the same storage.
+        let stores = [s.store.clone(), s.another().await];
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let store = stores[i % 2].clone();
+            tasks.push(tokio::spawn(async move {
+                let _lease = store.lease(AGENT, "shared").await.expect("lease");
+                let mut log = store.open(AGENT, "shared").await.expect("open");
+                log.append(user(&format!("writer {i}")))
+                    .await
+                    .expect("append");
+                log.flush().await.expect("flush");
+            }));
+        }
+        for t in tasks {
+            t.await.expect("writer");
+        }
+        let log = s.another().await.open(AGENT, "shared").await.expect("open");
+        assert_eq!(log.entries().len(), 20, "{}: no write lost", s.name);
+        for pair in log.entries().windows(2) {
+            assert_eq!(
+                pair[1].parent_id.as_ref(),
+                Some(&pair[0].id),
+                "{}: one chain, no fork",
+                s.name
+            );
+        }
+        assert!(validate_bytes(&s.export("shared").await).is_empty());
+
+        // While a lease is held, another one on the same key waits; a different key not.
+        let held = stores[0].lease(AGENT, "busy").await.expect("lease");
+        let waiting = {
+            let store = stores[1].clone();
+            tokio::spawn(async move { store.lease(AGENT, "busy").await.map(drop) })
+        };
+        stores[1]
+            .lease(AGENT, "free")
+            .await
+            .expect("another key is not blocked");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), async {
+                while !waiting.is_finished() {
+                    tokio::task::yield_now().await;
+                }
+            })
+            .await
+            .is_err(),
+            "{}: a second lease on a held key must wait",
+            s.name
+        );
+        drop(held);
+        waiting
+            .await
+            .expect("task")
+            .expect("acquired after release");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_sessions_at_once_never_interleave() {
+    for s in Subject::all().await {
+        let mut tasks = Vec::new();
+        for i in 0..200 {
+            let store = s.store.clone();
+            tasks.push(tokio::spawn(async move {
+                let key = format!("s{i}");
+                let mut log = store.open(AGENT, &key).await.expect("open");
+                for n in 0..3 {
+                    log.append(user(&format!("{key} #{n}")))
+                        .await
+                        .expect("append");
+                }
+                log.flush().await.expect("flush");
+            }));
+        }
+        for t in tasks {
+            t.await.expect("session");
+        }
+        let other = s.another().await;
+        assert_eq!(
+            other.list(AGENT).await.expect("list").len(),
+            200,
+            "{}",
+            s.name
+        );
+        for i in (0..200).step_by(37) {
+            let key = format!("s{i}");
+            let log = other.open(AGENT, &key).await.expect("open");
+            let texts: Vec<String> = log.context().iter().map(text_of).collect();
+            assert_eq!(
+                texts,
+                [0, 1, 2].map(|n| format!("{key} #{n}")),
+                "{}",
+                s.name
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_managed_schema_is_migrated_once_and_guarded() {
+    let url = fresh_database().await;
+    // Several instances starting together apply each migration once.
+    let starts: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { PgSessionStore::connect(&url).await.map(drop) })
+        })
+        .collect();
+    for s in starts {
+        s.await.expect("task").expect("start");
+    }
+    let store = PgSessionStore::connect(&url).await.expect("store");
+    let states = store.migration_status().await.expect("status");
+    assert!(states.iter().all(|m| m.applied_at.is_some()));
+    let (client, conn) = tokio_postgres::connect(&url, NoTls).await.expect("connect");
+    tokio::spawn(conn);
+    let n: i64 = client
+        .query_one("SELECT count(*) FROM schema_migrations", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(n, states.len() as i64);
+    client
+        .execute(
+            "UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1",
+            &[],
+        )
+        .await
+        .expect("tamper");
+    let err = PgSessionStore::connect(&url).await.err().expect("refused");
+    assert!(
+        err.to_string().contains("changed after it was applied"),
+        "{err}"
+    );
+    // An unreachable server is an error that says so, not a hang.
+    let err = PgSessionStore::connect("postgres://postgres@127.0.0.1:9/none")
+        .await
+        .err()
+        .expect("unreachable");
+    assert!(
+        matches!(err, ferroclaw_store::StoreError::Database { .. }),
+        "{err}"
+    );
+}

@@ -1,0 +1,239 @@
+//! A PostgreSQL server for tests: the one `FERROCLAW_TEST_DATABASE_URL` names, else a
+//! throwaway cluster started from the installed binaries (`initdb` + `postgres`) in a
+//! temporary directory on a free port, once per test process. Never a silent skip: with
+//! neither, the tests that need it fail and say what to install.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, OnceLock};
+use std::time::{Duration, Instant};
+
+struct Cluster {
+    url: String,
+}
+
+static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+
+/// The base URL of a server the tests may create databases on (as a superuser).
+/// Panics with the reason when there is none and none can be started.
+pub fn server_url() -> String {
+    if let Ok(url) = std::env::var("FERROCLAW_TEST_DATABASE_URL") {
+        if !url.trim().is_empty() {
+            return url;
+        }
+    }
+    match CLUSTER.get_or_init(start_on_keeper_thread) {
+        Ok(c) => c.url.clone(),
+        Err(e) => panic!(
+            "PostgreSQL tests need a server: set FERROCLAW_TEST_DATABASE_URL, or install PostgreSQL's binaries (apt-get install -y postgresql) so a throwaway one can be started ({e})"
+        ),
+    }
+}
+
+/// A new, empty database on the test server (so tests never see each other's rows);
+/// returns its URL.
+pub async fn fresh_database() -> String {
+    let base = server_url();
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to the test server {base}: {e}"));
+    tokio::spawn(conn);
+    let name = format!(
+        "ferroclaw_t_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    // Two statements: several in one string would share a transaction, where CREATE
+    // DATABASE may not run. A name left by an earlier process with the same pid goes.
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        client
+            .batch_execute(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create a test database: {e}"));
+    }
+    let (prefix, _) = base
+        .rsplit_once('/')
+        .unwrap_or_else(|| panic!("the test server URL names no database: {base}"));
+    format!("{prefix}/{name}")
+}
+
+static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn bin_dir() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("bin"))
+        .filter(|p| p.join("initdb").is_file() && p.join("postgres").is_file())
+        .collect();
+    dirs.sort();
+    dirs.pop()
+}
+
+/// PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user.
+fn run_as() -> Option<(u32, u32)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let name = std::ffi::CString::new("postgres").ok()?;
+    // SAFETY: getpwnam returns a pointer into static storage or null; read at once.
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        return None;
+    }
+    // SAFETY: checked non-null above.
+    Some(unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
+}
+
+fn command(bin: &Path, ids: Option<(u32, u32)>) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(bin);
+    // SAFETY: only async-signal-safe calls between fork and exec. The death signal is
+    // set after the credentials change (a change clears it), so the server ends with
+    // the test process even when it is killed.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some((uid, gid)) = ids {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// The server's death signal is tied to the thread that started it, so it is started
+/// by a thread that lives as long as the process (test threads come and go).
+fn start_on_keeper_thread() -> Result<Cluster, String> {
+    remove_stale_clusters();
+    let (tx, rx) = mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("test-postgres".into())
+        .spawn(move || match start() {
+            Ok((cluster, server, dir)) => {
+                let _ = tx.send(Ok(cluster));
+                let _keep = (server, dir);
+                loop {
+                    std::thread::park();
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        });
+    if let Err(e) = spawned {
+        return Err(e.to_string());
+    }
+    rx.recv().map_err(|e| e.to_string())?
+}
+
+/// Throwaway clusters of test processes that have ended (a process's exit runs no
+/// destructor, so their directories stay behind until the next run).
+fn remove_stale_clusters() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let path = e.path();
+        if !e.file_name().to_string_lossy().starts_with("ferroclaw-pg-") {
+            continue;
+        }
+        let pid = std::fs::read_to_string(path.join("data/postmaster.pid"))
+            .ok()
+            .and_then(|s| s.lines().next().and_then(|l| l.trim().parse::<i32>().ok()));
+        // SAFETY: signal 0 only checks that the process exists.
+        let alive = pid.is_some_and(|p| unsafe { libc::kill(p, 0) } == 0);
+        if !alive {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
+fn start() -> Result<(Cluster, Child, tempfile::TempDir), String> {
+    let bin = bin_dir().ok_or("no initdb under /usr/lib/postgresql/*/bin")?;
+    let ids = run_as();
+    let dir = tempfile::Builder::new()
+        .prefix("ferroclaw-pg-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    if let Some((uid, gid)) = ids {
+        std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).map_err(|e| e.to_string())?;
+    }
+    let data = dir.path().join("data");
+    let out = command(&bin.join("initdb"), ids)
+        .args([
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "-D",
+        ])
+        .arg(&data)
+        .stdout(Stdio::null())
+        .output()
+        .map_err(|e| format!("initdb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let server = command(&bin.join("postgres"), ids)
+        .arg("-D")
+        .arg(&data)
+        .args(["-p", &port.to_string(), "-k"])
+        .arg(dir.path())
+        .args([
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=off",
+            "-c",
+            "max_connections=300",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("postgres: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ready = command(&bin.join("pg_isready"), None)
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if ready {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err("the throwaway server did not accept connections within 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok((
+        Cluster {
+            url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+        },
+        server,
+        dir,
+    ))
+}
