@@ -15,6 +15,7 @@ pub mod bootstrap;
 mod door;
 mod handle;
 mod origin;
+mod relay;
 mod runtime;
 pub mod scheduler;
 pub mod session_tools;

@@ -91,6 +91,8 @@ pub struct Runtime {
     /// `None` for a runtime of prebuilt agents ([`Runtime::with_agents`]).
     services: Option<SharedServices>,
     core: Arc<Core>,
+    /// The other instances on the same storage (managed mode), for stops and aborts.
+    signals: Option<Arc<dyn ferroclaw_store::SignalBus>>,
 }
 
 impl Runtime {
@@ -138,12 +140,14 @@ impl Runtime {
             tracing::warn!(default = %default_agent, "default agent not built");
             agents.first().map_or(default_agent, |a| a.id.clone())
         };
+        let signals = crate::relay::start(store.as_ref(), core.scheduler.clone());
         Ok(Runtime {
             agents,
             default_agent,
             skipped,
             services: Some(services),
             core,
+            signals,
         })
     }
 
@@ -169,6 +173,7 @@ impl Runtime {
             skipped: Vec::new(),
             services: None,
             core,
+            signals: None,
         }
     }
 
@@ -231,6 +236,11 @@ impl Runtime {
         match s.message.trim().to_ascii_lowercase().as_str() {
             "/stop" => {
                 let n = self.stop(&agent.id, &stored);
+                if n == 0 && self.signals.is_some() {
+                    return Ok(Submitted::Command(
+                        "No turn of this session was running here; the other instances were asked to stop theirs.".into(),
+                    ));
+                }
                 return Ok(Submitted::Command(format!("Stopped {n} running turn(s).")));
             }
             "/stopall" => {
@@ -325,23 +335,55 @@ impl Runtime {
         services.rate_limiter.forget(&scope);
     }
 
-    /// `/stop`: aborts the session's oldest running turn. Returns how many.
+    /// `/stop`: aborts the session's oldest running turn. Returns how many ran here; a
+    /// turn on another instance of the same storage is stopped there.
     pub fn stop(&self, agent_id: &str, stored_key: &str) -> usize {
-        self.core.scheduler.stop(&queue_key(agent_id, stored_key))
+        let n = self.core.scheduler.stop(&queue_key(agent_id, stored_key));
+        if n == 0 {
+            crate::relay::publish(
+                self.signals.as_ref(),
+                ferroclaw_store::Signal::Stop {
+                    agent_id: agent_id.to_string(),
+                    key: stored_key.to_string(),
+                },
+            );
+        }
+        n
     }
 
-    /// `/stopall`: aborts every running turn of the session and drains its queue.
+    /// `/stopall`: aborts every running turn of the session and drains its queue, here
+    /// and on the other instances of the same storage. Returns how many ran here.
     pub fn stop_all(&self, agent_id: &str, stored_key: &str) -> usize {
+        crate::relay::publish(
+            self.signals.as_ref(),
+            ferroclaw_store::Signal::StopAll {
+                agent_id: agent_id.to_string(),
+                key: stored_key.to_string(),
+            },
+        );
         self.core
             .scheduler
             .stop_all(&queue_key(agent_id, stored_key))
     }
 
     /// Aborts run `run_id` if it belongs to this session (a run id alone must not reach
-    /// another's run).
+    /// another's run); `false` when it is not running here, in which case the other
+    /// instances of the same storage are asked.
     pub fn abort_in_session(&self, agent_id: &str, stored_key: &str, run_id: &str) -> bool {
         let qkey = queue_key(agent_id, stored_key);
-        self.core.scheduler.run_in_session(&qkey, run_id) && self.core.scheduler.abort_run(run_id)
+        let here = self.core.scheduler.run_in_session(&qkey, run_id)
+            && self.core.scheduler.abort_run(run_id);
+        if !here {
+            crate::relay::publish(
+                self.signals.as_ref(),
+                ferroclaw_store::Signal::Abort {
+                    agent_id: agent_id.to_string(),
+                    key: stored_key.to_string(),
+                    run_id: run_id.to_string(),
+                },
+            );
+        }
+        here
     }
 
     pub fn session_busy(&self, agent_id: &str, stored_key: &str) -> bool {

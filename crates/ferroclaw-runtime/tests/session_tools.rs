@@ -103,6 +103,28 @@ async fn setup_full(
     }
 }
 
+/// A turn of `main` submitted through the runtime, as every parent run is in a
+/// process: a subagent's announcement is then written in the session's queue after the
+/// turn (a run beside the queue could race it and fork the transcript).
+async fn through_runtime(s: &Setup, session: &str, message: &str) -> ferroclaw_agent::RunOutput {
+    let submitted = s
+        .runtime
+        .submit(ferroclaw_runtime::Submit {
+            agent_id: "main",
+            session_key: session,
+            user: None,
+            message,
+            mode: ferroclaw_runtime::QueueMode::Queue,
+            origin: ferroclaw_runtime::Origin::WebSocket,
+            options: Default::default(),
+        })
+        .expect("submit");
+    let ferroclaw_runtime::Submitted::Run(handle) = submitted else {
+        panic!("a message, not a command");
+    };
+    handle.finish(|_| {}).await.expect("run")
+}
+
 fn system_of(req: &RecordedRequest) -> String {
     req.body["messages"][0]["content"]
         .as_str()
@@ -298,8 +320,8 @@ async fn spawn_session_mode_announces_the_result_to_the_parent() {
     ));
     s.llm.push(Reply::text("started it"));
     s.helper_llm.push(Reply::text("X is fine"));
-    let (res, _) = run(&s.main, "s1", "look into X").await;
-    assert_eq!(res.expect("run").text, "started it");
+    let out = through_runtime(&s, "s1", "look into X").await;
+    assert_eq!(out.text, "started it");
     let results = tool_results(&s.llm.requests()[1]);
     assert!(results[0].contains("Subagent bg started"), "{results:?}");
 
@@ -430,7 +452,7 @@ async fn steer_sends_a_follow_up_to_a_finished_session_subagent() {
     ));
     s.llm.push(Reply::text("started"));
     s.helper_llm.push(Reply::text("draft v1"));
-    run(&s.main, "s1", "write").await.0.expect("run");
+    through_runtime(&s, "s1", "write").await;
     wait_for_message(
         &s.store,
         "main",
@@ -446,7 +468,7 @@ async fn steer_sends_a_follow_up_to_a_finished_session_subagent() {
     ));
     s.llm.push(Reply::text("asked for a shorter one"));
     s.helper_llm.push(Reply::text("draft v2"));
-    run(&s.main, "s1", "make it shorter").await.0.expect("run");
+    through_runtime(&s, "s1", "make it shorter").await;
     wait_for_message(
         &s.store,
         "main",

@@ -19,6 +19,7 @@ pub mod integrity;
 mod memory;
 mod migration;
 mod postgres;
+mod signals;
 mod sqlite;
 mod transcript;
 
@@ -30,6 +31,7 @@ pub use integrity::{
 pub use memory::MemoryStore;
 pub use migration::MigrationState;
 pub use postgres::PgSessionStore;
+pub use signals::{Signal, SignalBus};
 pub use transcript::{
     active_branch, build_context, effective_branch, read_transcript, EffectiveBranch, LoadProblem,
     LoadProblemKind, SUMMARY_PREFIX,
@@ -139,6 +141,11 @@ pub trait SessionStore: Integrity + Send + Sync {
     /// backend may answer from a check made within the last second.
     async fn available(&self) -> bool {
         true
+    }
+    /// The bus to the other instances on the same storage (`None`: this process is the
+    /// only one that runs sessions of it).
+    fn signals(&self) -> Option<std::sync::Arc<dyn SignalBus>> {
+        None
     }
     /// The session as an OpenClaw JSONL transcript, header first (`None`: no such
     /// session): what `ferroclaw sessions export` writes, whatever the backend.

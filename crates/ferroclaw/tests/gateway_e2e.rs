@@ -2292,3 +2292,61 @@ async fn a_killed_instance_does_not_block_its_sessions() {
         "nothing acknowledged lost"
     );
 }
+
+/// A stop sent to one instance reaches a run on the other: `chat.abort {runId}` over
+/// WebSocket, then a `/stop` message over HTTP, each to A for a run executing on B.
+#[tokio::test]
+async fn a_stop_sent_to_one_instance_ends_the_run_on_the_other() {
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let a = managed(&url, "shared-token").await;
+    let b = managed(&url, "shared-token").await;
+    let mut on_b = b.ws().await;
+    on_b.connect_goclaw(None).await;
+    let mut on_a = a.ws().await;
+    on_a.connect_goclaw(None).await;
+
+    for round in ["by-run-id", "by-stop-message"] {
+        b.llm
+            .push(Reply::text("this answer never finishes").hang_after(2));
+        let send = on_b
+            .send(
+                "chat.send",
+                json!({"message": format!("long task ({round})"), "sessionKey": "cross"}),
+            )
+            .await;
+        let started = on_b
+            .until_event(|e| event_type(e) == "agent:run.started")
+            .await;
+        let run_id = started
+            .last()
+            .and_then(|e| e["payload"]["runId"].as_str())
+            .expect("run id")
+            .to_string();
+        on_b.until_event(|e| event_type(e) == "chat:chunk").await;
+        if round == "by-run-id" {
+            let res = on_a
+                .call(
+                    "chat.abort",
+                    json!({"sessionKey": "cross", "runId": run_id}),
+                )
+                .await;
+            assert_eq!(res["ok"], true, "{res}");
+            assert_eq!(res["payload"]["aborted"], false, "not running on A: {res}");
+        } else {
+            let resp = ask(&a, "cross", "/stop").await;
+            assert_eq!(resp.status(), 200);
+            let body: Value = resp.json().await.expect("json");
+            assert!(
+                body["choices"][0]["message"]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("other instances"),
+                "{body}"
+            );
+        }
+        let (_, res) = tokio::time::timeout(WAIT, on_b.until_res(&send))
+            .await
+            .expect("B's run ended");
+        assert_eq!(res["payload"]["status"], "aborted", "{round}: {res}");
+    }
+}

@@ -11,6 +11,7 @@
 
 mod integrity;
 pub(crate) mod migrations;
+mod signals;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -49,6 +50,9 @@ pub struct PgSessionStore {
     /// The last availability check (epoch ms, result): `/health` is unauthenticated, so
     /// a flood of it must not become a flood of database round trips.
     health: std::sync::Arc<std::sync::Mutex<(i64, bool)>>,
+    /// Where the signal listener connects (it needs a connection of its own).
+    config: tokio_postgres::Config,
+    signals: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<signals::PgSignals>>>,
 }
 
 const HEALTH_CACHE_MS: i64 = 1_000;
@@ -110,7 +114,7 @@ impl PgSessionStore {
         config.connect_timeout(Duration::from_secs(10));
         config.application_name("ferroclaw");
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -128,6 +132,8 @@ impl PgSessionStore {
             strategy: Strategy::Full,
             tool_result_chars: DEFAULT_TOOL_RESULT_CHARS,
             health: std::sync::Arc::new(std::sync::Mutex::new((0, false))),
+            config,
+            signals: std::sync::Arc::default(),
         })
     }
 
@@ -587,6 +593,15 @@ impl SessionStore for PgSessionStore {
         .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
         Ok(())
+    }
+
+    fn signals(&self) -> Option<std::sync::Arc<dyn crate::SignalBus>> {
+        // The listener is a task: without a runtime there is nobody to run it.
+        tokio::runtime::Handle::try_current().ok()?;
+        let bus = self
+            .signals
+            .get_or_init(|| signals::PgSignals::start(self.pool.clone(), self.config.clone()));
+        Some(bus.clone())
     }
 
     async fn available(&self) -> bool {
