@@ -513,6 +513,9 @@ pub struct SessionConfig {
     /// How damaged transcripts are repaired (start-up scan, open): `full` fixes every
     /// pairing issue, `remove_orphans` only drops orphaned tool results.
     pub integrity_strategy: IntegrityStrategy,
+    /// When a turn counts as stored: `fsync` (each turn syncs its own session) or
+    /// `batch` (turns ending within ~2 ms share one sync).
+    pub durability: Durability,
 }
 
 impl Default for SessionConfig {
@@ -521,8 +524,17 @@ impl Default for SessionConfig {
             history_turns: 50,
             tool_result_context_chars: 20_000,
             integrity_strategy: IntegrityStrategy::Full,
+            durability: Durability::Fsync,
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    #[default]
+    Fsync,
+    Batch,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

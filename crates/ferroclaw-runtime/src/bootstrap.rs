@@ -153,6 +153,15 @@ pub fn file_store(settings: &Settings) -> ferroclaw_store::FileSessionStore {
         .with_integrity_strategy(integrity_strategy(&settings.store))
         // The same cap as the agent's, so the transcript keeps what the model saw.
         .with_tool_result_chars(settings.store.tool_result_max_chars)
+        .with_durability(durability(&settings.store))
+}
+
+fn durability(store: &StoreSettings) -> ferroclaw_store::Durability {
+    if store.batch_sync {
+        ferroclaw_store::Durability::Batch
+    } else {
+        ferroclaw_store::Durability::Fsync
+    }
 }
 
 /// The session store as configured: the embedded one under the home, or PostgreSQL
@@ -166,7 +175,8 @@ pub async fn session_store(settings: &Settings) -> Result<Arc<dyn SessionStore>,
             let store = ferroclaw_store::PgSessionStore::connect(url)
                 .await?
                 .with_integrity_strategy(integrity_strategy(&settings.store))
-                .with_tool_result_chars(settings.store.tool_result_max_chars);
+                .with_tool_result_chars(settings.store.tool_result_max_chars)
+                .with_durability(durability(&settings.store));
             Ok(Arc::new(store))
         }
     }

@@ -2,7 +2,8 @@
 //! never fails a run):
 //! - a turn on a new session and on a continuing one (open, append user + assistant,
 //!   flush, record the run) with 0, 10,000 and 100,000 sessions in the index,
-//! - turns/s with 32 concurrent clients, each on its own session,
+//! - turns/s with 32 concurrent clients, each on its own session, with
+//!   `session.durability` `fsync` and `batch`,
 //! - the resident memory of a fresh process serving turns on each home (a child run of
 //!   this binary, so the seeding's allocations do not count).
 //!
@@ -21,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferroclaw_store::{FileSessionStore, PgSessionStore, SessionStore};
+use ferroclaw_store::{Durability, FileSessionStore, PgSessionStore, SessionStore};
 use ferroclaw_types::{AssistantMessage, ContentBlock, EntryBody, Message, StopReason, Usage};
 use serde_json::{json, Value};
 
@@ -174,7 +175,44 @@ async fn main() {
         drop(home);
     }
     ratios("embedded", &rows);
+    durability().await;
     managed().await;
+}
+
+/// 32 clients, each ending turns on its own session, with each durability setting.
+async fn concurrent_rate(store: Arc<dyn SessionStore>) -> f64 {
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..TURNS_PER_CLIENT {
+                turn(store.as_ref(), &format!("client-{c}")).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("client");
+    }
+    (CLIENTS * TURNS_PER_CLIENT) as f64 / t.elapsed().as_secs_f64()
+}
+
+async fn durability() {
+    let mut rates = Vec::new();
+    for d in [Durability::Fsync, Durability::Batch] {
+        let home = tempfile::Builder::new()
+            .prefix("ferroclaw-bench-")
+            .tempdir_in(bench_root())
+            .expect("home");
+        let store = Arc::new(FileSessionStore::new(home.path()).with_durability(d));
+        rates.push(concurrent_rate(store).await);
+    }
+    println!(
+        "embedded, {CLIENTS} clients: fsync {:.0} turns/s, batch {:.0} turns/s ({:.2}x)",
+        rates[0],
+        rates[1],
+        rates[1] / rates[0]
+    );
 }
 
 fn ratios(backend: &str, rows: &[(usize, f64, f64, f64)]) {
@@ -249,6 +287,17 @@ async fn managed() {
                 .expect("analyze");
         }
         let (new, cont, rate) = measure(Arc::new(store)).await;
+        if n == 0 {
+            let batch = PgSessionStore::connect(&url)
+                .await
+                .expect("store")
+                .with_durability(Durability::Batch);
+            let batched = concurrent_rate(Arc::new(batch)).await;
+            println!(
+                "managed, {CLIENTS} clients: fsync {rate:.0} turns/s, batch {batched:.0} turns/s ({:.2}x)",
+                batched / rate
+            );
+        }
         println!(
             "managed, {n} sessions: new-session turn {new:.0} µs, continuing turn {cont:.0} µs, {CLIENTS} clients {rate:.0} turns/s"
         );

@@ -15,6 +15,7 @@ use ferroclaw_types::{now_millis, Entry, EntryBody, Message, SessionHeader, Usag
 use lru::LruCache;
 use tracing::warn;
 
+use crate::group_sync::GroupSync;
 use crate::integrity::{
     repair_bytes, replace_with_backup, write_incident, Incident, Issue, IssueKind, Strategy,
     DEFAULT_TOOL_RESULT_CHARS,
@@ -25,8 +26,8 @@ use crate::transcript::{
     build_context, iso_now, iso_to_millis, next_entry, parse_header, parse_transcript,
 };
 use crate::{
-    is_safe_name, read_transcript, validate_agent_id, validate_session_key, LoadProblem,
-    SessionLease, SessionLog, SessionMeta, SessionStore, StoreError,
+    is_safe_name, read_transcript, validate_agent_id, validate_session_key, Durability,
+    LoadProblem, SessionLease, SessionLog, SessionMeta, SessionStore, StoreError,
 };
 
 pub(crate) type Index = BTreeMap<String, SessionMeta>;
@@ -41,6 +42,8 @@ pub struct FileSessionStore {
     db: Arc<std::sync::Mutex<Option<Arc<SqliteIndex>>>>,
     strategy: Strategy,
     tool_result_chars: usize,
+    /// `Some` under `Durability::Batch`: the turns' syncs are shared.
+    group: Option<Arc<GroupSync>>,
     /// Transcripts of recently closed sessions, so a continuing conversation is not
     /// re-read and re-validated on every turn.
     log_cache: Arc<std::sync::Mutex<LogCache>>,
@@ -93,6 +96,7 @@ impl FileSessionStore {
             db: Arc::default(),
             strategy: Strategy::Full,
             tool_result_chars: DEFAULT_TOOL_RESULT_CHARS,
+            group: None,
             log_cache: Arc::new(std::sync::Mutex::new(LruCache::new(LOG_CACHE_CAPACITY))),
         }
     }
@@ -106,6 +110,15 @@ impl FileSessionStore {
     /// Cap on the text of one persisted tool result (default 50,000 chars; 0 = no cap).
     pub fn with_tool_result_chars(mut self, max_chars: usize) -> Self {
         self.tool_result_chars = max_chars;
+        self
+    }
+
+    /// How a turn's end makes its lines durable (default: an fsync of its own).
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.group = match durability {
+            Durability::Fsync => None,
+            Durability::Batch => Some(Arc::default()),
+        };
         self
     }
 
@@ -218,6 +231,7 @@ impl SessionStore for FileSessionStore {
             path: path.clone(),
             strategy: self.strategy,
             tool_result_chars: self.tool_result_chars,
+            group: self.group.clone(),
             cache: Arc::downgrade(&self.log_cache),
         };
         let cache = self.log_cache.clone();
@@ -357,6 +371,7 @@ struct LoadTarget {
     path: PathBuf,
     strategy: Strategy,
     tool_result_chars: usize,
+    group: Option<Arc<GroupSync>>,
     cache: std::sync::Weak<std::sync::Mutex<LogCache>>,
 }
 
@@ -380,6 +395,8 @@ pub struct FileSessionLog {
     /// was cancelled); the next append inspects and repairs the tail first.
     tail_clean: bool,
     unsynced: bool,
+    /// Shared syncs (`Durability::Batch`), else each flush syncs this file.
+    group: Option<Arc<GroupSync>>,
     /// Where this log's parsed state goes when it is dropped.
     cache: std::sync::Weak<std::sync::Mutex<LogCache>>,
     /// Bytes in the file and its inode, as far as this log knows; `None` once unsure.
@@ -421,6 +438,7 @@ impl FileSessionLog {
             file: None,
             tail_clean: true,
             unsynced: false,
+            group: t.group,
             cache: t.cache,
             file_len: Some(c.len),
             ino: c.ino,
@@ -436,6 +454,7 @@ impl FileSessionLog {
             path,
             strategy,
             tool_result_chars,
+            group,
             cache,
         } = t;
         let (header, entries, problems, tail_clean) = match fs::read(&path) {
@@ -500,6 +519,7 @@ impl FileSessionLog {
             file: None,
             tail_clean,
             unsynced: false,
+            group,
             cache,
             file_len: stamp.map(|st| st.len),
             ino: stamp.map_or(0, |st| st.ino),
@@ -608,10 +628,31 @@ impl SessionLog for FileSessionLog {
             return Ok(());
         };
         let path = self.path.clone();
-        blocking(path.clone(), move || {
-            file.sync_data().map_err(|e| StoreError::io(&path, e))
-        })
-        .await?;
+        match &self.group {
+            None => {
+                blocking(path.clone(), move || {
+                    file.sync_data().map_err(|e| StoreError::io(&path, e))
+                })
+                .await?
+            }
+            // One syncfs covers every file of the filesystem written before it: all the
+            // sessions whose turns ended in the same window.
+            Some(group) => {
+                group
+                    .flush(|| {
+                        blocking(path.clone(), move || {
+                            use std::os::fd::AsRawFd;
+                            // SAFETY: the descriptor is open for as long as `file` lives.
+                            if unsafe { libc::syncfs(file.as_raw_fd()) } == 0 {
+                                Ok(())
+                            } else {
+                                Err(StoreError::io(&path, io::Error::last_os_error()))
+                            }
+                        })
+                    })
+                    .await?
+            }
+        }
         self.unsynced = false;
         Ok(())
     }

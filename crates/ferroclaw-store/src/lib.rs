@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 mod file;
 mod file_integrity;
+mod group_sync;
 pub mod integrity;
 mod memory;
 mod migration;
@@ -36,6 +37,18 @@ pub use transcript::{
     active_branch, build_context, effective_branch, read_transcript, EffectiveBranch, LoadProblem,
     LoadProblemKind, SUMMARY_PREFIX,
 };
+
+/// When an appended transcript line counts as stored (`session.durability`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Each turn's end syncs its own session: a turn acknowledged survives a power loss.
+    #[default]
+    Fsync,
+    /// Turns ending within a couple of milliseconds share one sync (of the filesystem,
+    /// or one synchronous commit): the same promise per acknowledged turn, more turns per
+    /// second under load, a little more latency for each.
+    Batch,
+}
 
 /// One row of the session index: where a session's transcript lives and running totals.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferroclaw_store::{
-    validate_bytes, FileSessionStore, PgSessionStore, ScanOptions, SessionStore, Strategy,
+    validate_bytes, Durability, FileSessionStore, PgSessionStore, ScanOptions, SessionStore,
+    Strategy,
 };
 use ferroclaw_types::{EntryBody, Message, Usage};
 use tokio_postgres::NoTls;
@@ -534,4 +535,61 @@ async fn the_managed_schema_is_migrated_once_and_guarded() {
         matches!(err, ferroclaw_store::StoreError::Database { .. }),
         "{err}"
     );
+}
+
+/// `session.durability: "batch"`: turns ending together share syncs, and every one of
+/// them is stored (and readable by another store) once its flush returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batched_syncs_keep_every_turn() {
+    let home = tempfile::tempdir().expect("home");
+    let url = fresh_database().await;
+    type Pair = (&'static str, Arc<dyn SessionStore>, Arc<dyn SessionStore>);
+    let stores: Vec<Pair> = vec![
+        (
+            "file",
+            Arc::new(FileSessionStore::new(home.path()).with_durability(Durability::Batch)),
+            Arc::new(FileSessionStore::new(home.path())),
+        ),
+        (
+            "postgres",
+            Arc::new(
+                PgSessionStore::connect(&url)
+                    .await
+                    .expect("pg")
+                    .with_durability(Durability::Batch),
+            ),
+            Arc::new(PgSessionStore::connect(&url).await.expect("pg")),
+        ),
+    ];
+    for (name, store, reader) in stores {
+        let mut tasks = Vec::new();
+        for i in 0..50 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let key = format!("b{i}");
+                let mut log = store.open(AGENT, &key).await.expect("open");
+                log.append(user(&format!("{key} asks")))
+                    .await
+                    .expect("append");
+                log.flush().await.expect("flush");
+                log.append(user(&format!("{key} again")))
+                    .await
+                    .expect("append");
+                log.flush().await.expect("flush");
+            }));
+        }
+        for t in tasks {
+            t.await.expect("turns");
+        }
+        for i in (0..50).step_by(7) {
+            let key = format!("b{i}");
+            let log = reader.open(AGENT, &key).await.expect("open");
+            let texts: Vec<String> = log.context().iter().map(text_of).collect();
+            assert_eq!(
+                texts,
+                [format!("{key} asks"), format!("{key} again")],
+                "{name}"
+            );
+        }
+    }
 }

@@ -98,6 +98,8 @@ pub struct StoreSettings {
     /// so the transcript keeps what the model saw).
     pub tool_result_max_chars: usize,
     pub database: DatabaseSettings,
+    /// `session.durability`: `true` for `batch` (turns share syncs), `false` for `fsync`.
+    pub batch_sync: bool,
 }
 
 /// Which backend holds the sessions.

@@ -47,6 +47,7 @@ impl LoadedConfig {
                     schema::IntegrityStrategy::RemoveOrphans => IntegrityStrategy::RemoveOrphans,
                 },
                 tool_result_max_chars: cfg.agents.defaults.limits.tool_result_max_chars,
+                batch_sync: cfg.session.durability == schema::Durability::Batch,
                 database: match cfg.database.mode {
                     schema::DatabaseMode::Standalone => DatabaseSettings::Standalone,
                     schema::DatabaseMode::Managed => DatabaseSettings::Managed {

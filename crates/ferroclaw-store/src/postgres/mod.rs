@@ -53,6 +53,8 @@ pub struct PgSessionStore {
     /// Where the signal listener connects (it needs a connection of its own).
     config: tokio_postgres::Config,
     signals: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<signals::PgSignals>>>,
+    /// `Some` under `Durability::Batch`: one synchronous commit ends many turns.
+    group: Option<std::sync::Arc<crate::group_sync::GroupSync>>,
 }
 
 const HEALTH_CACHE_MS: i64 = 1_000;
@@ -134,6 +136,7 @@ impl PgSessionStore {
             health: std::sync::Arc::new(std::sync::Mutex::new((0, false))),
             config,
             signals: std::sync::Arc::default(),
+            group: None,
         })
     }
 
@@ -146,6 +149,15 @@ impl PgSessionStore {
     /// Cap on the text of one persisted tool result (default 50,000 chars; 0 = no cap).
     pub fn with_tool_result_chars(mut self, max_chars: usize) -> Self {
         self.tool_result_chars = max_chars;
+        self
+    }
+
+    /// How a turn's end makes its lines durable (default: a synchronous commit of its own).
+    pub fn with_durability(mut self, durability: crate::Durability) -> Self {
+        self.group = match durability {
+            crate::Durability::Fsync => None,
+            crate::Durability::Batch => Some(std::sync::Arc::default()),
+        };
         self
     }
 
@@ -519,6 +531,7 @@ impl SessionStore for PgSessionStore {
             problems,
             next_seq,
             tool_result_chars: self.tool_result_chars,
+            group: self.group.clone(),
         }))
     }
 
@@ -709,6 +722,7 @@ struct PgSessionLog {
     problems: Vec<LoadProblem>,
     next_seq: i64,
     tool_result_chars: usize,
+    group: Option<std::sync::Arc<crate::group_sync::GroupSync>>,
 }
 
 #[async_trait]
@@ -757,14 +771,21 @@ impl SessionLog for PgSessionLog {
     }
 
     async fn flush(&mut self) -> Result<(), StoreError> {
-        let client = self.pool.get().await.map_err(db_error)?;
+        let pool = self.pool.clone();
         // A synchronous commit that writes WAL flushes the WAL up to it, and so every
-        // asynchronous append before it.
-        client
-            .batch_execute(
-                "BEGIN; SET LOCAL synchronous_commit TO on; SELECT txid_current(); COMMIT",
-            )
-            .await
-            .map_err(db_error)
+        // asynchronous append before it, of this session or any other.
+        let sync = || async move {
+            let client = pool.get().await.map_err(db_error)?;
+            client
+                .batch_execute(
+                    "BEGIN; SET LOCAL synchronous_commit TO on; SELECT txid_current(); COMMIT",
+                )
+                .await
+                .map_err(db_error)
+        };
+        match &self.group {
+            None => sync().await,
+            Some(group) => group.flush(sync).await,
+        }
     }
 }
