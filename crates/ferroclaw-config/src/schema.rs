@@ -514,7 +514,7 @@ pub struct SessionConfig {
     /// pairing issue, `remove_orphans` only drops orphaned tool results.
     pub integrity_strategy: IntegrityStrategy,
     /// When a turn counts as stored: `fsync` (each turn syncs its own session) or
-    /// `batch` (turns ending within ~2 ms share one sync).
+    /// `batch` (turns ending during another's sync share the next one).
     pub durability: Durability,
 }
 

@@ -239,20 +239,7 @@ async fn measure(store: Arc<dyn SessionStore>) -> (f64, f64, f64) {
         turn(store.as_ref(), &format!("new-{}", i % 10)).await;
     }
     let cont = per_turn(t.elapsed(), TURNS);
-    let t = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..CLIENTS {
-        let store = store.clone();
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..TURNS_PER_CLIENT {
-                turn(store.as_ref(), &format!("client-{c}")).await;
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.expect("client");
-    }
-    let rate = (CLIENTS * TURNS_PER_CLIENT) as f64 / t.elapsed().as_secs_f64();
+    let rate = concurrent_rate(store).await;
     (new, cont, rate)
 }
 

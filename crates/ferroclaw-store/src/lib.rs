@@ -44,9 +44,9 @@ pub enum Durability {
     /// Each turn's end syncs its own session: a turn acknowledged survives a power loss.
     #[default]
     Fsync,
-    /// Turns ending within a couple of milliseconds share one sync (of the filesystem,
-    /// or one synchronous commit): the same promise per acknowledged turn, more turns per
-    /// second under load, a little more latency for each.
+    /// Group commit: turns ending while another's sync runs share the next sync (of the
+    /// filesystem, or one synchronous commit): the same promise per acknowledged turn,
+    /// fewer syncs under load.
     Batch,
 }
 
