@@ -184,32 +184,49 @@ impl PgSessionStore {
         client: &Object,
         session_id: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
+        let head = client
+            .prepare_cached("SELECT header FROM sessions WHERE session_id = $1")
+            .await
+            .map_err(db_error)?;
         let Some(head) = client
-            .query_opt(
-                "SELECT header FROM sessions WHERE session_id = $1",
-                &[&session_id],
-            )
+            .query_opt(&head, &[&session_id])
             .await
             .map_err(db_error)?
         else {
             return Ok(None);
         };
         let header: String = head.get(0);
+        Ok(Some(Self::with_lines(client, session_id, header).await?.0))
+    }
+
+    /// `header` and the session's lines as a transcript, and the `seq` its next line
+    /// takes.
+    async fn with_lines(
+        client: &Object,
+        session_id: &str,
+        header: String,
+    ) -> Result<(Vec<u8>, i64), StoreError> {
+        let lines = client
+            .prepare_cached(
+                "SELECT seq, line FROM session_entries WHERE session_id = $1 ORDER BY seq",
+            )
+            .await
+            .map_err(db_error)?;
         let mut bytes = header.into_bytes();
         bytes.push(b'\n');
+        let mut next_seq = 0;
         for row in client
-            .query(
-                "SELECT line FROM session_entries WHERE session_id = $1 ORDER BY seq",
-                &[&session_id],
-            )
+            .query(&lines, &[&session_id])
             .await
             .map_err(db_error)?
         {
-            let line: String = row.get(0);
+            let seq: i64 = row.get(0);
+            let line: &str = row.get(1);
             bytes.extend_from_slice(line.as_bytes());
             bytes.push(b'\n');
+            next_seq = seq + 1;
         }
-        Ok(Some(bytes))
+        Ok((bytes, next_seq))
     }
 
     /// Replaces a session's entries with `fixed` (a whole transcript, header first) and
@@ -444,46 +461,56 @@ impl SessionStore for PgSessionStore {
         validate_agent_id(agent_id)?;
         validate_session_key(key)?;
         let client = self.client().await?;
-        let found = client
-            .query_opt(
-                "SELECT session_id FROM sessions WHERE agent_id = $1 AND key = $2",
-                &[&agent_id, &key],
+        let find = client
+            .prepare_cached(
+                "SELECT session_id, header FROM sessions WHERE agent_id = $1 AND key = $2",
             )
             .await
             .map_err(db_error)?;
-        let session_id: String = match found {
-            Some(row) => row.get(0),
+        let row = match client
+            .query_opt(&find, &[&agent_id, &key])
+            .await
+            .map_err(db_error)?
+        {
+            Some(row) => row,
             None => {
                 let id = uuid::Uuid::now_v7().to_string();
                 let (_, header) = header_for(&id, key)?;
                 let now = now_millis();
                 // Two instances opening a new key at once: one insert wins, both read it.
-                client
-                    .execute(
+                let create = client
+                    .prepare_cached(
                         "INSERT INTO sessions (agent_id, key, session_id, header, created_at, updated_at, usage)
                          VALUES ($1, $2, $3, $4, $5, $5, $6) ON CONFLICT (agent_id, key) DO NOTHING",
-                        &[&agent_id, &key, &id, &header, &now, &usage_json(&Usage::default())],
                     )
                     .await
                     .map_err(db_error)?;
                 client
-                    .query_one(
-                        "SELECT session_id FROM sessions WHERE agent_id = $1 AND key = $2",
-                        &[&agent_id, &key],
+                    .execute(
+                        &create,
+                        &[
+                            &agent_id,
+                            &key,
+                            &id,
+                            &header,
+                            &now,
+                            &usage_json(&Usage::default()),
+                        ],
                     )
                     .await
+                    .map_err(db_error)?;
+                client
+                    .query_one(&find, &[&agent_id, &key])
+                    .await
                     .map_err(db_error)?
-                    .get(0)
             }
         };
-        let bytes = Self::transcript_bytes(&client, &session_id)
-            .await?
-            .ok_or_else(|| {
-                StoreError::NotFound(format!("session {key:?} of agent {agent_id:?}"))
-            })?;
+        let session_id: String = row.get(0);
+        let (bytes, next_seq) = Self::with_lines(&client, &session_id, row.get(1)).await?;
         drop(client);
         let repair = repair_bytes(&bytes, self.strategy, &session_id);
         let mut problems: Vec<LoadProblem> = repair.issues.clone();
+        let repaired = repair.bytes.is_some();
         let bytes = match repair.bytes {
             Some(fixed) => {
                 let backup = self
@@ -513,15 +540,16 @@ impl SessionStore for PgSessionStore {
                 .into_iter()
                 .filter(|p| p.kind == crate::IssueKind::SkippedEntry),
         );
-        let client = self.client().await?;
-        let next_seq: i64 = client
-            .query_one(
-                "SELECT COALESCE(MAX(seq) + 1, 0) FROM session_entries WHERE session_id = $1",
-                &[&session_id],
-            )
-            .await
-            .map_err(db_error)?
-            .get(0);
+        // A repair renumbered the lines from 0.
+        let next_seq = if repaired {
+            bytes
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+                .count()
+                .saturating_sub(1) as i64
+        } else {
+            next_seq
+        };
         Ok(Box::new(PgSessionLog {
             pool: self.pool.clone(),
             ids: parsed.entries.iter().map(|e| e.id.clone()).collect(),
@@ -572,39 +600,48 @@ impl SessionStore for PgSessionStore {
         model: &str,
         usage: &Usage,
     ) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        let Some(row) = tx
-            .query_opt(
-                "SELECT usage FROM sessions WHERE agent_id = $1 AND key = $2 FOR UPDATE",
-                &[&agent_id, &key],
+        let client = self.client().await?;
+        // One statement: the totals are added where they are stored, so two recorders
+        // (there should be none: runs hold the session's lease) could not lose one.
+        let stmt = client
+            .prepare_cached(
+                "UPDATE sessions SET provider = $3, model = $4,
+                     updated_at = GREATEST(updated_at, $5),
+                     usage = json_build_object(
+                         'input', COALESCE((usage::jsonb->>'input')::bigint, 0) + $6,
+                         'output', COALESCE((usage::jsonb->>'output')::bigint, 0) + $7,
+                         'cacheRead', COALESCE((usage::jsonb->>'cacheRead')::bigint, 0) + $8,
+                         'cacheWrite', COALESCE((usage::jsonb->>'cacheWrite')::bigint, 0) + $9,
+                         'totalTokens', COALESCE((usage::jsonb->>'totalTokens')::bigint, 0) + $10
+                     )::text
+                 WHERE agent_id = $1 AND key = $2",
             )
             .await
-            .map_err(db_error)?
-        else {
+            .map_err(db_error)?;
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let changed = client
+            .execute(
+                &stmt,
+                &[
+                    &agent_id,
+                    &key,
+                    &provider,
+                    &model,
+                    &now_millis(),
+                    &n(usage.input),
+                    &n(usage.output),
+                    &n(usage.cache_read),
+                    &n(usage.cache_write),
+                    &n(usage.total_tokens),
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+        if changed == 0 {
             return Err(StoreError::NotFound(format!(
                 "session {key:?} of agent {agent_id:?}"
             )));
-        };
-        let current: String = row.get(0);
-        let mut totals: Usage = serde_json::from_str(&current).unwrap_or_default();
-        totals.add(usage);
-        tx.execute(
-            "UPDATE sessions SET provider = $3, model = $4, usage = $5,
-                 updated_at = GREATEST(updated_at, $6)
-             WHERE agent_id = $1 AND key = $2",
-            &[
-                &agent_id,
-                &key,
-                &provider,
-                &model,
-                &usage_json(&totals),
-                &now_millis(),
-            ],
-        )
-        .await
-        .map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
+        }
         Ok(())
     }
 
@@ -757,11 +794,14 @@ impl SessionLog for PgSessionLog {
         );
         let line = serde_json::to_string(&entry).map_err(db_error)?;
         let client = self.pool.get().await.map_err(db_error)?;
-        client
-            .execute(
+        let insert = client
+            .prepare_cached(
                 "INSERT INTO session_entries (session_id, seq, line) VALUES ($1, $2, $3)",
-                &[&self.session_id, &self.next_seq, &line],
             )
+            .await
+            .map_err(db_error)?;
+        client
+            .execute(&insert, &[&self.session_id, &self.next_seq, &line])
             .await
             .map_err(db_error)?;
         self.next_seq += 1;
