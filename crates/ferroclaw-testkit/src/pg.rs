@@ -123,9 +123,9 @@ fn start_on_keeper_thread() -> Result<Cluster, String> {
     let spawned = std::thread::Builder::new()
         .name("test-postgres".into())
         .spawn(move || match start() {
-            Ok((cluster, server, dir)) => {
+            Ok((cluster, server)) => {
                 let _ = tx.send(Ok(cluster));
-                let _keep = (server, dir);
+                let _keep = server;
                 loop {
                     std::thread::park();
                 }
@@ -141,7 +141,9 @@ fn start_on_keeper_thread() -> Result<Cluster, String> {
 }
 
 /// Throwaway clusters of test processes that have ended (a process's exit runs no
-/// destructor, so their directories stay behind until the next run).
+/// destructor, so their directories stay behind until the next run). Each directory
+/// names the test process that made it; one whose process still runs is in use (maybe
+/// by a test of this very process, still running initdb).
 fn remove_stale_clusters() {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
@@ -151,89 +153,161 @@ fn remove_stale_clusters() {
         if !e.file_name().to_string_lossy().starts_with("ferroclaw-pg-") {
             continue;
         }
-        let pid = std::fs::read_to_string(path.join("data/postmaster.pid"))
+        let Some(owner) = std::fs::read_to_string(path.join(OWNER_FILE))
             .ok()
-            .and_then(|s| s.lines().next().and_then(|l| l.trim().parse::<i32>().ok()));
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        else {
+            // Being created right now (the owner file comes first), or not ours.
+            continue;
+        };
         // SAFETY: signal 0 only checks that the process exists.
-        let alive = pid.is_some_and(|p| unsafe { libc::kill(p, 0) } == 0);
-        if !alive {
+        if unsafe { libc::kill(owner, 0) } != 0 {
             let _ = std::fs::remove_dir_all(&path);
         }
     }
 }
 
-fn start() -> Result<(Cluster, Child, tempfile::TempDir), String> {
-    let bin = bin_dir().ok_or("no initdb under /usr/lib/postgresql/*/bin")?;
-    let ids = run_as();
-    let dir = tempfile::Builder::new()
-        .prefix("ferroclaw-pg-")
-        .tempdir()
-        .map_err(|e| e.to_string())?;
-    if let Some((uid, gid)) = ids {
-        std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).map_err(|e| e.to_string())?;
-    }
-    let data = dir.path().join("data");
-    let out = command(&bin.join("initdb"), ids)
-        .args([
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
-            "--no-sync",
-            "-E",
-            "UTF8",
-            "-D",
-        ])
-        .arg(&data)
-        .stdout(Stdio::null())
-        .output()
-        .map_err(|e| format!("initdb: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "initdb failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
-    let server = command(&bin.join("postgres"), ids)
-        .arg("-D")
-        .arg(&data)
-        .args(["-p", &port.to_string(), "-k"])
-        .arg(dir.path())
-        .args([
-            "-c",
-            "listen_addresses=127.0.0.1",
-            "-c",
-            "fsync=off",
-            "-c",
-            "max_connections=300",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("postgres: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let ready = command(&bin.join("pg_isready"), None)
-            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if ready {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err("the throwaway server did not accept connections within 30 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// In each cluster directory: the pid of the test process that made it.
+const OWNER_FILE: &str = "owner.pid";
+
+fn start() -> Result<(Cluster, OwnServer), String> {
+    let server = OwnServer::start()?;
     Ok((
         Cluster {
-            url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+            url: server.url.clone(),
         },
         server,
-        dir,
     ))
+}
+
+/// A PostgreSQL server of one test's own, which the test may stop and start again (a
+/// database that goes away and comes back). Stopped when dropped.
+pub struct OwnServer {
+    url: String,
+    port: u16,
+    bin: PathBuf,
+    ids: Option<(u32, u32)>,
+    dir: tempfile::TempDir,
+    server: Option<Child>,
+}
+
+impl OwnServer {
+    /// A fresh cluster in a temporary directory on a free port, running.
+    pub fn start() -> Result<OwnServer, String> {
+        remove_stale_clusters();
+        let bin = bin_dir().ok_or("no initdb under /usr/lib/postgresql/*/bin")?;
+        let ids = run_as();
+        let dir = tempfile::Builder::new()
+            .prefix("ferroclaw-pg-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())
+            .map_err(|e| e.to_string())?;
+        if let Some((uid, gid)) = ids {
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
+                .map_err(|e| e.to_string())?;
+        }
+        let out = command(&bin.join("initdb"), ids)
+            .args([
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "-D",
+            ])
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::null())
+            .output()
+            .map_err(|e| format!("initdb: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        let mut server = OwnServer {
+            url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+            port,
+            bin,
+            ids,
+            dir,
+            server: None,
+        };
+        server.resume()?;
+        Ok(server)
+    }
+
+    /// A superuser URL of its `postgres` database.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Stops the server at once (fast shutdown: connections are cut), and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.server.take() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port and data; returns once it accepts connections.
+    pub fn resume(&mut self) -> Result<(), String> {
+        // The server's own words, for when it does not come up.
+        let log_path = self.dir.path().join("server.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| e.to_string())?;
+        let child = command(&self.bin.join("postgres"), self.ids)
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-p", &self.port.to_string(), "-k"])
+            .arg(self.dir.path())
+            .args([
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=300",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("postgres: {e}"))?;
+        self.server = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = command(&self.bin.join("pg_isready"), None)
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                return Err(format!(
+                    "the server did not accept connections within 30 s; its log:\n{log}"
+                ));
+            }
+            // Polling the server's readiness, bounded by the deadline above.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }

@@ -2350,3 +2350,54 @@ async fn a_stop_sent_to_one_instance_ends_the_run_on_the_other() {
         assert_eq!(res["payload"]["status"], "aborted", "{round}: {res}");
     }
 }
+
+/// Polls `/health` until it answers `status` (bounded by WAIT); returns its body.
+async fn health_becomes(gw: &Gateway, status: u16) -> Value {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            if let Ok(resp) = gw.anon.get(gw.url("/health")).send().await {
+                if resp.status() == status {
+                    return resp.json().await.expect("json");
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("/health never answered {status}"))
+}
+
+/// The database goes away under a running gateway and comes back: turns meanwhile fail
+/// with an error (nothing half-stored), `/health` says so, and the gateway serves again
+/// once the database is back, without a restart.
+#[tokio::test]
+async fn a_gateway_rides_out_its_database_going_away() {
+    // The server is the test's own: started from this thread, which outlives it.
+    let mut pg = ferroclaw_testkit::pg::OwnServer::start().expect("postgres");
+    let gw = managed(pg.url(), "shared-token").await;
+    gw.llm.push(Reply::text("stored"));
+    assert_eq!(ask(&gw, "steady", "before").await.status(), 200);
+    assert_eq!(health_becomes(&gw, 200).await["database"], "ok");
+
+    pg.stop();
+    let body = health_becomes(&gw, 503).await;
+    assert_eq!(body["database"], "unavailable");
+    let resp = ask(&gw, "steady", "while it is down").await;
+    assert!(resp.status().is_server_error(), "{}", resp.status());
+    let err: Value = resp.json().await.expect("json error");
+    assert!(err["error"]["message"].is_string(), "{err}");
+
+    pg.resume().expect("postgres again");
+    health_becomes(&gw, 200).await;
+    gw.llm.push(Reply::text("stored again"));
+    let resp = ask(&gw, "steady", "after").await;
+    assert_eq!(resp.status(), 200);
+    let store = ferroclaw_store::PgSessionStore::connect(pg.url())
+        .await
+        .expect("store");
+    assert_eq!(
+        user_messages(&store, "steady").await,
+        ["before", "after"],
+        "the failed turn left nothing behind"
+    );
+}
