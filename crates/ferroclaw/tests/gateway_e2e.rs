@@ -1861,6 +1861,28 @@ async fn attack_users_cannot_reach_each_other_through_the_gateway() {
         &[("ALICE_TOKEN", "alice-secret-token"), ("BOB_TOKEN", "bob-secret-token")],
     )
     .await;
+    users_cannot_reach_each_other(gw).await;
+}
+
+/// The same attacks on a gateway whose sessions are rows of PostgreSQL.
+#[tokio::test]
+async fn attack_users_cannot_reach_each_other_in_managed_mode() {
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let gw = Gateway::start_with(
+        "per_user_workspace: true",
+        r#"database: { mode: "managed" },"#,
+        r#"users: [{ id: "alice", token_env: "ALICE_TOKEN" }, { id: "bob", token_env: "BOB_TOKEN" }]"#,
+        &[
+            ("ALICE_TOKEN", "alice-secret-token"),
+            ("BOB_TOKEN", "bob-secret-token"),
+            ("FERROCLAW_DATABASE_URL", url.as_str()),
+        ],
+    )
+    .await;
+    users_cannot_reach_each_other(gw).await;
+}
+
+async fn users_cannot_reach_each_other(gw: Gateway) {
     let chat = |token: &'static str, key: &'static str, text: &'static str| {
         gw.anon
             .post(gw.url("/v1/chat/completions"))
