@@ -74,7 +74,8 @@ pub struct Gateway {
     state: Arc<AppState>,
     listener: TcpListener,
     addr: SocketAddr,
-    startup_scan: Result<ScanSummary, String>,
+    /// `Ok(None)`: the store does not scan at start ([`ferroclaw_store::Integrity::scan_at_start`]).
+    startup_scan: Result<Option<ScanSummary>, String>,
 }
 
 impl Gateway {
@@ -109,9 +110,14 @@ impl Gateway {
         // Bound but not yet accepting: connections wait in the backlog until the scan
         // is over. A scan that fails is reported, never fatal: the store still repairs
         // each transcript when it is loaded.
-        let startup_scan = crate::integrity::scan(&state, true).await;
+        let startup_scan = if state.store().scan_at_start() {
+            crate::integrity::scan(&state, true).await.map(Some)
+        } else {
+            Ok(None)
+        };
         match &startup_scan {
-            Ok(summary) => {
+            Ok(None) => {}
+            Ok(Some(summary)) => {
                 for (path, error) in &summary.errors {
                     tracing::warn!(file = %path.display(), %error, "transcript unreadable during the start-up scan");
                 }
@@ -126,8 +132,9 @@ impl Gateway {
         })
     }
 
-    /// What the start-up integrity scan found (`Err` when it could not run).
-    pub fn startup_scan(&self) -> &Result<ScanSummary, String> {
+    /// What the start-up integrity scan found (`Err` when it could not run, `None` when
+    /// the store checks sessions as they are opened instead).
+    pub fn startup_scan(&self) -> &Result<Option<ScanSummary>, String> {
         &self.startup_scan
     }
 

@@ -181,6 +181,12 @@ pub trait Integrity: Send + Sync {
     async fn report_incident(&self, incident: Incident) -> Result<(), StoreError>;
     /// The most recent incident reports, newest first, at most `limit`.
     async fn incidents(&self, limit: usize) -> Result<Vec<Incident>, StoreError>;
+    /// Whether a server scans everything at start. A shared database does not: every
+    /// instance would scan it all at each start, a cost that grows with the data, while
+    /// each session is validated (and repaired) when it is opened anyway.
+    fn scan_at_start(&self) -> bool {
+        true
+    }
 }
 
 /// The right to write one session, for as long as it is held.

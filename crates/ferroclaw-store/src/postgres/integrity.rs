@@ -55,6 +55,10 @@ impl Integrity for PgSessionStore {
         Ok(summary)
     }
 
+    fn scan_at_start(&self) -> bool {
+        false
+    }
+
     async fn last_scan_status(&self) -> Option<IntegrityStatus> {
         let client = self.client().await.ok()?;
         let row = client

@@ -67,7 +67,11 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
     // A failed or partial scan never stops the gateway: the store still repairs each
     // transcript when it is loaded.
     match gateway.startup_scan() {
-        Ok(summary) => {
+        Ok(None) => writeln!(
+            out,
+            "  integrity: checked per session as it is opened (shared database); `ferroclaw sessions scan` scans all"
+        )?,
+        Ok(Some(summary)) => {
             writeln!(out, "  integrity: {summary}")?;
             for (path, error) in &summary.errors {
                 writeln!(out, "  integrity: unreadable {}: {error}", path.display())?;
