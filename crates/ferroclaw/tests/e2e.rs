@@ -1,0 +1,10 @@
+//! The binary's end-to-end tests, one test binary: each `tests/*.rs` would link the
+//! whole stack again.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
+
+mod cli;
+mod crash_safety;
+mod executor_e2e;
+mod gateway_e2e;
+mod gateway_services;
+mod integrity;
