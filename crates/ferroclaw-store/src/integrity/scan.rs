@@ -32,7 +32,7 @@ pub struct ScanOptions {
 #[serde(rename_all = "camelCase")]
 pub struct FileReport {
     pub agent_id: String,
-    /// From the agent's `sessions.json`; `None` for a transcript the index does not list.
+    /// From the session index; `None` for a transcript the index does not list.
     pub session_key: Option<String>,
     pub file: PathBuf,
     pub issues: Vec<Issue>,
