@@ -986,3 +986,48 @@ async fn migrations_are_recorded_and_an_edited_one_stops_the_start() {
         .expect_err("refused");
     assert!(err.to_string().contains("newer ferroclaw"), "{err}");
 }
+
+/// A database file that is not a database any more (a disk fault, a bad copy): it is
+/// kept aside and the index rebuilt from the transcripts, instead of every turn failing.
+#[tokio::test]
+async fn a_damaged_database_is_set_aside_and_the_index_rebuilt() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let mut ids = Vec::new();
+    for key in ["telegram:7", "cli"] {
+        let mut log = store.open(AGENT, key).await.expect("open");
+        log.append(user("hello")).await.expect("append");
+        log.flush().await.expect("flush");
+        ids.push(log.session_id().to_owned());
+    }
+    drop(store);
+    remove_db(home.path());
+    let garbage = b"this is not an SQLite database, just bytes".repeat(200);
+    std::fs::write(home.path().join("data/ferroclaw.db"), &garbage).expect("damage");
+
+    let store = FileSessionStore::new(home.path());
+    let mut keys: Vec<String> = store
+        .list(AGENT)
+        .await
+        .expect("the store works again")
+        .into_iter()
+        .map(|m| m.key)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["cli", "telegram:7"]);
+    let log = store.open(AGENT, "cli").await.expect("open");
+    assert!(ids.contains(&log.session_id().to_owned()));
+    assert_eq!(log.entries().len(), 1, "the transcript is untouched");
+    let kept: Vec<_> = std::fs::read_dir(home.path().join("data"))
+        .expect("data dir")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("ferroclaw.db.damaged.")
+                && !name.ends_with("-wal")
+                && !name.ends_with("-shm")
+        })
+        .collect();
+    assert_eq!(kept.len(), 1, "the damaged file is kept for inspection");
+    assert_eq!(std::fs::read(kept[0].path()).expect("kept"), garbage);
+}

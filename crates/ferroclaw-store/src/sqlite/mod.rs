@@ -76,21 +76,16 @@ impl SqliteIndex {
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
         }
-        create_private(&path)?;
-        let err = |e: rusqlite::Error| db_error(&path, e);
-        let mut conn = Connection::open(&path).map_err(err)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
-        // WAL: readers never wait for the writer. NORMAL: a commit is not fsynced (the
-        // WAL is, at checkpoints), so a process crash loses nothing and a power loss at
-        // most the last index updates, while the transcripts carry their own fsync.
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(err)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            warn!(path = %path.display(), mode, "the database could not switch to WAL mode");
-        }
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(err)?;
+        let mut conn = match connect(&path) {
+            Err(e) if is_damaged(&e) => {
+                // The database holds only the index, which the transcripts' headers can
+                // rebuild: keep the damaged file for inspection and start afresh.
+                let kept = set_aside(&path)?;
+                warn!(path = %path.display(), kept = %kept.display(), error = %e, "the database file was damaged; set aside, the session index is rebuilt from the transcripts");
+                connect(&path).map_err(|e| db_error(&path, e))?
+            }
+            other => other.map_err(|e| db_error(&path, e))?,
+        };
         migrations::migrate_up(&mut conn).map_err(|e| StoreError::Database {
             path: path.clone(),
             message: e.to_string(),
@@ -424,6 +419,54 @@ impl SqliteIndex {
         };
         rows.filter_map(Result::ok).collect()
     }
+}
+
+/// A connection in WAL mode with the busy time-out set.
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    create_private(path).map_err(|e| {
+        rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+            Some(e.to_string()),
+        )
+    })?;
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // WAL: readers never wait for the writer. NORMAL: a commit is not fsynced (the WAL
+    // is, at checkpoints), so a process crash loses nothing and a power loss at most the
+    // last index updates, while the transcripts carry their own fsync.
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        warn!(path = %path.display(), mode, "the database could not switch to WAL mode");
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(conn)
+}
+
+fn is_damaged(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}
+
+/// Renames the database (and its WAL files) to `<name>.damaged.<ms>`; returns the new
+/// name of the main file.
+fn set_aside(path: &Path) -> Result<PathBuf, StoreError> {
+    let stamp = now_millis();
+    let mut kept = PathBuf::new();
+    for suffix in ["", "-wal", "-shm"] {
+        let from = PathBuf::from(format!("{}{suffix}", path.display()));
+        let to = PathBuf::from(format!("{}.damaged.{stamp}{suffix}", path.display()));
+        match fs::rename(&from, &to) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(&from, e)),
+        }
+        if suffix.is_empty() {
+            kept = to;
+        }
+    }
+    Ok(kept)
 }
 
 fn db_error(path: &Path, e: rusqlite::Error) -> StoreError {
