@@ -292,6 +292,12 @@ async fn doctor_passes_against_a_live_provider_and_fails_against_a_dead_one() {
         "{}",
         stdout(&out)
     );
+    assert!(
+        stdout(&out).contains("[warn] embedded database (SQLite): ")
+            && stdout(&out).contains("migration(s) pending"),
+        "a fresh home: nothing applied yet, and doctor applies nothing: {}",
+        stdout(&out)
+    );
 
     // A port nothing listens on: bind, note it, release it.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -461,6 +467,23 @@ async fn managed_mode_keeps_sessions_in_postgres() {
     assert!(stdout(&out).starts_with("pg-1\t"), "{}", stdout(&out));
     let out = ferroclaw(home.path(), &["migrate", "status"], &env).await;
     assert!(stdout(&out).contains("applied"), "{}", stdout(&out));
+    let out = ferroclaw(home.path(), &["doctor"], &env).await;
+    assert!(
+        stdout(&out).contains("[ok]   PostgreSQL: schema up to date"),
+        "{}",
+        stdout(&out)
+    );
+    let dead = [(
+        "FERROCLAW_DATABASE_URL",
+        "postgres://postgres@127.0.0.1:9/none",
+    )];
+    let out = ferroclaw(home.path(), &["doctor"], &dead).await;
+    assert!(!out.status.success());
+    assert!(
+        stdout(&out).contains("[FAIL] PostgreSQL:"),
+        "{}",
+        stdout(&out)
+    );
 
     let exported = home.path().join("pg-1.jsonl");
     let out = ferroclaw(

@@ -30,6 +30,61 @@ impl Report {
     }
 }
 
+/// The session store answers and its schema is this build's (nothing is applied).
+async fn check_database(r: &mut Report, settings: &ferroclaw_config::settings::Settings) {
+    use ferroclaw_config::settings::DatabaseSettings;
+    let (label, states) = match &settings.store.database {
+        DatabaseSettings::Standalone => (
+            "embedded database (SQLite)".to_string(),
+            ferroclaw_store::FileSessionStore::new(settings.home.clone())
+                .migration_status()
+                .await,
+        ),
+        DatabaseSettings::Managed { url: None } => {
+            r.fail(
+                "database.mode is \"managed\" but FERROCLAW_DATABASE_URL is not set",
+                "export FERROCLAW_DATABASE_URL=postgres://user:password@host:5432/database",
+            );
+            return;
+        }
+        DatabaseSettings::Managed { url: Some(url) } => {
+            let states = match ferroclaw_store::PgSessionStore::connect_unmigrated(url) {
+                Ok(store) => {
+                    match tokio::time::timeout(PROBE_TIMEOUT, store.migration_status()).await {
+                        Ok(s) => s,
+                        Err(_) => {
+                            r.fail(
+                                "PostgreSQL did not answer within 10 s",
+                                "check FERROCLAW_DATABASE_URL and that the server runs",
+                            );
+                            return;
+                        }
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            ("PostgreSQL".to_string(), states)
+        }
+    };
+    match states {
+        Ok(states) => {
+            let pending = states.iter().filter(|m| m.applied_at.is_none()).count();
+            if pending == 0 {
+                r.ok(&format!("{label}: schema up to date ({} migrations)", states.len()));
+            } else {
+                r.warn(
+                    &format!("{label}: {pending} migration(s) pending"),
+                    "they are applied at the next start, or now with `ferroclaw migrate up`",
+                );
+            }
+        }
+        Err(e) => r.fail(
+            &format!("{label}: {e}"),
+            "start the database or correct FERROCLAW_DATABASE_URL; an edited migration needs the build that made the database",
+        ),
+    }
+}
+
 pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let mut r = Report::default();
     let opts = LoadOptions {
@@ -67,6 +122,7 @@ pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     }
 
     let settings = loaded.settings();
+    check_database(&mut r, &settings).await;
     let sandbox = ferroclaw_tools::sandbox::Sandbox::new(&settings.shared.exec.sandbox);
     match sandbox.backend() {
         Ok(ferroclaw_tools::sandbox::SandboxBackend::Off) => r.warn(&sandbox.describe(), "install bubblewrap and remove tools.exec.sandbox: \"off\""),
