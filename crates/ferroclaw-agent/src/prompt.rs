@@ -106,6 +106,42 @@ pub async fn load_user_context_files(
     files
 }
 
+/// Where an agent's context files come from when they are not files in its workspace
+/// (an agent kept in the database: its files, and each user's, are rows there).
+#[async_trait::async_trait]
+pub trait ContextSource: Send + Sync {
+    /// `(name as shown, content)` in prompt order: the agent's own first, then the
+    /// user's (when the run is on behalf of one). Unreadable sources give nothing.
+    async fn files(&self, user: Option<&str>) -> Vec<(String, String)>;
+}
+
+/// Context files from a [`ContextSource`], kept to the names of `mode` and cut like
+/// files read from a workspace.
+pub async fn load_source_files(
+    source: &dyn ContextSource,
+    user: Option<&str>,
+    mode: PromptMode,
+    limits: ContextFilesSettings,
+) -> Vec<ContextFile> {
+    let names = names(mode);
+    let mut budget = limits.total_max_chars;
+    let mut files = Vec::new();
+    for (shown, content) in source.files(user).await {
+        let base = shown.split(' ').next().unwrap_or_default();
+        if !names.contains(&base) || content.trim().is_empty() || budget == 0 {
+            continue;
+        }
+        let (content, truncated) = truncate_head_tail(&content, limits.file_max_chars.min(budget));
+        budget = budget.saturating_sub(content.chars().count());
+        files.push(ContextFile {
+            name: shown,
+            content,
+            truncated,
+        });
+    }
+    files
+}
+
 fn names(mode: PromptMode) -> &'static [&'static str] {
     match mode {
         PromptMode::Full => &CONTEXT_FILES,

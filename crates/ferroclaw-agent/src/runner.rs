@@ -251,6 +251,8 @@ pub struct Agent {
     provider: Arc<dyn Provider>,
     tools: Arc<ToolRegistry>,
     store: Arc<dyn SessionStore>,
+    /// `Some`: context files come from here instead of the workspace.
+    context: Option<Arc<dyn prompt::ContextSource>>,
 }
 
 /// What an older tool result becomes when even its shortened form does not fit.
@@ -289,7 +291,15 @@ impl Agent {
             provider,
             tools,
             store,
+            context: None,
         }
+    }
+
+    /// Takes context files from `source` (the agent's and the user's) instead of the
+    /// workspace.
+    pub fn with_context_source(mut self, source: Arc<dyn prompt::ContextSource>) -> Self {
+        self.context = Some(source);
+        self
     }
 
     pub fn settings(&self) -> &AgentSettings {
@@ -1370,9 +1380,18 @@ impl Agent {
         tool_ctx: &ToolContext,
     ) -> String {
         let s = &self.settings;
-        let files = match &tool_ctx.user {
+        let files = match (&self.context, &tool_ctx.user) {
+            (Some(source), user) => {
+                prompt::load_source_files(
+                    source.as_ref(),
+                    user.as_ref().map(|u| u.id.as_str()),
+                    s.prompt_mode,
+                    s.context_files,
+                )
+                .await
+            }
             // Agent-level files from the root, then the user's own; never another user's.
-            Some(u) => {
+            (None, Some(u)) => {
                 prompt::load_user_context_files(
                     &u.root_workspace,
                     &tool_ctx.workspace,
@@ -1381,7 +1400,9 @@ impl Agent {
                 )
                 .await
             }
-            None => prompt::load_context_files(&s.workspace, s.prompt_mode, s.context_files).await,
+            (None, None) => {
+                prompt::load_context_files(&s.workspace, s.prompt_mode, s.context_files).await
+            }
         };
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         prompt::build_system_prompt(&PromptInput {

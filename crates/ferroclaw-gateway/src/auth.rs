@@ -59,6 +59,16 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// Who asks, for the access rules of users' agents: `user` is the one the request
+    /// acts for (see [`Caller::user_for`]); the gateway token acting for nobody is the
+    /// administrator.
+    pub fn requester<'a>(&self, user: Option<&'a str>) -> ferroclaw_runtime::Requester<'a> {
+        ferroclaw_runtime::Requester {
+            user,
+            admin: self.role == Role::Admin && user.is_none(),
+        }
+    }
+
     /// The user a request acts for, given the user it names (header, `user` field,
     /// `connect` param). A per-user token cannot act for anyone else; only the gateway
     /// token may name a user; a viewer token acts for nobody.

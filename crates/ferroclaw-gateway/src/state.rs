@@ -186,14 +186,6 @@ impl AppState {
         }))
     }
 
-    pub fn agent(&self, id: &str) -> Option<&AgentEntry> {
-        self.runtime.agent(id)
-    }
-
-    pub fn default_agent(&self) -> Option<&AgentEntry> {
-        self.runtime.default_agent()
-    }
-
     pub fn store(&self) -> &Arc<dyn SessionStore> {
         self.runtime.store()
     }

@@ -19,6 +19,7 @@ mod relay;
 mod runtime;
 pub mod scheduler;
 pub mod session_tools;
+mod tenants;
 
 pub use door::{queue_key, RunObserver};
 pub use handle::{Aborter, RunFailure, RunHandle};
@@ -27,3 +28,7 @@ pub use runtime::{
     AgentEntry, BuildError, Runtime, RuntimeError, RuntimeOptions, Submit, Submitted,
 };
 pub use scheduler::{DropPolicy, Lane, QueueMode, Scheduler, SchedulerConfig, SubmitError};
+pub use tenants::{
+    Access, AgentPatch, AgentSpec, AgentView, FileTarget, ProviderSpec, ProviderView, Requester,
+    TenantError,
+};

@@ -1,4 +1,4 @@
-//! Stops and aborts across gateway instances on one shared storage: a `/stop` or
+//! Stops, aborts and directory changes across gateway instances on one shared storage: a `/stop` or
 //! `chat.abort` handled here is also published, and what the other instances publish
 //! is applied to this one's runs (at most one instance runs a session at a time, under
 //! its lease, so exactly one of them finds the run).
@@ -10,18 +10,25 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::door::queue_key;
 use crate::scheduler::Scheduler;
+use crate::tenants::Tenants;
 
 /// Subscribes this process's scheduler to the other instances' signals; `None` when the
 /// store is not shared (or there is no async runtime to listen on).
 pub(crate) fn start(
     store: &dyn SessionStore,
     scheduler: Arc<Scheduler>,
+    tenants: Option<Arc<Tenants>>,
 ) -> Option<Arc<dyn SignalBus>> {
     let bus = store.signals()?;
     let mut rx = bus.subscribe();
     tokio::spawn(async move {
         loop {
             match rx.recv().await {
+                Ok(Signal::DirectoryChanged { agent }) => {
+                    if let Some(t) = &tenants {
+                        crate::runtime::Runtime::apply_directory_change(t, agent.as_deref());
+                    }
+                }
                 Ok(signal) => apply(&scheduler, &signal),
                 Err(RecvError::Lagged(n)) => {
                     tracing::warn!(missed = n, "fell behind the other instances' signals")
@@ -45,6 +52,7 @@ fn apply(scheduler: &Scheduler, signal: &Signal) {
             let qkey = queue_key(agent_id, key);
             usize::from(scheduler.run_in_session(&qkey, run_id) && scheduler.abort_run(run_id))
         }
+        Signal::DirectoryChanged { .. } => 0,
     };
     if n > 0 {
         tracing::info!(

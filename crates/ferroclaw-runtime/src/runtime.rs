@@ -36,6 +36,7 @@ impl RuntimeOptions {
 }
 
 /// A built agent and its id.
+#[derive(Clone)]
 pub struct AgentEntry {
     pub id: String,
     pub agent: Arc<Agent>,
@@ -67,6 +68,8 @@ pub enum BuildError {
     /// The services all agents share (the exec sandbox, the tool rate limit).
     #[error("shared services: {0}")]
     Services(Box<BootstrapError>),
+    #[error("FERROCLAW_ENCRYPTION_KEY: {0}")]
+    EncryptionKey(ferroclaw_store::SecretError),
     /// The default agent (the others are skipped with a reason instead).
     #[error("agent `{id}`: {source}")]
     Agent {
@@ -84,15 +87,17 @@ pub enum RuntimeError {
 }
 
 pub struct Runtime {
-    /// In configuration order (`main` first).
-    agents: Vec<AgentEntry>,
-    default_agent: String,
+    /// The configured agents, in configuration order (`main` first).
+    pub(crate) agents: Vec<AgentEntry>,
+    pub(crate) default_agent: String,
     skipped: Vec<(String, String)>,
     /// `None` for a runtime of prebuilt agents ([`Runtime::with_agents`]).
-    services: Option<SharedServices>,
-    core: Arc<Core>,
-    /// The other instances on the same storage (managed mode), for stops and aborts.
-    signals: Option<Arc<dyn ferroclaw_store::SignalBus>>,
+    pub(crate) services: Option<SharedServices>,
+    pub(crate) core: Arc<Core>,
+    /// The other instances on the same storage (managed mode): stops, aborts, changes.
+    pub(crate) signals: Option<Arc<dyn ferroclaw_store::SignalBus>>,
+    /// Users' agents kept in the store's directory (`None`: a store without one).
+    pub(crate) tenants: Option<Arc<crate::tenants::Tenants>>,
 }
 
 impl Runtime {
@@ -140,7 +145,23 @@ impl Runtime {
             tracing::warn!(default = %default_agent, "default agent not built");
             agents.first().map_or(default_agent, |a| a.id.clone())
         };
-        let signals = crate::relay::start(store.as_ref(), core.scheduler.clone());
+        let key = settings
+            .store
+            .encryption_key
+            .as_ref()
+            .map(|k| ferroclaw_store::SecretKey::parse(&k.0))
+            .transpose()
+            .map_err(BuildError::EncryptionKey)?;
+        let tenants = match (store.directory(), settings.agent(&default_agent)) {
+            (Some(directory), Ok(template)) => Some(Arc::new(crate::tenants::Tenants::new(
+                directory,
+                key,
+                template.clone(),
+                agents.iter().map(|a| a.id.clone()).collect(),
+            ))),
+            _ => None,
+        };
+        let signals = crate::relay::start(store.as_ref(), core.scheduler.clone(), tenants.clone());
         Ok(Runtime {
             agents,
             default_agent,
@@ -148,6 +169,7 @@ impl Runtime {
             services: Some(services),
             core,
             signals,
+            tenants,
         })
     }
 
@@ -174,6 +196,7 @@ impl Runtime {
             services: None,
             core,
             signals: None,
+            tenants: None,
         }
     }
 
@@ -182,19 +205,25 @@ impl Runtime {
         self.core.set_observer(observer)
     }
 
+    /// The configured agents (users' agents: [`Runtime::visible_agents`]).
     pub fn agents(&self) -> &[AgentEntry] {
         &self.agents
     }
 
-    pub fn agent(&self, id: &str) -> Option<&AgentEntry> {
-        self.agents.iter().find(|a| a.id == id)
+    /// A configured agent, or a user's agent already resolved by
+    /// [`Runtime::agent_for`] (which is where access is checked).
+    pub fn agent(&self, id: &str) -> Option<AgentEntry> {
+        match self.agents.iter().find(|a| a.id == id) {
+            Some(a) => Some(a.clone()),
+            None => self.tenants.as_ref().and_then(|t| t.peek(id)),
+        }
     }
 
     pub fn default_agent_id(&self) -> &str {
         &self.default_agent
     }
 
-    pub fn default_agent(&self) -> Option<&AgentEntry> {
+    pub fn default_agent(&self) -> Option<AgentEntry> {
         self.agent(&self.default_agent)
     }
 
@@ -232,7 +261,7 @@ impl Runtime {
         let agent = self
             .agent(s.agent_id)
             .ok_or_else(|| RuntimeError::UnknownAgent(s.agent_id.to_string()))?;
-        let stored = self.stored_key(agent, s.user, s.session_key);
+        let stored = self.stored_key(&agent, s.user, s.session_key);
         match s.message.trim().to_ascii_lowercase().as_str() {
             "/stop" => {
                 let n = self.stop(&agent.id, &stored);

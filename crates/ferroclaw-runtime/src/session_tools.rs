@@ -143,6 +143,10 @@ struct AgentHandle {
 pub struct SessionHub {
     limits: SubagentLimits,
     agents: RwLock<HashMap<String, Arc<AgentHandle>>>,
+    /// Users' agents (kept in the database): reachable from their own runs only, never
+    /// named as another agent's subagent target (their provider keys and files are
+    /// their owner's).
+    private: RwLock<std::collections::HashSet<String>>,
     records: Mutex<Vec<Record>>,
     next_id: AtomicU64,
     finished: Notify,
@@ -155,6 +159,7 @@ impl SessionHub {
         Arc::new(Self {
             limits,
             agents: RwLock::new(HashMap::new()),
+            private: RwLock::default(),
             records: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             finished: Notify::new(),
@@ -237,13 +242,34 @@ impl SessionHub {
         self.records.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Binds a user's agent (see `private`).
+    pub fn bind_private(&self, id: &str) {
+        if let Ok(mut p) = self.private.write() {
+            p.insert(id.to_string());
+        }
+    }
+
+    /// Forgets an agent that is no longer built (a user's agent changed or evicted).
+    pub fn unbind(&self, id: &str) {
+        if let Ok(mut agents) = self.agents.write() {
+            agents.remove(id);
+        }
+        if let Ok(mut p) = self.private.write() {
+            p.remove(id);
+        }
+    }
+
+    fn is_private(&self, id: &str) -> bool {
+        self.private.read().map_or(true, |p| p.contains(id))
+    }
+
     fn handle(&self, agent_id: &str) -> Result<Arc<AgentHandle>, String> {
         let agents = self
             .agents
             .read()
             .map_err(|_| "agent directory unavailable")?;
         agents.get(agent_id).cloned().ok_or_else(|| {
-            let mut known: Vec<&String> = agents.keys().collect();
+            let mut known: Vec<&String> = agents.keys().filter(|k| !self.is_private(k)).collect();
             known.sort();
             format!("unknown agent \"{agent_id}\"; known agents: {known:?}")
         })
@@ -684,6 +710,15 @@ impl SessionTool {
             }
         };
         let agent_id = str_arg(args, &["agentId", "agent_id"]).unwrap_or(ctx.agent_id.clone());
+        if agent_id != ctx.agent_id && self.hub.is_private(&agent_id) {
+            tracing::warn!(
+                target: "security.users",
+                agent = %ctx.agent_id,
+                target_agent = %agent_id,
+                "a subagent on another user's agent refused"
+            );
+            return Err(format!("unknown agent \"{agent_id}\""));
+        }
         let handle = self.hub.handle(&agent_id)?;
         if ctx.user.is_some() && !handle.settings.per_user_workspace {
             tracing::warn!(

@@ -47,6 +47,7 @@ pub struct FileSessionStore {
     /// Transcripts of recently closed sessions, so a continuing conversation is not
     /// re-read and re-validated on every turn.
     log_cache: Arc<std::sync::Mutex<LogCache>>,
+    directory: Arc<crate::sqlite::directory::SqliteDirectory>,
 }
 
 /// Identity of a file's current contents: any rewrite (rename) changes the inode, any
@@ -91,13 +92,15 @@ type LogCache = LruCache<PathBuf, CachedLog>;
 impl FileSessionStore {
     /// `home` is `FERROCLAW_HOME`.
     pub fn new(home: impl Into<PathBuf>) -> Self {
+        let home = home.into();
         FileSessionStore {
-            home: home.into(),
+            home: home.clone(),
             db: Arc::default(),
             strategy: Strategy::Full,
             tool_result_chars: DEFAULT_TOOL_RESULT_CHARS,
             group: None,
             log_cache: Arc::new(std::sync::Mutex::new(LruCache::new(LOG_CACHE_CAPACITY))),
+            directory: Arc::new(crate::sqlite::directory::SqliteDirectory::new(&home)),
         }
     }
 
@@ -317,6 +320,10 @@ impl SessionStore for FileSessionStore {
         })
         .await
         .is_ok()
+    }
+
+    fn directory(&self) -> Option<Arc<dyn crate::Directory>> {
+        Some(self.directory.clone())
     }
 
     async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {

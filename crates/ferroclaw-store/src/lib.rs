@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use ferroclaw_types::{Entry, EntryBody, Message, Usage};
 use serde::{Deserialize, Serialize};
 
+mod directory;
 mod file;
 mod file_integrity;
 mod group_sync;
@@ -20,10 +21,14 @@ pub mod integrity;
 mod memory;
 mod migration;
 mod postgres;
+mod secret;
 mod signals;
 mod sqlite;
 mod transcript;
 
+pub use directory::{
+    AgentKind, AgentRecord, Directory, FileScope, ProviderRecord, Share, ShareRole, StoredFile,
+};
 pub use file::{FileSessionLog, FileSessionStore};
 pub use integrity::{
     cap_tool_result, validate_api_messages, validate_bytes, validate_file, Incident,
@@ -32,6 +37,7 @@ pub use integrity::{
 pub use memory::MemoryStore;
 pub use migration::MigrationState;
 pub use postgres::PgSessionStore;
+pub use secret::{mask, SecretError, SecretKey, SEALED_PREFIX};
 pub use signals::{Signal, SignalBus};
 pub use transcript::{
     active_branch, build_context, effective_branch, read_transcript, EffectiveBranch, LoadProblem,
@@ -110,6 +116,9 @@ pub enum StoreError {
     NotFound(String),
     #[error("invalid key: {0}")]
     InvalidKey(String),
+    /// What was asked clashes with what is stored (a name already taken).
+    #[error("{0}")]
+    Conflict(String),
     /// The database failed (busy past its time-out, full disk, a damaged file, a
     /// migration that does not match this build).
     #[error("database {}: {message}", path.display())]
@@ -163,6 +172,11 @@ pub trait SessionStore: Integrity + Send + Sync {
     /// The session as an OpenClaw JSONL transcript, header first (`None`: no such
     /// session): what `ferroclaw sessions export` writes, whatever the backend.
     async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// The tenants' agents, shares, files and provider records in the same storage
+    /// (`None`: a store that keeps none, such as the in-memory one).
+    fn directory(&self) -> Option<std::sync::Arc<dyn Directory>> {
+        None
+    }
 }
 
 /// Transcript integrity over everything a store holds. The rule it enforces: in the

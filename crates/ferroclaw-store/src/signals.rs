@@ -23,6 +23,9 @@ pub enum Signal {
         key: String,
         run_id: String,
     },
+    /// A user's agent (`None`: any of them, as after a provider record changed) was
+    /// changed: built copies are stale.
+    DirectoryChanged { agent: Option<String> },
 }
 
 #[async_trait]

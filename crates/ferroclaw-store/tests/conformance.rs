@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferroclaw_store::{
-    validate_bytes, Durability, FileSessionStore, PgSessionStore, ScanOptions, SessionStore,
-    Strategy,
+    validate_bytes, AgentKind, AgentRecord, Durability, FileScope, FileSessionStore,
+    PgSessionStore, ProviderRecord, ScanOptions, SessionStore, ShareRole, StoreError, Strategy,
 };
 use ferroclaw_types::{EntryBody, Message, Usage};
 use tokio_postgres::NoTls;
@@ -591,5 +591,207 @@ async fn batched_syncs_keep_every_turn() {
                 "{name}"
             );
         }
+    }
+}
+
+fn agent_record(key: &str, owner: &str, is_default: bool) -> AgentRecord {
+    AgentRecord {
+        key: key.into(),
+        owner: owner.into(),
+        kind: AgentKind::Open,
+        is_default,
+        settings: serde_json::json!({"name": key}),
+        created_at: ferroclaw_types::now_millis(),
+        updated_at: 0,
+    }
+}
+
+#[tokio::test]
+async fn the_directory_keeps_agents_shares_files_and_providers_apart_per_user() {
+    for s in Subject::all().await {
+        let n = s.name;
+        let d = s.store.directory().expect("a directory");
+        d.create_agent(&agent_record("alice-bot", "alice", false))
+            .await
+            .expect("create");
+        d.create_agent(&agent_record("house", "admin", true))
+            .await
+            .expect("create default");
+        // A live key cannot be taken twice, by anyone.
+        let again = d
+            .create_agent(&agent_record("alice-bot", "mallory", false))
+            .await;
+        assert!(
+            matches!(again, Err(StoreError::Conflict(ref m)) if m.contains("alice-bot")),
+            "{n}: {again:?}"
+        );
+        let keys = |v: Vec<AgentRecord>| v.into_iter().map(|a| a.key).collect::<Vec<_>>();
+        assert_eq!(
+            keys(d.agents_for(Some("alice")).await.unwrap()),
+            ["alice-bot", "house"],
+            "{n}"
+        );
+        assert_eq!(
+            keys(d.agents_for(Some("bob")).await.unwrap()),
+            ["house"],
+            "{n}"
+        );
+        assert_eq!(
+            keys(d.agents_for(None).await.unwrap()),
+            ["alice-bot", "house"],
+            "{n}"
+        );
+        // A share makes it visible to that user only.
+        assert!(d
+            .set_share("alice-bot", "bob", Some(ShareRole::User))
+            .await
+            .unwrap());
+        assert_eq!(
+            keys(d.agents_for(Some("bob")).await.unwrap()),
+            ["alice-bot", "house"],
+            "{n}"
+        );
+        assert_eq!(
+            keys(d.agents_for(Some("carol")).await.unwrap()),
+            ["house"],
+            "{n}"
+        );
+        d.set_share("alice-bot", "bob", Some(ShareRole::Editor))
+            .await
+            .unwrap();
+        let shares = d.shares("alice-bot").await.unwrap();
+        assert_eq!(shares.len(), 1, "{n}: a re-grant replaces the role");
+        assert_eq!(
+            (shares[0].user.as_str(), shares[0].role),
+            ("bob", ShareRole::Editor)
+        );
+
+        // Files: the agent's own and each user's are separate.
+        d.set_file("alice-bot", FileScope::Agent, "AGENTS.md", Some("be brief"))
+            .await
+            .unwrap();
+        d.set_file(
+            "alice-bot",
+            FileScope::User("alice"),
+            "USER.md",
+            Some("alice likes tea"),
+        )
+        .await
+        .unwrap();
+        d.set_file(
+            "alice-bot",
+            FileScope::User("bob"),
+            "USER.md",
+            Some("bob likes coffee"),
+        )
+        .await
+        .unwrap();
+        let bob = d.files("alice-bot", FileScope::User("bob")).await.unwrap();
+        assert_eq!(bob.len(), 1, "{n}");
+        assert_eq!(bob[0].content, "bob likes coffee");
+        let own = d.files("alice-bot", FileScope::Agent).await.unwrap();
+        assert_eq!((own.len(), own[0].name.as_str()), (1, "AGENTS.md"), "{n}");
+        assert!(d
+            .set_file("alice-bot", FileScope::User("bob"), "USER.md", None)
+            .await
+            .unwrap());
+        assert!(!d
+            .set_file("alice-bot", FileScope::User("bob"), "USER.md", None)
+            .await
+            .unwrap());
+        assert!(
+            d.files("alice-bot", FileScope::User("bob"))
+                .await
+                .unwrap()
+                .is_empty(),
+            "{n}"
+        );
+
+        // Update, seen through another store (a restart, another instance).
+        let mut changed = agent_record("alice-bot", "alice", false);
+        changed.kind = AgentKind::Predefined;
+        changed.settings = serde_json::json!({"model": "m2"});
+        assert!(d.update_agent(&changed).await.unwrap());
+        let other = s.another().await.directory().expect("directory");
+        let seen = other.agent("alice-bot").await.unwrap().expect("there");
+        assert_eq!(
+            (seen.kind, seen.owner.as_str()),
+            (AgentKind::Predefined, "alice"),
+            "{n}"
+        );
+        assert_eq!(seen.settings["model"], "m2");
+
+        // Soft delete: gone for everyone; the key may be taken again, without the old
+        // shares and files.
+        assert!(d.delete_agent("alice-bot").await.unwrap());
+        assert!(!d.delete_agent("alice-bot").await.unwrap());
+        assert!(d.agent("alice-bot").await.unwrap().is_none(), "{n}");
+        assert!(
+            !d.update_agent(&changed).await.unwrap(),
+            "{n}: a deleted agent is not updated"
+        );
+        assert_eq!(
+            keys(d.agents_for(Some("bob")).await.unwrap()),
+            ["house"],
+            "{n}"
+        );
+        d.create_agent(&agent_record("alice-bot", "mallory", false))
+            .await
+            .expect("key reused");
+        assert!(d.shares("alice-bot").await.unwrap().is_empty(), "{n}");
+        assert!(
+            d.files("alice-bot", FileScope::User("alice"))
+                .await
+                .unwrap()
+                .is_empty(),
+            "{n}"
+        );
+
+        // Provider records: a name is its owner's.
+        let p = ProviderRecord {
+            name: "alice-openai".into(),
+            owner: "alice".into(),
+            kind: "openai_compat".into(),
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key: Some("aes-gcm:AAAA".into()),
+            created_at: ferroclaw_types::now_millis(),
+            updated_at: 0,
+        };
+        d.put_provider(&p).await.expect("put");
+        let mut hijack = p.clone();
+        hijack.owner = "mallory".into();
+        hijack.base_url = "http://evil.example/v1".into();
+        let refused = d.put_provider(&hijack).await;
+        assert!(
+            matches!(refused, Err(StoreError::Conflict(_))),
+            "{n}: {refused:?}"
+        );
+        assert_eq!(
+            d.provider("alice-openai")
+                .await
+                .unwrap()
+                .expect("kept")
+                .base_url,
+            p.base_url,
+            "{n}"
+        );
+        let mut moved = p.clone();
+        moved.base_url = "http://127.0.0.1:10/v1".into();
+        d.put_provider(&moved).await.expect("the owner replaces it");
+        assert_eq!(d.providers(Some("alice")).await.unwrap().len(), 1, "{n}");
+        assert!(
+            d.providers(Some("mallory")).await.unwrap().is_empty(),
+            "{n}"
+        );
+        assert_eq!(
+            d.provider("alice-openai")
+                .await
+                .unwrap()
+                .expect("there")
+                .base_url,
+            moved.base_url
+        );
+        assert!(d.delete_provider("alice-openai").await.unwrap());
+        assert!(d.provider("alice-openai").await.unwrap().is_none(), "{n}");
     }
 }

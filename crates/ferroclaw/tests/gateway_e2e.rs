@@ -2423,3 +2423,464 @@ async fn a_gateway_rides_out_its_database_going_away() {
         "the failed turn left nothing behind"
     );
 }
+
+/// A gateway of users' agents on `url`: tokens for alice, bob and carol, an encryption key.
+async fn tenant_gateway(url: &str) -> Gateway {
+    Gateway::start_with(
+        "",
+        r#"database: { mode: "managed" },"#,
+        r#"users: [{ id: "alice", token_env: "ALICE_TOKEN" }, { id: "bob", token_env: "BOB_TOKEN" }, { id: "carol", token_env: "CAROL_TOKEN" }]"#,
+        &[
+            ("ALICE_TOKEN", "alice-secret-token"),
+            ("BOB_TOKEN", "bob-secret-token"),
+            ("CAROL_TOKEN", "carol-secret-token"),
+            ("FERROCLAW_DATABASE_URL", url),
+            (
+                "FERROCLAW_ENCRYPTION_KEY",
+                "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+            ),
+        ],
+    )
+    .await
+}
+
+/// `(status, body)` of a request with `token`.
+async fn call_as(
+    gw: &Gateway,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = gw.anon.request(method, gw.url(path)).bearer_auth(token);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn agent_ids(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn attack_users_cannot_reach_each_others_agents_files_or_provider_keys() {
+    use reqwest::Method;
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let a = tenant_gateway(&url).await;
+    let b = tenant_gateway(&url).await;
+    const ALICE: &str = "alice-secret-token";
+    const BOB: &str = "bob-secret-token";
+    const CAROL: &str = "carol-secret-token";
+
+    // Alice registers her own endpoint with her key, and an agent on it.
+    let (st, p) = call_as(&a, ALICE, Method::POST, "/v1/providers", Some(json!({
+        "name": "alice-llm", "baseUrl": a.llm.openai_base_url(), "apiKey": "sk-alice-very-secret-9876"
+    }))).await;
+    assert_eq!(st, 200, "{p}");
+    assert_eq!(p["apiKey"], "****9876", "masked: {p}");
+    assert!(!p.to_string().contains("sk-alice"));
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let stored: String = client
+        .query_one(
+            "SELECT api_key FROM providers WHERE name = 'alice-llm'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        stored.starts_with("aes-gcm:") && !stored.contains("sk-alice"),
+        "sealed at rest: {stored}"
+    );
+    let (st, body) = call_as(
+        &a,
+        ALICE,
+        Method::POST,
+        "/v1/agents",
+        Some(json!({
+            "id": "alice-bot", "kind": "predefined",
+            "settings": {"name": "Alice Bot", "provider": "alice-llm", "model": "alice-model"}
+        })),
+    )
+    .await;
+    assert_eq!(st, 201, "{body}");
+    let mut alice_ws = a.ws().await;
+    alice_ws.call("connect", json!({"token": ALICE})).await;
+    let res = alice_ws.call("agents.files.set", json!({
+        "agentId": "alice-bot", "scope": "agent", "name": "AGENTS.md", "content": "ALICE-INSTRUCTIONS"
+    })).await;
+    assert_eq!(res["ok"], true, "{res}");
+    // Her agent runs on her endpoint, with her key and her instructions.
+    a.llm.push(Reply::text("hi alice"));
+    let (st, body) = call_as(
+        &a,
+        ALICE,
+        Method::POST,
+        "/v1/chat/completions",
+        Some(json!({
+            "model": "ferroclaw:alice-bot",
+            "messages": [{"role": "user", "content": "my secret is RUBY-7"}]
+        })),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let req = a.llm.requests().last().unwrap().clone();
+    assert_eq!(req.body["model"], "alice-model");
+    assert_eq!(
+        req.header("authorization"),
+        Some("Bearer sk-alice-very-secret-9876")
+    );
+    assert!(req.body.to_string().contains("ALICE-INSTRUCTIONS"));
+
+    // Bob, over HTTP: the agent, its sharing and her provider do not exist for him.
+    let (st, list) = call_as(&a, BOB, Method::GET, "/v1/agents", None).await;
+    assert_eq!(st, 200);
+    assert!(
+        !agent_ids(&list["data"]).contains(&"alice-bot".to_string()),
+        "{list}"
+    );
+    let not_found: Vec<(Method, &str, Option<Value>)> = vec![
+        (Method::GET, "/v1/agents/alice-bot", None),
+        (
+            Method::PATCH,
+            "/v1/agents/alice-bot",
+            Some(json!({"settings": {"model": "x"}})),
+        ),
+        (Method::DELETE, "/v1/agents/alice-bot", None),
+        (Method::GET, "/v1/agents/alice-bot/sharing", None),
+        (
+            Method::POST,
+            "/v1/agents/alice-bot/sharing",
+            Some(json!({"user": "bob", "role": "editor"})),
+        ),
+        (Method::DELETE, "/v1/agents/alice-bot/sharing/bob", None),
+        (
+            Method::POST,
+            "/v1/chat/completions",
+            Some(
+                json!({"model": "ferroclaw:alice-bot", "messages": [{"role": "user", "content": "hi"}]}),
+            ),
+        ),
+        (
+            Method::POST,
+            "/v1/chat/completions",
+            Some(
+                json!({"model": "agent:alice-bot", "messages": [{"role": "user", "content": "hi"}]}),
+            ),
+        ),
+        (
+            Method::POST,
+            "/v1/responses",
+            Some(json!({"model": "ferroclaw:alice-bot", "input": "hi"})),
+        ),
+        (
+            Method::POST,
+            "/tools/invoke",
+            Some(json!({"tool": "read", "agentId": "alice-bot", "args": {"path": "AGENTS.md"}})),
+        ),
+        (Method::DELETE, "/v1/providers/alice-llm", None),
+    ];
+    for (method, path, body) in not_found {
+        let (st, res) = call_as(&a, BOB, method.clone(), path, body).await;
+        assert_eq!(st, 404, "{method} {path}: {res}");
+        assert!(!res.to_string().contains("ALICE-INSTRUCTIONS"));
+    }
+    // The agent header names it no better than the model field.
+    let resp = a
+        .anon
+        .post(a.url("/v1/chat/completions"))
+        .bearer_auth(BOB)
+        .header("x-ferroclaw-agent-id", "alice-bot")
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    assert!(resp.text().await.unwrap().contains("unknown agent"));
+    // Acting as Alice is refused with the reason.
+    let resp = a
+        .anon
+        .get(a.url("/v1/agents/alice-bot"))
+        .bearer_auth(BOB)
+        .header("x-ferroclaw-user-id", "alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    assert!(resp.text().await.unwrap().contains("cannot act for user"));
+    // Her provider: not listed, not taken over, not usable for his own agent.
+    let (_, provs) = call_as(&a, BOB, Method::GET, "/v1/providers", None).await;
+    assert!(provs["data"].as_array().unwrap().is_empty(), "{provs}");
+    let (st, res) = call_as(
+        &a,
+        BOB,
+        Method::POST,
+        "/v1/providers",
+        Some(json!({
+            "name": "alice-llm", "baseUrl": "http://127.0.0.1:9/v1"
+        })),
+    )
+    .await;
+    assert_eq!(st, 409, "{res}");
+    let (st, res) = call_as(
+        &a,
+        BOB,
+        Method::POST,
+        "/v1/agents",
+        Some(json!({
+            "id": "bob-steals", "settings": {"provider": "alice-llm", "model": "m"}
+        })),
+    )
+    .await;
+    assert_eq!(st, 400, "{res}");
+    assert!(res.to_string().contains("unknown provider"), "{res}");
+    // Names that are not his to take, and a default for everyone.
+    for (id, want) in [("main", 409), ("alice-bot", 409), ("../etc", 400)] {
+        let (st, res) = call_as(&a, BOB, Method::POST, "/v1/agents", Some(json!({"id": id}))).await;
+        assert_eq!(st, want, "{id}: {res}");
+    }
+    let (st, res) = call_as(
+        &a,
+        BOB,
+        Method::POST,
+        "/v1/agents",
+        Some(json!({"id": "bob-everyone", "isDefault": true})),
+    )
+    .await;
+    assert_eq!(st, 403, "{res}");
+    let (st, res) = call_as(
+        &a,
+        BOB,
+        Method::POST,
+        "/v1/agents",
+        Some(json!({"id": "bob-x", "settings": {"system": "x"}})),
+    )
+    .await;
+    assert_eq!(st, 400, "unknown settings are refused: {res}");
+
+    // Bob, over the WebSocket.
+    let mut bob_ws = a.ws().await;
+    bob_ws.call("connect", json!({"token": BOB})).await;
+    let list = bob_ws.call("agents.list", json!({})).await;
+    assert!(
+        !agent_ids(&list["payload"]["agents"]).contains(&"alice-bot".to_string()),
+        "{list}"
+    );
+    for (method, params) in [
+        ("agent", json!({"agentId": "alice-bot"})),
+        (
+            "chat.send",
+            json!({"agentId": "alice-bot", "message": "hi"}),
+        ),
+        (
+            "chat.history",
+            json!({"agentId": "alice-bot", "sessionKey": "main"}),
+        ),
+        ("sessions.list", json!({"agentId": "alice-bot"})),
+        (
+            "agents.update",
+            json!({"agentId": "alice-bot", "settings": {"model": "x"}}),
+        ),
+        ("agents.delete", json!({"agentId": "alice-bot"})),
+        (
+            "agents.files.list",
+            json!({"agentId": "alice-bot", "scope": "agent"}),
+        ),
+        (
+            "agents.files.get",
+            json!({"agentId": "alice-bot", "scope": "agent", "name": "AGENTS.md"}),
+        ),
+        (
+            "agents.files.set",
+            json!({"agentId": "alice-bot", "scope": "agent", "name": "AGENTS.md", "content": "pwned"}),
+        ),
+    ] {
+        let res = bob_ws.call(method, params).await;
+        assert_eq!(res["ok"], false, "{method}: {res}");
+        assert_eq!(res["error"]["code"], "NOT_FOUND", "{method}: {res}");
+        assert!(!res.to_string().contains("ALICE-INSTRUCTIONS"), "{method}");
+    }
+
+    // Bob's own agent: its model cannot start a subagent on Alice's (her key, her files).
+    let (st, res) = call_as(
+        &a,
+        BOB,
+        Method::POST,
+        "/v1/agents",
+        Some(json!({"id": "bob-bot"})),
+    )
+    .await;
+    assert_eq!(st, 201, "{res}");
+    a.llm.push(Reply::tool_call(
+        "c1",
+        "sessions_spawn",
+        json!({"task": "say hi", "agentId": "alice-bot"}),
+    ));
+    a.llm.push(Reply::text("could not"));
+    let before = a.llm.requests().len();
+    let (st, _) = call_as(
+        &a,
+        BOB,
+        Method::POST,
+        "/v1/chat/completions",
+        Some(json!({
+            "model": "ferroclaw:bob-bot", "messages": [{"role": "user", "content": "use alice-bot"}]
+        })),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let reqs = a.llm.requests();
+    assert_eq!(reqs.len(), before + 2, "no run on alice-bot");
+    let last = reqs.last().unwrap().body.to_string();
+    assert!(last.contains("unknown agent"), "{last}");
+    assert!(reqs[before..]
+        .iter()
+        .all(|r| r.body["model"] != "alice-model"));
+
+    // Instance B caches its view of alice-bot (not Bob's); Alice shares it on A; B sees
+    // the change without a restart.
+    let (st, _) = call_as(&b, BOB, Method::GET, "/v1/agents/alice-bot", None).await;
+    assert_eq!(st, 404);
+    let (st, res) = call_as(
+        &a,
+        ALICE,
+        Method::POST,
+        "/v1/agents/alice-bot/sharing",
+        Some(json!({"user": "bob"})),
+    )
+    .await;
+    assert_eq!(st, 200, "{res}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (st, view) = call_as(&b, BOB, Method::GET, "/v1/agents/alice-bot", None).await;
+        if st == 200 {
+            assert_eq!(view["access"], "use");
+            assert!(
+                view.get("settings").is_none(),
+                "a user does not see the settings: {view}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "instance B never saw the share"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Shared as a user: he runs it in a session of his own, on her endpoint.
+    b.llm.push(Reply::text("unused"));
+    a.llm.push(Reply::text("hello bob"));
+    let (st, body) = call_as(
+        &b,
+        BOB,
+        Method::POST,
+        "/v1/chat/completions",
+        Some(json!({
+            "model": "ferroclaw:alice-bot",
+            "messages": [{"role": "user", "content": "what was said before?"}]
+        })),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let sent = a.llm.requests().last().unwrap().body.to_string();
+    assert!(!sent.contains("RUBY-7"), "bob's run saw alice's history");
+    // ... but cannot change it, read its instructions, or keep more than USER.md.
+    let (st, res) = call_as(
+        &b,
+        BOB,
+        Method::PATCH,
+        "/v1/agents/alice-bot",
+        Some(json!({"settings": {}})),
+    )
+    .await;
+    assert_eq!(st, 403, "{res}");
+    assert!(res.to_string().contains("edit access"), "{res}");
+    let mut bob_b = b.ws().await;
+    bob_b.call("connect", json!({"token": BOB})).await;
+    let res = bob_b
+        .call(
+            "agents.files.get",
+            json!({"agentId": "alice-bot", "scope": "agent", "name": "AGENTS.md"}),
+        )
+        .await;
+    assert_eq!(res["error"]["code"], "UNAUTHORIZED", "{res}");
+    let res = bob_b
+        .call(
+            "agents.files.set",
+            json!({"agentId": "alice-bot", "name": "AGENTS.md", "content": "x"}),
+        )
+        .await;
+    assert_eq!(res["ok"], false, "{res}");
+    assert!(res.to_string().contains("USER.md"), "{res}");
+    let res = bob_b
+        .call(
+            "agents.files.set",
+            json!({"agentId": "alice-bot", "name": "USER.md", "content": "BOB-PRIVATE"}),
+        )
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    let res = alice_ws
+        .call(
+            "agents.files.get",
+            json!({"agentId": "alice-bot", "name": "USER.md"}),
+        )
+        .await;
+    assert_eq!(
+        res["payload"]["exists"], false,
+        "alice does not get bob's file: {res}"
+    );
+    // Carol was never shared it.
+    let (st, _) = call_as(&b, CAROL, Method::GET, "/v1/agents/alice-bot", None).await;
+    assert_eq!(st, 404);
+
+    // Revoked on B: A forgets too.
+    let (st, _) = call_as(
+        &b,
+        ALICE,
+        Method::DELETE,
+        "/v1/agents/alice-bot/sharing/bob",
+        None,
+    )
+    .await;
+    assert_eq!(st, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while call_as(&a, BOB, Method::GET, "/v1/agents/alice-bot", None)
+        .await
+        .0
+        != 404
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "instance A kept the revoked share"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Her deletion: gone for her too; the administrator sees what remains.
+    let (st, _) = call_as(&a, ALICE, Method::DELETE, "/v1/agents/alice-bot", None).await;
+    assert_eq!(st, 200);
+    let (st, _) = call_as(&a, ALICE, Method::GET, "/v1/agents/alice-bot", None).await;
+    assert_eq!(st, 404);
+    let (st, all) = call_as(&a, &a.token, Method::GET, "/v1/agents", None).await;
+    assert_eq!(st, 200);
+    let ids = agent_ids(&all["data"]);
+    assert!(
+        ids.contains(&"bob-bot".to_string()) && !ids.contains(&"alice-bot".to_string()),
+        "{ids:?}"
+    );
+    let (_, provs) = call_as(&a, &a.token, Method::GET, "/v1/providers", None).await;
+    assert!(!provs.to_string().contains("sk-alice"), "{provs}");
+}

@@ -100,6 +100,19 @@ pub struct StoreSettings {
     pub database: DatabaseSettings,
     /// `session.durability`: `true` for `batch` (turns share syncs), `false` for `fsync`.
     pub batch_sync: bool,
+    /// `FERROCLAW_ENCRYPTION_KEY`: what provider API keys stored in the database are
+    /// sealed with (`None`: such keys cannot be stored).
+    pub encryption_key: Option<Secret>,
+}
+
+/// A value from the environment that must never reach a log or `config show`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<set>")
+    }
 }
 
 /// Which backend holds the sessions.

@@ -48,6 +48,11 @@ impl LoadedConfig {
                 },
                 tool_result_max_chars: cfg.agents.defaults.limits.tool_result_max_chars,
                 batch_sync: cfg.session.durability == schema::Durability::Batch,
+                encryption_key: self
+                    .env
+                    .get("FERROCLAW_ENCRYPTION_KEY")
+                    .filter(|k| !k.trim().is_empty())
+                    .map(|k| super::Secret(k.to_string())),
                 database: match cfg.database.mode {
                     schema::DatabaseMode::Standalone => DatabaseSettings::Standalone,
                     schema::DatabaseMode::Managed => DatabaseSettings::Managed {

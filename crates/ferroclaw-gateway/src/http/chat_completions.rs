@@ -106,7 +106,7 @@ pub async fn handle(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match prepare(&state, &caller, &headers, body) {
+    match prepare(&state, &caller, &headers, body).await {
         Ok(p) if p.stream => stream(state, p).await,
         Ok(p) => complete(state, p)
             .await
@@ -116,7 +116,7 @@ pub async fn handle(
 }
 
 struct Prepared {
-    agent_id: String,
+    agent: ferroclaw_runtime::AgentEntry,
     model: String,
     session: SessionChoice,
     message: String,
@@ -125,24 +125,25 @@ struct Prepared {
     include_usage: bool,
 }
 
-fn prepare(
+async fn prepare(
     state: &AppState,
     caller: &Caller,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Prepared, ApiError> {
     let req: ChatCompletionRequest = parse_body(body, SHAPE)?;
-    let agent = resolve_agent(state, req.model.as_deref(), headers, SHAPE)?;
     let session = resolve_session(headers, caller, req.user.as_deref(), SHAPE)?;
+    let who = caller.requester(session.user.as_deref());
+    let agent = resolve_agent(state, req.model.as_deref(), headers, who, SHAPE).await?;
     let mode = resolve_queue_mode(state, headers, SHAPE)?;
     let message = agent_message(&req, session.ephemeral)?;
     Ok(Prepared {
-        agent_id: agent.id.clone(),
         model: req
             .model
             .clone()
             .filter(|m| !m.trim().is_empty())
             .unwrap_or_else(|| format!("ferroclaw:{}", agent.id)),
+        agent,
         session,
         message,
         mode,
@@ -156,12 +157,9 @@ fn completion_id() -> String {
 }
 
 impl Prepared {
-    fn target<'a>(&'a self, state: &'a AppState) -> Result<Target<'a>, ApiError> {
-        let agent = state
-            .agent(&self.agent_id)
-            .ok_or_else(|| ApiError::internal("agent vanished"))?;
+    fn target(&self) -> Result<Target<'_>, ApiError> {
         Ok(Target {
-            agent,
+            agent: &self.agent,
             session_key: &self.session.key,
             user: self.session.user.as_deref(),
             ephemeral: self.session.ephemeral,
@@ -173,7 +171,7 @@ impl Prepared {
 }
 
 async fn complete(state: Arc<AppState>, p: Prepared) -> Result<Response, ApiError> {
-    let started = runs::start(&state, p.target(&state)?).map_err(|e| ApiError::from_submit(&e))?;
+    let started = runs::start(&state, p.target()?).map_err(|e| ApiError::from_submit(&e))?;
     let (text, usage, stop) = match started {
         Started::Command(text) => (text, Usage::default(), StopReason::Stop),
         // Nobody watches a plain JSON request's events; a client that leaves mid-run
@@ -224,7 +222,7 @@ async fn stream(state: Arc<AppState>, p: Prepared) -> Response {
     // the unread channel is dropped and the client gets a plain HTTP error status.
     let _ = tx.send(chunk(json!({"role": "assistant", "content": ""}), None));
     let started = match p
-        .target(&state)
+        .target()
         .and_then(|t| runs::start(&state, t).map_err(|e| ApiError::from_submit(&e)))
     {
         Ok(s) => s,

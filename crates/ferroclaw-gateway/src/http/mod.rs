@@ -1,6 +1,7 @@
 //! HTTP surfaces. Each route: [`guard`] (auth, rate limit) → parse the body → resolve
 //! agent and session → [`crate::runs::start`] → answer as JSON or SSE.
 
+pub mod agents;
 pub mod chat_completions;
 pub mod health;
 pub mod models;
@@ -24,7 +25,7 @@ use crate::auth::{Caller, Role};
 use crate::error::{ApiError, ErrorShape};
 use crate::ratelimit::retry_after_secs;
 use crate::state::{parse_queue_mode, AgentEntry, AppState};
-use ferroclaw_runtime::QueueMode;
+use ferroclaw_runtime::{QueueMode, Requester, TenantError};
 
 pub const HEADER_AGENT: &str = "x-ferroclaw-agent-id";
 pub const HEADER_SESSION: &str = "x-ferroclaw-session-key";
@@ -194,7 +195,7 @@ pub fn parse_body<T: DeserializeOwned>(
     })
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get(name)
         .and_then(|v| v.to_str().ok())
@@ -203,47 +204,77 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// The agent named by `model` (`ferroclaw:<id>`, `agent:<id>`, `openclaw:<id>` or a bare
-/// agent id), else by `X-Ferroclaw-Agent-Id`, else the default agent.
-pub fn resolve_agent<'a>(
-    state: &'a AppState,
+/// agent id), else by `X-Ferroclaw-Agent-Id`, else the default agent; a user's agent only
+/// when `who` may use it (otherwise it is as unknown as one that does not exist).
+pub async fn resolve_agent(
+    state: &AppState,
     model: Option<&str>,
     headers: &HeaderMap,
+    who: Requester<'_>,
     shape: ErrorShape,
-) -> Result<&'a AgentEntry, ApiError> {
-    let unknown = |id: &str| {
-        ApiError::not_found(
-            "model_not_found",
-            format!(
-                "unknown agent `{id}`; GET /v1/models lists them (available: {})",
-                state
-                    .runtime
-                    .agents()
-                    .iter()
-                    .map(|a| a.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )
-        .with_shape(shape)
+) -> Result<AgentEntry, ApiError> {
+    let by_id = |id: &str| {
+        let id = id.to_string();
+        async move {
+            state
+                .runtime
+                .agent_for(who, &id)
+                .await
+                .map_err(|e| tenant_error(e, shape))
+        }
     };
     if let Some(model) = model.map(str::trim).filter(|m| !m.is_empty()) {
         for prefix in ["ferroclaw:", "agent:", "openclaw:"] {
             if let Some(id) = model.strip_prefix(prefix) {
-                return state.agent(id).ok_or_else(|| unknown(id));
+                return by_id(id).await;
             }
         }
-        if let Some(agent) = state.agent(model) {
-            return Ok(agent);
+        if let Some(agent) = state.runtime.agents().iter().find(|a| a.id == model) {
+            return Ok(agent.clone());
         }
         // Any other model name (e.g. the SDK default "gpt-4o") means "the agent
         // chosen by header or default": the agent owns its real model.
     }
     if let Some(id) = header_str(headers, HEADER_AGENT) {
-        return state.agent(id).ok_or_else(|| unknown(id));
+        return by_id(id).await;
     }
     state
+        .runtime
         .default_agent()
         .ok_or_else(|| ApiError::internal("no default agent is available").with_shape(shape))
+}
+
+/// A tenant refusal as an HTTP error.
+pub fn tenant_error(e: TenantError, shape: ErrorShape) -> ApiError {
+    let err = match &e {
+        TenantError::UnknownAgent(_) => ApiError::not_found("model_not_found", e.to_string()),
+        TenantError::Forbidden(_) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "forbidden",
+            e.to_string(),
+        ),
+        TenantError::Invalid(_) => ApiError::bad_request(e.to_string()),
+        TenantError::Conflict(_) => ApiError::new(
+            StatusCode::CONFLICT,
+            "invalid_request_error",
+            "conflict",
+            e.to_string(),
+        ),
+        TenantError::Unsupported => ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "invalid_request_error",
+            "unsupported",
+            e.to_string(),
+        ),
+        TenantError::Store(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "storage_unavailable",
+            e.to_string(),
+        ),
+    };
+    err.with_shape(shape)
 }
 
 /// The session a request continues.

@@ -125,23 +125,24 @@ pub async fn handle(
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    let prepared = (|| {
-        let agent = resolve_agent(&state, req.model.as_deref(), &headers, SHAPE)?;
+    let prepared = async {
         let session = resolve_session(&headers, &caller, req.user.as_deref(), SHAPE)?;
+        let who = caller.requester(session.user.as_deref());
+        let agent = resolve_agent(&state, req.model.as_deref(), &headers, who, SHAPE).await?;
         let mode = resolve_queue_mode(&state, &headers, SHAPE)?;
         let mut message = input_text(&req.input)?;
         if let Some(instr) = req.instructions.as_deref().filter(|s| !s.trim().is_empty()) {
             message = format!("Instructions: {instr}\n\n{message}");
         }
-        Ok::<_, ApiError>((agent.id.clone(), session, mode, message))
-    })();
-    let (agent_id, session, mode, message) = match prepared {
+        Ok::<_, ApiError>((agent, session, mode, message))
+    }
+    .await;
+    let (agent, session, mode, message) = match prepared {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
-    let Some(agent) = state.agent(&agent_id) else {
-        return ApiError::internal("agent vanished").into_response();
-    };
+    let agent_id = agent.id.clone();
+    let agent = &agent;
     let ids = Ids {
         response: format!("resp_{}", uuid::Uuid::new_v4().simple()),
         message: format!("msg_{}", uuid::Uuid::new_v4().simple()),

@@ -68,16 +68,20 @@ async fn invoke(
             "`tool` is required",
         ));
     }
+    let named = headers.get(HEADER_USER).and_then(|v| v.to_str().ok());
+    let user = caller
+        .user_for(named)
+        .map_err(|reason| error(StatusCode::FORBIDDEN, "user_not_allowed", reason))?;
+    let who = caller.requester(user.as_deref());
     let agent = match req.agent_id.as_deref() {
-        Some(id) => state.agent(id).ok_or_else(|| {
-            error(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("unknown agent `{id}`"),
-            )
-        })?,
-        None => resolve_agent(state, None, headers, SHAPE)?,
+        Some(id) => state
+            .runtime
+            .agent_for(who, id)
+            .await
+            .map_err(|e| error(StatusCode::NOT_FOUND, "not_found", e.to_string()))?,
+        None => resolve_agent(state, None, headers, who, SHAPE).await?,
     };
+    let agent = &agent;
     // A denied tool is reported exactly like a missing one, so the policy does not
     // reveal which tools exist.
     let tool = agent
@@ -127,10 +131,6 @@ async fn invoke(
     ferroclaw_store::validate_session_key(&session_key)
         .map_err(|e| error(StatusCode::BAD_REQUEST, "invalid_request", e.to_string()))?;
     let settings = agent.agent.settings();
-    let named = headers.get(HEADER_USER).and_then(|v| v.to_str().ok());
-    let user = caller
-        .user_for(named)
-        .map_err(|reason| error(StatusCode::FORBIDDEN, "user_not_allowed", reason))?;
     // A shared agent's tools work in one user's sub-workspace, never in the root that
     // holds everyone's.
     let store_key = state

@@ -24,6 +24,16 @@ pub struct ConnAuth {
     pub user_id: Option<String>,
 }
 
+impl ConnAuth {
+    /// Who asks, for the access rules of users' agents.
+    pub fn requester(&self) -> ferroclaw_runtime::Requester<'_> {
+        ferroclaw_runtime::Requester {
+            user: self.user_id.as_deref(),
+            admin: self.role == Role::Admin && self.user_id.is_none(),
+        }
+    }
+}
+
 struct Out {
     seq: u64,
     tx: mpsc::Sender<Message>,
@@ -150,7 +160,7 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
                         too_big(&mut socket, &conn).await;
                         break;
                     }
-                    if let Some(refused) = handle_text(&conn, text.as_str()) {
+                    if let Some(refused) = handle_text(&conn, text.as_str()).await {
                         let _ = socket.send(Message::Text(refused.answer.into())).await;
                         let _ = socket.send(Message::Close(Some(CloseFrame { code: 1008, reason: refused.reason.into() }))).await;
                         break;
@@ -234,7 +244,7 @@ struct Refused {
     reason: &'static str,
 }
 
-fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
+async fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
     let frame: RequestFrame = match serde_json::from_str(text) {
         Ok(f) => f,
         Err(e) => {
@@ -322,7 +332,7 @@ fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
     let tracker = conn.state.ws_tasks.clone();
     if method == super::table::Method::ChatSend {
         // Submitted here, in frame order; only the wait runs on its own task.
-        let run = methods::chat_send(&conn, &frame.params);
+        let run = methods::chat_send(&conn, &frame.params, auth.requester()).await;
         tracker.spawn(async move {
             match run.await {
                 Ok(payload) => conn.send_ok(&frame.id, payload),

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ferroclaw_runtime::{Origin, QueueMode, RunFailure, SubmitError};
+use ferroclaw_runtime::{Origin, QueueMode, Requester, RunFailure, SubmitError, TenantError};
 use ferroclaw_types::{EntryBody, EventKind, Message, RunEvent, Usage};
 use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
@@ -24,7 +24,7 @@ pub async fn dispatch(
     auth: ConnAuth,
 ) -> Result<Value, WsError> {
     let state = &conn.state;
-    let user = auth.user_id.as_deref();
+    let who = auth.requester();
     match method {
         Method::Health => Ok(json!({
             "status": "ok",
@@ -33,17 +33,23 @@ pub async fn dispatch(
         })),
         Method::Status => Ok(status(state, &auth)),
         Method::ModelsList => Ok(models(state)),
-        Method::AgentsList => Ok(agents(state)),
-        Method::Agent => agent_details(state, &params),
-        Method::ChatSend => chat_send(conn, &params).await,
-        Method::ChatHistory => chat_history(state, &params, user).await,
-        Method::ChatAbort => chat_abort(state, &params, user),
-        Method::ChatInject => chat_inject(state, &params, user).await,
-        Method::SessionsList => sessions_list(state, &params, user).await,
-        Method::SessionsPreview => sessions_preview(state, &params, user).await,
-        Method::SessionsPatch => sessions_patch(state, &params, user).await,
-        Method::SessionsDelete => sessions_delete(state, &params, false, user).await,
-        Method::SessionsReset => sessions_delete(state, &params, true, user).await,
+        Method::AgentsList => super::agents::list(state, who).await,
+        Method::AgentsCreate => super::agents::create(state, params, who).await,
+        Method::AgentsUpdate => super::agents::update(state, params, who).await,
+        Method::AgentsDelete => super::agents::delete(state, params, who).await,
+        Method::AgentsFilesList => super::agents::files_list(state, params, who).await,
+        Method::AgentsFilesGet => super::agents::files_get(state, params, who).await,
+        Method::AgentsFilesSet => super::agents::files_set(state, params, who).await,
+        Method::Agent => agent_details(state, &params, who).await,
+        Method::ChatSend => chat_send(conn, &params, who).await.await,
+        Method::ChatHistory => chat_history(state, &params, who).await,
+        Method::ChatAbort => chat_abort(state, &params, who).await,
+        Method::ChatInject => chat_inject(state, &params, who).await,
+        Method::SessionsList => sessions_list(state, &params, who).await,
+        Method::SessionsPreview => sessions_preview(state, &params, who).await,
+        Method::SessionsPatch => sessions_patch(state, &params, who).await,
+        Method::SessionsDelete => sessions_delete(state, &params, false, who).await,
+        Method::SessionsReset => sessions_delete(state, &params, true, who).await,
         Method::IntegrityStatus => Ok(crate::integrity::status(state).await),
         Method::IntegrityScan => integrity_scan(state, &params).await,
         Method::ExecApprovalList => {
@@ -104,22 +110,31 @@ fn agent_json(state: &AppState, a: &AgentEntry) -> Value {
     })
 }
 
-fn agents(state: &AppState) -> Value {
-    json!({
-        "agents": state.runtime.agents().iter().map(|a| agent_json(state, a)).collect::<Vec<_>>(),
-        "defaultId": state.runtime.default_agent_id(),
-    })
-}
-
-fn pick_agent<'a>(state: &'a AppState, target: &SessionRef) -> Result<&'a AgentEntry, WsError> {
+/// The agent a request names (a user's agent only if `who` may use it), else the
+/// default agent.
+async fn pick_agent(
+    state: &AppState,
+    target: &SessionRef,
+    who: Requester<'_>,
+) -> Result<AgentEntry, WsError> {
     match target.agent_id.as_deref() {
-        Some(id) => state
-            .agent(id)
-            .ok_or_else(|| WsError::new(WsCode::NotFound, format!("unknown agent `{id}`"))),
+        Some(id) => state.runtime.agent_for(who, id).await.map_err(tenant_error),
         None => state
+            .runtime
             .default_agent()
             .ok_or_else(|| WsError::new(WsCode::Unavailable, "no default agent")),
     }
+}
+
+/// A tenant refusal as a WebSocket error.
+pub fn tenant_error(e: TenantError) -> WsError {
+    let code = match &e {
+        TenantError::UnknownAgent(_) => WsCode::NotFound,
+        TenantError::Forbidden(_) => WsCode::Unauthorized,
+        TenantError::Invalid(_) | TenantError::Conflict(_) => WsCode::InvalidRequest,
+        TenantError::Unsupported | TenantError::Store(_) => WsCode::Unavailable,
+    };
+    WsError::new(code, e.to_string())
 }
 
 /// `sessionKey` (default `main`), validated.
@@ -133,9 +148,13 @@ fn session_key(target: &SessionRef, required: bool) -> Result<String, WsError> {
     Ok(key)
 }
 
-fn agent_details(state: &AppState, params: &Value) -> Result<Value, WsError> {
+async fn agent_details(
+    state: &AppState,
+    params: &Value,
+    who: Requester<'_>,
+) -> Result<Value, WsError> {
     let p: params::AgentOrSession = params::parse(params)?;
-    let a = pick_agent(state, &p)?;
+    let a = &pick_agent(state, &p, who).await?;
     let s = a.agent.settings();
     let mut v = agent_json(state, a);
     v["tools"] = json!(a.agent.tools().names());
@@ -224,8 +243,19 @@ impl WsSink {
 /// `chat.send`. Everything up to the scheduler submission happens before the returned
 /// future is first polled, so messages sent in order on one connection are queued in
 /// that order; the future then waits for the run's end.
-pub fn chat_send(conn: &Arc<Conn>, params: &Value) -> BoxFuture<'static, Result<Value, WsError>> {
-    match chat_send_start(conn, params) {
+/// Submits the message (in the connection's frame order: the caller awaits this before
+/// reading the next frame) and returns the wait for its result.
+pub async fn chat_send(
+    conn: &Arc<Conn>,
+    params: &Value,
+    who: Requester<'_>,
+) -> BoxFuture<'static, Result<Value, WsError>> {
+    let state = &conn.state;
+    let agent = match params::parse::<params::ChatSend>(params) {
+        Ok(p) => pick_agent(state, &p.target, who).await,
+        Err(e) => Err(e),
+    };
+    match agent.and_then(|agent| chat_send_start(conn, params, &agent)) {
         Ok(fut) => fut,
         Err(e) => Box::pin(async move { Err(e) }),
     }
@@ -234,6 +264,7 @@ pub fn chat_send(conn: &Arc<Conn>, params: &Value) -> BoxFuture<'static, Result<
 fn chat_send_start(
     conn: &Arc<Conn>,
     params: &Value,
+    agent: &AgentEntry,
 ) -> Result<BoxFuture<'static, Result<Value, WsError>>, WsError> {
     let state = &conn.state;
     let p: params::ChatSend = params::parse(params)?;
@@ -241,7 +272,6 @@ fn chat_send_start(
         .message
         .as_deref()
         .ok_or_else(|| WsError::invalid("`message` is required"))?;
-    let agent = pick_agent(state, &p.target)?;
     let key = session_key(&p.target, false)?;
     let mode = match p.queue_mode.as_deref() {
         None => state.queue_mode,
@@ -391,10 +421,11 @@ fn start_chat(
 async fn chat_history(
     state: &AppState,
     params: &Value,
-    user: Option<&str>,
+    who: Requester<'_>,
 ) -> Result<Value, WsError> {
+    let user = who.user;
     let p: params::WithLimit = params::parse(params)?;
-    let agent = pick_agent(state, &p.target)?;
+    let agent = &pick_agent(state, &p.target, who).await?;
     let named = session_key(&p.target, true)?;
     let key = state.runtime.stored_key(agent, user, &named);
     let limit = p.limit.map_or(200, |l| l.clamp(1, 1000) as usize);
@@ -439,9 +470,14 @@ fn store_err(e: ferroclaw_store::StoreError) -> WsError {
     }
 }
 
-fn chat_abort(state: &AppState, params: &Value, user: Option<&str>) -> Result<Value, WsError> {
+async fn chat_abort(
+    state: &AppState,
+    params: &Value,
+    who: Requester<'_>,
+) -> Result<Value, WsError> {
+    let user = who.user;
     let p: params::ChatAbort = params::parse(params)?;
-    let agent = pick_agent(state, &p.target)?;
+    let agent = &pick_agent(state, &p.target, who).await?;
     let named = session_key(&p.target, true)?;
     let key = state.runtime.stored_key(agent, user, &named);
     if let Some(run_id) = p.run_id.as_deref() {
@@ -456,10 +492,11 @@ fn chat_abort(state: &AppState, params: &Value, user: Option<&str>) -> Result<Va
 async fn chat_inject(
     state: &Arc<AppState>,
     params: &Value,
-    user: Option<&str>,
+    who: Requester<'_>,
 ) -> Result<Value, WsError> {
+    let user = who.user;
     let p: params::ChatInject = params::parse(params)?;
-    let agent = pick_agent(state, &p.target)?;
+    let agent = &pick_agent(state, &p.target, who).await?;
     let named = session_key(&p.target, true)?;
     let key = state.runtime.stored_key(agent, user, &named);
     let text = p
@@ -491,12 +528,13 @@ async fn write(
 async fn sessions_list(
     state: &AppState,
     params: &Value,
-    user: Option<&str>,
+    who: Requester<'_>,
 ) -> Result<Value, WsError> {
+    let user = who.user;
     let p: params::AgentOrSession = params::parse(params)?;
-    let agents: Vec<&AgentEntry> = match p.agent_id {
-        Some(_) => vec![pick_agent(state, &p)?],
-        None => state.runtime.agents().iter().collect(),
+    let agents: Vec<AgentEntry> = match p.agent_id {
+        Some(_) => vec![pick_agent(state, &p, who).await?],
+        None => state.runtime.agents().to_vec(),
     };
     let mut sessions = Vec::new();
     for a in agents {
@@ -521,11 +559,12 @@ async fn sessions_list(
 async fn sessions_preview(
     state: &AppState,
     params: &Value,
-    user: Option<&str>,
+    who: Requester<'_>,
 ) -> Result<Value, WsError> {
+    let user = who.user;
     const PREVIEW_CHARS: usize = 500;
     let p: params::WithLimit = params::parse(params)?;
-    let agent = pick_agent(state, &p.target)?;
+    let agent = &pick_agent(state, &p.target, who).await?;
     let named = session_key(&p.target, true)?;
     let key = state.runtime.stored_key(agent, user, &named);
     let limit = p.limit.map_or(10, |l| l.clamp(1, 100) as usize);
@@ -562,10 +601,11 @@ async fn sessions_preview(
 async fn sessions_patch(
     state: &Arc<AppState>,
     params: &Value,
-    user: Option<&str>,
+    who: Requester<'_>,
 ) -> Result<Value, WsError> {
+    let user = who.user;
     let p: params::SessionsPatch = params::parse(params)?;
-    let agent = pick_agent(state, &p.target)?;
+    let agent = &pick_agent(state, &p.target, who).await?;
     let named = session_key(&p.target, true)?;
     let key = state.runtime.stored_key(agent, user, &named);
     let Some(name) = p.label else {
@@ -599,10 +639,11 @@ async fn sessions_delete(
     state: &AppState,
     params: &Value,
     reset: bool,
-    user: Option<&str>,
+    who: Requester<'_>,
 ) -> Result<Value, WsError> {
+    let user = who.user;
     let p: params::AgentOrSession = params::parse(params)?;
-    let agent = pick_agent(state, &p)?;
+    let agent = &pick_agent(state, &p, who).await?;
     let named = session_key(&p, true)?;
     let key = state.runtime.stored_key(agent, user, &named);
     // Stops its turns, then deletes through the queue (a turn still unwinding would

@@ -1,6 +1,7 @@
 //! The WebSocket surface at `/ws`: upgrade (connection caps) → [`conn`] (frames, seq,
 //! send buffer, keep-alive, auth state) → [`methods`] (one handler per RPC method).
 
+pub mod agents;
 pub mod conn;
 pub mod frames;
 pub mod methods;

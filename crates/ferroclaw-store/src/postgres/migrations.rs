@@ -8,10 +8,11 @@ use deadpool_postgres::Client;
 use crate::migration::{check_recorded, checksum, MigrationError, MigrationState};
 
 /// `(version, name, SQL)`, in order. Append only.
-pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "sessions",
-    "CREATE TABLE sessions (
+pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "sessions",
+        "CREATE TABLE sessions (
         agent_id   TEXT NOT NULL,
         key        TEXT NOT NULL,
         session_id TEXT NOT NULL UNIQUE,
@@ -49,7 +50,50 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[(
         at   BIGINT NOT NULL,
         body TEXT NOT NULL
     );",
-)];
+    ),
+    (
+        2,
+        "directory",
+        "CREATE TABLE agents (
+        key        TEXT PRIMARY KEY,
+        owner      TEXT NOT NULL,
+        kind       TEXT NOT NULL,
+        is_default BOOLEAN NOT NULL,
+        settings   TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        deleted_at BIGINT
+    );
+    CREATE INDEX agents_by_owner ON agents (owner);
+    CREATE TABLE agent_shares (
+        agent      TEXT NOT NULL,
+        user_id    TEXT NOT NULL,
+        role       TEXT NOT NULL,
+        granted_at BIGINT NOT NULL,
+        PRIMARY KEY (agent, user_id)
+    );
+    CREATE INDEX agent_shares_by_user ON agent_shares (user_id);
+    -- user_id '' holds the agent's own files.
+    CREATE TABLE agent_files (
+        agent      TEXT NOT NULL,
+        user_id    TEXT NOT NULL,
+        name       TEXT NOT NULL,
+        content    TEXT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (agent, user_id, name)
+    );
+    CREATE TABLE providers (
+        name       TEXT PRIMARY KEY,
+        owner      TEXT NOT NULL,
+        kind       TEXT NOT NULL,
+        base_url   TEXT NOT NULL,
+        api_key    TEXT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX providers_by_owner ON providers (owner);",
+    ),
+];
 
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version    BIGINT PRIMARY KEY,

@@ -9,6 +9,7 @@
 //! session-level advisory lock held on a connection of its own, so it ends with the
 //! connection when an instance dies.
 
+mod directory;
 mod integrity;
 pub(crate) mod migrations;
 mod signals;
@@ -670,6 +671,10 @@ impl SessionStore for PgSessionStore {
         .unwrap_or(false);
         *lock(&self.health) = (now, ok);
         ok
+    }
+
+    fn directory(&self) -> Option<std::sync::Arc<dyn crate::Directory>> {
+        Some(std::sync::Arc::new(self.clone()))
     }
 
     async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {

@@ -50,13 +50,21 @@ fn ensure_table(conn: &Connection) -> rusqlite::Result<()> {
 /// together apply each migration once: the second sees the first's record and skips it.
 /// Returns the versions applied now.
 pub(crate) fn migrate_up(conn: &mut Connection) -> Result<Vec<i64>, MigrationError> {
+    migrate_up_with(conn, MIGRATIONS)
+}
+
+/// [`migrate_up`] for another database's list (the directory's).
+pub(crate) fn migrate_up_with(
+    conn: &mut Connection,
+    list: &[(i64, &str, &str)],
+) -> Result<Vec<i64>, MigrationError> {
     ensure_table(conn)?;
     let mut applied_now = Vec::new();
     loop {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        verify(&tx)?;
+        verify(&tx, list)?;
         let mut next = None;
-        for &(version, name, sql) in MIGRATIONS {
+        for &(version, name, sql) in list {
             let done: Option<i64> = tx
                 .query_row(
                     "SELECT version FROM schema_migrations WHERE version = ?1",
@@ -85,12 +93,12 @@ pub(crate) fn migrate_up(conn: &mut Connection) -> Result<Vec<i64>, MigrationErr
 }
 
 /// Every recorded migration must be one of ours, unchanged.
-fn verify(conn: &Connection) -> Result<(), MigrationError> {
+fn verify(conn: &Connection, list: &[(i64, &str, &str)]) -> Result<(), MigrationError> {
     let mut stmt = conn.prepare("SELECT version, name, checksum FROM schema_migrations")?;
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     for row in rows {
         let (version, name, recorded) = row?;
-        check_recorded(MIGRATIONS, version, name, recorded)?;
+        check_recorded(list, version, name, recorded)?;
     }
     Ok(())
 }
@@ -98,7 +106,7 @@ fn verify(conn: &Connection) -> Result<(), MigrationError> {
 /// Each known migration and whether it is applied (nothing is changed).
 pub(crate) fn status(conn: &Connection) -> Result<Vec<MigrationState>, MigrationError> {
     ensure_table(conn)?;
-    verify(conn)?;
+    verify(conn, MIGRATIONS)?;
     let mut out = Vec::new();
     for &(version, name, _) in MIGRATIONS {
         let applied_at: Option<i64> = conn

@@ -31,7 +31,7 @@ pub async fn run(ctx: &AppContext, args: ChatArgs) -> anyhow::Result<ExitCode> {
     };
     let chat = Chat {
         runtime: &runtime,
-        agent,
+        agent: &agent,
         args: &args,
     };
     match &args.message {
