@@ -134,8 +134,10 @@ impl FileScope<'_> {
 
 #[async_trait]
 pub trait Directory: Send + Sync {
-    /// Stores a new agent. [`StoreError::Conflict`] when a live agent has its key (a
-    /// deleted one's key may be taken again; its shares and files are gone with it).
+    /// Stores a new agent. [`StoreError::Conflict`] when an agent has or had its key:
+    /// sessions are stored under the agent id, so a deleted agent's id is never reused
+    /// (a new agent of that id, perhaps another owner's on another endpoint, would
+    /// inherit its users' sessions).
     async fn create_agent(&self, record: &AgentRecord) -> Result<(), StoreError>;
     /// Replaces kind, default flag and settings of a live agent (owner and key stay);
     /// `false` when there is none.

@@ -721,8 +721,8 @@ async fn the_directory_keeps_agents_shares_files_and_providers_apart_per_user() 
         );
         assert_eq!(seen.settings["model"], "m2");
 
-        // Soft delete: gone for everyone; the key may be taken again, without the old
-        // shares and files.
+        // Soft delete: gone for everyone, and its id is not taken again (its sessions
+        // stay stored under it).
         assert!(d.delete_agent("alice-bot").await.unwrap());
         assert!(!d.delete_agent("alice-bot").await.unwrap());
         assert!(d.agent("alice-bot").await.unwrap().is_none(), "{n}");
@@ -735,17 +735,14 @@ async fn the_directory_keeps_agents_shares_files_and_providers_apart_per_user() 
             ["house"],
             "{n}"
         );
-        d.create_agent(&agent_record("alice-bot", "mallory", false))
-            .await
-            .expect("key reused");
-        assert!(d.shares("alice-bot").await.unwrap().is_empty(), "{n}");
+        let reuse = d
+            .create_agent(&agent_record("alice-bot", "mallory", false))
+            .await;
         assert!(
-            d.files("alice-bot", FileScope::User("alice"))
-                .await
-                .unwrap()
-                .is_empty(),
-            "{n}"
+            matches!(reuse, Err(StoreError::Conflict(ref m)) if m.contains("deleted")),
+            "{n}: {reuse:?}"
         );
+        assert!(d.agent("alice-bot").await.unwrap().is_none(), "{n}");
 
         // Provider records: a name is its owner's.
         let p = ProviderRecord {

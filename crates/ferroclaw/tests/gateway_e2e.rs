@@ -2874,6 +2874,20 @@ async fn attack_users_cannot_reach_each_others_agents_files_or_provider_keys() {
     assert_eq!(st, 200);
     let (st, _) = call_as(&a, ALICE, Method::GET, "/v1/agents/alice-bot", None).await;
     assert_eq!(st, 404);
+    // Her users' sessions stay stored under the id: nobody's new agent inherits them.
+    let (st, res) = call_as(
+        &b,
+        BOB,
+        Method::POST,
+        "/v1/agents",
+        Some(json!({"id": "alice-bot"})),
+    )
+    .await;
+    assert_eq!(st, 409, "{res}");
+    assert!(
+        res.to_string().contains("not reused") || res.to_string().contains("deleted"),
+        "{res}"
+    );
     let (st, all) = call_as(&a, &a.token, Method::GET, "/v1/agents", None).await;
     assert_eq!(st, 200);
     let ids = agent_ids(&all["data"]);

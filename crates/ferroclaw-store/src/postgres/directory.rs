@@ -75,34 +75,6 @@ impl Directory for PgSessionStore {
         tx.batch_execute("SET LOCAL synchronous_commit TO on")
             .await
             .map_err(db_error)?;
-        let existing = tx
-            .query_opt(
-                "SELECT deleted_at FROM agents WHERE key = $1 FOR UPDATE",
-                &[&a.key],
-            )
-            .await
-            .map_err(db_error)?;
-        match existing.map(|r| r.get::<_, Option<i64>>(0)) {
-            Some(None) => {
-                return Err(StoreError::Conflict(format!(
-                    "an agent `{}` exists already",
-                    a.key
-                )))
-            }
-            // A deleted agent's key is free again, without what it had.
-            Some(Some(_)) => {
-                tx.execute("DELETE FROM agent_shares WHERE agent = $1", &[&a.key])
-                    .await
-                    .map_err(db_error)?;
-                tx.execute("DELETE FROM agent_files WHERE agent = $1", &[&a.key])
-                    .await
-                    .map_err(db_error)?;
-                tx.execute("DELETE FROM agents WHERE key = $1", &[&a.key])
-                    .await
-                    .map_err(db_error)?;
-            }
-            None => {}
-        }
         let inserted = tx
             .execute(
                 "INSERT INTO agents (key, owner, kind, is_default, settings, created_at, updated_at)
@@ -119,9 +91,10 @@ impl Directory for PgSessionStore {
             .await
             .map_err(db_error)?;
         if inserted == 0 {
-            // Another instance created it between the check and the insert.
+            // Live or deleted: sessions are stored under the agent id, so a new agent of
+            // that id (another owner's, on another endpoint) would inherit them.
             return Err(StoreError::Conflict(format!(
-                "an agent `{}` exists already",
+                "the agent id `{}` is taken (by an agent, or by a deleted one: ids are not reused)",
                 a.key
             )));
         }

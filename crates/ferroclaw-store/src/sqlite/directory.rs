@@ -176,11 +176,13 @@ impl Directory for SqliteDirectory {
                             a.key
                         )))
                     }
-                    // A deleted agent's key is free again, without what it had.
+                    // Sessions are stored under the agent id: a new agent of that id
+                    // (another owner's, on another endpoint) would inherit them.
                     Some(Some(_)) => {
-                        tx.execute("DELETE FROM agent_shares WHERE agent = ?1", [&a.key])?;
-                        tx.execute("DELETE FROM agent_files WHERE agent = ?1", [&a.key])?;
-                        tx.execute("DELETE FROM agents WHERE key = ?1", [&a.key])?;
+                        return Ok(Outcome::Conflict(format!(
+                            "the agent id `{}` belonged to a deleted agent and is not reused",
+                            a.key
+                        )))
                     }
                     None => {}
                 }
