@@ -42,6 +42,8 @@ pub(crate) struct Core {
     pub scheduler: Arc<Scheduler>,
     pub store: Arc<dyn SessionStore>,
     observer: OnceLock<Arc<dyn RunObserver>>,
+    /// Every run's events, for the watchers of its session.
+    pub watch: crate::watch::Watch,
 }
 
 /// One agent run to submit.
@@ -62,6 +64,7 @@ impl Core {
             scheduler,
             store,
             observer: OnceLock::new(),
+            watch: crate::watch::Watch::new(),
         })
     }
 
@@ -82,6 +85,7 @@ impl Core {
             agent: spec.agent,
             store: self.store.clone(),
             observer: self.observer.get().cloned(),
+            watch: self.watch.clone(),
             stored_key: stored.clone(),
             session_key: spec.session_key,
             user: spec.user,
@@ -198,6 +202,7 @@ struct AgentRun {
     agent: Arc<Agent>,
     store: Arc<dyn SessionStore>,
     observer: Option<Arc<dyn RunObserver>>,
+    watch: crate::watch::Watch,
     stored_key: String,
     session_key: String,
     user: Option<String>,
@@ -209,10 +214,11 @@ struct AgentRun {
 fn agent_run(r: AgentRun) -> RunFn {
     let origin = r.origin;
     Arc::new(move |run_id, message, sink, cancel| {
-        let (agent, store, observer, stored, key, user, options) = (
+        let (agent, store, observer, watch, stored, key, user, options) = (
             r.agent.clone(),
             r.store.clone(),
             r.observer.clone(),
+            r.watch.clone(),
             r.stored_key.clone(),
             r.session_key.clone(),
             r.user.clone(),
@@ -232,6 +238,12 @@ fn agent_run(r: AgentRun) -> RunFn {
                 }
                 None => sink,
             };
+            let sink: Arc<dyn EventSink> = Arc::new(crate::watch::WatchedSink {
+                inner: sink,
+                watch,
+                agent_id: agent_id.clone(),
+                stored_key: stored.clone(),
+            });
             let req = RunRequest {
                 session_key: key,
                 message,

@@ -20,6 +20,7 @@ mod runtime;
 pub mod scheduler;
 pub mod session_tools;
 mod tenants;
+mod watch;
 
 pub use door::{queue_key, RunObserver};
 pub use handle::{Aborter, RunFailure, RunHandle};
@@ -32,3 +33,4 @@ pub use tenants::{
     Access, AgentPatch, AgentSpec, AgentView, FileTarget, ProviderSpec, ProviderView, Requester,
     TenantError,
 };
+pub use watch::SessionEvent;

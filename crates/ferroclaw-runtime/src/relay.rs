@@ -11,6 +11,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::door::queue_key;
 use crate::scheduler::Scheduler;
 use crate::tenants::Tenants;
+use crate::watch::{SessionEvent, Watch};
 
 /// Subscribes this process's scheduler to the other instances' signals; `None` when the
 /// store is not shared (or there is no async runtime to listen on).
@@ -18,12 +19,24 @@ pub(crate) fn start(
     store: &dyn SessionStore,
     scheduler: Arc<Scheduler>,
     tenants: Option<Arc<Tenants>>,
+    watch: Watch,
 ) -> Option<Arc<dyn SignalBus>> {
     let bus = store.signals()?;
     let mut rx = bus.subscribe();
+    tokio::spawn(forward_runs(bus.clone(), watch.subscribe()));
     tokio::spawn(async move {
         loop {
             match rx.recv().await {
+                Ok(Signal::Run {
+                    agent_id,
+                    key,
+                    event,
+                }) => watch.publish(SessionEvent {
+                    agent_id,
+                    stored_key: key,
+                    event,
+                    remote: true,
+                }),
                 Ok(Signal::DirectoryChanged { agent }) => {
                     if let Some(t) = &tenants {
                         crate::runtime::Runtime::apply_directory_change(t, agent.as_deref());
@@ -52,7 +65,7 @@ fn apply(scheduler: &Scheduler, signal: &Signal) {
             let qkey = queue_key(agent_id, key);
             usize::from(scheduler.run_in_session(&qkey, run_id) && scheduler.abort_run(run_id))
         }
-        Signal::DirectoryChanged { .. } => 0,
+        Signal::DirectoryChanged { .. } | Signal::Run { .. } => 0,
     };
     if n > 0 {
         tracing::info!(
@@ -73,4 +86,149 @@ pub(crate) fn publish(bus: Option<&Arc<dyn SignalBus>>, signal: Signal) {
             tracing::warn!(error = %e, ?signal, "could not tell the other instances");
         }
     });
+}
+
+/// A notification carries at most 8,000 bytes: texts are cut well below that.
+const MAX_TEXT: usize = 3_000;
+
+/// Publishes this instance's run events to the others, in order. Deltas that queued up
+/// while the previous notification was on its way go out as one, so a fast stream costs
+/// a notification per database round trip, not per token.
+async fn forward_runs(
+    bus: Arc<dyn SignalBus>,
+    mut rx: tokio::sync::broadcast::Receiver<Arc<SessionEvent>>,
+) {
+    loop {
+        let first = match rx.recv().await {
+            Ok(ev) => ev,
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    missed = n,
+                    "run events not forwarded to the other instances"
+                );
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        let mut batch = vec![first];
+        while let Ok(ev) = rx.try_recv() {
+            batch.push(ev);
+        }
+        for ev in coalesce(batch.iter().filter(|e| !e.remote).map(|e| e.as_ref())) {
+            let signal = Signal::Run {
+                agent_id: ev.agent_id.clone(),
+                key: ev.stored_key.clone(),
+                event: ev.event,
+            };
+            if let Err(e) = bus.publish(&signal).await {
+                tracing::warn!(error = %e, "could not forward a run event to the other instances");
+            }
+        }
+    }
+}
+
+/// Merges consecutive deltas of one run and kind, and cuts texts to [`MAX_TEXT`].
+fn coalesce<'a>(events: impl Iterator<Item = &'a SessionEvent>) -> Vec<SessionEvent> {
+    use ferroclaw_types::EventKind as K;
+    let mut out: Vec<SessionEvent> = Vec::new();
+    for ev in events {
+        if let Some(last) = out.last_mut() {
+            if last.event.run_id == ev.event.run_id {
+                let merged = match (&mut last.event.kind, &ev.event.kind) {
+                    (K::AssistantDelta { text: a }, K::AssistantDelta { text: b })
+                    | (K::ReasoningDelta { text: a }, K::ReasoningDelta { text: b })
+                        if a.len() + b.len() <= MAX_TEXT =>
+                    {
+                        a.push_str(b);
+                        true
+                    }
+                    _ => false,
+                };
+                if merged {
+                    last.event.seq = ev.event.seq;
+                    continue;
+                }
+            }
+        }
+        let mut ev = ev.clone();
+        match &mut ev.event.kind {
+            K::AssistantDelta { text }
+            | K::ReasoningDelta { text }
+            | K::LifecycleEnd { text, .. }
+            | K::LifecycleError { message: text } => cut(text),
+            K::ToolStart { arguments, .. } if arguments.to_string().len() > MAX_TEXT => {
+                *arguments = serde_json::json!({"omitted": "too long to relay"});
+            }
+            _ => {}
+        }
+        out.push(ev);
+    }
+    out
+}
+
+fn cut(text: &mut String) {
+    if text.len() > MAX_TEXT {
+        let mut end = MAX_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(" […]");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferroclaw_types::{EventKind, RunEvent};
+
+    fn ev(run: &str, seq: u64, kind: EventKind) -> SessionEvent {
+        SessionEvent {
+            agent_id: "main".into(),
+            stored_key: "k".into(),
+            event: RunEvent {
+                run_id: run.into(),
+                seq,
+                kind,
+            },
+            remote: false,
+        }
+    }
+
+    fn delta(t: &str) -> EventKind {
+        EventKind::AssistantDelta { text: t.into() }
+    }
+
+    #[test]
+    fn deltas_of_one_run_merge_in_order_and_long_texts_are_cut() {
+        let events = [
+            ev("r1", 1, delta("Hel")),
+            ev("r1", 2, delta("lo")),
+            ev("r2", 1, delta("x")),
+            ev("r1", 3, delta(" world")),
+            ev(
+                "r1",
+                4,
+                EventKind::LifecycleError {
+                    message: "é".repeat(4000),
+                },
+            ),
+        ];
+        let out = coalesce(events.iter());
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[0].event.kind, delta("Hello"));
+        assert_eq!(out[0].event.seq, 2, "the merged event carries the last seq");
+        assert_eq!(out[1].event.run_id, "r2");
+        assert_eq!(out[2].event.kind, delta(" world"));
+        let EventKind::LifecycleError { message } = &out[3].event.kind else {
+            panic!("kind")
+        };
+        assert!(message.len() <= MAX_TEXT + 8 && message.ends_with("[…]"));
+        // Merging stops at the cap instead of growing past it.
+        let big = [
+            ev("r", 1, delta(&"a".repeat(2000))),
+            ev("r", 2, delta(&"b".repeat(2000))),
+        ];
+        assert_eq!(coalesce(big.iter()).len(), 2);
+    }
 }

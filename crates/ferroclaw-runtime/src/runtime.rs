@@ -161,7 +161,12 @@ impl Runtime {
             ))),
             _ => None,
         };
-        let signals = crate::relay::start(store.as_ref(), core.scheduler.clone(), tenants.clone());
+        let signals = crate::relay::start(
+            store.as_ref(),
+            core.scheduler.clone(),
+            tenants.clone(),
+            core.watch.clone(),
+        );
         Ok(Runtime {
             agents,
             default_agent,
@@ -243,6 +248,13 @@ impl Runtime {
 
     pub fn scheduler(&self) -> &Arc<Scheduler> {
         &self.core.scheduler
+    }
+
+    /// The events of every run from now on, with their sessions: this process's runs
+    /// and, on a shared store, the other instances' (`remote`). For watchers of a
+    /// session; whoever started a run reads its [`RunHandle`].
+    pub fn watch(&self) -> tokio::sync::broadcast::Receiver<Arc<crate::SessionEvent>> {
+        self.core.watch.subscribe()
     }
 
     /// The key the store and the queue know a session by: on a per-user agent, the key

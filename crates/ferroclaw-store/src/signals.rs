@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::StoreError;
 
 /// What one instance asks of the others.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Signal {
     /// `/stop`: the session's oldest running turn.
@@ -26,6 +26,13 @@ pub enum Signal {
     /// A user's agent (`None`: any of them, as after a provider record changed) was
     /// changed: built copies are stale.
     DirectoryChanged { agent: Option<String> },
+    /// An event of a run executing at the publishing instance, for the watchers of its
+    /// session elsewhere (long texts are cut to fit a notification).
+    Run {
+        agent_id: String,
+        key: String,
+        event: ferroclaw_types::RunEvent,
+    },
 }
 
 #[async_trait]

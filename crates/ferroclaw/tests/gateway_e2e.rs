@@ -2023,6 +2023,34 @@ async fn users_cannot_reach_each_other(gw: Gateway) {
     let sessions = list["payload"]["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 1, "{list}");
     assert_eq!(sessions[0]["key"], "main");
+
+    // Watching `main` is watching one's own `main`: Bob's run never reaches Alice's
+    // watcher (events arrive in order, so a leaked one would come before her own run's).
+    let res = alice
+        .call("sessions.subscribe", json!({"sessionKey": "main"}))
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    gw.llm.push(Reply::text("bob's reply SAPPHIRE-9"));
+    assert_eq!(
+        chat("bob-secret-token", "main", "hello")
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    gw.llm.push(Reply::text("alice's reply"));
+    assert_eq!(
+        chat("alice-secret-token", "main", "hi")
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let seen = alice
+        .until_event(|e| event_type(e) == "agent:run.completed")
+        .await;
+    assert!(!format!("{seen:?}").contains("SAPPHIRE"), "{seen:?}");
+    assert_eq!(seen.last().unwrap()["payload"]["content"], "alice's reply");
 }
 
 #[tokio::test]
@@ -2897,4 +2925,124 @@ async fn attack_users_cannot_reach_each_others_agents_files_or_provider_keys() {
     );
     let (_, provs) = call_as(&a, &a.token, Method::GET, "/v1/providers", None).await;
     assert!(!provs.to_string().contains("sk-alice"), "{provs}");
+}
+
+#[tokio::test]
+async fn a_websocket_on_one_instance_watches_and_aborts_a_run_on_another() {
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let env = [("FERROCLAW_DATABASE_URL", url.as_str())];
+    let a = Gateway::start_with("", r#"database: { mode: "managed" },"#, "", &env).await;
+    let b = Gateway::start_with("", r#"database: { mode: "managed" },"#, "", &env).await;
+    let mut watcher = a.ws().await;
+    watcher.connect_goclaw(None).await;
+    let res = watcher
+        .call("sessions.subscribe", json!({"sessionKey": "watched"}))
+        .await;
+    assert_eq!(res["payload"]["subscribed"], true, "{res}");
+    // Another client on A watches another session.
+    let mut other = a.ws().await;
+    other.connect_goclaw(None).await;
+    other
+        .call("sessions.subscribe", json!({"sessionKey": "elsewhere"}))
+        .await;
+
+    // A run of "watched" on B, producing text and then hanging.
+    b.llm
+        .push(Reply::text("partial answer that never ends").hang_after(2));
+    let (b_http, b_url, b_token) = (
+        b.anon.clone(),
+        b.url("/v1/chat/completions"),
+        b.token.clone(),
+    );
+    let request = tokio::spawn(async move {
+        b_http
+            .post(b_url)
+            .bearer_auth(b_token)
+            .header("x-ferroclaw-session-key", "watched")
+            .json(&json!({"stream": true, "messages": [{"role": "user", "content": "go on"}]}))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    });
+    let events = watcher
+        .until_event(|e| event_type(e) == "agent:run.started")
+        .await;
+    let started = events.last().unwrap();
+    assert_eq!(started["payload"]["sessionKey"], "watched");
+    assert_eq!(started["payload"]["remote"], true, "{started}");
+    let run_id = started["payload"]["runId"].as_str().unwrap().to_string();
+    let events = watcher.until_event(|e| event_type(e) == "chat:chunk").await;
+    assert!(
+        events.last().unwrap()["payload"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("part"),
+        "{events:?}"
+    );
+    // Aborted from A, where it does not run.
+    let res = watcher
+        .call(
+            "chat.abort",
+            json!({"sessionKey": "watched", "runId": run_id}),
+        )
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    let events = watcher
+        .until_event(|e| {
+            e["payload"]["runId"] == run_id.as_str()
+                && matches!(
+                    event_type(e).as_str(),
+                    "agent:run.failed" | "agent:run.completed"
+                )
+        })
+        .await;
+    assert_eq!(event_type(events.last().unwrap()), "agent:run.failed");
+    let body = tokio::time::timeout(WAIT, request).await.unwrap().unwrap();
+    assert!(body.contains("part"), "{body}");
+
+    // The other watcher got none of it: the first event it sees is the start of a run
+    // of its own session (a broadcast keeps order, so a leaked event would come first).
+    b.llm.push(Reply::text("done elsewhere"));
+    let resp = b
+        .anon
+        .post(b.url("/v1/chat/completions"))
+        .bearer_auth(&b.token)
+        .header("x-ferroclaw-session-key", "elsewhere")
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let seen = other
+        .until_event(|e| event_type(e) == "agent:run.completed")
+        .await;
+    assert!(
+        seen.iter()
+            .all(|e| e["payload"]["runId"] != run_id.as_str()),
+        "{seen:?}"
+    );
+    assert_eq!(seen[0]["payload"]["sessionKey"], "elsewhere", "{seen:?}");
+    assert!(seen.last().unwrap()["payload"]["content"]
+        .as_str()
+        .unwrap()
+        .contains("done elsewhere"));
+
+    // A run the watcher starts itself is sent once, with its chat.send.
+    a.llm.push(Reply::text("mine"));
+    let id = watcher
+        .send(
+            "chat.send",
+            json!({"message": "hi", "sessionKey": "watched"}),
+        )
+        .await;
+    let (events, res) = watcher.until_res(&id).await;
+    assert_eq!(res["payload"]["status"], "completed", "{res}");
+    let starts = events
+        .iter()
+        .filter(|e| event_type(e) == "agent:run.started")
+        .count();
+    assert_eq!(starts, 1, "{events:?}");
 }

@@ -46,6 +46,8 @@ pub struct Conn {
     /// Cancelled to drop the client (send buffer full, socket gone).
     pub closed: CancellationToken,
     auth: Mutex<Option<ConnAuth>>,
+    /// Sessions watched (`sessions.subscribe`) and runs started here.
+    pub watching: super::watch::Watching,
 }
 
 impl Conn {
@@ -56,6 +58,7 @@ impl Conn {
             out: Mutex::new(Out { seq: 0, tx }),
             closed: CancellationToken::new(),
             auth: Mutex::new(None),
+            watching: Default::default(),
         }
     }
 

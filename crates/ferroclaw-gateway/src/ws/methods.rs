@@ -34,6 +34,8 @@ pub async fn dispatch(
         Method::Status => Ok(status(state, &auth)),
         Method::ModelsList => Ok(models(state)),
         Method::AgentsList => super::agents::list(state, who).await,
+        Method::SessionsSubscribe => super::watch::subscribe(conn, &params, who).await,
+        Method::SessionsUnsubscribe => super::watch::unsubscribe(conn, &params, who).await,
         Method::AgentsCreate => super::agents::create(state, params, who).await,
         Method::AgentsUpdate => super::agents::update(state, params, who).await,
         Method::AgentsDelete => super::agents::delete(state, params, who).await,
@@ -112,7 +114,7 @@ fn agent_json(state: &AppState, a: &AgentEntry) -> Value {
 
 /// The agent a request names (a user's agent only if `who` may use it), else the
 /// default agent.
-async fn pick_agent(
+pub(crate) async fn pick_agent(
     state: &AppState,
     target: &SessionRef,
     who: Requester<'_>,
@@ -138,7 +140,7 @@ pub fn tenant_error(e: TenantError) -> WsError {
 }
 
 /// `sessionKey` (default `main`), validated.
-fn session_key(target: &SessionRef, required: bool) -> Result<String, WsError> {
+pub(crate) fn session_key(target: &SessionRef, required: bool) -> Result<String, WsError> {
     let key = match target.session_key.as_deref() {
         Some(k) => k.to_string(),
         None if required => return Err(WsError::invalid("`sessionKey` is required")),
@@ -172,72 +174,80 @@ struct WsSink {
 
 impl WsSink {
     fn emit(&self, ev: RunEvent) {
-        let run_id = &ev.run_id;
-        let (event, payload) = match &ev.kind {
-            EventKind::LifecycleStart {
-                agent_id,
-                session_key,
-                model,
-            } => (
-                "agent",
-                json!({"type": "run.started", "runId": run_id, "agentId": agent_id, "sessionKey": session_key, "model": model}),
-            ),
-            EventKind::AssistantDelta { text } if self.stream => (
-                "chat",
-                json!({"type": "chunk", "runId": run_id, "content": text}),
-            ),
-            EventKind::ReasoningDelta { text } if self.stream => (
-                "chat",
-                json!({"type": "thinking", "runId": run_id, "content": text}),
-            ),
-            EventKind::AssistantDelta { .. } | EventKind::ReasoningDelta { .. } => return,
-            EventKind::ToolStart {
-                call_id,
-                name,
-                arguments,
-            } => (
-                "agent",
-                json!({"type": "tool.call", "runId": run_id, "id": call_id, "name": name, "arguments": arguments}),
-            ),
-            EventKind::ToolResult {
-                call_id,
-                name,
-                is_error,
-                duration_ms,
-            } => (
-                "agent",
-                json!({"type": "tool.result", "runId": run_id, "id": call_id, "name": name, "isError": is_error, "durationMs": duration_ms}),
-            ),
-            EventKind::LifecycleEnd {
-                stop_reason,
-                usage,
-                text,
-            } => (
-                "agent",
-                json!({"type": "run.completed", "runId": run_id, "stopReason": stop_reason, "usage": usage, "content": text}),
-            ),
-            EventKind::LifecycleError { message } => (
-                "agent",
-                json!({"type": "run.failed", "runId": run_id, "error": message}),
-            ),
-            EventKind::ModelRetry {
-                attempt,
-                delay_ms,
-                status,
-                error,
-            } => (
-                "agent",
-                json!({"type": "model.retry", "runId": run_id, "attempt": attempt, "delayMs": delay_ms, "status": status, "error": error}),
-            ),
-            // Per-call bookkeeping: for surfaces that account tokens per call (the
-            // executor), not part of the WebSocket protocol.
-            EventKind::ModelRequest { .. }
-            | EventKind::ModelResponse { .. }
-            | EventKind::ToolIntents { .. }
-            | EventKind::ContextTrimmed { .. } => return,
-        };
-        self.conn.send_event(event, &payload);
+        if let Some((event, payload)) = event_frame(&ev, self.stream) {
+            self.conn.send_event(event, &payload);
+        }
     }
+}
+
+/// A run event as a protocol event (`None`: not part of the protocol, or a delta when
+/// the client asked for no streaming).
+pub fn event_frame(ev: &RunEvent, stream: bool) -> Option<(&'static str, Value)> {
+    let run_id = &ev.run_id;
+    let (event, payload) = match &ev.kind {
+        EventKind::LifecycleStart {
+            agent_id,
+            session_key,
+            model,
+        } => (
+            "agent",
+            json!({"type": "run.started", "runId": run_id, "agentId": agent_id, "sessionKey": session_key, "model": model}),
+        ),
+        EventKind::AssistantDelta { text } if stream => (
+            "chat",
+            json!({"type": "chunk", "runId": run_id, "content": text}),
+        ),
+        EventKind::ReasoningDelta { text } if stream => (
+            "chat",
+            json!({"type": "thinking", "runId": run_id, "content": text}),
+        ),
+        EventKind::AssistantDelta { .. } | EventKind::ReasoningDelta { .. } => return None,
+        EventKind::ToolStart {
+            call_id,
+            name,
+            arguments,
+        } => (
+            "agent",
+            json!({"type": "tool.call", "runId": run_id, "id": call_id, "name": name, "arguments": arguments}),
+        ),
+        EventKind::ToolResult {
+            call_id,
+            name,
+            is_error,
+            duration_ms,
+        } => (
+            "agent",
+            json!({"type": "tool.result", "runId": run_id, "id": call_id, "name": name, "isError": is_error, "durationMs": duration_ms}),
+        ),
+        EventKind::LifecycleEnd {
+            stop_reason,
+            usage,
+            text,
+        } => (
+            "agent",
+            json!({"type": "run.completed", "runId": run_id, "stopReason": stop_reason, "usage": usage, "content": text}),
+        ),
+        EventKind::LifecycleError { message } => (
+            "agent",
+            json!({"type": "run.failed", "runId": run_id, "error": message}),
+        ),
+        EventKind::ModelRetry {
+            attempt,
+            delay_ms,
+            status,
+            error,
+        } => (
+            "agent",
+            json!({"type": "model.retry", "runId": run_id, "attempt": attempt, "delayMs": delay_ms, "status": status, "error": error}),
+        ),
+        // Per-call bookkeeping: for surfaces that account tokens per call (the
+        // executor), not part of the WebSocket protocol.
+        EventKind::ModelRequest { .. }
+        | EventKind::ModelResponse { .. }
+        | EventKind::ToolIntents { .. }
+        | EventKind::ContextTrimmed { .. } => return None,
+    };
+    Some((event, payload))
 }
 
 /// `chat.send`. Everything up to the scheduler submission happens before the returned
@@ -365,18 +375,25 @@ fn start_chat(
         })
     };
     let user = conn.auth().and_then(|a| a.user_id);
-    let started = runs::start(
-        &state,
-        Target {
-            agent,
-            session_key: key,
-            user: user.as_deref(),
-            ephemeral: false,
-            message,
-            mode,
-            origin: Origin::WebSocket,
-        },
-    );
+    let started = conn.watching.own_run(|| {
+        let started = runs::start(
+            &state,
+            Target {
+                agent,
+                session_key: key,
+                user: user.as_deref(),
+                ephemeral: false,
+                message,
+                mode,
+                origin: Origin::WebSocket,
+            },
+        );
+        let id = match &started {
+            Ok(Started::Run(p)) => Some(p.run_id().to_string()),
+            _ => None,
+        };
+        (started, id)
+    });
     let pending = match started {
         Ok(Started::Command(text)) => {
             let v = base(None, &text, &Usage::default(), "command");

@@ -7,6 +7,7 @@ pub mod frames;
 pub mod methods;
 pub mod params;
 pub mod table;
+pub mod watch;
 
 use std::sync::Arc;
 

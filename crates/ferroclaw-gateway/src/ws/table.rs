@@ -20,6 +20,8 @@ pub enum Method {
     AgentsFilesSet,
     SessionsList,
     SessionsPreview,
+    SessionsSubscribe,
+    SessionsUnsubscribe,
     IntegrityStatus,
     ChatSend,
     ChatHistory,
@@ -53,6 +55,17 @@ pub const METHODS: &[(&str, Role, Method)] = &[
     ("integrity.status", Role::Viewer, Method::IntegrityStatus),
     ("chat.send", Role::Operator, Method::ChatSend),
     ("chat.history", Role::Operator, Method::ChatHistory),
+    // The events of a session's runs, wherever they execute.
+    (
+        "sessions.subscribe",
+        Role::Operator,
+        Method::SessionsSubscribe,
+    ),
+    (
+        "sessions.unsubscribe",
+        Role::Operator,
+        Method::SessionsUnsubscribe,
+    ),
     ("chat.abort", Role::Operator, Method::ChatAbort),
     ("chat.inject", Role::Operator, Method::ChatInject),
     ("sessions.patch", Role::Operator, Method::SessionsPatch),

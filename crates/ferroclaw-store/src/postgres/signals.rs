@@ -34,7 +34,7 @@ pub(crate) struct PgSignals {
 impl PgSignals {
     /// Starts listening (on the current tokio runtime) and returns the bus.
     pub(crate) fn start(pool: Pool, config: tokio_postgres::Config) -> Arc<Self> {
-        let (tx, _) = broadcast::channel(256);
+        let (tx, _) = broadcast::channel(4096);
         let bus = Arc::new(PgSignals {
             pool,
             instance: uuid::Uuid::new_v4().to_string(),
