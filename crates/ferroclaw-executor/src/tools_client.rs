@@ -8,6 +8,7 @@
 //! and retried; a refused token (401/403) is [`ToolFailure::Fatal`], since neither a
 //! retry nor the model can fix it.
 
+use ferroclaw_types::error_chain;
 use std::time::Duration;
 
 use ferroclaw_intent::ToolSpec;
@@ -160,20 +161,6 @@ pub fn result_text(result: &Value) -> String {
         },
         other => other.to_string(),
     }
-}
-
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

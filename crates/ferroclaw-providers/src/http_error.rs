@@ -120,21 +120,7 @@ pub(crate) fn from_reqwest(err: &reqwest::Error) -> ProviderError {
     ProviderError::new(kind, error_chain(err))
 }
 
-/// `err` followed by its sources: reqwest's own message alone ("error sending request")
-/// rarely says what went wrong.
-pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut s = err.to_string();
-    let mut src = err.source();
-    while let Some(e) = src {
-        let m = e.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        src = e.source();
-    }
-    s
-}
+pub(crate) use ferroclaw_types::error_chain;
 
 /// Fills the fields every error leaving a provider must carry.
 pub(crate) fn annotate(mut err: ProviderError, provider: &str, model: &str) -> ProviderError {

@@ -33,4 +33,4 @@ pub use tenants::{
     Access, AgentPatch, AgentSpec, AgentView, FileTarget, ProviderSpec, ProviderView, Requester,
     TenantError,
 };
-pub use watch::SessionEvent;
+pub use watch::{SessionEvent, WatchGuard};

@@ -1,9 +1,13 @@
-//! Stops, aborts and directory changes across gateway instances on one shared storage: a `/stop` or
-//! `chat.abort` handled here is also published, and what the other instances publish
-//! is applied to this one's runs (at most one instance runs a session at a time, under
-//! its lease, so exactly one of them finds the run).
+//! Stops, aborts, directory changes and run events across gateway instances on one
+//! shared storage: a `/stop` or `chat.abort` handled here is also published, and what the
+//! other instances publish is applied to this one's runs (at most one instance runs a
+//! session at a time, under its lease, so exactly one of them finds the run). A run's
+//! events go to the other instances only while a client there watches its session, so
+//! an unwatched turn costs no notification.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use ferroclaw_store::{SessionStore, Signal, SignalBus};
 use tokio::sync::broadcast::error::RecvError;
@@ -11,7 +15,48 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::door::queue_key;
 use crate::scheduler::Scheduler;
 use crate::tenants::Tenants;
-use crate::watch::{SessionEvent, Watch};
+use crate::watch::{SessionEvent, SessionId, Watch, WatchChanges};
+
+/// How often an instance repeats which sessions its clients watch.
+const WATCH_REFRESH: Duration = Duration::from_secs(10);
+/// A watch not repeated for this long is forgotten (its instance died).
+const WATCH_EXPIRY: Duration = Duration::from_secs(30);
+
+/// Sessions the other instances' clients watch: session → instance → last heard.
+#[derive(Default)]
+struct Interest(Mutex<HashMap<SessionId, HashMap<String, Instant>>>);
+
+impl Interest {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, HashMap<String, Instant>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(&self, instance: String, id: SessionId, on: bool) {
+        let mut map = self.lock();
+        if on {
+            map.entry(id).or_default().insert(instance, Instant::now());
+        } else if let Some(by) = map.get_mut(&id) {
+            by.remove(&instance);
+            if by.is_empty() {
+                map.remove(&id);
+            }
+        }
+    }
+
+    fn wanted(&self, agent_id: &str, key: &str) -> bool {
+        let mut map = self.lock();
+        let id = (agent_id.to_string(), key.to_string());
+        let Some(by) = map.get_mut(&id) else {
+            return false;
+        };
+        by.retain(|_, heard| heard.elapsed() < WATCH_EXPIRY);
+        if by.is_empty() {
+            map.remove(&id);
+            return false;
+        }
+        true
+    }
+}
 
 /// Subscribes this process's scheduler to the other instances' signals; `None` when the
 /// store is not shared (or there is no async runtime to listen on).
@@ -23,7 +68,23 @@ pub(crate) fn start(
 ) -> Option<Arc<dyn SignalBus>> {
     let bus = store.signals()?;
     let mut rx = bus.subscribe();
-    tokio::spawn(forward_runs(bus.clone(), watch.subscribe()));
+    let interest = Arc::new(Interest::default());
+    let instance = uuid::Uuid::new_v4().to_string();
+    tokio::spawn(forward_runs(
+        bus.clone(),
+        watch.subscribe(),
+        interest.clone(),
+    ));
+    let reannounce = Arc::new(tokio::sync::Notify::new());
+    if let Some(changes) = watch.take_changes() {
+        tokio::spawn(announce_watches(
+            bus.clone(),
+            watch.clone(),
+            changes,
+            instance,
+            reannounce.clone(),
+        ));
+    }
     tokio::spawn(async move {
         loop {
             match rx.recv().await {
@@ -37,14 +98,32 @@ pub(crate) fn start(
                     event,
                     remote: true,
                 }),
+                Ok(Signal::Watch {
+                    instance,
+                    agent_id,
+                    key,
+                    on,
+                }) => interest.set(instance, (agent_id, key), on),
                 Ok(Signal::DirectoryChanged { agent }) => {
                     if let Some(t) = &tenants {
                         crate::runtime::Runtime::apply_directory_change(t, agent.as_deref());
                     }
                 }
+                Ok(Signal::Hello) => reannounce.notify_one(),
+                Ok(Signal::Resumed) => {
+                    // Whatever was said while the listener was away is lost: rebuild
+                    // users' agents from the store and say again what is watched here.
+                    if let Some(t) = &tenants {
+                        crate::runtime::Runtime::apply_directory_change(t, None);
+                    }
+                    reannounce.notify_one();
+                }
                 Ok(signal) => apply(&scheduler, &signal),
                 Err(RecvError::Lagged(n)) => {
-                    tracing::warn!(missed = n, "fell behind the other instances' signals")
+                    tracing::warn!(missed = n, "fell behind the other instances' signals");
+                    if let Some(t) = &tenants {
+                        crate::runtime::Runtime::apply_directory_change(t, None);
+                    }
                 }
                 Err(RecvError::Closed) => return,
             }
@@ -65,7 +144,11 @@ fn apply(scheduler: &Scheduler, signal: &Signal) {
             let qkey = queue_key(agent_id, key);
             usize::from(scheduler.run_in_session(&qkey, run_id) && scheduler.abort_run(run_id))
         }
-        Signal::DirectoryChanged { .. } | Signal::Run { .. } => 0,
+        Signal::DirectoryChanged { .. }
+        | Signal::Run { .. }
+        | Signal::Watch { .. }
+        | Signal::Hello
+        | Signal::Resumed => 0,
     };
     if n > 0 {
         tracing::info!(
@@ -97,6 +180,7 @@ const MAX_TEXT: usize = 3_000;
 async fn forward_runs(
     bus: Arc<dyn SignalBus>,
     mut rx: tokio::sync::broadcast::Receiver<Arc<SessionEvent>>,
+    interest: Arc<Interest>,
 ) {
     loop {
         let first = match rx.recv().await {
@@ -114,7 +198,10 @@ async fn forward_runs(
         while let Ok(ev) = rx.try_recv() {
             batch.push(ev);
         }
-        for ev in coalesce(batch.iter().filter(|e| !e.remote).map(|e| e.as_ref())) {
+        let wanted = batch
+            .iter()
+            .filter(|e| !e.remote && interest.wanted(&e.agent_id, &e.stored_key));
+        for ev in coalesce(wanted.map(|e| e.as_ref())) {
             let signal = Signal::Run {
                 agent_id: ev.agent_id.clone(),
                 key: ev.stored_key.clone(),
@@ -122,6 +209,39 @@ async fn forward_runs(
             };
             if let Err(e) = bus.publish(&signal).await {
                 tracing::warn!(error = %e, "could not forward a run event to the other instances");
+            }
+        }
+    }
+}
+
+/// Tells the other instances which sessions this one's clients watch: at once when
+/// that changes, when an instance starts listening, and again every [`WATCH_REFRESH`].
+async fn announce_watches(
+    bus: Arc<dyn SignalBus>,
+    watch: Watch,
+    mut changes: WatchChanges,
+    instance: String,
+    reannounce: Arc<tokio::sync::Notify>,
+) {
+    let signal = |(agent_id, key): SessionId, on: bool| Signal::Watch {
+        instance: instance.clone(),
+        agent_id,
+        key,
+        on,
+    };
+    let mut refresh = tokio::time::interval(WATCH_REFRESH);
+    loop {
+        let signals: Vec<Signal> = tokio::select! {
+            change = changes.recv() => match change {
+                Some((id, on)) => vec![signal(id, on)],
+                None => return,
+            },
+            _ = refresh.tick() => watch.watched_here().into_iter().map(|id| signal(id, true)).collect(),
+            _ = reannounce.notified() => watch.watched_here().into_iter().map(|id| signal(id, true)).collect(),
+        };
+        for s in signals {
+            if let Err(e) = bus.publish(&s).await {
+                tracing::warn!(error = %e, "could not tell the other instances what is watched here");
             }
         }
     }

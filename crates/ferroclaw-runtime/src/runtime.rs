@@ -257,6 +257,12 @@ impl Runtime {
         self.core.watch.subscribe()
     }
 
+    /// Declares a watcher of a session until the guard is dropped: the other instances
+    /// of a shared store forward that session's runs here only while it is watched.
+    pub fn watch_session(&self, agent_id: &str, stored_key: &str) -> crate::WatchGuard {
+        self.core.watch.watch_session(agent_id, stored_key)
+    }
+
     /// The key the store and the queue know a session by: on a per-user agent, the key
     /// a user names is scoped to that user, so two users' `main` are two sessions.
     pub fn stored_key(&self, agent: &AgentEntry, user: Option<&str>, key: &str) -> String {

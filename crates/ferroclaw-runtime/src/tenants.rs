@@ -535,8 +535,17 @@ impl Runtime {
         } else {
             Some(who.user.unwrap_or(""))
         };
+        // One query for the caller's shares, not one per agent listed.
+        let mine = match filter {
+            Some(user) => t.directory.shares_of(user).await?,
+            None => Vec::new(),
+        };
         for record in t.directory.agents_for(filter).await? {
-            let shares = t.directory.shares(&record.key).await?;
+            let shares: Vec<Share> = mine
+                .iter()
+                .filter(|(agent, _)| *agent == record.key)
+                .map(|(_, s)| s.clone())
+                .collect();
             if let Some(a) = access(&record, &shares, who) {
                 out.push(self.view_stored(&record, a));
             }

@@ -3,10 +3,11 @@
 //! Runs of this process are published by the door; on a shared store the relay adds the
 //! runs of the other instances, so a watcher sees a session's runs wherever they execute.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use ferroclaw_types::RunEvent;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 /// Events kept for a watcher that falls behind before it is told it missed some.
 const CAPACITY: usize = 1024;
@@ -22,16 +23,80 @@ pub struct SessionEvent {
     pub remote: bool,
 }
 
+/// `(agent id, stored key)` of a session.
+pub(crate) type SessionId = (String, String);
+
+/// Receives `(session, watched)` whenever a session starts or stops being watched here.
+pub(crate) type WatchChanges = mpsc::UnboundedReceiver<(SessionId, bool)>;
+
 #[derive(Clone)]
 pub(crate) struct Watch {
     tx: broadcast::Sender<Arc<SessionEvent>>,
+    /// Sessions watched here, with how many watchers each.
+    local: Arc<Mutex<HashMap<SessionId, usize>>>,
+    /// A session starts (`true`) or stops being watched here: the relay tells the other
+    /// instances, which forward only the runs of sessions someone watches.
+    changes: mpsc::UnboundedSender<(SessionId, bool)>,
+    changes_rx: Arc<Mutex<Option<WatchChanges>>>,
+}
+
+/// A session watched for as long as this is held.
+pub struct WatchGuard {
+    watch: Watch,
+    id: SessionId,
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        let mut local = lock(&self.watch.local);
+        if let Some(n) = local.get_mut(&self.id) {
+            *n -= 1;
+            if *n == 0 {
+                local.remove(&self.id);
+                let _ = self.watch.changes.send((self.id.clone(), false));
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Watch {
     pub(crate) fn new() -> Watch {
+        let (changes, rx) = mpsc::unbounded_channel();
         Watch {
             tx: broadcast::channel(CAPACITY).0,
+            local: Arc::default(),
+            changes,
+            changes_rx: Arc::new(Mutex::new(Some(rx))),
         }
+    }
+
+    /// Registers a watcher of a session until the guard is dropped.
+    pub(crate) fn watch_session(&self, agent_id: &str, stored_key: &str) -> WatchGuard {
+        let id = (agent_id.to_string(), stored_key.to_string());
+        let mut local = lock(&self.local);
+        let n = local.entry(id.clone()).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            let _ = self.changes.send((id.clone(), true));
+        }
+        WatchGuard {
+            watch: self.clone(),
+            id,
+        }
+    }
+
+    /// The sessions watched here now.
+    pub(crate) fn watched_here(&self) -> Vec<SessionId> {
+        lock(&self.local).keys().cloned().collect()
+    }
+
+    /// The stream of watch changes, for the relay (once).
+    pub(crate) fn take_changes(&self) -> Option<WatchChanges> {
+        lock(&self.changes_rx).take()
     }
 
     /// Whether anybody watches (so a run without watchers copies nothing).

@@ -157,6 +157,8 @@ pub trait Directory: Send + Sync {
         role: Option<ShareRole>,
     ) -> Result<bool, StoreError>;
     async fn shares(&self, agent: &str) -> Result<Vec<Share>, StoreError>;
+    /// Every share granted to `user`, with its agent (one query for a listing).
+    async fn shares_of(&self, user: &str) -> Result<Vec<(String, Share)>, StoreError>;
     /// By name.
     async fn files(&self, agent: &str, scope: FileScope<'_>)
         -> Result<Vec<StoredFile>, StoreError>;

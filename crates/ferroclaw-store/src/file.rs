@@ -164,7 +164,9 @@ impl FileSessionStore {
     pub async fn migrate_up(&self) -> Result<Vec<MigrationState>, StoreError> {
         let (slot, home) = (self.db.clone(), self.home.clone());
         blocking(home.join(crate::sqlite::DB_PATH), move || {
-            open_db(&slot, &home)?.migration_status()
+            let mut all = open_db(&slot, &home)?.migration_status()?;
+            all.extend(crate::sqlite::directory::migration_states(&home, true)?);
+            Ok(all)
         })
         .await
     }
@@ -173,7 +175,9 @@ impl FileSessionStore {
     pub async fn migration_status(&self) -> Result<Vec<MigrationState>, StoreError> {
         let home = self.home.clone();
         blocking(home.join(crate::sqlite::DB_PATH), move || {
-            SqliteIndex::pending_status(&home)
+            let mut all = SqliteIndex::pending_status(&home)?;
+            all.extend(crate::sqlite::directory::migration_states(&home, false)?);
+            Ok(all)
         })
         .await
     }

@@ -26,6 +26,20 @@ pub enum Signal {
     /// A user's agent (`None`: any of them, as after a provider record changed) was
     /// changed: built copies are stale.
     DirectoryChanged { agent: Option<String> },
+    /// A client of instance `instance` starts (`on`) or stops watching a session: runs of
+    /// it elsewhere are forwarded while someone watches. Repeated while it lasts, so an
+    /// instance that died stops counting.
+    Watch {
+        instance: String,
+        agent_id: String,
+        key: String,
+        on: bool,
+    },
+    /// The publishing instance has just started listening: tell it what you watch.
+    Hello,
+    /// Never published: this instance's own listener has (re)connected, and signals
+    /// sent while it was away were missed (built agents may be stale, watches unknown).
+    Resumed,
     /// An event of a run executing at the publishing instance, for the watchers of its
     /// session elsewhere (long texts are cut to fit a notification).
     Run {

@@ -665,6 +665,13 @@ async fn the_directory_keeps_agents_shares_files_and_providers_apart_per_user() 
             (shares[0].user.as_str(), shares[0].role),
             ("bob", ShareRole::Editor)
         );
+        let of_bob = d.shares_of("bob").await.unwrap();
+        assert_eq!(of_bob.len(), 1, "{n}");
+        assert_eq!(
+            (of_bob[0].0.as_str(), of_bob[0].1.role),
+            ("alice-bot", ShareRole::Editor)
+        );
+        assert!(d.shares_of("carol").await.unwrap().is_empty(), "{n}");
 
         // Files: the agent's own and each user's are separate.
         d.set_file("alice-bot", FileScope::Agent, "AGENTS.md", Some("be brief"))

@@ -5,3 +5,4 @@
 mod conformance;
 mod file_store;
 mod integrity;
+mod tls;

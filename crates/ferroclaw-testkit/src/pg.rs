@@ -189,6 +189,14 @@ pub struct OwnServer {
     ids: Option<(u32, u32)>,
     dir: tempfile::TempDir,
     server: Option<Child>,
+    /// Settings given to the server on the command line at every start.
+    settings: Vec<String>,
+}
+
+/// The files of a server that speaks TLS: the root its certificate chains to.
+pub struct TlsFiles {
+    /// PEM of the test CA that signed the server's certificate.
+    pub ca: PathBuf,
 }
 
 impl OwnServer {
@@ -239,9 +247,143 @@ impl OwnServer {
             ids,
             dir,
             server: None,
+            settings: Vec::new(),
         };
         server.resume()?;
         Ok(server)
+    }
+
+    /// A fresh cluster that accepts TCP connections only over TLS (plain TCP is
+    /// rejected by `pg_hba.conf`; the Unix socket stays open for checks). Its
+    /// certificate is signed by a CA of its own and names `subject_alt_names` (openssl
+    /// syntax, e.g. `IP:127.0.0.1,DNS:localhost`). Needs the `openssl` command.
+    pub fn start_tls(subject_alt_names: &str) -> Result<(OwnServer, TlsFiles), String> {
+        let mut server = OwnServer::start()?;
+        server.stop();
+        let dir = server.dir.path().to_path_buf();
+        let openssl = |args: &[&str]| -> Result<(), String> {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .map_err(|e| format!("openssl (apt-get install -y openssl): {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "openssl {args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ))
+            }
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.crt",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=ferroclaw test CA",
+                    "-addext",
+                    "basicConstraints=critical,CA:TRUE",
+                    "-addext",
+                    "keyUsage=critical,keyCertSign,cRLSign",
+                ],
+            ]
+            .concat(),
+        )?;
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "server.key",
+                    "-out",
+                    "server.csr",
+                    "-subj",
+                    "/CN=ferroclaw test server",
+                ],
+            ]
+            .concat(),
+        )?;
+        std::fs::write(
+            dir.join("server.ext"),
+            format!(
+                "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName={subject_alt_names}\n"
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ])?;
+        // The server refuses a key others can read, and must own it.
+        let key = dir.join("server.key");
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .map_err(|e| e.to_string())?;
+        if let Some((uid, gid)) = server.ids {
+            for f in ["server.key", "server.crt"] {
+                std::os::unix::fs::chown(dir.join(f), Some(uid), Some(gid))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        std::fs::write(
+            dir.join("data").join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n",
+        )
+        .map_err(|e| e.to_string())?;
+        server.settings = vec![
+            "ssl=on".into(),
+            format!("ssl_cert_file={}", dir.join("server.crt").display()),
+            format!("ssl_key_file={}", key.display()),
+        ];
+        server.resume()?;
+        Ok((
+            server,
+            TlsFiles {
+                ca: dir.join("ca.crt"),
+            },
+        ))
+    }
+
+    /// A `key=value` DSN over the server's Unix socket (no TLS there), as superuser.
+    pub fn socket_dsn(&self) -> String {
+        format!(
+            "host={} port={} user=postgres dbname=postgres",
+            self.dir.path().display(),
+            self.port
+        )
+    }
+
+    /// The TCP port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// A superuser URL of its `postgres` database.
@@ -280,6 +422,7 @@ impl OwnServer {
                 "-c",
                 "max_connections=300",
             ])
+            .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -573,16 +573,7 @@ pub struct GuardedResponse {
 }
 
 /// Error text of a reqwest error including its sources (the top level alone is vague).
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
-    }
-    out
-}
+pub(crate) use ferroclaw_types::error_chain;
 
 /// GET through the guard: each hop is checked, pinned, and its redirect followed by hand.
 pub async fn guarded_get(

@@ -48,3 +48,19 @@ where
 {
     regex::RegexSet::new(patterns).expect("literal regular expressions compile")
 }
+
+/// `err` followed by those of its sources that add something: many libraries say only
+/// "error sending request" or "db error" and keep what went wrong in a source.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
+}

@@ -335,6 +335,34 @@ async fn agent_list_shows_default_and_configured_agents() {
 }
 
 #[tokio::test]
+async fn migrate_covers_the_index_and_the_directory_of_users_agents() {
+    let home = tempfile::tempdir().expect("tempdir");
+    write_config(home.path(), "http://127.0.0.1:9/v1");
+    let directory = home.path().join("data/directory.db");
+    let out = ferroclaw(home.path(), &["migrate", "status"], &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("session_index") && text.contains("pending"),
+        "{text}"
+    );
+    // No directory yet: nothing of it to migrate, and status does not create it.
+    assert!(!text.contains("directory.db"), "{text}");
+    assert!(!directory.exists());
+    let out = ferroclaw(home.path(), &["migrate", "up"], &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(directory.exists());
+    let out = ferroclaw(home.path(), &["migrate", "status"], &[]).await;
+    let text = stdout(&out);
+    let directory_line = text
+        .lines()
+        .find(|l| l.contains("directory.db: directory"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(directory_line.contains("applied"), "{text}");
+    assert!(!text.contains("pending"), "{text}");
+}
+
+#[tokio::test]
 async fn interactive_repl_streams_answers_and_compacts_on_request() {
     use tokio::io::AsyncWriteExt;
     let llm = ScriptedLlm::start().await.expect("llm");

@@ -2581,6 +2581,28 @@ async fn attack_users_cannot_reach_each_others_agents_files_or_provider_keys() {
         !agent_ids(&list["data"]).contains(&"alice-bot".to_string()),
         "{list}"
     );
+    // Nor among the models: she sees hers there, he does not.
+    let model_ids = |v: &Value| -> Vec<String> {
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, models) = call_as(&a, ALICE, Method::GET, "/v1/models", None).await;
+    assert!(
+        model_ids(&models).contains(&"ferroclaw:alice-bot".to_string()),
+        "{models}"
+    );
+    let (st, models) = call_as(&a, BOB, Method::GET, "/v1/models", None).await;
+    assert_eq!(st, 200);
+    let ids = model_ids(&models);
+    assert!(
+        !ids.contains(&"ferroclaw:alice-bot".to_string()),
+        "{models}"
+    );
+    assert!(ids.contains(&"ferroclaw:main".to_string()), "{models}");
     let not_found: Vec<(Method, &str, Option<Value>)> = vec![
         (Method::GET, "/v1/agents/alice-bot", None),
         (
@@ -2927,6 +2949,43 @@ async fn attack_users_cannot_reach_each_others_agents_files_or_provider_keys() {
     assert!(!provs.to_string().contains("sk-alice"), "{provs}");
 }
 
+/// Runs short turns of `key` on `b` until `watcher` has seen one completed: the sign
+/// that `b` forwards that session's runs (it learns of a new watcher asynchronously).
+async fn relayed(watcher: &mut Ws, b: &Gateway, key: &str) {
+    let completed = |e: &Value, text: &str| {
+        event_type(e) == "agent:run.completed"
+            && e["payload"]["remote"] == true
+            && e["payload"]["content"]
+                .as_str()
+                .is_some_and(|c| c.contains(text))
+    };
+    for i in 0..100 {
+        let text = format!("probe {i}.");
+        b.llm.push(Reply::text(text.clone()));
+        let resp = b
+            .anon
+            .post(b.url("/v1/chat/completions"))
+            .bearer_auth(&b.token)
+            .header("x-ferroclaw-session-key", key)
+            .json(&json!({"messages": [{"role": "user", "content": "probe"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let id = watcher.send("health", json!({})).await;
+        let (events, _) = watcher.until_res(&id).await;
+        if events.iter().any(|e| completed(e, "probe ")) {
+            // An earlier probe's end arrived: this one is forwarded too, and its events
+            // may still be on their way. The test starts after the last of them.
+            if !events.iter().any(|e| completed(e, &text)) {
+                watcher.until_event(|e| completed(e, &text)).await;
+            }
+            return;
+        }
+    }
+    panic!("{key}: instance B never forwarded the runs of a watched session");
+}
+
 #[tokio::test]
 async fn a_websocket_on_one_instance_watches_and_aborts_a_run_on_another() {
     let url = ferroclaw_testkit::pg::fresh_database().await;
@@ -2945,6 +3004,9 @@ async fn a_websocket_on_one_instance_watches_and_aborts_a_run_on_another() {
     other
         .call("sessions.subscribe", json!({"sessionKey": "elsewhere"}))
         .await;
+    // B forwards a session's runs once it has heard that someone watches it.
+    relayed(&mut watcher, &b, "watched").await;
+    relayed(&mut other, &b, "elsewhere").await;
 
     // A run of "watched" on B, producing text and then hanging.
     b.llm

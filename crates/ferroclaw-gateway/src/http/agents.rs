@@ -25,20 +25,20 @@ use crate::state::AppState;
 const SHAPE: ErrorShape = ErrorShape::OpenAi;
 
 /// The user the request acts for.
-fn user(caller: &Caller, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+pub(super) fn user(caller: &Caller, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     caller.user_for(header_str(headers, HEADER_USER)).map_err(|reason| {
         tracing::warn!(target: "security.auth", event = "security.user_refused", %reason, "request names a user it may not act for");
         ApiError::new(StatusCode::FORBIDDEN, "forbidden", "user_not_allowed", reason)
     })
 }
 
-fn who<'a>(caller: &Caller, user: &'a Option<String>) -> Requester<'a> {
+pub(super) fn who<'a>(caller: &Caller, user: &'a Option<String>) -> Requester<'a> {
     caller.requester(user.as_deref())
 }
 
-type Answer = Result<Response, ApiError>;
+pub(super) type Answer = Result<Response, ApiError>;
 
-fn ok(v: impl serde::Serialize) -> Answer {
+pub(super) fn ok(v: impl serde::Serialize) -> Answer {
     Ok(Json(v).into_response())
 }
 

@@ -27,6 +27,8 @@ struct Subscription {
     stored_key: String,
     /// The key as the client named it (what its events carry).
     shown_key: String,
+    /// Keeps the session's runs on other instances coming here.
+    _guard: ferroclaw_runtime::WatchGuard,
 }
 
 /// A connection's subscriptions and the runs it started.
@@ -98,6 +100,7 @@ pub async fn subscribe(
                 )));
             }
             subs.push(Subscription {
+                _guard: conn.state.runtime.watch_session(&agent.id, &stored),
                 agent_id: agent.id.clone(),
                 stored_key: stored,
                 shown_key: shown.clone(),

@@ -210,6 +210,28 @@ impl Directory for PgSessionStore {
             .collect())
     }
 
+    async fn shares_of(&self, user: &str) -> Result<Vec<(String, Share)>, StoreError> {
+        let rows = self
+            .rows(
+                "SELECT agent, user_id, role, granted_at FROM agent_shares WHERE user_id = $1 ORDER BY agent",
+                &[&user],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get(0),
+                    Share {
+                        user: r.get(1),
+                        role: ShareRole::parse(r.get(2)).unwrap_or(ShareRole::User),
+                        granted_at: r.get(3),
+                    },
+                )
+            })
+            .collect())
+    }
+
     async fn files(
         &self,
         agent: &str,

@@ -13,6 +13,7 @@ mod directory;
 mod integrity;
 pub(crate) mod migrations;
 mod signals;
+mod tls;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -23,7 +24,6 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use ferroclaw_types::{
     now_millis, Entry, EntryBody, Message, SessionHeader, Usage, TRANSCRIPT_VERSION,
 };
-use tokio_postgres::NoTls;
 use tracing::warn;
 
 use crate::integrity::{
@@ -53,6 +53,7 @@ pub struct PgSessionStore {
     health: std::sync::Arc<std::sync::Mutex<(i64, bool)>>,
     /// Where the signal listener connects (it needs a connection of its own).
     config: tokio_postgres::Config,
+    tls: tls::MakeTls,
     signals: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<signals::PgSignals>>>,
     /// `Some` under `Durability::Batch`: one synchronous commit ends many turns.
     group: Option<std::sync::Arc<crate::group_sync::GroupSync>>,
@@ -69,10 +70,16 @@ fn location() -> PathBuf {
     PathBuf::from("postgresql")
 }
 
-pub(crate) fn db_error(e: impl std::fmt::Display) -> StoreError {
+/// The error with its causes: tokio-postgres says only "db error" and keeps the
+/// server's reason (a refused login, a missing table) in its source.
+pub(crate) fn db_error(e: impl std::error::Error) -> StoreError {
+    db_message(ferroclaw_types::error_chain(&e))
+}
+
+pub(crate) fn db_message(message: String) -> StoreError {
     StoreError::Database {
         path: location(),
-        message: e.to_string(),
+        message,
     }
 }
 
@@ -109,16 +116,15 @@ impl PgSessionStore {
     /// A store on `dsn` that has not looked at the schema yet (`ferroclaw migrate
     /// status`); nothing is connected until the first call.
     pub fn connect_unmigrated(dsn: &str) -> Result<Self, StoreError> {
-        let mut config: tokio_postgres::Config = dsn
-            .parse()
-            .map_err(|e| db_error(format!("the database URL is not valid: {e}")))?;
+        let (mut config, tls) = tls::parse(dsn)
+            .map_err(|e| db_message(format!("the database URL is not valid: {e}")))?;
         // Appends need not wait for the WAL flush: see the module's note on durability.
         config.options("-c synchronous_commit=off");
         config.connect_timeout(Duration::from_secs(10));
         config.application_name("ferroclaw");
         let manager = Manager::from_config(
             config.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -136,6 +142,7 @@ impl PgSessionStore {
             tool_result_chars: DEFAULT_TOOL_RESULT_CHARS,
             health: std::sync::Arc::new(std::sync::Mutex::new((0, false))),
             config,
+            tls,
             signals: std::sync::Arc::default(),
             group: None,
         })
@@ -649,9 +656,9 @@ impl SessionStore for PgSessionStore {
     fn signals(&self) -> Option<std::sync::Arc<dyn crate::SignalBus>> {
         // The listener is a task: without a runtime there is nobody to run it.
         tokio::runtime::Handle::try_current().ok()?;
-        let bus = self
-            .signals
-            .get_or_init(|| signals::PgSignals::start(self.pool.clone(), self.config.clone()));
+        let bus = self.signals.get_or_init(|| {
+            signals::PgSignals::start(self.pool.clone(), self.config.clone(), self.tls.clone())
+        });
         Some(bus.clone())
     }
 

@@ -9,10 +9,11 @@ use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 use tracing::{debug, warn};
 
 use super::db_error;
+use super::tls::MakeTls;
 use crate::signals::{Signal, SignalBus};
 use crate::StoreError;
 
@@ -33,7 +34,7 @@ pub(crate) struct PgSignals {
 
 impl PgSignals {
     /// Starts listening (on the current tokio runtime) and returns the bus.
-    pub(crate) fn start(pool: Pool, config: tokio_postgres::Config) -> Arc<Self> {
+    pub(crate) fn start(pool: Pool, config: tokio_postgres::Config, tls: MakeTls) -> Arc<Self> {
         let (tx, _) = broadcast::channel(4096);
         let bus = Arc::new(PgSignals {
             pool,
@@ -45,7 +46,7 @@ impl PgSignals {
         tokio::spawn(async move {
             let mut delay = Duration::from_millis(500);
             loop {
-                match listen(&config, &me, &tx).await {
+                match listen(&config, &tls, &me, &tx).await {
                     Ok(()) => delay = Duration::from_millis(500),
                     Err(e) => {
                         warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "signal listener lost its connection; reconnecting");
@@ -66,10 +67,11 @@ impl PgSignals {
 /// One listening connection, until it fails.
 async fn listen(
     config: &tokio_postgres::Config,
+    tls: &MakeTls,
     me: &str,
     tx: &broadcast::Sender<Signal>,
 ) -> Result<(), tokio_postgres::Error> {
-    let (client, mut conn) = config.connect(NoTls).await?;
+    let (client, mut conn) = config.connect(tls.clone()).await?;
     let sql = format!("LISTEN {CHANNEL}");
     let subscribe = client.batch_execute(&sql);
     tokio::pin!(subscribe);
@@ -85,22 +87,45 @@ async fn listen(
         }
     }
     debug!("listening for signals of other instances");
+    let _ = tx.send(Signal::Resumed);
+    let hello = serde_json::to_string(&Envelope {
+        from: me.to_string(),
+        signal: Signal::Hello,
+    })
+    .unwrap_or_default();
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&CHANNEL, &hello];
+    let greet = client.execute("SELECT pg_notify($1, $2)", &params);
+    tokio::pin!(greet);
+    loop {
+        tokio::select! {
+            r = &mut greet => { r?; break; }
+            m = poll_fn(|cx| conn.poll_message(cx)) => match m {
+                Some(Ok(AsyncMessage::Notification(n))) => deliver(n.payload(), me, tx),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            },
+        }
+    }
     loop {
         match poll_fn(|cx| conn.poll_message(cx)).await {
-            Some(Ok(AsyncMessage::Notification(n))) => {
-                match serde_json::from_str::<Envelope>(n.payload()) {
-                    Ok(env) if env.from != me => {
-                        // No receiver yet is fine: nothing runs here to act on it.
-                        let _ = tx.send(env.signal);
-                    }
-                    Ok(_) => {}
-                    Err(e) => warn!(error = %e, "ignoring a malformed signal"),
-                }
-            }
+            Some(Ok(AsyncMessage::Notification(n))) => deliver(n.payload(), me, tx),
             Some(Ok(_)) => {}
             Some(Err(e)) => return Err(e),
             None => return Ok(()),
         }
+    }
+}
+
+fn deliver(payload: &str, me: &str, tx: &broadcast::Sender<Signal>) {
+    match serde_json::from_str::<Envelope>(payload) {
+        // `Resumed` is this instance's own business: one from outside is forged.
+        Ok(env) if env.from != me && !matches!(env.signal, Signal::Resumed) => {
+            // No receiver yet is fine: nothing runs here to act on it.
+            let _ = tx.send(env.signal);
+        }
+        Ok(_) => {}
+        Err(e) => warn!(error = %e, "ignoring a malformed signal"),
     }
 }
 

@@ -15,6 +15,7 @@ use crate::directory::{
     AgentKind, AgentRecord, Directory, FileScope, ProviderRecord, Share, ShareRole, StoredFile,
 };
 use crate::file::blocking;
+use crate::migration::MigrationState;
 use crate::StoreError;
 
 pub(crate) const DIRECTORY_PATH: &str = "data/directory.db";
@@ -95,6 +96,35 @@ impl SqliteDirectory {
         })
         .await
     }
+}
+
+/// The directory's migrations under `home`, named `directory.db: …` beside the index's;
+/// the pending ones are applied when `apply`. A home without the file has nothing to
+/// migrate (it is created at the current version when first used) and lists none.
+pub(crate) fn migration_states(
+    home: &Path,
+    apply: bool,
+) -> Result<Vec<MigrationState>, StoreError> {
+    let path = home.join(DIRECTORY_PATH);
+    if !apply && !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = if apply {
+        open(&path)?
+    } else {
+        super::connect(&path).map_err(|e| db_error(&path, e))?
+    };
+    let states = migrations::status_with(&conn, MIGRATIONS).map_err(|e| StoreError::Database {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    Ok(states
+        .into_iter()
+        .map(|m| MigrationState {
+            name: format!("directory.db: {}", m.name),
+            ..m
+        })
+        .collect())
 }
 
 fn open(path: &Path) -> Result<Connection, StoreError> {
@@ -310,6 +340,28 @@ impl Directory for SqliteDirectory {
                     role: ShareRole::parse(&role).unwrap_or(ShareRole::User),
                     granted_at: r.get(2)?,
                 })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn shares_of(&self, user: &str) -> Result<Vec<(String, Share)>, StoreError> {
+        let user = user.to_string();
+        self.with(move |conn| {
+            conn.prepare_cached(
+                "SELECT agent, user_id, role, granted_at FROM agent_shares WHERE user_id = ?1 ORDER BY agent",
+            )?
+            .query_map([user], |r| {
+                let role: String = r.get(2)?;
+                Ok((
+                    r.get(0)?,
+                    Share {
+                        user: r.get(1)?,
+                        role: ShareRole::parse(&role).unwrap_or(ShareRole::User),
+                        granted_at: r.get(3)?,
+                    },
+                ))
             })?
             .collect()
         })

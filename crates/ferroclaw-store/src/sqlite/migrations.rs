@@ -105,10 +105,18 @@ fn verify(conn: &Connection, list: &[(i64, &str, &str)]) -> Result<(), Migration
 
 /// Each known migration and whether it is applied (nothing is changed).
 pub(crate) fn status(conn: &Connection) -> Result<Vec<MigrationState>, MigrationError> {
+    status_with(conn, MIGRATIONS)
+}
+
+/// [`status`] for another database's list (the directory's).
+pub(crate) fn status_with(
+    conn: &Connection,
+    list: &[(i64, &str, &str)],
+) -> Result<Vec<MigrationState>, MigrationError> {
     ensure_table(conn)?;
-    verify(conn, MIGRATIONS)?;
+    verify(conn, list)?;
     let mut out = Vec::new();
-    for &(version, name, _) in MIGRATIONS {
+    for &(version, name, _) in list {
         let applied_at: Option<i64> = conn
             .query_row(
                 "SELECT applied_at FROM schema_migrations WHERE version = ?1",
