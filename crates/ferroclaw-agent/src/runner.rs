@@ -97,6 +97,9 @@ pub struct RunOptions {
     pub max_tokens: Option<u32>,
     /// Only shortens the agent's time-out.
     pub timeout: Option<Duration>,
+    /// A smaller system prompt for this run (`Minimal` for scheduled jobs); never
+    /// overrides an agent whose prompt is `Bare`.
+    pub prompt_mode: Option<PromptMode>,
 }
 
 /// A cap on concurrent tool executions shared by every agent holding a clone: one per
@@ -466,8 +469,19 @@ impl Agent {
             user: run_user,
         };
         let instructions = req.options.instructions.as_deref();
+        let mode = match (s.prompt_mode, req.options.prompt_mode) {
+            (PromptMode::Bare, _) | (_, None) => s.prompt_mode,
+            (_, Some(requested)) => requested,
+        };
         let mut system = self
-            .request_system(&tool_defs, &specs, text_tools, &tool_ctx, instructions)
+            .request_system(
+                &tool_defs,
+                &specs,
+                text_tools,
+                &tool_ctx,
+                instructions,
+                mode,
+            )
             .await;
         let max_tokens = match (req.options.max_tokens, s.max_tokens) {
             (Some(asked), Some(cap)) => Some(asked.min(cap)),
@@ -615,7 +629,7 @@ impl Agent {
                         tracing::warn!(error = %e, "the server refused `tools`; this run calls tools through text");
                         text_tools = true;
                         system = self
-                            .request_system(&tool_defs, &specs, true, &tool_ctx, instructions)
+                            .request_system(&tool_defs, &specs, true, &tool_ctx, instructions, mode)
                             .await;
                         chat.system = Some(system.clone());
                         chat.tools = Vec::new();
@@ -836,6 +850,7 @@ impl Agent {
         text_tools: bool,
         tool_ctx: &ToolContext,
         instructions: Option<&str>,
+        mode: PromptMode,
     ) -> String {
         let instructions = instructions.map(str::trim).filter(|i| !i.is_empty());
         if self.settings.prompt_mode == PromptMode::Bare {
@@ -849,7 +864,7 @@ impl Agent {
                 (None, None) => String::new(),
             };
         }
-        let mut system = self.system_prompt(tools, text_tools, tool_ctx).await;
+        let mut system = self.system_prompt(tools, text_tools, tool_ctx, mode).await;
         if let Some(i) = instructions {
             system.push_str("\n\n## Instructions for this run\n");
             system.push_str(i);
@@ -1186,7 +1201,9 @@ impl Agent {
             cancel: cancel.clone(),
             user,
         };
-        let system = self.system_prompt(&tool_defs, false, &tool_ctx).await;
+        let system = self
+            .system_prompt(&tool_defs, false, &tool_ctx, s.prompt_mode)
+            .await;
         let chat = ChatRequest {
             model: s.model.clone(),
             system: Some(system),
@@ -1378,6 +1395,7 @@ impl Agent {
         tools: &[ToolDefinition],
         tool_calls_as_text: bool,
         tool_ctx: &ToolContext,
+        mode: PromptMode,
     ) -> String {
         let s = &self.settings;
         let files = match (&self.context, &tool_ctx.user) {
@@ -1385,7 +1403,7 @@ impl Agent {
                 prompt::load_source_files(
                     source.as_ref(),
                     user.as_ref().map(|u| u.id.as_str()),
-                    s.prompt_mode,
+                    mode,
                     s.context_files,
                 )
                 .await
@@ -1395,20 +1413,18 @@ impl Agent {
                 prompt::load_user_context_files(
                     &u.root_workspace,
                     &tool_ctx.workspace,
-                    s.prompt_mode,
+                    mode,
                     s.context_files,
                 )
                 .await
             }
-            (None, None) => {
-                prompt::load_context_files(&s.workspace, s.prompt_mode, s.context_files).await
-            }
+            (None, None) => prompt::load_context_files(&s.workspace, mode, s.context_files).await,
         };
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         prompt::build_system_prompt(&PromptInput {
             agent_id: &s.id,
             agent_name: &s.name,
-            mode: s.prompt_mode,
+            mode,
             tools,
             workspace: &tool_ctx.workspace,
             provider: &s.provider,

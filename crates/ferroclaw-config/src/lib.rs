@@ -36,10 +36,11 @@ pub use gateway_token::{
 pub use load::{default_home, load, parse_config, ConfigWarning, LoadOptions};
 pub use providers::{env_name, mask_secret, ResolvedProvider};
 pub use schema::{
-    AgentConfig, AgentDefaults, AgentLimits, AgentsConfig, CompactionConfig, Config,
-    ContextFilesConfig, GatewayConfig, GatewayLanesConfig, GatewayQueueMode, GatewayToolsConfig,
-    GuidedDecoding, IntegrityStrategy, IntentConfig, LogFormat, LoggingConfig, ModelConfig,
-    PromptMode, ProviderConfig, ProviderType, SessionConfig, SubagentsConfig, ToolMode,
+    AgentConfig, AgentDefaults, AgentLimits, AgentsConfig, CatchUp, CompactionConfig, Config,
+    ContextFilesConfig, CronConfig, GatewayConfig, GatewayLanesConfig, GatewayQueueMode,
+    GatewayToolsConfig, GuidedDecoding, IntegrityStrategy, IntentConfig, LogFormat, LoggingConfig,
+    ModelConfig, PromptMode, ProviderConfig, ProviderType, SessionConfig, SubagentsConfig,
+    ToolMode,
 };
 pub use starter::starter_config;
 pub use tools_config::{InputGuardAction, ToolPolicyConfig, ToolProfile, ToolsConfig};

@@ -19,6 +19,36 @@ pub struct Config {
     pub tools: crate::tools_config::ToolsConfig,
     /// Where sessions are stored.
     pub database: DatabaseConfig,
+    /// Scheduled jobs.
+    pub cron: CronConfig,
+}
+
+/// `cron`: the scheduler of jobs (`ferroclaw cron`, WebSocket `cron.*`, the `cron` tool).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CronConfig {
+    /// `false`: jobs are kept but the gateway runs none.
+    pub enabled: bool,
+    /// What a job created without `catchUp` does about a run missed while the gateway
+    /// was down: `once` (run it once at start) or `skip`.
+    pub catch_up: CatchUp,
+}
+
+impl Default for CronConfig {
+    fn default() -> Self {
+        CronConfig {
+            enabled: true,
+            catch_up: CatchUp::Once,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CatchUp {
+    #[default]
+    Once,
+    Skip,
 }
 
 /// `database`: the embedded store (default) or PostgreSQL. The DSN is never in the file:

@@ -350,6 +350,7 @@ impl Executor {
                     top_p: req.top_p,
                     max_tokens: req.max_tokens,
                     timeout: Some(timeout),
+                    prompt_mode: None,
                 },
             })
             .map_err(|e| internal(format!("the run could not start: {e}")))?;

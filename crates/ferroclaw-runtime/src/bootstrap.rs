@@ -214,6 +214,8 @@ pub struct SharedServices {
     pub sessions: Arc<SessionHub>,
     /// Concurrent tool executions across all agents (`limits.max_concurrent_tools_total`).
     pub tool_slots: ToolSlots,
+    /// The jobs the `cron` tool changes (`None`: the storage keeps none).
+    pub cron: Option<crate::cron::CronBook>,
 }
 
 impl SharedServices {
@@ -229,6 +231,7 @@ impl SharedServices {
             rate_limiter: Arc::new(RateLimiter::per_hour(shared.tool_calls_per_hour)),
             sessions: SessionHub::new(subagents, core),
             tool_slots: ToolSlots::new(shared.max_concurrent_tools_total),
+            cron: None,
         })
     }
 }
@@ -300,6 +303,9 @@ pub fn tool_registry(
     }
     for tool in services.sessions.tools(0) {
         registry.register(tool);
+    }
+    if let Some(book) = &services.cron {
+        registry.register(Arc::new(crate::cron::CronTool { book: book.clone() }));
     }
     // Policy last: it decides over everything registered above.
     registry

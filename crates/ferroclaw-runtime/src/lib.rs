@@ -12,6 +12,7 @@
 //! queues or other sessions.
 
 pub mod bootstrap;
+pub mod cron;
 mod door;
 mod handle;
 mod origin;

@@ -19,6 +19,8 @@ pub enum Origin {
     SessionsSpawn,
     /// `subagents steer`: a follow-up to a finished subagent.
     SubagentSteer,
+    /// A scheduled job (`cron`).
+    Cron,
     /// A write the runtime itself queues on a session (inject, patch, announcement,
     /// compaction, deletion), never merged with a message.
     Maintenance,
@@ -34,6 +36,7 @@ impl Origin {
             Origin::SessionsSend => "sessions_send",
             Origin::SessionsSpawn => "sessions_spawn",
             Origin::SubagentSteer => "subagent_steer",
+            Origin::Cron => "cron",
             Origin::Maintenance => "maintenance",
         }
     }
@@ -44,6 +47,7 @@ impl Origin {
         match self {
             Origin::SessionsSpawn | Origin::SubagentSteer => Lane::Subagent,
             Origin::SessionsSend => Lane::Delegate,
+            Origin::Cron => Lane::Cron,
             Origin::Http
             | Origin::WebSocket
             | Origin::Cli

@@ -98,6 +98,8 @@ pub struct Runtime {
     pub(crate) signals: Option<Arc<dyn ferroclaw_store::SignalBus>>,
     /// Users' agents kept in the store's directory (`None`: a store without one).
     pub(crate) tenants: Option<Arc<crate::tenants::Tenants>>,
+    /// Scheduled jobs (`None`: a store that keeps none).
+    pub(crate) cron: Option<crate::cron::CronBook>,
 }
 
 impl Runtime {
@@ -108,9 +110,23 @@ impl Runtime {
         store: Arc<dyn SessionStore>,
         options: RuntimeOptions,
     ) -> Result<Runtime, BuildError> {
+        Self::build_with_clock(settings, store, options, Arc::new(crate::cron::SystemClock))
+    }
+
+    /// [`Runtime::build`] with the clock scheduled jobs are timed by (tests bring theirs).
+    pub fn build_with_clock(
+        settings: &Settings,
+        store: Arc<dyn SessionStore>,
+        options: RuntimeOptions,
+        clock: Arc<dyn crate::cron::Clock>,
+    ) -> Result<Runtime, BuildError> {
         let core = Core::new(Scheduler::new(options.scheduler), store.clone());
-        let services = SharedServices::new(settings, core.clone(), options.subagents)
+        let mut services = SharedServices::new(settings, core.clone(), options.subagents)
             .map_err(|e| BuildError::Services(Box::new(e)))?;
+        let cron = store
+            .cron()
+            .map(|jobs| crate::cron::CronBook::new(jobs, clock, settings.cron.catch_up));
+        services.cron = cron.clone();
         let default_agent = settings.default_agent.clone();
         let mut agents = Vec::new();
         let mut skipped = Vec::new();
@@ -175,6 +191,7 @@ impl Runtime {
             core,
             signals,
             tenants,
+            cron,
         })
     }
 
@@ -202,6 +219,7 @@ impl Runtime {
             core,
             signals: None,
             tenants: None,
+            cron: None,
         }
     }
 
@@ -222,6 +240,11 @@ impl Runtime {
             Some(a) => Some(a.clone()),
             None => self.tenants.as_ref().and_then(|t| t.peek(id)),
         }
+    }
+
+    /// The scheduled jobs of this runtime's storage.
+    pub fn cron(&self) -> Option<&crate::cron::CronBook> {
+        self.cron.as_ref()
     }
 
     pub fn default_agent_id(&self) -> &str {

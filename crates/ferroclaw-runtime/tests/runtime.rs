@@ -7,6 +7,7 @@
 mod agent_loop;
 mod common;
 mod compaction;
+mod cron;
 mod no_overlap;
 mod run_options;
 mod scheduler;

@@ -48,6 +48,7 @@ pub struct FileSessionStore {
     /// re-read and re-validated on every turn.
     log_cache: Arc<std::sync::Mutex<LogCache>>,
     directory: Arc<crate::sqlite::directory::SqliteDirectory>,
+    cron: Arc<crate::sqlite::cron::SqliteCron>,
 }
 
 /// Identity of a file's current contents: any rewrite (rename) changes the inode, any
@@ -93,6 +94,7 @@ impl FileSessionStore {
     /// `home` is `FERROCLAW_HOME`.
     pub fn new(home: impl Into<PathBuf>) -> Self {
         let home = home.into();
+        let records = crate::sqlite::records::RecordsDb::new(&home);
         FileSessionStore {
             home: home.clone(),
             db: Arc::default(),
@@ -100,7 +102,10 @@ impl FileSessionStore {
             tool_result_chars: DEFAULT_TOOL_RESULT_CHARS,
             group: None,
             log_cache: Arc::new(std::sync::Mutex::new(LruCache::new(LOG_CACHE_CAPACITY))),
-            directory: Arc::new(crate::sqlite::directory::SqliteDirectory::new(&home)),
+            directory: Arc::new(crate::sqlite::directory::SqliteDirectory::new(
+                records.clone(),
+            )),
+            cron: Arc::new(crate::sqlite::cron::SqliteCron::new(records)),
         }
     }
 
@@ -165,7 +170,7 @@ impl FileSessionStore {
         let (slot, home) = (self.db.clone(), self.home.clone());
         blocking(home.join(crate::sqlite::DB_PATH), move || {
             let mut all = open_db(&slot, &home)?.migration_status()?;
-            all.extend(crate::sqlite::directory::migration_states(&home, true)?);
+            all.extend(crate::sqlite::records::migration_states(&home, true)?);
             Ok(all)
         })
         .await
@@ -176,7 +181,7 @@ impl FileSessionStore {
         let home = self.home.clone();
         blocking(home.join(crate::sqlite::DB_PATH), move || {
             let mut all = SqliteIndex::pending_status(&home)?;
-            all.extend(crate::sqlite::directory::migration_states(&home, false)?);
+            all.extend(crate::sqlite::records::migration_states(&home, false)?);
             Ok(all)
         })
         .await
@@ -328,6 +333,10 @@ impl SessionStore for FileSessionStore {
 
     fn directory(&self) -> Option<Arc<dyn crate::Directory>> {
         Some(self.directory.clone())
+    }
+
+    fn cron(&self) -> Option<Arc<dyn crate::CronStore>> {
+        Some(self.cron.clone())
     }
 
     async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use ferroclaw_types::{Entry, EntryBody, Message, Usage};
 use serde::{Deserialize, Serialize};
 
+mod cron;
 mod directory;
 mod file;
 mod file_integrity;
@@ -26,6 +27,7 @@ mod signals;
 mod sqlite;
 mod transcript;
 
+pub use cron::{CronJob, CronRun, CronStore, RUNS_KEPT_PER_JOB};
 pub use directory::{
     AgentKind, AgentRecord, Directory, FileScope, ProviderRecord, Share, ShareRole, StoredFile,
 };
@@ -175,6 +177,11 @@ pub trait SessionStore: Integrity + Send + Sync {
     /// The tenants' agents, shares, files and provider records in the same storage
     /// (`None`: a store that keeps none, such as the in-memory one).
     fn directory(&self) -> Option<std::sync::Arc<dyn Directory>> {
+        None
+    }
+    /// Scheduled jobs and their run log in the same storage (`None`: a store that keeps
+    /// none, such as the in-memory one).
+    fn cron(&self) -> Option<std::sync::Arc<dyn CronStore>> {
         None
     }
 }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferroclaw_store::{
-    validate_bytes, AgentKind, AgentRecord, Durability, FileScope, FileSessionStore,
-    PgSessionStore, ProviderRecord, ScanOptions, SessionStore, ShareRole, StoreError, Strategy,
+    validate_bytes, AgentKind, AgentRecord, CronJob, CronRun, Durability, FileScope,
+    FileSessionStore, PgSessionStore, ProviderRecord, ScanOptions, SessionStore, ShareRole,
+    StoreError, Strategy, RUNS_KEPT_PER_JOB,
 };
 use ferroclaw_types::{EntryBody, Message, Usage};
 use tokio_postgres::NoTls;
@@ -797,5 +798,188 @@ async fn the_directory_keeps_agents_shares_files_and_providers_apart_per_user() 
         );
         assert!(d.delete_provider("alice-openai").await.unwrap());
         assert!(d.provider("alice-openai").await.unwrap().is_none(), "{n}");
+    }
+}
+
+fn job(id: &str, next: Option<i64>) -> CronJob {
+    CronJob {
+        id: id.into(),
+        agent_id: AGENT.into(),
+        owner: Some("alice".into()),
+        spec: serde_json::json!({"message": format!("do {id}")}),
+        enabled: true,
+        next_run_at: next,
+        created_at: 1,
+        updated_at: 1,
+        lease: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cron_jobs_are_claimed_once_leased_released_and_logged() {
+    for s in Subject::all().await {
+        let n = s.name;
+        let cron = s.store.cron().expect("cron store");
+        for i in 0..20 {
+            cron.put_job(&job(&format!("j{i:02}"), Some(1_000 + i)))
+                .await
+                .unwrap();
+        }
+        cron.put_job(&job("later", Some(10_000))).await.unwrap();
+        let mut off = job("off", Some(0));
+        off.enabled = false;
+        cron.put_job(&off).await.unwrap();
+        assert_eq!(cron.jobs(Some("alice")).await.unwrap().len(), 22, "{n}");
+        assert!(cron.jobs(Some("bob")).await.unwrap().is_empty(), "{n}");
+
+        // Eight claimers on two stores at the same moment: every due job exactly once.
+        let other = s.another().await.cron().expect("cron store");
+        let mut tasks = Vec::new();
+        for c in 0..8 {
+            let store = if c % 2 == 0 {
+                cron.clone()
+            } else {
+                other.clone()
+            };
+            tasks.push(tokio::spawn(async move {
+                let holder = format!("h{c}");
+                let mut got = Vec::new();
+                loop {
+                    let claimed = store.claim_due(5_000, &holder, 65_000, 3).await.unwrap();
+                    if claimed.is_empty() {
+                        return got;
+                    }
+                    for j in claimed {
+                        assert_eq!(
+                            j.lease.as_ref().map(|l| l.0.as_str()),
+                            Some(holder.as_str())
+                        );
+                        got.push(j.id);
+                    }
+                }
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        all.sort();
+        let expected: Vec<String> = (0..20).map(|i| format!("j{i:02}")).collect();
+        assert_eq!(
+            all, expected,
+            "{n}: each due job once, none early, none disabled"
+        );
+
+        // Held: neither claimed again nor run now, until the lease expires.
+        assert!(
+            cron.claim_due(60_000, "x", 120_000, 10)
+                .await
+                .unwrap()
+                .iter()
+                .all(|j| j.id == "later"),
+            "{n}"
+        );
+        cron.release("later", "x", 1, Some(70_000), false)
+            .await
+            .unwrap();
+        assert!(
+            cron.claim("j00", 60_000, "x", 120_000)
+                .await
+                .unwrap()
+                .is_none(),
+            "{n}"
+        );
+        assert!(
+            !cron.renew("j00", "x", 130_000).await.unwrap(),
+            "{n}: not x's"
+        );
+        let holder = cron.job("j00").await.unwrap().unwrap().lease.unwrap().0;
+        assert!(cron.renew("j00", &holder, 130_000).await.unwrap());
+        assert!(
+            cron.claim("j00", 120_000, "x", 200_000)
+                .await
+                .unwrap()
+                .is_none(),
+            "{n}: renewed"
+        );
+        let taken = cron.claim("j00", 130_001, "x", 200_000).await.unwrap();
+        assert!(taken.is_some(), "{n}: an expired lease is taken over");
+
+        // Release: the next due time, unless the job was edited meanwhile.
+        cron.release("j00", "x", 1, Some(90_000), false)
+            .await
+            .unwrap();
+        let j = cron.job("j00").await.unwrap().unwrap();
+        assert_eq!(
+            (j.next_run_at, j.lease.is_none()),
+            (Some(90_000), true),
+            "{n}"
+        );
+        cron.claim("j01", 200_000, "x", 300_000)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut edited = job("j01", Some(500_000));
+        edited.updated_at = 2;
+        cron.put_job(&edited).await.unwrap();
+        cron.release("j01", "x", 1, Some(250_000), false)
+            .await
+            .unwrap();
+        let j = cron.job("j01").await.unwrap().unwrap();
+        assert_eq!(j.next_run_at, Some(500_000), "{n}: the edit wins");
+        assert!(j.lease.is_none());
+        // Nothing next: disabled. A one-time job that ran: removed.
+        cron.claim("j02", 200_000, "x", 300_000)
+            .await
+            .unwrap()
+            .unwrap();
+        cron.release("j02", "x", 1, None, false).await.unwrap();
+        assert!(!cron.job("j02").await.unwrap().unwrap().enabled, "{n}");
+        cron.claim("j03", 200_000, "x", 300_000)
+            .await
+            .unwrap()
+            .unwrap();
+        cron.release("j03", "x", 1, None, true).await.unwrap();
+        assert!(cron.job("j03").await.unwrap().is_none(), "{n}");
+
+        // The run log: newest first, bounded per job, stale runs marked interrupted.
+        for i in 0..(RUNS_KEPT_PER_JOB + 5) {
+            cron.put_run(&CronRun {
+                id: format!("r{i:04}"),
+                job_id: "j04".into(),
+                started_at: i as i64,
+                ended_at: Some(i as i64 + 1),
+                status: "ok".into(),
+                error: None,
+                attempts: 1,
+                session_key: format!("cron:j04:run:r{i:04}"),
+                output: Some("done".into()),
+                holder: Some("x".into()),
+            })
+            .await
+            .unwrap();
+        }
+        let runs = cron.runs(Some("j04"), 1_000).await.unwrap();
+        assert_eq!(runs.len(), RUNS_KEPT_PER_JOB, "{n}");
+        assert_eq!(runs[0].id, format!("r{:04}", RUNS_KEPT_PER_JOB + 4));
+        let mut running = runs[0].clone();
+        running.id = "stale".into();
+        running.started_at = 1_000_000;
+        running.status = "running".into();
+        running.holder = Some("dead".into());
+        cron.put_run(&running).await.unwrap();
+        cron.interrupt_stale_runs("j04", "x").await.unwrap();
+        let latest = &cron.runs(None, 1).await.unwrap()[0];
+        assert_eq!(
+            (latest.id.as_str(), latest.status.as_str()),
+            ("stale", "interrupted"),
+            "{n}"
+        );
+        assert!(cron.delete_job("j04").await.unwrap());
+        assert!(
+            cron.runs(Some("j04"), 10).await.unwrap().is_empty(),
+            "{n}: runs go with the job"
+        );
+        assert!(!cron.delete_job("j04").await.unwrap());
     }
 }

@@ -53,6 +53,8 @@ pub struct Settings {
     /// Every run of the process goes through it, whichever surface started it.
     pub scheduler: SchedulerSettings,
     pub gateway: GatewaySettings,
+    /// `cron`: whether this process runs due jobs, and the default catch-up.
+    pub cron: crate::CronConfig,
 }
 
 /// An agent whose settings could not be resolved.

@@ -71,6 +71,7 @@ impl LoadedConfig {
                 debounce: Duration::from_millis(cfg.gateway.debounce_ms),
             },
             gateway: gateway(&cfg.gateway, &self.env),
+            cron: cfg.cron.clone(),
         }
     }
 

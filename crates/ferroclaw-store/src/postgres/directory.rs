@@ -45,7 +45,11 @@ fn provider_from_row(r: &Row) -> ProviderRecord {
 
 impl PgSessionStore {
     /// One statement in a synchronously committed transaction; rows changed.
-    async fn durable(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+    pub(super) async fn durable(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         tx.batch_execute("SET LOCAL synchronous_commit TO on")
@@ -56,7 +60,7 @@ impl PgSessionStore {
         Ok(n)
     }
 
-    async fn rows(
+    pub(super) async fn rows(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],

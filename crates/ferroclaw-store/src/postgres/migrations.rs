@@ -93,6 +93,37 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
     );
     CREATE INDEX providers_by_owner ON providers (owner);",
     ),
+    (
+        3,
+        "cron",
+        "CREATE TABLE cron_jobs (
+        id          TEXT PRIMARY KEY,
+        agent_id    TEXT NOT NULL,
+        owner       TEXT,
+        spec        TEXT NOT NULL,
+        enabled     BOOLEAN NOT NULL,
+        next_run_at BIGINT,
+        lease_owner TEXT,
+        lease_until BIGINT,
+        created_at  BIGINT NOT NULL,
+        updated_at  BIGINT NOT NULL
+    );
+    CREATE INDEX cron_jobs_due ON cron_jobs (next_run_at) WHERE enabled;
+    CREATE INDEX cron_jobs_by_owner ON cron_jobs (owner);
+    CREATE TABLE cron_runs (
+        id          TEXT PRIMARY KEY,
+        job_id      TEXT NOT NULL,
+        started_at  BIGINT NOT NULL,
+        ended_at    BIGINT,
+        status      TEXT NOT NULL,
+        error       TEXT,
+        attempts    INTEGER NOT NULL,
+        session_key TEXT NOT NULL,
+        output      TEXT,
+        holder      TEXT
+    );
+    CREATE INDEX cron_runs_by_job ON cron_runs (job_id, started_at DESC);",
+    ),
 ];
 
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (

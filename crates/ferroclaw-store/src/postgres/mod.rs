@@ -9,6 +9,7 @@
 //! session-level advisory lock held on a connection of its own, so it ends with the
 //! connection when an instance dies.
 
+mod cron;
 mod directory;
 mod integrity;
 pub(crate) mod migrations;
@@ -681,6 +682,10 @@ impl SessionStore for PgSessionStore {
     }
 
     fn directory(&self) -> Option<std::sync::Arc<dyn crate::Directory>> {
+        Some(std::sync::Arc::new(self.clone()))
+    }
+
+    fn cron(&self) -> Option<std::sync::Arc<dyn crate::CronStore>> {
         Some(std::sync::Arc::new(self.clone()))
     }
 

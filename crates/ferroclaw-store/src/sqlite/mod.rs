@@ -7,8 +7,10 @@
 //!
 //! Everything here is blocking and runs on the store's blocking threads.
 
+pub(crate) mod cron;
 pub(crate) mod directory;
 pub(crate) mod migrations;
+pub(crate) mod records;
 
 use std::collections::{HashMap, HashSet};
 use std::fs;

@@ -1,0 +1,418 @@
+//! The tick loop: claim the due jobs, run each through the runtime, log it, schedule
+//! its next time. Every instance runs one; the store's claim makes a due job run on
+//! exactly one of them, and its lease (renewed while the run goes on) keeps a job from
+//! running twice at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroclaw_agent::RunOptions;
+use ferroclaw_config::settings::PromptMode;
+use ferroclaw_config::CatchUp;
+use ferroclaw_store::{CronJob, CronRun};
+use ferroclaw_types::{AssistantMessage, ContentBlock, EntryBody, Message, StopReason, Usage};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::{definition, CronBook, Delivery, Schedule};
+use crate::{Origin, QueueMode, Requester, Runtime, Submit, Submitted};
+
+/// How often due jobs are looked for.
+const TICK: Duration = Duration::from_secs(1);
+/// How long a claim holds without renewal (renewed every third of it).
+const LEASE: Duration = Duration::from_secs(120);
+/// Jobs claimed per tick at most (the `cron` lane bounds how many run at once).
+const CLAIM_BATCH: usize = 32;
+/// A run due longer ago than this was missed (the gateway was down): `catchUp` decides.
+const MISSED_AFTER: Duration = Duration::from_secs(60);
+/// The answer kept in the run log.
+const OUTPUT_CHARS: usize = 4_000;
+
+/// Retries of a failed run: `attempts` in all, back-off `base` doubling up to `cap`,
+/// each delay moved by up to ±`jitter` of itself.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub base: Duration,
+    pub cap: Duration,
+    pub jitter: f64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 3,
+            base: Duration::from_secs(2),
+            cap: Duration::from_secs(30),
+            jitter: 0.25,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait after failed attempt `n` (1-based).
+    pub fn delay(&self, n: u32) -> Duration {
+        let exp = self
+            .base
+            .saturating_mul(1u32 << n.saturating_sub(1).min(16))
+            .min(self.cap);
+        let factor = 1.0 + self.jitter * (fastrand::f64() * 2.0 - 1.0);
+        exp.mul_f64(factor.max(0.0))
+    }
+}
+
+/// Why a job was started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trigger {
+    /// Its time came (or a client asked for it now).
+    Due,
+}
+
+pub struct CronService {
+    runtime: Arc<Runtime>,
+    book: CronBook,
+    holder: String,
+    retry: RetryPolicy,
+}
+
+impl CronService {
+    /// `None` when the runtime's storage keeps no jobs.
+    pub fn new(runtime: Arc<Runtime>) -> Option<CronService> {
+        let book = runtime.cron()?.clone();
+        Some(CronService {
+            runtime,
+            book,
+            holder: uuid::Uuid::new_v4().to_string(),
+            retry: RetryPolicy::default(),
+        })
+    }
+
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// This instance's name in leases and the run log.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// Runs the jobs due now, all at once, and returns when they have ended; how many.
+    pub async fn tick(&self) -> usize {
+        let now = self.book.clock().now_ms();
+        let lease_until = now + LEASE.as_millis() as i64;
+        let claimed = match self
+            .book
+            .store()
+            .claim_due(now, &self.holder, lease_until, CLAIM_BATCH)
+            .await
+        {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                warn!(error = %e, "cron: could not look for due jobs");
+                return 0;
+            }
+        };
+        let n = claimed.len();
+        let runs = claimed
+            .into_iter()
+            .map(|job| self.run_claimed(job, now, Trigger::Due));
+        futures_util::future::join_all(runs).await;
+        n
+    }
+
+    /// Ticks every second until `stop`; each tick's runs go on in the background, so a
+    /// long run does not hold the others up.
+    pub fn spawn(self: Arc<Self>, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(TICK);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = interval.tick() => {
+                        let me = self.clone();
+                        tokio::spawn(async move { me.tick().await });
+                    }
+                }
+            }
+        })
+    }
+
+    async fn run_claimed(&self, job: CronJob, now: i64, trigger: Trigger) {
+        let store = self.book.store();
+        if let Err(e) = store.interrupt_stale_runs(&job.id, &self.holder).await {
+            warn!(job = %job.id, error = %e, "cron: could not close the runs of a dead instance");
+        }
+        let (def, schedule) = match definition(&job).and_then(|d| {
+            let s = Schedule::from_json(&d.schedule, job.created_at)
+                .map_err(super::CronError::Invalid)?;
+            Ok((d, s))
+        }) {
+            Ok(x) => x,
+            Err(e) => {
+                // Unreadable: disabled rather than retried every second.
+                warn!(job = %job.id, error = %e, "cron: job disabled");
+                let id = uuid::Uuid::now_v7().simple().to_string();
+                self.record(
+                    &job,
+                    &id,
+                    "error",
+                    Some(e.to_string()),
+                    0,
+                    now,
+                    Some(now),
+                    "",
+                    None,
+                )
+                .await;
+                self.release(&job, None, false).await;
+                return;
+            }
+        };
+        let next = schedule.next_after(now);
+        let missed = job
+            .next_run_at
+            .is_some_and(|due| now - due > MISSED_AFTER.as_millis() as i64);
+        if trigger == Trigger::Due && missed && def.catch_up == CatchUp::Skip {
+            info!(job = %job.id, "cron: run missed while down; skipped (catchUp: skip)");
+            let why = "missed while the gateway was down (catchUp: skip)".to_string();
+            let id = uuid::Uuid::now_v7().simple().to_string();
+            self.record(&job, &id, "skipped", Some(why), 0, now, Some(now), "", None)
+                .await;
+            self.release(&job, next, false).await;
+            return;
+        }
+
+        let run_id = uuid::Uuid::now_v7().simple().to_string();
+        let session_key = format!("cron:{}:run:{}", job.id, &run_id[20..]);
+        self.record(
+            &job,
+            &run_id,
+            "running",
+            None,
+            0,
+            now,
+            None,
+            &session_key,
+            None,
+        )
+        .await;
+        info!(job = %job.id, agent = %job.agent_id, session = %session_key, "cron: run started");
+
+        // The lease is renewed while the run goes on, so nobody takes the job over.
+        let renewing = CancellationToken::new();
+        let renewer = tokio::spawn({
+            let (store, clock, id, holder, stop) = (
+                store.clone(),
+                self.book.clock().clone(),
+                job.id.clone(),
+                self.holder.clone(),
+                renewing.clone(),
+            );
+            async move {
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(LEASE / 3) => {
+                            let until = clock.now_ms() + LEASE.as_millis() as i64;
+                            if let Err(e) = store.renew(&id, &holder, until).await {
+                                warn!(job = %id, error = %e, "cron: could not renew a lease");
+                            }
+                        }
+                    }
+                }
+            }
+        });
+
+        let mut attempts = 0;
+        let mut outcome = Err(String::new());
+        while attempts < self.retry.attempts.max(1) {
+            attempts += 1;
+            outcome = self.attempt(&job, &def.message, &session_key).await;
+            match &outcome {
+                Ok(_) => break,
+                Err(e) if attempts < self.retry.attempts => {
+                    let wait = self.retry.delay(attempts);
+                    warn!(job = %job.id, attempt = attempts, error = %e, retry_in_ms = wait.as_millis() as u64, "cron: run failed; retrying");
+                    self.book.clock().sleep(wait).await;
+                }
+                Err(_) => {}
+            }
+        }
+        let outcome = match outcome {
+            Ok(text) => self
+                .deliver(&job, &def.deliver, &def.name, &text)
+                .await
+                .map(|_| text),
+            Err(e) => Err(e),
+        };
+        renewing.cancel();
+        let _ = renewer.await;
+
+        let ended = self.book.clock().now_ms();
+        match &outcome {
+            Ok(text) => {
+                info!(job = %job.id, attempts, duration_ms = ended - now, "cron: run ended");
+                let output: String = text.chars().take(OUTPUT_CHARS).collect();
+                self.record(
+                    &job,
+                    &run_id,
+                    "ok",
+                    None,
+                    attempts,
+                    now,
+                    Some(ended),
+                    &session_key,
+                    Some(output),
+                )
+                .await;
+            }
+            Err(e) => {
+                warn!(job = %job.id, attempts, error = %e, "cron: run failed");
+                self.record(
+                    &job,
+                    &run_id,
+                    "error",
+                    Some(e.clone()),
+                    attempts,
+                    now,
+                    Some(ended),
+                    &session_key,
+                    None,
+                )
+                .await;
+            }
+        }
+        // A one-time job is done whatever the outcome: the log keeps what happened.
+        self.release(&job, next, schedule.is_one_time()).await;
+    }
+
+    /// One run of the job's message in its session; the answer's text.
+    async fn attempt(
+        &self,
+        job: &CronJob,
+        message: &str,
+        session_key: &str,
+    ) -> Result<String, String> {
+        let who = Requester {
+            user: job.owner.as_deref(),
+            admin: job.owner.is_none(),
+        };
+        // Access is checked at every run: a share revoked since the job was made ends it.
+        let agent = self
+            .runtime
+            .agent_for(who, &job.agent_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let submitted = self
+            .runtime
+            .submit(Submit {
+                agent_id: &agent.id,
+                session_key,
+                user: job.owner.as_deref(),
+                message,
+                mode: QueueMode::Queue,
+                origin: Origin::Cron,
+                options: RunOptions {
+                    prompt_mode: Some(PromptMode::Minimal),
+                    ..RunOptions::default()
+                },
+            })
+            .map_err(|e| e.to_string())?;
+        let Submitted::Run(handle) = submitted else {
+            return Err("the job's message is a command, not a request".into());
+        };
+        handle
+            .outcome()
+            .await
+            .map(|out| out.text)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn deliver(
+        &self,
+        job: &CronJob,
+        to: &Delivery,
+        name: &str,
+        text: &str,
+    ) -> Result<(), String> {
+        let Delivery::Session { session_key } = to else {
+            return Ok(());
+        };
+        if text.trim().is_empty() {
+            return Ok(());
+        }
+        let agent = self
+            .runtime
+            .agent(&job.agent_id)
+            .ok_or_else(|| format!("agent `{}` is gone", job.agent_id))?;
+        let stored = self
+            .runtime
+            .stored_key(&agent, job.owner.as_deref(), session_key);
+        let label = if name.is_empty() {
+            job.id.as_str()
+        } else {
+            name
+        };
+        let body = EntryBody::Message {
+            message: Message::Assistant(AssistantMessage {
+                content: vec![ContentBlock::Text {
+                    text: format!("[cron: {label}] {text}"),
+                }],
+                provider: "ferroclaw".into(),
+                model: "cron".into(),
+                usage: Usage::default(),
+                stop_reason: StopReason::Stop,
+                error_message: None,
+                timestamp: ferroclaw_types::now_millis(),
+            }),
+        };
+        self.runtime
+            .write_entries(&agent.id, &stored, vec![body])
+            .await
+            .map_err(|e| format!("delivery to session `{session_key}` failed: {e}"))
+    }
+
+    async fn release(&self, job: &CronJob, next: Option<i64>, remove: bool) {
+        if let Err(e) = self
+            .book
+            .store()
+            .release(&job.id, &self.holder, job.updated_at, next, remove)
+            .await
+        {
+            // The lease expires on its own; the job then runs again.
+            warn!(job = %job.id, error = %e, "cron: could not release a job");
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn record(
+        &self,
+        job: &CronJob,
+        run_id: &str,
+        status: &str,
+        error: Option<String>,
+        attempts: u32,
+        started: i64,
+        ended: Option<i64>,
+        session_key: &str,
+        output: Option<String>,
+    ) {
+        let run = CronRun {
+            id: run_id.to_string(),
+            job_id: job.id.clone(),
+            started_at: started,
+            ended_at: ended,
+            status: status.into(),
+            error,
+            attempts,
+            session_key: session_key.to_string(),
+            output,
+            holder: Some(self.holder.clone()),
+        };
+        if let Err(e) = self.book.store().put_run(&run).await {
+            warn!(job = %job.id, error = %e, "cron: could not log a run");
+        }
+    }
+}

@@ -1,0 +1,592 @@
+//! Scheduled jobs with a clock the test moves: each schedule kind, retries with
+//! back-off, catch-up after downtime, delivery, the run log, the `cron` tool, and a due
+//! job run exactly once by two runtimes at once (two stores on one SQLite home; two
+//! instances on one PostgreSQL).
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferroclaw_runtime::cron::{Clock, CronService, JobInput};
+use ferroclaw_runtime::{Requester, Runtime, RuntimeOptions};
+use ferroclaw_store::{FileSessionStore, PgSessionStore, SessionStore};
+use ferroclaw_testkit::{Reply, ScriptedLlm};
+use serde_json::{json, Value};
+
+/// 2026-03-28 08:00:00 UTC, a Saturday.
+const T0: i64 = 1_774_684_800_000;
+const HOUR: i64 = 3_600_000;
+
+struct TestClock {
+    now: AtomicI64,
+    slept: Mutex<Vec<Duration>>,
+}
+
+impl TestClock {
+    fn at(ms: i64) -> Arc<TestClock> {
+        Arc::new(TestClock {
+            now: AtomicI64::new(ms),
+            slept: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn set(&self, ms: i64) {
+        self.now.store(ms, Ordering::SeqCst);
+    }
+
+    fn slept(&self) -> Vec<Duration> {
+        self.slept.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Clock for TestClock {
+    fn now_ms(&self) -> i64 {
+        self.now.load(Ordering::SeqCst)
+    }
+
+    async fn sleep(&self, d: Duration) {
+        self.slept.lock().unwrap().push(d);
+        self.now.fetch_add(d.as_millis() as i64, Ordering::SeqCst);
+    }
+}
+
+struct Home {
+    llm: ScriptedLlm,
+    home: tempfile::TempDir,
+}
+
+impl Home {
+    async fn new() -> Home {
+        let llm = ScriptedLlm::start().await.expect("llm");
+        let home = tempfile::tempdir().expect("tempdir");
+        let config = format!(
+            r#"{{
+  agents: {{ defaults: {{ provider: "scripted", model: "model-a", max_iterations: 4, timeout_seconds: 60, stream: false }} }},
+  providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
+}}"#,
+            llm.openai_base_url()
+        );
+        std::fs::write(home.path().join("config.json5"), config).expect("config");
+        Home { llm, home }
+    }
+
+    fn runtime_on(&self, store: Arc<dyn SessionStore>, clock: Arc<TestClock>) -> Arc<Runtime> {
+        let loaded = ferroclaw_config::load(
+            &ferroclaw_config::LoadOptions {
+                home: Some(self.home.path().to_path_buf()),
+                config_path: None,
+            },
+            ferroclaw_config::Env::from_pairs([("FERROCLAW_SCRIPTED_API_KEY", "k")]),
+        )
+        .expect("config loads");
+        let settings = loaded.settings();
+        Arc::new(
+            Runtime::build_with_clock(
+                &settings,
+                store,
+                RuntimeOptions::from_settings(&settings),
+                clock,
+            )
+            .expect("runtime"),
+        )
+    }
+
+    fn runtime(&self, clock: Arc<TestClock>) -> Arc<Runtime> {
+        self.runtime_on(Arc::new(FileSessionStore::new(self.home.path())), clock)
+    }
+}
+
+const ADMIN: Requester<'static> = Requester {
+    user: None,
+    admin: true,
+};
+
+fn input(v: Value) -> JobInput {
+    serde_json::from_value(v).expect("job input")
+}
+
+fn service(rt: &Arc<Runtime>) -> CronService {
+    CronService::new(rt.clone()).expect("a store with cron")
+}
+
+fn user_text(req: &ferroclaw_testkit::RecordedRequest) -> String {
+    req.body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn each_schedule_kind_runs_through_the_runtime_at_its_time() {
+    let h = Home::new().await;
+    let clock = TestClock::at(T0);
+    let rt = h.runtime(clock.clone());
+    let workspace = rt
+        .agent("main")
+        .expect("main")
+        .agent
+        .settings()
+        .workspace
+        .clone();
+    std::fs::write(workspace.join("AGENTS.md"), "AGENTS-MARKER").expect("agents");
+    std::fs::write(workspace.join("SOUL.md"), "SOUL-MARKER").expect("soul");
+    let book = rt.cron().expect("cron");
+    let svc = service(&rt);
+
+    let at = rt
+        .cron_create(
+            ADMIN,
+            input(json!({"name": "once", "message": "ping once",
+            "schedule": {"kind": "at", "atMs": T0 + 30 * 60_000}})),
+        )
+        .await
+        .expect("at");
+    let every = rt
+        .cron_create(
+            ADMIN,
+            input(json!({"message": "ping every",
+            "schedule": {"kind": "every", "every": "2h"}})),
+        )
+        .await
+        .expect("every");
+    // 09:30 in Berlin is 08:30 UTC on Saturday (CET) and 07:30 UTC on Sunday (CEST).
+    let daily = rt
+        .cron_create(
+            ADMIN,
+            input(json!({"message": "ping daily",
+            "schedule": {"kind": "cron", "expr": "30 9 * * *", "tz": "Europe/Berlin"}})),
+        )
+        .await
+        .expect("cron");
+    assert_eq!(at.next_run_at, Some(T0 + 30 * 60_000));
+    assert_eq!(every.next_run_at, Some(T0 + 2 * HOUR));
+    assert_eq!(daily.next_run_at, Some(T0 + 30 * 60_000));
+
+    // Nothing is due yet.
+    assert_eq!(svc.tick().await, 0);
+    assert!(h.llm.requests().is_empty());
+
+    // 08:30: the one-time job and the daily one.
+    clock.set(T0 + 30 * 60_000);
+    h.llm.push(Reply::text("done A"));
+    h.llm.push(Reply::text("done B"));
+    assert_eq!(svc.tick().await, 2);
+    let requests = h.llm.requests();
+    assert_eq!(requests.len(), 2);
+    let mut sent: Vec<String> = requests.iter().map(user_text).collect();
+    sent.sort();
+    assert!(
+        sent[0].contains("ping daily") && sent[1].contains("ping once"),
+        "{sent:?}"
+    );
+    // The minimal prompt: AGENTS.md, not SOUL.md.
+    let system = requests[0].body["messages"][0]["content"].to_string();
+    assert!(
+        system.contains("AGENTS-MARKER") && !system.contains("SOUL-MARKER"),
+        "{system}"
+    );
+    // The one-time job is gone; its run is logged.
+    assert!(book.get(ADMIN, &at.id).await.is_err());
+    let runs = book.runs(ADMIN, None, 10).await.expect("runs");
+    let once = runs
+        .iter()
+        .find(|r| r.job_id == at.id)
+        .expect("run of the at job");
+    assert_eq!((once.status.as_str(), once.attempts), ("ok", 1));
+    assert!(
+        once.session_key
+            .starts_with(&format!("cron:{}:run:", at.id)),
+        "{}",
+        once.session_key
+    );
+    assert!(once
+        .output
+        .as_deref()
+        .is_some_and(|o| o.starts_with("done ")));
+    assert_eq!(once.duration_ms, Some(0));
+    // Its session holds the run.
+    let sessions = rt.store().list("main").await.expect("sessions");
+    assert!(
+        sessions.iter().any(|s| s.key == once.session_key),
+        "{sessions:?}"
+    );
+    let daily_now = book.get(ADMIN, &daily.id).await.expect("daily");
+    assert_eq!(
+        daily_now.next_run_at,
+        Some(T0 + 23 * HOUR + 30 * 60_000),
+        "09:30 CEST on Sunday"
+    );
+
+    // 10:00: the interval job; the next is two hours later.
+    clock.set(T0 + 2 * HOUR);
+    h.llm.push(Reply::text("done C"));
+    assert_eq!(svc.tick().await, 1);
+    assert!(user_text(&h.llm.requests()[2]).contains("ping every"));
+    assert_eq!(
+        book.get(ADMIN, &every.id).await.expect("every").next_run_at,
+        Some(T0 + 4 * HOUR)
+    );
+    // Ticking again at the same moment runs nothing twice.
+    assert_eq!(svc.tick().await, 0);
+
+    // Disabled: not run when due; run now: due at once, and the schedule goes on after.
+    book.update(ADMIN, &every.id, input(json!({"enabled": false})))
+        .await
+        .expect("off");
+    clock.set(T0 + 5 * HOUR);
+    assert_eq!(svc.tick().await, 0);
+    let j = book.run_now(ADMIN, &every.id).await.expect("run now");
+    assert_eq!(j.next_run_at, Some(T0 + 5 * HOUR));
+    h.llm.push(Reply::text("done D"));
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(
+        book.get(ADMIN, &every.id).await.expect("every").next_run_at,
+        Some(T0 + 6 * HOUR)
+    );
+}
+
+#[tokio::test]
+async fn failed_runs_are_retried_with_back_off_then_logged() {
+    let h = Home::new().await;
+    let clock = TestClock::at(T0);
+    let rt = h.runtime(clock.clone());
+    let book = rt.cron().expect("cron");
+    let svc = service(&rt);
+    let job = rt
+        .cron_create(
+            ADMIN,
+            input(json!({"message": "flaky", "schedule": {"kind": "every", "everyMs": HOUR}})),
+        )
+        .await
+        .expect("job");
+
+    // Two failures, then an answer: three attempts, waits of 2 s and 4 s (±25%).
+    clock.set(T0 + HOUR);
+    h.llm.push(Reply::status(400, "bad request one"));
+    h.llm.push(Reply::status(400, "bad request two"));
+    h.llm.push(Reply::text("third time lucky"));
+    assert_eq!(svc.tick().await, 1);
+    let waits = clock.slept();
+    assert_eq!(waits.len(), 2, "{waits:?}");
+    assert!(
+        waits[0] >= Duration::from_millis(1500) && waits[0] <= Duration::from_millis(2500),
+        "{waits:?}"
+    );
+    assert!(
+        waits[1] >= Duration::from_millis(3000) && waits[1] <= Duration::from_millis(5000),
+        "{waits:?}"
+    );
+    let run = &book.runs(ADMIN, Some(&job.id), 5).await.expect("runs")[0];
+    assert_eq!((run.status.as_str(), run.attempts), ("ok", 3), "{run:?}");
+    assert_eq!(
+        run.duration_ms,
+        Some(waits.iter().map(|w| w.as_millis() as i64).sum())
+    );
+
+    // Three failures: logged as an error with the reason; the schedule goes on.
+    clock.set(T0 + 2 * HOUR);
+    for _ in 0..3 {
+        h.llm.push(Reply::status(400, "the model refuses"));
+    }
+    assert_eq!(svc.tick().await, 1);
+    let run = &book.runs(ADMIN, Some(&job.id), 5).await.expect("runs")[0];
+    assert_eq!((run.status.as_str(), run.attempts), ("error", 3), "{run:?}");
+    assert!(
+        run.error
+            .as_deref()
+            .is_some_and(|e| e.contains("the model refuses")),
+        "{run:?}"
+    );
+    assert_eq!(
+        book.get(ADMIN, &job.id).await.expect("job").next_run_at,
+        Some(T0 + 3 * HOUR)
+    );
+    // The back-off is capped: the 6th wait of a policy would be 64 s, it is at most 37.5.
+    let policy = ferroclaw_runtime::cron::RetryPolicy::default();
+    assert!(policy.delay(6) <= Duration::from_millis(37_500));
+    assert!(policy.delay(6) >= Duration::from_millis(22_500));
+}
+
+#[tokio::test]
+async fn a_run_missed_while_down_runs_once_or_is_skipped() {
+    let h = Home::new().await;
+    let clock = TestClock::at(T0);
+    let rt = h.runtime(clock.clone());
+    let book = rt.cron().expect("cron").clone();
+    let once = rt
+        .cron_create(
+            ADMIN,
+            input(json!({"message": "catch up", "schedule": {"kind": "every", "every": "1h"}})),
+        )
+        .await
+        .expect("once");
+    let skip = rt
+        .cron_create(
+            ADMIN,
+            input(json!({"message": "skip me", "catchUp": "skip",
+            "schedule": {"kind": "every", "every": "1h"}})),
+        )
+        .await
+        .expect("skip");
+    drop(rt);
+
+    // Five hours later a new process starts: one run of the first job, none of the second.
+    clock.set(T0 + 5 * HOUR + 10_000);
+    let rt = h.runtime(clock.clone());
+    h.llm.push(Reply::text("caught up"));
+    assert_eq!(service(&rt).tick().await, 2);
+    let sent: Vec<String> = h.llm.requests().iter().map(user_text).collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].contains("catch up"));
+    for (job, status) in [(&once, "ok"), (&skip, "skipped")] {
+        let runs = book.runs(ADMIN, Some(&job.id), 10).await.expect("runs");
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert_eq!(runs[0].status, status);
+        let next = book.get(ADMIN, &job.id).await.expect("job").next_run_at;
+        assert_eq!(
+            next,
+            Some(T0 + 6 * HOUR),
+            "the next slot, not the missed ones"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_answer_is_delivered_to_a_session_and_users_see_only_their_jobs() {
+    let h = Home::new().await;
+    let clock = TestClock::at(T0);
+    let rt = h.runtime(clock.clone());
+    let book = rt.cron().expect("cron");
+    let alice = Requester {
+        user: Some("alice"),
+        admin: false,
+    };
+    let bob = Requester {
+        user: Some("bob"),
+        admin: false,
+    };
+    let job = rt
+        .cron_create(
+            alice,
+            input(json!({"message": "morning summary",
+            "deliver": {"kind": "session", "sessionKey": "inbox"},
+            "schedule": {"kind": "every", "every": "1h"}})),
+        )
+        .await
+        .expect("job");
+    assert_eq!(job.owner.as_deref(), Some("alice"));
+    // Bob: the job does not exist for him, whatever he tries.
+    assert_eq!(book.list(bob).await.expect("list").len(), 0);
+    assert!(matches!(
+        book.get(bob, &job.id).await,
+        Err(ferroclaw_runtime::cron::CronError::NotFound(_))
+    ));
+    assert!(book
+        .update(bob, &job.id, input(json!({"message": "mine now"})))
+        .await
+        .is_err());
+    assert!(book.run_now(bob, &job.id).await.is_err());
+    assert!(book.runs(bob, Some(&job.id), 5).await.is_err());
+    assert!(book.delete(bob, &job.id).await.is_err());
+    assert!(
+        book.runs(bob, None, 5).await.is_err(),
+        "all runs are the administrator's view"
+    );
+    assert_eq!(book.list(alice).await.expect("list").len(), 1);
+    assert_eq!(book.list(ADMIN).await.expect("list").len(), 1);
+
+    clock.set(T0 + HOUR);
+    h.llm.push(Reply::text("Three meetings today."));
+    assert_eq!(service(&rt).tick().await, 1);
+    // Alice's session `inbox` (her own, on this per-user agent or not) has the answer.
+    let agent = rt.agent("main").expect("main");
+    let stored = rt.stored_key(&agent, Some("alice"), "inbox");
+    let log = rt.store().open("main", &stored).await.expect("inbox");
+    let last = serde_json::to_string(&log.entries().last().expect("an entry").body).expect("json");
+    assert!(
+        last.contains("[cron: morning summary] Three meetings today."),
+        "{last}"
+    );
+    // The run acted for alice.
+    let run = &book.runs(alice, Some(&job.id), 1).await.expect("runs")[0];
+    assert_eq!(run.status, "ok", "{run:?}");
+
+    // Bad input is refused with the reason, and nothing is stored.
+    for (bad, why) in [
+        (
+            json!({"message": "x", "schedule": {"kind": "cron", "expr": "* * *"}}),
+            "5 fields",
+        ),
+        (
+            json!({"message": "", "schedule": {"kind": "every", "every": "1h"}}),
+            "needs a `message`",
+        ),
+        (json!({"message": "x"}), "needs a `schedule`"),
+        (
+            json!({"message": "x", "agentId": "nobody", "schedule": {"kind": "every", "every": "1h"}}),
+            "nobody",
+        ),
+        (
+            json!({"message": "x", "deliver": {"kind": "session", "sessionKey": "a\u{7}b"}, "schedule": {"kind": "every", "every": "1h"}}),
+            "sessionKey",
+        ),
+    ] {
+        let err = rt
+            .cron_create(alice, input(bad.clone()))
+            .await
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains(why)),
+            "{bad}: {err:?}"
+        );
+    }
+    assert_eq!(book.list(alice).await.expect("list").len(), 1);
+}
+
+#[tokio::test]
+async fn the_model_schedules_its_own_jobs_with_the_cron_tool() {
+    let h = Home::new().await;
+    let clock = TestClock::at(T0);
+    let rt = h.runtime(clock.clone());
+    h.llm.push(Reply::tool_call(
+        "c1",
+        "cron",
+        json!({"action": "add", "name": "stretch", "message": "Remind me to stretch",
+               "schedule": {"kind": "every", "every": "45m"}}),
+    ));
+    h.llm.push(Reply::text("Scheduled."));
+    let submitted = rt
+        .submit(ferroclaw_runtime::Submit {
+            agent_id: "main",
+            session_key: "chat",
+            user: None,
+            message: "remind me to stretch every 45 minutes",
+            mode: ferroclaw_runtime::QueueMode::Queue,
+            origin: ferroclaw_runtime::Origin::Cli,
+            options: Default::default(),
+        })
+        .expect("submit");
+    let ferroclaw_runtime::Submitted::Run(handle) = submitted else {
+        panic!("a run");
+    };
+    assert_eq!(handle.outcome().await.expect("run").text, "Scheduled.");
+    let tool_result = h.llm.requests()[1].body["messages"].to_string();
+    assert!(
+        tool_result.contains("stretch") && tool_result.contains("nextRunAt"),
+        "{tool_result}"
+    );
+    let jobs = rt.cron().expect("cron").list(ADMIN).await.expect("list");
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(
+        (jobs[0].agent_id.as_str(), jobs[0].next_run_at),
+        ("main", Some(T0 + 45 * 60_000))
+    );
+
+    // A bad call gets the reason back, and nothing changes.
+    h.llm
+        .push(Reply::tool_call("c2", "cron", json!({"action": "remove"})));
+    h.llm.push(Reply::text("ok"));
+    let ferroclaw_runtime::Submitted::Run(handle) = rt
+        .submit(ferroclaw_runtime::Submit {
+            agent_id: "main",
+            session_key: "chat",
+            user: None,
+            message: "remove it",
+            mode: ferroclaw_runtime::QueueMode::Queue,
+            origin: ferroclaw_runtime::Origin::Cli,
+            options: Default::default(),
+        })
+        .expect("submit")
+    else {
+        panic!("a run");
+    };
+    handle.outcome().await.expect("run");
+    let last = h.llm.requests().last().expect("request").body["messages"].to_string();
+    assert!(last.contains("`remove` needs `id`"), "{last}");
+    assert_eq!(
+        rt.cron()
+            .expect("cron")
+            .list(ADMIN)
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
+}
+
+/// Two runtimes claim at the same moment, again and again: every due job runs once.
+async fn due_jobs_run_once_across(
+    h: &Home,
+    a: Arc<Runtime>,
+    b: Arc<Runtime>,
+    clock: Arc<TestClock>,
+) {
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let job = a
+            .cron_create(
+                ADMIN,
+                input(json!({"message": format!("job {i}"),
+                "schedule": {"kind": "at", "atMs": T0 + 60_000}})),
+            )
+            .await
+            .expect("job");
+        ids.push(job.id);
+    }
+    for i in 0..12 {
+        h.llm.push(Reply::text(format!("answer {i}")));
+    }
+    clock.set(T0 + 60_000);
+    let (sa, sb) = (Arc::new(service(&a)), Arc::new(service(&b)));
+    let mut tasks = Vec::new();
+    for round in 0..6 {
+        let s = if round % 2 == 0 {
+            sa.clone()
+        } else {
+            sb.clone()
+        };
+        tasks.push(tokio::spawn(async move { s.tick().await }));
+    }
+    let mut ran = 0;
+    for t in tasks {
+        ran += t.await.expect("tick");
+    }
+    assert_eq!(ran, 12, "each due job claimed once");
+    let mut sent: Vec<String> = h.llm.requests().iter().map(user_text).collect();
+    sent.sort();
+    sent.dedup();
+    assert_eq!(sent.len(), 12, "{sent:?}");
+    assert_eq!(h.llm.requests().len(), 12);
+    let runs = a
+        .cron()
+        .expect("cron")
+        .runs(ADMIN, None, 100)
+        .await
+        .expect("runs");
+    assert_eq!(runs.len(), 12);
+    assert!(runs.iter().all(|r| r.status == "ok"), "{runs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_due_job_runs_once_with_two_runtimes_on_one_sqlite_home() {
+    let h = Home::new().await;
+    let clock = TestClock::at(T0);
+    let (a, b) = (h.runtime(clock.clone()), h.runtime(clock.clone()));
+    due_jobs_run_once_across(&h, a, b, clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_due_job_runs_once_with_two_instances_on_one_postgres() {
+    let h = Home::new().await;
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let clock = TestClock::at(T0);
+    let store = |url: String| async move {
+        Arc::new(PgSessionStore::connect(&url).await.expect("pg")) as Arc<dyn SessionStore>
+    };
+    let a = h.runtime_on(store(url.clone()).await, clock.clone());
+    let b = h.runtime_on(store(url).await, clock.clone());
+    due_jobs_run_once_across(&h, a, b, clock).await;
+}
