@@ -191,6 +191,12 @@ impl Gateway {
             })
         };
         let trimmer = tokio::spawn(release_memory_after_load(state.clone()));
+        // Due jobs run until shutdown begins; a run under way then ends with the others.
+        let cron = state.cron_running.then(|| {
+            let host: ferroclaw_runtime::cron::RuntimeHost = state.clone();
+            ferroclaw_runtime::cron::CronService::new(host)
+                .map(|svc| Arc::new(svc).spawn(state.shutting_down.clone()))
+        });
 
         let stop = CancellationToken::new();
         let app = router(state.clone());
@@ -233,6 +239,9 @@ impl Gateway {
         };
         cleanup.abort();
         trimmer.abort();
+        if let Some(Some(cron)) = cron {
+            cron.abort();
+        }
         result
     }
 }

@@ -143,6 +143,14 @@ pub struct AppState {
     /// `gateway.limits.max_ws_connections[_per_ip]`; also the count of open WebSockets.
     pub ws_limiter: crate::conn_limit::ConnLimiter,
     pub idempotency: Mutex<HashMap<String, IdemSlot>>,
+    /// This gateway runs due cron jobs (`cron.enabled` and a storage that keeps them).
+    pub cron_running: bool,
+}
+
+impl AsRef<Runtime> for AppState {
+    fn as_ref(&self) -> &Runtime {
+        &self.runtime
+    }
 }
 
 impl AppState {
@@ -163,6 +171,7 @@ impl AppState {
         let config = settings.gateway;
         let (auth, token) = credentials(&settings.home, &config)?;
         Ok(Arc::new(AppState {
+            cron_running: settings.cron.enabled && runtime.cron().is_some(),
             runtime,
             integrity_strategy: ferroclaw_runtime::bootstrap::integrity_strategy(&settings.store),
             metrics,

@@ -475,3 +475,9 @@ impl Runtime {
         self.core.scheduler.shutdown(grace).await;
     }
 }
+
+impl AsRef<Runtime> for Runtime {
+    fn as_ref(&self) -> &Runtime {
+        self
+    }
+}

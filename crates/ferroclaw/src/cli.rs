@@ -51,6 +51,9 @@ pub enum Command {
     /// Apply or list the home database's schema migrations.
     #[command(subcommand)]
     Migrate(crate::commands::migrate::MigrateCommand),
+    /// List, add, remove or run scheduled jobs (a gateway runs them when due).
+    #[command(subcommand)]
+    Cron(crate::commands::cron::CronCommand),
 }
 
 #[derive(Debug, Subcommand)]

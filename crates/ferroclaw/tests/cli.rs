@@ -621,3 +621,88 @@ async fn a_gateway_waits_for_an_unreachable_database() {
     );
     child.kill().await.expect("kill");
 }
+
+#[tokio::test]
+async fn cron_jobs_are_added_listed_run_and_removed_from_the_command_line() {
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = tempfile::tempdir().expect("tempdir");
+    write_config(home.path(), &llm.openai_base_url());
+    let out = ferroclaw(
+        home.path(),
+        &[
+            "cron",
+            "add",
+            "-m",
+            "summarise the news",
+            "--cron",
+            "0 7 * * 1-5",
+            "--tz",
+            "Europe/Berlin",
+            "--name",
+            "news",
+        ],
+        &[],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = stdout(&out)
+        .split('\t')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(stdout(&out).contains("next run"), "{}", stdout(&out));
+
+    let out = ferroclaw(home.path(), &["cron", "list"], &[]).await;
+    let text = stdout(&out);
+    assert!(
+        text.contains(&id)
+            && text.contains("news")
+            && text.contains("cron 0 7 * * 1-5 (Europe/Berlin)"),
+        "{text}"
+    );
+
+    llm.push(Reply::text("Markets are calm."));
+    let out = ferroclaw(home.path(), &["cron", "run", &id], &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "Markets are calm.\n");
+    let sent = llm.requests()[0].body.to_string();
+    assert!(sent.contains("summarise the news"), "{sent}");
+    // The schedule is unchanged by a run by hand.
+    let out = ferroclaw(home.path(), &["cron", "list"], &[]).await;
+    assert_eq!(stdout(&out), text);
+
+    // Bad input: refused with the reason, nothing added.
+    for (args, why) in [
+        (
+            vec!["cron", "add", "-m", "x", "--cron", "0 7 * *"],
+            "5 fields",
+        ),
+        (
+            vec![
+                "cron",
+                "add",
+                "-m",
+                "x",
+                "--every",
+                "1h",
+                "--catch-up",
+                "later",
+            ],
+            "once or skip",
+        ),
+        (
+            vec!["cron", "add", "-m", "x"],
+            "one of --at, --every, --cron",
+        ),
+        (vec!["cron", "run", "nope"], "no cron job `nope`"),
+    ] {
+        let out = ferroclaw(home.path(), &args, &[]).await;
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr(&out).contains(why), "{args:?}: {}", stderr(&out));
+    }
+
+    let out = ferroclaw(home.path(), &["cron", "rm", &id], &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = ferroclaw(home.path(), &["cron", "list"], &[]).await;
+    assert_eq!(stdout(&out), "no cron jobs\n");
+}

@@ -3108,3 +3108,134 @@ async fn a_websocket_on_one_instance_watches_and_aborts_a_run_on_another() {
         .count();
     assert_eq!(starts, 1, "{events:?}");
 }
+
+#[tokio::test]
+async fn cron_jobs_over_websocket_run_once_across_two_instances_and_stay_their_owners() {
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let a = tenant_gateway(&url).await;
+    let b = tenant_gateway(&url).await;
+    let mut alice = a.ws().await;
+    alice
+        .call("connect", json!({"token": "alice-secret-token"}))
+        .await;
+    let mut bob = b.ws().await;
+    bob.call("connect", json!({"token": "bob-secret-token"}))
+        .await;
+
+    let res = alice
+        .call(
+            "cron.create",
+            json!({"name": "ping", "message": "cron ping", "schedule": {"kind": "every", "every": "1h"}}),
+        )
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    let job = res["payload"]["job"].clone();
+    let id = job["id"].as_str().unwrap().to_string();
+    assert_eq!(job["owner"], "alice");
+    let res = alice
+        .call(
+            "cron.create",
+            json!({"message": "x", "schedule": {"kind": "cron", "expr": "99 * * * *"}}),
+        )
+        .await;
+    assert_eq!(res["error"]["code"], "INVALID_REQUEST", "{res}");
+    assert!(
+        res["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("schedule.expr"),
+        "{res}"
+    );
+
+    // Bob, on the other instance: the job does not exist for him.
+    let res = bob.call("cron.list", json!({})).await;
+    assert_eq!(res["payload"]["jobs"], json!([]), "{res}");
+    for (method, params) in [
+        ("cron.status", json!({"id": id})),
+        ("cron.runs", json!({"id": id})),
+        ("cron.update", json!({"id": id, "message": "bob's now"})),
+        ("cron.toggle", json!({"id": id})),
+        ("cron.run", json!({"id": id})),
+        ("cron.delete", json!({"id": id})),
+    ] {
+        let res = bob.call(method, params).await;
+        assert_eq!(res["error"]["code"], "NOT_FOUND", "{method}: {res}");
+    }
+    let res = bob.call("cron.runs", json!({})).await;
+    assert_eq!(
+        res["error"]["code"], "INVALID_REQUEST",
+        "all runs are the administrator's: {res}"
+    );
+    // Over HTTP the tool is denied by default.
+    let (st, body) = call_as(
+        &a,
+        "alice-secret-token",
+        reqwest::Method::POST,
+        "/tools/invoke",
+        Some(json!({"tool": "cron", "args": {"action": "list"}})),
+    )
+    .await;
+    assert_ne!(st, 200, "{body}");
+    assert!(body.to_string().contains("cron"), "{body}");
+
+    // Toggle off and on; then run it now: one of the two instances runs it, once.
+    let res = alice.call("cron.toggle", json!({"id": id})).await;
+    assert_eq!(res["payload"]["job"]["enabled"], false, "{res}");
+    assert_eq!(res["payload"]["job"]["nextRunAt"], Value::Null);
+    let res = alice
+        .call("cron.toggle", json!({"id": id, "enabled": true}))
+        .await;
+    assert_eq!(res["payload"]["job"]["enabled"], true, "{res}");
+    a.llm.push(Reply::text("pong from cron"));
+    b.llm.push(Reply::text("pong from cron"));
+    let res = alice.call("cron.run", json!({"id": id})).await;
+    assert_eq!(res["payload"]["queued"], true, "{res}");
+    // The scheduler ticks every second: wait, bounded, for the run to be logged.
+    let deadline = std::time::Instant::now() + WAIT;
+    let run = loop {
+        let res = alice.call("cron.runs", json!({"id": id})).await;
+        let runs = res["payload"]["runs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(r) = runs.iter().find(|r| r["status"] == "ok") {
+            assert_eq!(runs.len(), 1, "{runs:?}");
+            break r.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no run logged: {res}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(run["output"], "pong from cron", "{run}");
+    assert!(run["sessionKey"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("cron:{id}:run:")));
+    let asked = |gw: &Gateway| {
+        gw.llm
+            .requests()
+            .iter()
+            .filter(|r| r.body.to_string().contains("cron ping"))
+            .count()
+    };
+    assert_eq!(asked(&a) + asked(&b), 1, "run by exactly one instance");
+    let res = alice.call("cron.status", json!({"id": id})).await;
+    let next = res["payload"]["job"]["nextRunAt"].as_i64().unwrap();
+    assert!(
+        next > run["startedAt"].as_i64().unwrap() + 3_000_000,
+        "{res}"
+    );
+    let res = alice.call("cron.status", json!({})).await;
+    assert_eq!(
+        (
+            res["payload"]["enabled"].clone(),
+            res["payload"]["jobs"].clone()
+        ),
+        (json!(true), json!(1)),
+        "{res}"
+    );
+
+    let res = alice.call("cron.delete", json!({"id": id})).await;
+    assert_eq!(res["payload"]["deleted"], true, "{res}");
+    let res = alice.call("cron.list", json!({})).await;
+    assert_eq!(res["payload"]["jobs"], json!([]), "{res}");
+}

@@ -16,16 +16,7 @@ fn typed<T: DeserializeOwned>(v: Value) -> Result<T, WsError> {
 
 /// `agentId` (also `agent_id`, `id`) taken out of the params, the rest left.
 fn take_agent_id(params: Value) -> Result<(String, Value), WsError> {
-    let Value::Object(mut map) = params else {
-        return Err(WsError::invalid("params must be an object with `agentId`"));
-    };
-    let id = ["agentId", "agent_id", "id"]
-        .iter()
-        .find_map(|k| map.remove(*k))
-        .and_then(|v| v.as_str().map(str::trim).map(str::to_string))
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| WsError::invalid("`agentId` is required"))?;
-    Ok((id, Value::Object(map)))
+    super::params::take_id(params, &["agentId", "agent_id", "id"])
 }
 
 pub async fn list(state: &AppState, who: Requester<'_>) -> Result<Value, WsError> {

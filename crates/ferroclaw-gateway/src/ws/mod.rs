@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod conn;
+pub mod cron;
 pub mod frames;
 pub mod methods;
 pub mod params;

@@ -9,6 +9,24 @@ use serde_json::Value;
 
 use crate::error::WsError;
 
+/// The identifier under the first of `keys` present (the wire name first, then its
+/// aliases), taken out of `params`; the rest is left for typed parsing.
+pub fn take_id(params: Value, keys: &[&str]) -> Result<(String, Value), WsError> {
+    let name = keys.first().copied().unwrap_or("id");
+    let Value::Object(mut map) = params else {
+        return Err(WsError::invalid(format!(
+            "params must be an object with `{name}`"
+        )));
+    };
+    let id = keys
+        .iter()
+        .find_map(|k| map.remove(*k))
+        .and_then(|v| v.as_str().map(str::trim).map(str::to_string))
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| WsError::invalid(format!("`{name}` is required")))?;
+    Ok((id, Value::Object(map)))
+}
+
 /// Reads `params` as `T`; absent parameters (`null`) are `T::default()`.
 pub fn parse<T: DeserializeOwned + Default>(params: &Value) -> Result<T, WsError> {
     if params.is_null() {

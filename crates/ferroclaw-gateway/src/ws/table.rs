@@ -34,6 +34,14 @@ pub enum Method {
     ExecApprovalApprove,
     ExecApprovalDeny,
     IntegrityScan,
+    CronList,
+    CronStatus,
+    CronRuns,
+    CronCreate,
+    CronUpdate,
+    CronDelete,
+    CronToggle,
+    CronRun,
 }
 
 /// (wire name, role needed, handler).
@@ -51,6 +59,15 @@ pub const METHODS: &[(&str, Role, Method)] = &[
     ("agents.files.get", Role::Operator, Method::AgentsFilesGet),
     ("agents.files.set", Role::Operator, Method::AgentsFilesSet),
     ("sessions.list", Role::Viewer, Method::SessionsList),
+    // Scheduled jobs: a user sees and changes their own, the administrator all.
+    ("cron.list", Role::Viewer, Method::CronList),
+    ("cron.status", Role::Viewer, Method::CronStatus),
+    ("cron.runs", Role::Viewer, Method::CronRuns),
+    ("cron.create", Role::Operator, Method::CronCreate),
+    ("cron.update", Role::Operator, Method::CronUpdate),
+    ("cron.delete", Role::Operator, Method::CronDelete),
+    ("cron.toggle", Role::Operator, Method::CronToggle),
+    ("cron.run", Role::Operator, Method::CronRun),
     ("sessions.preview", Role::Viewer, Method::SessionsPreview),
     ("integrity.status", Role::Viewer, Method::IntegrityStatus),
     ("chat.send", Role::Operator, Method::ChatSend),

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::Requester;
 pub use schedule::Schedule;
-pub use service::{CronService, RetryPolicy};
+pub use service::{CronService, RetryPolicy, RuntimeHost};
 pub(crate) use tool::CronTool;
 
 /// Where time comes from: the system clock, or a test's.

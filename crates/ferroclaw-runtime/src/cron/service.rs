@@ -66,10 +66,15 @@ impl RetryPolicy {
 enum Trigger {
     /// Its time came (or a client asked for it now).
     Due,
+    /// Run at once by [`CronService::run_job`], outside its schedule.
+    Manual,
 }
 
+/// Whatever holds the runtime (the runtime itself, a gateway's state).
+pub type RuntimeHost = Arc<dyn AsRef<Runtime> + Send + Sync>;
+
 pub struct CronService {
-    runtime: Arc<Runtime>,
+    host: RuntimeHost,
     book: CronBook,
     holder: String,
     retry: RetryPolicy,
@@ -77,10 +82,10 @@ pub struct CronService {
 
 impl CronService {
     /// `None` when the runtime's storage keeps no jobs.
-    pub fn new(runtime: Arc<Runtime>) -> Option<CronService> {
-        let book = runtime.cron()?.clone();
+    pub fn new(host: RuntimeHost) -> Option<CronService> {
+        let book = host.as_ref().as_ref().cron()?.clone();
         Some(CronService {
-            runtime,
+            host,
             book,
             holder: uuid::Uuid::new_v4().to_string(),
             retry: RetryPolicy::default(),
@@ -90,6 +95,10 @@ impl CronService {
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
+    }
+
+    fn runtime(&self) -> &Runtime {
+        self.host.as_ref().as_ref()
     }
 
     /// This instance's name in leases and the run log.
@@ -119,6 +128,29 @@ impl CronService {
             .map(|job| self.run_claimed(job, now, Trigger::Due));
         futures_util::future::join_all(runs).await;
         n
+    }
+
+    /// Runs one job now, here, whatever its schedule (which stays as it was), and returns
+    /// its logged run; refused while a run of it goes on anywhere.
+    pub async fn run_job(
+        &self,
+        who: crate::Requester<'_>,
+        id: &str,
+    ) -> Result<super::RunView, super::CronError> {
+        self.book.get(who, id).await?;
+        let now = self.book.clock().now_ms();
+        let lease_until = now + LEASE.as_millis() as i64;
+        let job = self
+            .book
+            .store()
+            .claim(id, now, &self.holder, lease_until)
+            .await?
+            .ok_or_else(|| super::CronError::Busy(id.to_string()))?;
+        self.run_claimed(job, now, Trigger::Manual).await;
+        let runs = self.book.runs(who, Some(id), 1).await?;
+        runs.into_iter()
+            .next()
+            .ok_or_else(|| super::CronError::NotFound(id.to_string()))
     }
 
     /// Ticks every second until `stop`; each tick's runs go on in the background, so a
@@ -170,7 +202,10 @@ impl CronService {
                 return;
             }
         };
-        let next = schedule.next_after(now);
+        let next = match trigger {
+            Trigger::Due => schedule.next_after(now),
+            Trigger::Manual => job.next_run_at,
+        };
         let missed = job
             .next_run_at
             .is_some_and(|due| now - due > MISSED_AFTER.as_millis() as i64);
@@ -284,8 +319,10 @@ impl CronService {
                 .await;
             }
         }
-        // A one-time job is done whatever the outcome: the log keeps what happened.
-        self.release(&job, next, schedule.is_one_time()).await;
+        // A one-time job is done whatever the outcome (the log keeps what happened),
+        // unless it was run by hand before its time.
+        let done = schedule.is_one_time() && trigger == Trigger::Due;
+        self.release(&job, next, done).await;
     }
 
     /// One run of the job's message in its session; the answer's text.
@@ -301,12 +338,12 @@ impl CronService {
         };
         // Access is checked at every run: a share revoked since the job was made ends it.
         let agent = self
-            .runtime
+            .runtime()
             .agent_for(who, &job.agent_id)
             .await
             .map_err(|e| e.to_string())?;
         let submitted = self
-            .runtime
+            .runtime()
             .submit(Submit {
                 agent_id: &agent.id,
                 session_key,
@@ -344,11 +381,11 @@ impl CronService {
             return Ok(());
         }
         let agent = self
-            .runtime
+            .runtime()
             .agent(&job.agent_id)
             .ok_or_else(|| format!("agent `{}` is gone", job.agent_id))?;
         let stored = self
-            .runtime
+            .runtime()
             .stored_key(&agent, job.owner.as_deref(), session_key);
         let label = if name.is_empty() {
             job.id.as_str()
@@ -368,7 +405,7 @@ impl CronService {
                 timestamp: ferroclaw_types::now_millis(),
             }),
         };
-        self.runtime
+        self.runtime()
             .write_entries(&agent.id, &stored, vec![body])
             .await
             .map_err(|e| format!("delivery to session `{session_key}` failed: {e}"))

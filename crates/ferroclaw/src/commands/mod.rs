@@ -1,6 +1,7 @@
 mod agent_list;
 mod chat;
 mod config_cmd;
+pub(crate) mod cron;
 mod doctor;
 pub(crate) mod executor;
 mod gateway;
@@ -36,6 +37,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Executor(args) => executor::run(&cli.global, args).await,
         Command::Sessions(cmd) => sessions::run(&cli.global, cmd).await,
         Command::Migrate(cmd) => migrate::run(&cli.global, cmd).await,
+        Command::Cron(cmd) => cron::run(&cli.global, cmd).await,
         Command::Agent(AgentCommand::List) => {
             agent_list::run(&AppContext::load(&cli.global).await?)
         }
