@@ -106,6 +106,8 @@ pub struct AgentDefaults {
     pub fallback_cooldown_seconds: u64,
     /// Depth and fan-out of `sessions_spawn`.
     pub subagents: SubagentsConfig,
+    /// A periodic turn of its own (off by default); an agent's own replaces this.
+    pub heartbeat: HeartbeatConfig,
     /// How much of the workspace's context files (AGENTS.md, SOUL.md, …) the system
     /// prompt carries.
     #[serde(alias = "contextFiles")]
@@ -239,6 +241,7 @@ impl Default for AgentDefaults {
             fallback_cooldown_seconds: 60,
             subagents: SubagentsConfig::default(),
             context_files: ContextFilesConfig::default(),
+            heartbeat: HeartbeatConfig::default(),
         }
     }
 }
@@ -272,6 +275,44 @@ pub struct AgentConfig {
     pub per_user_workspace: Option<bool>,
     /// Marks the agent used when a request names none.
     pub default: bool,
+    /// Replaces `agents.defaults.heartbeat` for this agent.
+    pub heartbeat: Option<HeartbeatConfig>,
+}
+
+/// `heartbeat`: every `every`, inside `active_hours`, the agent gets a turn to follow
+/// its `HEARTBEAT.md`; an answer other than `HEARTBEAT_OK` goes to `target`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HeartbeatConfig {
+    pub enabled: bool,
+    /// A duration (`30m`, `2h`).
+    pub every: String,
+    #[serde(alias = "activeHours")]
+    pub active_hours: Option<ActiveHoursConfig>,
+    /// `last` (the session used last) or `none`.
+    pub target: String,
+}
+
+impl Default for HeartbeatConfig {
+    fn default() -> Self {
+        HeartbeatConfig {
+            enabled: false,
+            every: "30m".into(),
+            active_hours: None,
+            target: "last".into(),
+        }
+    }
+}
+
+/// Local times `HH:MM`; an end before the start wraps midnight (`22:00`–`06:00`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActiveHoursConfig {
+    pub start: String,
+    pub end: String,
+    /// IANA zone (default UTC).
+    #[serde(default, alias = "tz")]
+    pub timezone: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -123,9 +123,15 @@ impl Runtime {
         let core = Core::new(Scheduler::new(options.scheduler), store.clone());
         let mut services = SharedServices::new(settings, core.clone(), options.subagents)
             .map_err(|e| BuildError::Services(Box::new(e)))?;
-        let cron = store
-            .cron()
-            .map(|jobs| crate::cron::CronBook::new(jobs, clock, settings.cron.catch_up));
+        let heartbeats = settings
+            .agents
+            .iter()
+            .map(|a| (a.id.clone(), a.heartbeat.clone()))
+            .collect();
+        let cron = store.cron().map(|jobs| {
+            crate::cron::CronBook::new(jobs, clock, settings.cron.catch_up)
+                .with_heartbeats(heartbeats)
+        });
         services.cron = cron.clone();
         let default_agent = settings.default_agent.clone();
         let mut agents = Vec::new();

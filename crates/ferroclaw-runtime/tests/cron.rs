@@ -58,11 +58,16 @@ struct Home {
 
 impl Home {
     async fn new() -> Home {
+        Home::with_defaults("").await
+    }
+
+    /// `extra`: more of `agents.defaults`.
+    async fn with_defaults(extra: &str) -> Home {
         let llm = ScriptedLlm::start().await.expect("llm");
         let home = tempfile::tempdir().expect("tempdir");
         let config = format!(
             r#"{{
-  agents: {{ defaults: {{ provider: "scripted", model: "model-a", max_iterations: 4, timeout_seconds: 60, stream: false }} }},
+  agents: {{ defaults: {{ provider: "scripted", model: "model-a", max_iterations: 4, timeout_seconds: 60, stream: false, {extra} }} }},
   providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
 }}"#,
             llm.openai_base_url()
@@ -589,4 +594,153 @@ async fn a_due_job_runs_once_with_two_instances_on_one_postgres() {
     let a = h.runtime_on(store(url.clone()).await, clock.clone());
     let b = h.runtime_on(store(url).await, clock.clone());
     due_jobs_run_once_across(&h, a, b, clock).await;
+}
+
+fn last_entry_text(log: &dyn ferroclaw_store::SessionLog) -> String {
+    serde_json::to_string(&log.entries().last().expect("an entry").body).expect("json")
+}
+
+#[tokio::test]
+async fn the_heartbeat_runs_in_its_hours_with_something_to_do_and_says_new_things_once() {
+    let h = Home::with_defaults(
+        r#"heartbeat: { enabled: true, every: "30m", target: "last",
+                        active_hours: { start: "22:00", end: "10:15", timezone: "Europe/Berlin" } }"#,
+    )
+    .await;
+    let clock = TestClock::at(T0); // 09:00 in Berlin
+    let rt = h.runtime(clock.clone());
+    let book = rt.cron().expect("cron");
+    let svc = service(&rt);
+    let workspace = rt
+        .agent("main")
+        .expect("main")
+        .agent
+        .settings()
+        .workspace
+        .clone();
+    // A conversation the heartbeat reports to (the session used last).
+    h.llm.push(Reply::text("hello"));
+    let ferroclaw_runtime::Submitted::Run(handle) = rt
+        .submit(ferroclaw_runtime::Submit {
+            agent_id: "main",
+            session_key: "chat",
+            user: None,
+            message: "hi",
+            mode: ferroclaw_runtime::QueueMode::Queue,
+            origin: ferroclaw_runtime::Origin::Cli,
+            options: Default::default(),
+        })
+        .expect("submit")
+    else {
+        panic!("a run");
+    };
+    handle.outcome().await.expect("run");
+    let asked = || h.llm.requests().len();
+    assert_eq!(asked(), 1);
+
+    // The first tick makes the heartbeat a job; nothing is due yet.
+    assert_eq!(svc.tick().await, 0);
+    let jobs = book.list(ADMIN).await.expect("list");
+    assert_eq!(jobs.len(), 1);
+    let id = jobs[0].id.clone();
+    assert_eq!(jobs[0].next_run_at, Some(T0 + 30 * 60_000));
+    let refused = book
+        .update(ADMIN, &id, input(json!({"message": "x"})))
+        .await;
+    assert!(refused.is_err_and(|e| e.to_string().contains("configuration")));
+
+    // The latest run's status and reason.
+    let latest = || {
+        let book = book.clone();
+        let id = id.clone();
+        async move {
+            let runs = book.runs(ADMIN, Some(&id), 1).await.expect("runs");
+            (
+                runs[0].status.clone(),
+                runs[0].error.clone().unwrap_or_default(),
+            )
+        }
+    };
+    // 09:30, no HEARTBEAT.md: nothing to do, no turn spent.
+    clock.set(T0 + 30 * 60_000);
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(
+        latest().await,
+        ("skipped".into(), "HEARTBEAT.md has nothing to do".into())
+    );
+    // A template with nothing in it is the same.
+    std::fs::write(
+        workspace.join("HEARTBEAT.md"),
+        "# Heartbeat\n\n- \n<!-- tasks -->\n",
+    )
+    .expect("file");
+    clock.set(T0 + 60 * 60_000);
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(latest().await.0, "skipped");
+    std::fs::write(
+        workspace.join("HEARTBEAT.md"),
+        "# Heartbeat\n- check the inbox\n",
+    )
+    .expect("file");
+    // 10:30 is outside 22:00-10:15.
+    clock.set(T0 + 90 * 60_000);
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(
+        latest().await,
+        ("skipped".into(), "outside the active hours".into())
+    );
+    assert_eq!(asked(), 1);
+
+    // The gateway ticks on through the day, outside the hours.
+    for half_hour in 4..26 {
+        clock.set(T0 + half_hour * 30 * 60_000);
+        assert_eq!(svc.tick().await, 1);
+        assert_eq!(latest().await.1, "outside the active hours");
+    }
+    // 22:00: a turn; an acknowledgement is not delivered.
+    clock.set(T0 + 13 * HOUR);
+    h.llm.push(Reply::text("**HEARTBEAT_OK**"));
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(latest().await.0, "ack");
+    assert_eq!(asked(), 2);
+    let sent = h.llm.requests()[1].body.to_string();
+    assert!(
+        sent.contains("check the inbox") && sent.contains("HEARTBEAT_OK"),
+        "{sent}"
+    );
+    let chat_key = |rt: &Runtime| rt.stored_key(&rt.agent("main").expect("main"), None, "chat");
+    let chat = rt.store().open("main", &chat_key(&rt)).await.expect("chat");
+    assert!(last_entry_text(chat.as_ref()).contains("hello"));
+    drop(chat);
+
+    // 22:30: news, delivered to the chat.
+    clock.set(T0 + 13 * HOUR + 30 * 60_000);
+    h.llm.push(Reply::text("You have 3 unread mails."));
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(latest().await.0, "delivered");
+    let chat = rt.store().open("main", &chat_key(&rt)).await.expect("chat");
+    assert!(last_entry_text(chat.as_ref()).contains("[heartbeat] You have 3 unread mails."));
+    let entries = chat.entries().len();
+    drop(chat);
+
+    // 23:00: the same news again: not delivered twice within a day.
+    clock.set(T0 + 14 * HOUR);
+    h.llm.push(Reply::text("You have 3 unread mails."));
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(latest().await.0, "duplicate");
+    let chat = rt.store().open("main", &chat_key(&rt)).await.expect("chat");
+    assert_eq!(chat.entries().len(), entries);
+    drop(chat);
+
+    // Two days later (the gateway was down): the missed heartbeats are not made up for.
+    clock.set(T0 + 13 * HOUR + 48 * HOUR);
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(latest().await.0, "skipped");
+    // Half an hour on, at 22:30: the same news is news again.
+    clock.set(T0 + 13 * HOUR + 48 * HOUR + 30 * 60_000);
+    h.llm.push(Reply::text("You have 3 unread mails."));
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(latest().await.0, "delivered");
+    let chat = rt.store().open("main", &chat_key(&rt)).await.expect("chat");
+    assert_eq!(chat.entries().len(), entries + 1);
 }

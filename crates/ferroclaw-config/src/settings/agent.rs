@@ -9,6 +9,8 @@ use super::tools::{AgentToolPolicySettings, InputGuardAction, WebToolsSettings};
 
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
+    /// `None`: no heartbeat.
+    pub heartbeat: Option<HeartbeatSettings>,
     pub id: String,
     pub name: String,
     /// Absolute; created (and canonicalised) by whoever builds the agent.
@@ -173,4 +175,14 @@ pub struct SubagentSettings {
     /// Subagents running at once per parent session (the process-wide bound is the
     /// scheduler's `subagent` lane).
     pub max_children: usize,
+}
+
+/// A resolved `heartbeat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatSettings {
+    pub every: Duration,
+    /// Minutes after midnight `[start, end)` in `tz`; `end < start` wraps midnight.
+    pub active_hours: Option<(u32, u32, String)>,
+    /// Deliver to the session used last (`true`) or nowhere.
+    pub deliver_to_last: bool,
 }

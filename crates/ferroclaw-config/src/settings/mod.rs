@@ -20,7 +20,7 @@ use crate::ConfigError;
 
 pub use agent::{
     AgentLimitsSettings, AgentSettings, AgentToolsSettings, CompactionSettings,
-    ContextFilesSettings, HistorySettings, PromptMode, SubagentSettings,
+    ContextFilesSettings, HeartbeatSettings, HistorySettings, PromptMode, SubagentSettings,
 };
 pub use gateway::{
     GatewayLimitsSettings, GatewaySettings, GatewayUserSettings, LaneSettings, QueueMode,

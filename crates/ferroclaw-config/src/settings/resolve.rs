@@ -80,7 +80,19 @@ impl LoadedConfig {
         let r = self.resolve_agent(id)?;
         let cfg = &self.config;
         let d = &cfg.agents.defaults;
+        let heartbeat = self
+            .config
+            .agents
+            .list
+            .iter()
+            .find(|a| a.id == id)
+            .and_then(|a| a.heartbeat.clone())
+            .unwrap_or_else(|| d.heartbeat.clone());
         Ok(AgentSettings {
+            heartbeat: heartbeat_settings(&heartbeat).map_err(|message| ConfigError::Resolve {
+                agent: id.to_string(),
+                message,
+            })?,
             providers: self.chain(&r)?,
             id: r.id.clone(),
             name: r.name.clone(),
@@ -389,4 +401,49 @@ fn gateway(c: &schema::GatewayConfig, env: &Env) -> GatewaySettings {
         http_tools_allow: c.tools.allow.clone(),
         http_tools_deny: c.tools.deny.clone(),
     }
+}
+
+/// `None` when off; errors name the field.
+fn heartbeat_settings(h: &schema::HeartbeatConfig) -> Result<Option<HeartbeatSettings>, String> {
+    if !h.enabled {
+        return Ok(None);
+    }
+    let every = humantime::parse_duration(h.every.trim())
+        .map_err(|e| format!("heartbeat.every `{}`: {e}", h.every))?;
+    if every < Duration::from_secs(60) {
+        return Err(format!(
+            "heartbeat.every `{}` is shorter than a minute",
+            h.every
+        ));
+    }
+    let minutes = |field: &str, t: &str| -> Result<u32, String> {
+        let (hh, mm) = t
+            .trim()
+            .split_once(':')
+            .ok_or_else(|| format!("heartbeat.active_hours.{field} `{t}` is not HH:MM"))?;
+        match (hh.parse::<u32>(), mm.parse::<u32>()) {
+            (Ok(h), Ok(m)) if h < 24 && m < 60 => Ok(h * 60 + m),
+            // 24:00 closes a window at midnight.
+            (Ok(24), Ok(0)) => Ok(24 * 60),
+            _ => Err(format!("heartbeat.active_hours.{field} `{t}` is not HH:MM")),
+        }
+    };
+    let active_hours = match &h.active_hours {
+        Some(a) => Some((
+            minutes("start", &a.start)?,
+            minutes("end", &a.end)?,
+            a.timezone.clone().unwrap_or_else(|| "UTC".into()),
+        )),
+        None => None,
+    };
+    let deliver_to_last = match h.target.as_str() {
+        "last" => true,
+        "none" => false,
+        other => return Err(format!("heartbeat.target `{other}`: last or none")),
+    };
+    Ok(Some(HeartbeatSettings {
+        every,
+        active_hours,
+        deliver_to_last,
+    }))
 }

@@ -330,3 +330,52 @@ fn an_agent_that_cannot_resolve_is_reported_not_fatal() {
     let e = s.agent("nobody").map(|a| a.id.clone()).unwrap_err();
     assert!(e.to_string().contains("unknown agent `nobody`"), "{e}");
 }
+
+#[test]
+fn heartbeats_are_off_by_default_resolved_per_agent_and_bad_values_named() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let config = r#"{
+      agents: {
+        defaults: { model: "gpt-4o", heartbeat: { enabled: true, every: "45m",
+                                 active_hours: { start: "22:00", end: "06:30", timezone: "Europe/Berlin" } } },
+        list: [
+          { id: "quiet", heartbeat: { enabled: false } },
+          { id: "bad", heartbeat: { enabled: true, every: "soon" } },
+          { id: "late", heartbeat: { enabled: true, every: "1h", active_hours: { start: "25:00", end: "06:00" } } },
+          { id: "nowhere", heartbeat: { enabled: true, target: "email" } },
+        ],
+      },
+    }"#;
+    let s = load_in(&home, config, &[("OPENAI_API_KEY", "sk-a")]).settings();
+    let hb = main_agent(&s)
+        .heartbeat
+        .clone()
+        .expect("main inherits the default");
+    assert_eq!(hb.every, Duration::from_secs(45 * 60));
+    assert_eq!(
+        hb.active_hours,
+        Some((22 * 60, 6 * 60 + 30, "Europe/Berlin".to_string()))
+    );
+    assert!(hb.deliver_to_last);
+    assert_eq!(
+        s.agent("quiet").map(|a| a.heartbeat.clone()).ok(),
+        Some(None)
+    );
+    for (id, why) in [
+        ("bad", "heartbeat.every `soon`"),
+        ("late", "heartbeat.active_hours.start `25:00`"),
+        ("nowhere", "heartbeat.target `email`"),
+    ] {
+        let e = s.agent(id).map(|a| a.id.clone()).unwrap_err();
+        assert!(e.to_string().contains(why), "{id}: {e}");
+    }
+    // Unset: off.
+    let home = tempfile::tempdir().expect("tempdir");
+    let s = load_in(
+        &home,
+        r#"{ agents: { defaults: { model: "gpt-4o" } } }"#,
+        &[("OPENAI_API_KEY", "sk-a")],
+    )
+    .settings();
+    assert!(main_agent(&s).heartbeat.is_none());
+}

@@ -4,6 +4,7 @@
 //! store's claim and lease). [`CronBook`] keeps the jobs (what surfaces and the `cron`
 //! tool change); [`CronService`] runs the due ones.
 
+mod heartbeat;
 mod schedule;
 mod service;
 mod tool;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Requester;
+pub use heartbeat::{is_ack, ACK_TOKEN};
 pub use schedule::Schedule;
 pub use service::{CronService, RetryPolicy, RuntimeHost};
 pub(crate) use tool::CronTool;
@@ -78,6 +80,9 @@ pub(crate) struct Definition {
     #[serde(default)]
     pub deliver: Delivery,
     pub catch_up: CatchUp,
+    /// Set on an agent's heartbeat (which follows the configuration, not clients).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<heartbeat::HeartbeatSpec>,
 }
 
 /// A job as clients see it.
@@ -158,6 +163,13 @@ pub struct CronBook {
     store: Arc<dyn CronStore>,
     clock: Arc<dyn Clock>,
     default_catch_up: CatchUp,
+    /// The configured agents' heartbeats, made jobs by the service's first tick.
+    heartbeats: Arc<
+        Vec<(
+            String,
+            Option<ferroclaw_config::settings::HeartbeatSettings>,
+        )>,
+    >,
 }
 
 /// Messages longer than this are refused: a job runs unattended, repeatedly.
@@ -170,7 +182,29 @@ impl CronBook {
             store,
             clock,
             default_catch_up: catch_up,
+            heartbeats: Arc::default(),
         }
+    }
+
+    /// The heartbeat settings of the configured agents (`None`: none for that agent).
+    pub fn with_heartbeats(
+        mut self,
+        agents: Vec<(
+            String,
+            Option<ferroclaw_config::settings::HeartbeatSettings>,
+        )>,
+    ) -> CronBook {
+        self.heartbeats = Arc::new(agents);
+        self
+    }
+
+    pub(crate) fn heartbeats(
+        &self,
+    ) -> &[(
+        String,
+        Option<ferroclaw_config::settings::HeartbeatSettings>,
+    )] {
+        &self.heartbeats
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn CronStore> {
@@ -202,6 +236,7 @@ impl CronBook {
             message,
             deliver: check_delivery(input.deliver.unwrap_or_default())?,
             catch_up: input.catch_up.unwrap_or(self.default_catch_up),
+            heartbeat: None,
         };
         let enabled = input.enabled.unwrap_or(true);
         let job = CronJob {
@@ -237,6 +272,9 @@ impl CronBook {
             ));
         }
         let mut def = definition(&job)?;
+        if def.heartbeat.is_some() {
+            return Err(heartbeat_is_configured());
+        }
         let now = self.clock.now_ms();
         let mut reschedule = false;
         if let Some(s) = input.schedule {
@@ -273,7 +311,10 @@ impl CronBook {
     }
 
     pub async fn delete(&self, caller: Requester<'_>, id: &str) -> Result<(), CronError> {
-        self.owned(caller, id).await?;
+        let job = self.owned(caller, id).await?;
+        if definition(&job)?.heartbeat.is_some() {
+            return Err(heartbeat_is_configured());
+        }
         self.store.delete_job(id).await?;
         Ok(())
     }
@@ -361,6 +402,12 @@ fn view(job: CronJob) -> JobView {
         created_at: job.created_at,
         updated_at: job.updated_at,
     }
+}
+
+fn heartbeat_is_configured() -> CronError {
+    CronError::Invalid(
+        "a heartbeat follows the agent's `heartbeat` settings in the configuration; change it there".into(),
+    )
 }
 
 fn check_message(m: String) -> Result<String, CronError> {

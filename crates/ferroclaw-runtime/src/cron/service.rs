@@ -74,6 +74,8 @@ enum Trigger {
 pub type RuntimeHost = Arc<dyn AsRef<Runtime> + Send + Sync>;
 
 pub struct CronService {
+    /// Set once the configured heartbeats are jobs.
+    heartbeats_synced: tokio::sync::OnceCell<()>,
     host: RuntimeHost,
     book: CronBook,
     holder: String,
@@ -85,6 +87,7 @@ impl CronService {
     pub fn new(host: RuntimeHost) -> Option<CronService> {
         let book = host.as_ref().as_ref().cron()?.clone();
         Some(CronService {
+            heartbeats_synced: tokio::sync::OnceCell::new(),
             host,
             book,
             holder: uuid::Uuid::new_v4().to_string(),
@@ -108,6 +111,23 @@ impl CronService {
 
     /// Runs the jobs due now, all at once, and returns when they have ended; how many.
     pub async fn tick(&self) -> usize {
+        let synced = self
+            .heartbeats_synced
+            .get_or_try_init(|| async {
+                // Only agents that were built: one skipped at start has no heartbeat.
+                let built: Vec<_> = self
+                    .book
+                    .heartbeats()
+                    .iter()
+                    .filter(|(id, _)| self.runtime().agent(id).is_some())
+                    .cloned()
+                    .collect();
+                self.book.sync_heartbeats(&built).await
+            })
+            .await;
+        if let Err(e) = synced {
+            warn!(error = %e, "heartbeat: could not schedule the agents' heartbeats; retrying");
+        }
         let now = self.book.clock().now_ms();
         let lease_until = now + LEASE.as_millis() as i64;
         let claimed = match self
@@ -219,8 +239,25 @@ impl CronService {
             return;
         }
 
+        let mut message = def.message.clone();
+        if let Some(hb) = &def.heartbeat {
+            match self.heartbeat_message(&job, hb, now).await {
+                Ok(m) => message = m,
+                Err(why) => {
+                    let id = uuid::Uuid::now_v7().simple().to_string();
+                    self.record(&job, &id, "skipped", Some(why), 0, now, Some(now), "", None)
+                        .await;
+                    self.release(&job, next, false).await;
+                    return;
+                }
+            }
+        }
         let run_id = uuid::Uuid::now_v7().simple().to_string();
-        let session_key = format!("cron:{}:run:{}", job.id, &run_id[20..]);
+        // A heartbeat keeps one conversation; a job's runs each have their own.
+        let session_key = match def.heartbeat {
+            Some(_) => "heartbeat".to_string(),
+            None => format!("cron:{}:run:{}", job.id, &run_id[20..]),
+        };
         self.record(
             &job,
             &run_id,
@@ -264,7 +301,7 @@ impl CronService {
         let mut outcome = Err(String::new());
         while attempts < self.retry.attempts.max(1) {
             attempts += 1;
-            outcome = self.attempt(&job, &def.message, &session_key).await;
+            outcome = self.attempt(&job, &message, &session_key).await;
             match &outcome {
                 Ok(_) => break,
                 Err(e) if attempts < self.retry.attempts => {
@@ -275,12 +312,17 @@ impl CronService {
                 Err(_) => {}
             }
         }
-        let outcome = match outcome {
-            Ok(text) => self
+        let mut status = "ok";
+        let outcome = match (outcome, &def.heartbeat) {
+            (Ok(text), None) => self
                 .deliver(&job, &def.deliver, &def.name, &text)
                 .await
                 .map(|_| text),
-            Err(e) => Err(e),
+            (Ok(text), Some(hb)) => {
+                status = self.heartbeat_answer(&job, hb, &text, now).await;
+                Ok(text)
+            }
+            (Err(e), _) => Err(e),
         };
         renewing.cancel();
         let _ = renewer.await;
@@ -293,7 +335,7 @@ impl CronService {
                 self.record(
                     &job,
                     &run_id,
-                    "ok",
+                    status,
                     None,
                     attempts,
                     now,
@@ -392,10 +434,24 @@ impl CronService {
         } else {
             name
         };
+        self.deliver_stored(job, &stored, &format!("cron: {label}"), text)
+            .await
+            .map_err(|e| format!("delivery to session `{session_key}` failed: {e}"))
+    }
+
+    /// Appends `[label] text` to a session of the job's agent, by its stored key, in the
+    /// session's queue.
+    async fn deliver_stored(
+        &self,
+        job: &CronJob,
+        stored_key: &str,
+        label: &str,
+        text: &str,
+    ) -> Result<(), String> {
         let body = EntryBody::Message {
             message: Message::Assistant(AssistantMessage {
                 content: vec![ContentBlock::Text {
-                    text: format!("[cron: {label}] {text}"),
+                    text: format!("[{label}] {text}"),
                 }],
                 provider: "ferroclaw".into(),
                 model: "cron".into(),
@@ -406,9 +462,84 @@ impl CronService {
             }),
         };
         self.runtime()
-            .write_entries(&agent.id, &stored, vec![body])
+            .write_entries(&job.agent_id, stored_key, vec![body])
             .await
-            .map_err(|e| format!("delivery to session `{session_key}` failed: {e}"))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The heartbeat turn's message, or why there is none now.
+    async fn heartbeat_message(
+        &self,
+        job: &CronJob,
+        hb: &super::heartbeat::HeartbeatSpec,
+        now: i64,
+    ) -> Result<String, String> {
+        if !super::heartbeat::active_at(&hb.active_hours, now)? {
+            return Err("outside the active hours".into());
+        }
+        let agent = self
+            .runtime()
+            .agent(&job.agent_id)
+            .ok_or_else(|| format!("agent `{}` is gone", job.agent_id))?;
+        let workspace = agent.agent.settings().workspace.clone();
+        let file = super::heartbeat::read_file(&workspace)
+            .await
+            .unwrap_or_default();
+        let file = super::heartbeat::meaningful(&file).ok_or("HEARTBEAT.md has nothing to do")?;
+        Ok(super::heartbeat::message(&file))
+    }
+
+    /// Delivers a heartbeat's answer unless it only acknowledges or was delivered in
+    /// the last day; the run's status says which.
+    async fn heartbeat_answer(
+        &self,
+        job: &CronJob,
+        hb: &super::heartbeat::HeartbeatSpec,
+        text: &str,
+        now: i64,
+    ) -> &'static str {
+        if super::heartbeat::is_ack(text) || text.trim().is_empty() {
+            return "ack";
+        }
+        let output: String = text.chars().take(OUTPUT_CHARS).collect();
+        let recent = self
+            .book
+            .store()
+            .runs(Some(&job.id), ferroclaw_store::RUNS_KEPT_PER_JOB)
+            .await
+            .unwrap_or_default();
+        let repeated = recent.iter().any(|r| {
+            r.status == "delivered"
+                && r.output.as_deref() == Some(output.as_str())
+                && now - r.started_at < super::heartbeat::DEDUP_WINDOW_MS
+        });
+        if repeated {
+            return "duplicate";
+        }
+        if !hb.deliver_to_last {
+            return "ok";
+        }
+        let sessions = match self.runtime().store().list(&job.agent_id).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(job = %job.id, error = %e, "heartbeat: could not find the last session");
+                return "ok";
+            }
+        };
+        let last = sessions
+            .into_iter()
+            .filter(|s| !s.key.starts_with("cron:") && s.key != "heartbeat")
+            .max_by_key(|s| s.updated_at);
+        let Some(last) = last else {
+            return "ok";
+        };
+        match self.deliver_stored(job, &last.key, "heartbeat", text).await {
+            Ok(()) => "delivered",
+            Err(e) => {
+                warn!(job = %job.id, to = %last.key, error = %e, "heartbeat: delivery failed");
+                "ok"
+            }
+        }
     }
 
     async fn release(&self, job: &CronJob, next: Option<i64>, remove: bool) {
