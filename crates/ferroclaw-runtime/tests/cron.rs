@@ -115,6 +115,25 @@ fn service(rt: &Arc<Runtime>) -> CronService {
     CronService::new(rt.clone()).expect("a store with cron")
 }
 
+/// A message to `main`'s session `chat`, as a CLI would send it; the answer.
+async fn chat(rt: &Runtime, message: &str) -> String {
+    let submitted = rt
+        .submit(ferroclaw_runtime::Submit {
+            agent_id: "main",
+            session_key: "chat",
+            user: None,
+            message,
+            mode: ferroclaw_runtime::QueueMode::Queue,
+            origin: ferroclaw_runtime::Origin::Cli,
+            options: Default::default(),
+        })
+        .expect("submit");
+    let ferroclaw_runtime::Submitted::Run(handle) = submitted else {
+        panic!("a run");
+    };
+    handle.outcome().await.expect("run").text
+}
+
 fn user_text(req: &ferroclaw_testkit::RecordedRequest) -> String {
     req.body["messages"]
         .as_array()
@@ -463,21 +482,10 @@ async fn the_model_schedules_its_own_jobs_with_the_cron_tool() {
                "schedule": {"kind": "every", "every": "45m"}}),
     ));
     h.llm.push(Reply::text("Scheduled."));
-    let submitted = rt
-        .submit(ferroclaw_runtime::Submit {
-            agent_id: "main",
-            session_key: "chat",
-            user: None,
-            message: "remind me to stretch every 45 minutes",
-            mode: ferroclaw_runtime::QueueMode::Queue,
-            origin: ferroclaw_runtime::Origin::Cli,
-            options: Default::default(),
-        })
-        .expect("submit");
-    let ferroclaw_runtime::Submitted::Run(handle) = submitted else {
-        panic!("a run");
-    };
-    assert_eq!(handle.outcome().await.expect("run").text, "Scheduled.");
+    assert_eq!(
+        chat(&rt, "remind me to stretch every 45 minutes").await,
+        "Scheduled."
+    );
     let tool_result = h.llm.requests()[1].body["messages"].to_string();
     assert!(
         tool_result.contains("stretch") && tool_result.contains("nextRunAt"),
@@ -494,21 +502,7 @@ async fn the_model_schedules_its_own_jobs_with_the_cron_tool() {
     h.llm
         .push(Reply::tool_call("c2", "cron", json!({"action": "remove"})));
     h.llm.push(Reply::text("ok"));
-    let ferroclaw_runtime::Submitted::Run(handle) = rt
-        .submit(ferroclaw_runtime::Submit {
-            agent_id: "main",
-            session_key: "chat",
-            user: None,
-            message: "remove it",
-            mode: ferroclaw_runtime::QueueMode::Queue,
-            origin: ferroclaw_runtime::Origin::Cli,
-            options: Default::default(),
-        })
-        .expect("submit")
-    else {
-        panic!("a run");
-    };
-    handle.outcome().await.expect("run");
+    chat(&rt, "remove it").await;
     let last = h.llm.requests().last().expect("request").body["messages"].to_string();
     assert!(last.contains("`remove` needs `id`"), "{last}");
     assert_eq!(
@@ -620,21 +614,7 @@ async fn the_heartbeat_runs_in_its_hours_with_something_to_do_and_says_new_thing
         .clone();
     // A conversation the heartbeat reports to (the session used last).
     h.llm.push(Reply::text("hello"));
-    let ferroclaw_runtime::Submitted::Run(handle) = rt
-        .submit(ferroclaw_runtime::Submit {
-            agent_id: "main",
-            session_key: "chat",
-            user: None,
-            message: "hi",
-            mode: ferroclaw_runtime::QueueMode::Queue,
-            origin: ferroclaw_runtime::Origin::Cli,
-            options: Default::default(),
-        })
-        .expect("submit")
-    else {
-        panic!("a run");
-    };
-    handle.outcome().await.expect("run");
+    chat(&rt, "hi").await;
     let asked = || h.llm.requests().len();
     assert_eq!(asked(), 1);
 
