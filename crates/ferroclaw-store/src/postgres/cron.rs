@@ -130,12 +130,14 @@ impl CronStore for PgSessionStore {
         let rows = self
             .rows(
                 &format!(
+                    // `= ANY(ARRAY(…))`, not `IN (…)`: the generic plan of a prepared
+                    // `IN` is a hash join over a scan of every job.
                     "UPDATE cron_jobs SET lease_owner = $2, lease_until = $3
-                     WHERE id IN (
+                     WHERE id = ANY(ARRAY(
                        SELECT id FROM cron_jobs
                        WHERE enabled AND next_run_at <= $1 AND (lease_until IS NULL OR lease_until < $1)
                        ORDER BY next_run_at, id LIMIT $4
-                       FOR UPDATE SKIP LOCKED)
+                       FOR UPDATE SKIP LOCKED))
                      RETURNING {JOB_COLUMNS}"
                 ),
                 &[&now, &holder, &lease_until, &limit],
