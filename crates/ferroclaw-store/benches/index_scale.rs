@@ -144,11 +144,28 @@ async fn rss_child(home: &str) {
     println!("{}", rss_kib().unwrap_or(0));
 }
 
+/// The same against a database (`url`), on 100 sessions of its own (the seeded rows
+/// have no transcript lines to open).
+async fn rss_child_managed(url: &str) {
+    let store = PgSessionStore::connect(url).await.expect("store");
+    for i in 0..100 {
+        turn(&store as &dyn SessionStore, &format!("rss{i}")).await;
+    }
+    println!("{}", rss_kib().unwrap_or(0));
+}
+
 fn rss_of_fresh_process(home: &std::path::Path) -> String {
+    rss_of_child("INDEX_SCALE_RSS_HOME", home.as_os_str())
+}
+
+fn rss_of_child(var: &str, value: &std::ffi::OsStr) -> String {
     let out = std::process::Command::new(std::env::current_exe().expect("exe"))
-        .env("INDEX_SCALE_RSS_HOME", home)
+        .env(var, value)
         .output()
         .expect("child");
+    if !out.status.success() {
+        eprintln!("rss child: {}", String::from_utf8_lossy(&out.stderr));
+    }
     String::from_utf8_lossy(&out.stdout)
         .trim()
         .parse::<u64>()
@@ -159,6 +176,10 @@ fn rss_of_fresh_process(home: &std::path::Path) -> String {
 async fn main() {
     if let Ok(home) = std::env::var("INDEX_SCALE_RSS_HOME") {
         rss_child(&home).await;
+        return;
+    }
+    if let Ok(url) = std::env::var("INDEX_SCALE_RSS_URL") {
+        rss_child_managed(&url).await;
         return;
     }
     println!("storage root: {}", bench_root().display());
@@ -285,8 +306,9 @@ async fn managed() {
                 batched / rate
             );
         }
+        let rss = rss_of_child("INDEX_SCALE_RSS_URL", std::ffi::OsStr::new(&url));
         println!(
-            "managed, {n} sessions: new-session turn {new:.0} µs, continuing turn {cont:.0} µs, {CLIENTS} clients {rate:.0} turns/s"
+            "managed, {n} sessions: new-session turn {new:.0} µs, continuing turn {cont:.0} µs, {CLIENTS} clients {rate:.0} turns/s, RSS of a fresh process serving 100 of them {rss}"
         );
         rows.push((n, new, cont, rate));
     }
