@@ -983,3 +983,63 @@ async fn cron_jobs_are_claimed_once_leased_released_and_logged() {
         assert!(!cron.delete_job("j04").await.unwrap());
     }
 }
+
+#[tokio::test]
+async fn a_branched_transcript_reads_and_grows_along_its_active_branch() {
+    let subjects = Subject::all().await;
+    // One, two, three; then a branch back from "one" (as after an edit and a rerun).
+    let bytes = {
+        let s = &subjects[0];
+        let mut log = s.store.open(AGENT, "source").await.expect("open");
+        for t in ["one", "two", "three"] {
+            log.append(user(t)).await.expect("append");
+        }
+        log.flush().await.expect("flush");
+        drop(log);
+        let text = String::from_utf8(s.export("source").await).expect("utf8");
+        let lines: Vec<&str> = text.lines().collect();
+        let first: serde_json::Value = serde_json::from_str(lines[1]).expect("entry");
+        let mut branch: serde_json::Value = serde_json::from_str(lines[3]).expect("entry");
+        branch["id"] = "b7a9c0de".into();
+        branch["parentId"] = first["id"].clone();
+        let body = branch.to_string().replace("three", "branch");
+        // Under a session id of its own: the source stays where it is.
+        let mut header: serde_json::Value = serde_json::from_str(lines[0]).expect("header");
+        header["id"] = "01a2ffff-0000-7000-8000-00000000b7a9".into();
+        let rest: String = lines[1..].iter().map(|l| format!("{l}\n")).collect();
+        format!("{header}\n{rest}{body}\n").into_bytes()
+    };
+    assert!(validate_bytes(&bytes).is_empty(), "a branch is valid");
+    for s in &subjects {
+        let key = s.import(&bytes).await;
+        let mut log = s.store.open(AGENT, &key).await.expect("open");
+        assert_eq!(log.entries().len(), 4, "{}", s.name);
+        let texts: Vec<String> = log.context().iter().map(text_of).collect();
+        assert_eq!(
+            texts,
+            ["one", "branch"],
+            "{}: the active branch only",
+            s.name
+        );
+        let next = log.append(user("after")).await.expect("append");
+        assert_eq!(next.parent_id.as_deref(), Some("b7a9c0de"), "{}", s.name);
+        log.flush().await.expect("flush");
+        drop(log);
+        let again = s.another().await.open(AGENT, &key).await.expect("reopen");
+        let texts: Vec<String> = again.context().iter().map(text_of).collect();
+        assert_eq!(texts, ["one", "branch", "after"], "{}", s.name);
+        assert!(
+            again.problems().is_empty(),
+            "{}: {:?}",
+            s.name,
+            again.problems()
+        );
+        drop(again);
+        let exported = s.export(&key).await;
+        assert!(
+            exported.starts_with(&bytes),
+            "{}: kept as it was, grown",
+            s.name
+        );
+    }
+}
