@@ -39,8 +39,8 @@ pub use schema::{
     AgentConfig, AgentDefaults, AgentLimits, AgentsConfig, CatchUp, CompactionConfig, Config,
     ContextFilesConfig, CronConfig, GatewayConfig, GatewayLanesConfig, GatewayQueueMode,
     GatewayToolsConfig, GuidedDecoding, IntegrityStrategy, IntentConfig, LogFormat, LoggingConfig,
-    ModelConfig, PromptMode, ProviderConfig, ProviderType, SessionConfig, SubagentsConfig,
-    ToolMode,
+    McpConfig, McpServerConfig, ModelConfig, PromptMode, ProviderConfig, ProviderType,
+    SessionConfig, SubagentsConfig, ToolMode,
 };
 pub use starter::starter_config;
 pub use tools_config::{InputGuardAction, ToolPolicyConfig, ToolProfile, ToolsConfig};

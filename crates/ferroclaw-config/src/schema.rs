@@ -21,6 +21,55 @@ pub struct Config {
     pub database: DatabaseConfig,
     /// Scheduled jobs.
     pub cron: CronConfig,
+    /// Outside tools over the Model Context Protocol.
+    pub mcp: McpConfig,
+}
+
+/// `mcp`: the MCP servers whose tools the agents get, by name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpConfig {
+    pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// One MCP server: a child process (`stdio`) or an endpoint (`streamable-http`, `sse`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// `stdio`, `streamable-http` or `sse`.
+    pub transport: String,
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub url: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    /// One tool call at most (the server's tools that hang are cut off here).
+    #[serde(alias = "timeoutSeconds")]
+    pub timeout_seconds: u64,
+    /// Starting and `initialize` at most (slow servers need more).
+    #[serde(alias = "initTimeoutSeconds")]
+    pub init_timeout_seconds: u64,
+    /// Tools are named `<prefix>_<tool>` (default `mcp_<server>`).
+    #[serde(alias = "toolPrefix")]
+    pub tool_prefix: Option<String>,
+    pub enabled: bool,
+}
+
+impl Default for McpServerConfig {
+    fn default() -> Self {
+        McpServerConfig {
+            transport: "stdio".into(),
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            timeout_seconds: 60,
+            init_timeout_seconds: 30,
+            tool_prefix: None,
+            enabled: true,
+        }
+    }
 }
 
 /// `cron`: the scheduler of jobs (`ferroclaw cron`, WebSocket `cron.*`, the `cron` tool).

@@ -225,6 +225,10 @@ impl Gateway {
         if killed > 0 {
             tracing::info!(killed, "killed background processes at shutdown");
         }
+        // MCP servers' child processes end with the gateway.
+        if let Some(services) = state.runtime.services() {
+            services.mcp.shutdown();
+        }
         // Turns are over: let WebSocket handlers send their final answers, then close.
         state.ws_tasks.close();
         let _ = tokio::time::timeout(DRAIN_MARGIN, state.ws_tasks.wait()).await;

@@ -216,6 +216,8 @@ pub struct SharedServices {
     pub tool_slots: ToolSlots,
     /// The jobs the `cron` tool changes (`None`: the storage keeps none).
     pub cron: Option<crate::cron::CronBook>,
+    /// The MCP servers of `mcp.servers`, whose tools every agent gets.
+    pub mcp: Arc<ferroclaw_tools::mcp::McpHub>,
 }
 
 impl SharedServices {
@@ -232,8 +234,19 @@ impl SharedServices {
             sessions: SessionHub::new(subagents, core),
             tool_slots: ToolSlots::new(shared.max_concurrent_tools_total),
             cron: None,
+            mcp: start_mcp(settings),
         })
     }
+}
+
+/// The configured MCP servers, started when there is a tokio runtime to run them on
+/// (their tools appear as each becomes ready).
+fn start_mcp(settings: &Settings) -> Arc<ferroclaw_tools::mcp::McpHub> {
+    let hub = ferroclaw_tools::mcp::McpHub::new(&settings.mcp);
+    if !hub.is_empty() && tokio::runtime::Handle::try_current().is_ok() {
+        hub.start();
+    }
+    hub
 }
 
 /// The subagent limits as configured (`agents.defaults.subagents`); how many run at once
@@ -306,6 +319,9 @@ pub fn tool_registry(
     }
     if let Some(book) = &services.cron {
         registry.register(Arc::new(crate::cron::CronTool { book: book.clone() }));
+    }
+    if !services.mcp.is_empty() {
+        registry = registry.with_source(services.mcp.clone());
     }
     // Policy last: it decides over everything registered above.
     registry

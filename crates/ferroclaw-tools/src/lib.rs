@@ -6,6 +6,7 @@ pub mod custom_tool;
 pub mod exec_guard;
 pub mod exec_setup;
 pub mod input_guard;
+pub mod mcp;
 pub mod memory_index;
 pub mod path_guard;
 pub mod paths;

@@ -436,6 +436,8 @@ struct Entry {
 enum EntryKind {
     /// `group:<name>`; `None` for an unknown group (matches nothing).
     Group(Option<&'static [&'static str]>),
+    /// `group:mcp` (every MCP tool, `mcp_…`) and `group:mcp:<server>` (`mcp_<server>_…`).
+    Prefix(String),
     Glob(globset::GlobMatcher),
     Literal(String),
 }
@@ -443,7 +445,11 @@ enum EntryKind {
 impl Entry {
     fn new(raw: &str) -> Self {
         let trimmed = raw.trim();
-        let kind = if let Some(group) = trimmed.strip_prefix("group:") {
+        let kind = if trimmed == "group:mcp" {
+            EntryKind::Prefix("mcp_".into())
+        } else if let Some(server) = trimmed.strip_prefix("group:mcp:") {
+            EntryKind::Prefix(format!("mcp_{server}_"))
+        } else if let Some(group) = trimmed.strip_prefix("group:") {
             let members = group_members(group);
             if members.is_none() {
                 tracing::warn!(
@@ -473,6 +479,7 @@ impl Entry {
             EntryKind::Group(Some(members)) => {
                 names.iter().any(|n| members.contains(&canonical_name(n)))
             }
+            EntryKind::Prefix(p) => names.iter().any(|n| n.starts_with(p.as_str())),
             EntryKind::Glob(m) => names.iter().any(|n| m.is_match(n)),
             EntryKind::Literal(l) => names.iter().any(|n| n == l),
         }

@@ -26,6 +26,14 @@ pub struct ToolRegistry {
     /// Name or alias → index into `tools`.
     index: HashMap<String, usize>,
     guards: Guards,
+    /// Tools that come and go while the process runs, after the registered ones (a
+    /// registered tool of the same name wins).
+    sources: Vec<Arc<dyn ToolSource>>,
+}
+
+/// Tools that come and go while the process runs (an MCP server's).
+pub trait ToolSource: Send + Sync {
+    fn tools(&self) -> Vec<Arc<dyn Tool>>;
 }
 
 /// Optional layers around every call; cloning a registry shares them.
@@ -96,6 +104,25 @@ impl ToolRegistry {
         r
     }
 
+    /// Adds the tools of `source`, as they are at each use.
+    pub fn with_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    /// Every tool now: the registered ones, then the sources' (minus name clashes).
+    fn all(&self) -> Vec<Arc<dyn Tool>> {
+        let mut out = self.tools.clone();
+        for source in &self.sources {
+            for t in source.tools() {
+                if !self.index.contains_key(t.name()) && !out.iter().any(|o| o.name() == t.name()) {
+                    out.push(t);
+                }
+            }
+        }
+        out
+    }
+
     /// Adds a tool. A tool with the same name is replaced in place (keeping its position).
     /// A primary name always wins over another tool's alias.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
@@ -120,14 +147,20 @@ impl ToolRegistry {
 
     /// Looks a tool up by name or alias; surrounding whitespace (which some models emit) is ignored.
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.index
-            .get(name.trim())
-            .map(|i| Arc::clone(&self.tools[*i]))
+        let name = name.trim();
+        match self.index.get(name) {
+            Some(i) => Some(Arc::clone(&self.tools[*i])),
+            None => self
+                .sources
+                .iter()
+                .flat_map(|s| s.tools())
+                .find(|t| t.name() == name),
+        }
     }
 
     /// Primary names, in registration order (only the allowed ones when a policy is attached).
     pub fn names(&self) -> Vec<String> {
-        self.tools
+        self.all()
             .iter()
             .filter(|t| self.policy_allows(t.as_ref()).is_ok())
             .map(|t| t.name().to_string())
@@ -145,7 +178,7 @@ impl ToolRegistry {
     /// What the model is told about each tool, in registration order (only the
     /// allowed ones when a policy is attached).
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.tools
+        self.all()
             .iter()
             .filter(|t| self.policy_allows(t.as_ref()).is_ok())
             .map(|t| ToolDefinition {
@@ -179,6 +212,7 @@ impl ToolRegistry {
                 .collect(),
             index: HashMap::new(),
             guards: self.guards.clone(),
+            sources: self.sources.clone(),
         };
         out.reindex();
         out

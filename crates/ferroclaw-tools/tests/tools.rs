@@ -12,6 +12,7 @@ mod exec;
 mod exec_guard;
 mod fs_tools;
 mod input_guard;
+mod mcp;
 mod memory;
 mod path_attacks;
 mod policy;

@@ -3239,3 +3239,114 @@ async fn cron_jobs_over_websocket_run_once_across_two_instances_and_stay_their_o
     let res = alice.call("cron.list", json!({})).await;
     assert_eq!(res["payload"]["jobs"], json!([]), "{res}");
 }
+
+/// The child processes of `pid` (every thread's).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let list = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            out.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn an_mcp_server_s_tools_reach_the_model_through_the_gateway_and_end_with_it() {
+    let everything = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.ci/mcp/node_modules/.bin/mcp-server-everything");
+    assert!(
+        everything.exists(),
+        "run `npm install --prefix .ci/mcp` (what .ci/run does)"
+    );
+    let mcp = format!(
+        r#"mcp: {{ servers: {{ everything: {{ command: "{}" }}, broken: {{ command: "/nonexistent/server" }} }} }},"#,
+        everything.display()
+    );
+    let mut gw = Gateway::start_with("", &mcp, "", &[]).await;
+    let mut ws = gw.ws().await;
+    ws.connect_goclaw(None).await;
+    // Started with the gateway: wait, bounded, for it to be ready.
+    let deadline = std::time::Instant::now() + WAIT;
+    let servers = loop {
+        let res = ws.call("mcp.status", json!({})).await;
+        let servers = res["payload"]["servers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let state = |n: &str| {
+            servers
+                .iter()
+                .find(|s| s["name"] == n)
+                .map(|s| s["state"].as_str().unwrap_or("").to_string())
+        };
+        if state("everything").as_deref() == Some("ready")
+            && state("broken").as_deref() == Some("failed")
+        {
+            break servers;
+        }
+        assert!(std::time::Instant::now() < deadline, "{res}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let broken = servers.iter().find(|s| s["name"] == "broken").unwrap();
+    assert!(
+        broken["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("cannot start"),
+        "{broken}"
+    );
+    let res = ws.call("status", json!({})).await;
+    assert_eq!(
+        res["payload"]["mcp"].as_array().map(Vec::len),
+        Some(2),
+        "{res}"
+    );
+
+    gw.llm.push(Reply::tool_call(
+        "c1",
+        "mcp_everything_echo",
+        json!({"message": "through the gateway"}),
+    ));
+    gw.llm.push(Reply::text("Echoed."));
+    let resp = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({"messages": [{"role": "user", "content": "echo something"}]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    let requests = gw.llm.requests();
+    assert!(requests[0].body["tools"]
+        .to_string()
+        .contains("mcp_everything_echo"));
+    assert!(requests[1].body["messages"]
+        .to_string()
+        .contains("through the gateway"));
+
+    // Its child process ends with the gateway.
+    let pid = gw.child.id().expect("pid");
+    let children = children_of(pid);
+    assert!(
+        !children.is_empty(),
+        "the server runs as the gateway's child"
+    );
+    gw.signal(libc::SIGTERM);
+    let status = tokio::time::timeout(WAIT, gw.child.wait())
+        .await
+        .expect("gateway exits")
+        .unwrap();
+    assert!(status.success(), "stderr: {}", gw.stderr());
+    for child in children {
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        // Gone, or a zombie about to be reaped by init.
+        assert!(
+            stat.is_empty() || stat.contains(") Z "),
+            "{child} still runs: {stat}"
+        );
+    }
+}

@@ -55,6 +55,8 @@ pub struct Settings {
     pub gateway: GatewaySettings,
     /// `cron`: whether this process runs due jobs, and the default catch-up.
     pub cron: crate::CronConfig,
+    /// `mcp.servers`, checked by whoever connects to them.
+    pub mcp: crate::McpConfig,
 }
 
 /// An agent whose settings could not be resolved.

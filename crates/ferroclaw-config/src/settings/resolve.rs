@@ -72,6 +72,7 @@ impl LoadedConfig {
             },
             gateway: gateway(&cfg.gateway, &self.env),
             cron: cfg.cron.clone(),
+            mcp: cfg.mcp.clone(),
         }
     }
 

@@ -43,6 +43,7 @@ pub async fn dispatch(
         Method::AgentsFilesGet => super::agents::files_get(state, params, who).await,
         Method::AgentsFilesSet => super::agents::files_set(state, params, who).await,
         Method::Agent => agent_details(state, &params, who).await,
+        Method::McpStatus => Ok(json!({"servers": mcp_status(state)})),
         Method::CronList => super::cron::list(state, who).await,
         Method::CronStatus => super::cron::status(state, params, who).await,
         Method::CronRuns => super::cron::runs(state, params, who).await,
@@ -78,6 +79,16 @@ pub async fn dispatch(
     }
 }
 
+/// Every configured MCP server: state, tools, last error.
+fn mcp_status(state: &AppState) -> Value {
+    let servers = state
+        .runtime
+        .services()
+        .map(|s| s.mcp.status())
+        .unwrap_or_default();
+    json!(servers)
+}
+
 fn status(state: &AppState, auth: &ConnAuth) -> Value {
     json!({
         "version": crate::VERSION,
@@ -88,6 +99,7 @@ fn status(state: &AppState, auth: &ConnAuth) -> Value {
         "connections": state.ws_client_count(),
         "activeRuns": state.runtime.active_runs(),
         "queued": state.runtime.queued(),
+        "mcp": mcp_status(state),
         "shuttingDown": state.shutting_down.is_cancelled(),
         "role": auth.role.as_str(),
     })

@@ -34,6 +34,7 @@ pub enum Method {
     ExecApprovalApprove,
     ExecApprovalDeny,
     IntegrityScan,
+    McpStatus,
     CronList,
     CronStatus,
     CronRuns,
@@ -59,6 +60,7 @@ pub const METHODS: &[(&str, Role, Method)] = &[
     ("agents.files.get", Role::Operator, Method::AgentsFilesGet),
     ("agents.files.set", Role::Operator, Method::AgentsFilesSet),
     ("sessions.list", Role::Viewer, Method::SessionsList),
+    ("mcp.status", Role::Viewer, Method::McpStatus),
     // Scheduled jobs: a user sees and changes their own, the administrator all.
     ("cron.list", Role::Viewer, Method::CronList),
     ("cron.status", Role::Viewer, Method::CronStatus),

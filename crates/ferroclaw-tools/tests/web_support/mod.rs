@@ -37,6 +37,20 @@ pub fn agent_with(
     ws: &Path,
     home: &Path,
 ) -> ferroclaw_agent::Agent {
+    let mut registry = ferroclaw_tools::ToolRegistry::new();
+    for t in tools {
+        registry.register(t);
+    }
+    agent_on(registry, llm, ws, home)
+}
+
+/// [`agent_with`] over a registry the caller built.
+pub fn agent_on(
+    registry: ferroclaw_tools::ToolRegistry,
+    llm: &ferroclaw_testkit::ScriptedLlm,
+    ws: &Path,
+    home: &Path,
+) -> ferroclaw_agent::Agent {
     use ferroclaw_providers::{OpenAiCompat, OpenAiCompatConfig, Provider, SchemaFlavor};
     let provider: std::sync::Arc<dyn Provider> = std::sync::Arc::new(
         OpenAiCompat::new(OpenAiCompatConfig {
@@ -50,10 +64,6 @@ pub fn agent_with(
         })
         .expect("provider"),
     );
-    let mut registry = ferroclaw_tools::ToolRegistry::new();
-    for t in tools {
-        registry.register(t);
-    }
     let store: std::sync::Arc<dyn ferroclaw_store::SessionStore> =
         std::sync::Arc::new(ferroclaw_store::FileSessionStore::new(home));
     let settings =

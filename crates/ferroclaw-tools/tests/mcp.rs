@@ -1,0 +1,219 @@
+//! MCP servers nobody here wrote — the protocol's reference servers from the npm
+//! registry (`.ci/mcp`, installed by `.ci/run`), over stdio: their tools through the
+//! registry and policy, a call that hangs past its time-out, a server that dies and is
+//! started again, servers that cannot start or never answer `initialize`, and a turn of
+//! the agent loop calling one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferroclaw_config::{McpConfig, McpServerConfig};
+use ferroclaw_testkit::{Reply, ScriptedLlm};
+use ferroclaw_tools::mcp::McpHub;
+use ferroclaw_tools::policy::PolicyEngine;
+use ferroclaw_tools::ToolRegistry;
+use serde_json::json;
+
+const SETTLE: Duration = Duration::from_secs(60);
+
+/// A reference server's executable; panics with what to run when it is not installed.
+fn reference(bin: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.ci/mcp/node_modules/.bin")
+        .join(bin);
+    assert!(
+        path.exists(),
+        "{} is missing: run `npm install --prefix .ci/mcp` (what .ci/run does)",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+fn server(command: &str, args: &[&str]) -> McpServerConfig {
+    McpServerConfig {
+        command: Some(command.into()),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        ..McpServerConfig::default()
+    }
+}
+
+fn hub(servers: Vec<(&str, McpServerConfig)>) -> Arc<McpHub> {
+    let cfg = McpConfig {
+        servers: servers
+            .into_iter()
+            .map(|(n, c)| (n.to_string(), c))
+            .collect(),
+    };
+    let hub = McpHub::new(&cfg);
+    hub.start();
+    hub
+}
+
+fn status_of(hub: &McpHub, name: &str) -> ferroclaw_tools::mcp::McpServerStatus {
+    hub.status()
+        .into_iter()
+        .find(|s| s.name == name)
+        .expect("configured")
+}
+
+#[tokio::test]
+async fn the_reference_server_s_tools_are_called_through_the_registry_and_its_policy() {
+    let mut slow = server(&reference("mcp-server-everything"), &[]);
+    slow.timeout_seconds = 2;
+    let hub = hub(vec![("everything", slow)]);
+    assert_eq!(hub.settled("everything", SETTLE).await, Some("ready"));
+    let registry = ToolRegistry::new().with_source(hub.clone());
+    let names = registry.names();
+    for expected in ["mcp_everything_echo", "mcp_everything_get-sum"] {
+        assert!(names.iter().any(|n| n == expected), "{names:?}");
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = crate::web_support::ctx(ws.path());
+    let sum = registry
+        .execute("mcp_everything_get-sum", &ctx, json!({"a": 2, "b": 40}))
+        .await;
+    assert!(!sum.is_error && sum.for_llm.contains("42"), "{sum:?}");
+    let echo = registry
+        .execute(
+            "mcp_everything_echo",
+            &ctx,
+            json!({"message": "over stdio"}),
+        )
+        .await;
+    assert!(echo.for_llm.contains("over stdio"), "{echo:?}");
+
+    // A call that runs past the server's time-out is cut off, and the server goes on.
+    let started = Instant::now();
+    let long = registry
+        .execute(
+            "mcp_everything_trigger-long-running-operation",
+            &ctx,
+            json!({"duration": 30, "steps": 3}),
+        )
+        .await;
+    assert!(
+        long.is_error && long.for_llm.contains("did not answer within 2 s"),
+        "{long:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let again = registry
+        .execute(
+            "mcp_everything_echo",
+            &ctx,
+            json!({"message": "still here"}),
+        )
+        .await;
+    assert!(again.for_llm.contains("still here"), "{again:?}");
+
+    // The policy names the server's tools by group; a look-alike group denies nothing.
+    let policy = |deny: &str| {
+        let mut settings = ferroclaw_config::settings::AgentToolPolicySettings::default();
+        settings.agent.deny = vec![deny.to_string()];
+        PolicyEngine::for_agent("main", &settings, 1)
+    };
+    let (engine, pctx) = policy("group:mcp:everything");
+    let denied = ToolRegistry::new()
+        .with_source(hub.clone())
+        .with_policy(&engine, &pctx);
+    assert!(denied.names().iter().all(|n| !n.starts_with("mcp_")));
+    let refused = denied
+        .execute("mcp_everything_echo", &ctx, json!({"message": "x"}))
+        .await;
+    assert!(
+        refused.is_error && refused.for_llm.contains("group:mcp:everything"),
+        "{refused:?}"
+    );
+    let (engine, pctx) = policy("group:mcp:elsewhere");
+    let allowed = ToolRegistry::new()
+        .with_source(hub.clone())
+        .with_policy(&engine, &pctx);
+    assert!(allowed.names().iter().any(|n| n == "mcp_everything_echo"));
+    hub.shutdown();
+}
+
+#[tokio::test]
+async fn a_server_that_dies_is_started_again_and_a_broken_one_says_why() {
+    // Ends itself after a few seconds, each time it is started.
+    let everything = reference("mcp-server-everything");
+    let dying = server("timeout", &["3", &everything]);
+    let missing = server("/nonexistent/mcp-server", &[]);
+    let mut mute = server("sleep", &["30"]);
+    mute.init_timeout_seconds = 1;
+    let http = McpServerConfig {
+        transport: "streamable-http".into(),
+        url: Some("http://127.0.0.1:9/mcp".into()),
+        ..McpServerConfig::default()
+    };
+    let hub = hub(vec![
+        ("dying", dying),
+        ("missing", missing),
+        ("mute", mute),
+        ("remote", http),
+    ]);
+    assert_eq!(hub.settled("dying", SETTLE).await, Some("ready"));
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let s = status_of(&hub, "dying");
+        if s.starts >= 2 && s.state == "ready" {
+            assert!(s.last_error.is_some(), "{s:?}");
+            assert!(!s.tools.is_empty());
+            break;
+        }
+        assert!(Instant::now() < deadline, "never came back: {s:?}");
+        // Waiting for a child process that ends on its own clock.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (name, why) in [
+        ("missing", "cannot start `/nonexistent/mcp-server`"),
+        ("mute", "no answer to initialize within 1 s"),
+        ("remote", "transport `streamable-http` is not supported yet"),
+    ] {
+        assert_eq!(hub.settled(name, SETTLE).await, Some("failed"), "{name}");
+        let s = status_of(&hub, name);
+        assert!(
+            s.last_error.as_deref().is_some_and(|e| e.contains(why)),
+            "{name}: {s:?}"
+        );
+        assert!(s.tools.is_empty());
+    }
+    hub.shutdown();
+}
+
+#[tokio::test]
+async fn the_agent_loop_reads_a_file_through_the_filesystem_reference_server() {
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("notes.txt"), "the answer is 42").unwrap();
+    let dir = files.path().canonicalize().unwrap().display().to_string();
+    let hub = hub(vec![(
+        "fs",
+        server(&reference("mcp-server-filesystem"), &[&dir]),
+    )]);
+    assert_eq!(hub.settled("fs", SETTLE).await, Some("ready"));
+    let tools = status_of(&hub, "fs").tools;
+    let read = tools
+        .iter()
+        .find(|t| t.ends_with("read_text_file") || t.ends_with("read_file"))
+        .unwrap_or_else(|| panic!("{tools:?}"))
+        .clone();
+
+    let llm = ScriptedLlm::start().await.unwrap();
+    llm.push(Reply::tool_call(
+        "c1",
+        &read,
+        json!({"path": format!("{dir}/notes.txt")}),
+    ));
+    llm.push(Reply::text("It says 42."));
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::new().with_source(hub.clone());
+    let agent = crate::web_support::agent_on(registry, &llm, ws.path(), home.path());
+    let answer = crate::web_support::run_turn(&agent, "what is in notes.txt?").await;
+    assert_eq!(answer, "It says 42.");
+    let requests = llm.requests();
+    let offered = requests[0].body["tools"].to_string();
+    assert!(offered.contains(&read), "{offered}");
+    let sent_back = requests[1].body["messages"].to_string();
+    assert!(sent_back.contains("the answer is 42"), "{sent_back}");
+    hub.shutdown();
+}
