@@ -467,6 +467,7 @@ impl Agent {
             workspace,
             cancel: cancel.clone(),
             user: run_user,
+            acting_user: on_behalf_of.map(str::to_string),
         };
         let instructions = req.options.instructions.as_deref();
         let mode = match (s.prompt_mode, req.options.prompt_mode) {
@@ -1200,6 +1201,7 @@ impl Agent {
             workspace,
             cancel: cancel.clone(),
             user,
+            acting_user: owner.clone(),
         };
         let system = self
             .system_prompt(&tool_defs, false, &tool_ctx, s.prompt_mode)

@@ -117,11 +117,16 @@ fn service(rt: &Arc<Runtime>) -> CronService {
 
 /// A message to `main`'s session `chat`, as a CLI would send it; the answer.
 async fn chat(rt: &Runtime, message: &str) -> String {
+    chat_as(rt, None, message).await
+}
+
+/// [`chat`] on behalf of `user`.
+async fn chat_as(rt: &Runtime, user: Option<&str>, message: &str) -> String {
     let submitted = rt
         .submit(ferroclaw_runtime::Submit {
             agent_id: "main",
             session_key: "chat",
-            user: None,
+            user,
             message,
             mode: ferroclaw_runtime::QueueMode::Queue,
             origin: ferroclaw_runtime::Origin::Cli,
@@ -723,4 +728,57 @@ async fn the_heartbeat_runs_in_its_hours_with_something_to_do_and_says_new_thing
     assert_eq!(latest().await.0, "delivered");
     let chat = rt.store().open("main", &chat_key(&rt)).await.expect("chat");
     assert_eq!(chat.entries().len(), entries + 1);
+}
+
+#[tokio::test]
+async fn the_cron_tool_acts_for_the_run_s_user_even_on_a_shared_agent() {
+    let h = Home::new().await;
+    let clock = TestClock::at(T0);
+    let rt = h.runtime(clock.clone());
+    let book = rt.cron().expect("cron").clone();
+    let admin_job = rt
+        .cron_create(
+            ADMIN,
+            input(json!({"message": "operator's", "schedule": {"kind": "every", "every": "1h"}})),
+        )
+        .await
+        .expect("job");
+    // Her model lists: the operator's job is not there.
+    h.llm
+        .push(Reply::tool_call("c1", "cron", json!({"action": "list"})));
+    h.llm.push(Reply::text("none"));
+    chat_as(&rt, Some("alice"), "my jobs?").await;
+    let listed = h.llm.requests().last().expect("req").body["messages"].to_string();
+    assert!(
+        !listed.contains(&admin_job.id) && !listed.contains("operator's"),
+        "{listed}"
+    );
+    // It cannot remove or run the operator's job, and what it adds is hers.
+    h.llm.push(Reply::tool_call(
+        "c2",
+        "cron",
+        json!({"action": "remove", "id": admin_job.id}),
+    ));
+    h.llm.push(Reply::text("ok"));
+    chat_as(&rt, Some("alice"), "remove that").await;
+    let answer = h.llm.requests().last().expect("req").body["messages"].to_string();
+    assert!(
+        answer.contains(&format!("no cron job `{}`", admin_job.id)),
+        "{answer}"
+    );
+    assert!(book.get(ADMIN, &admin_job.id).await.is_ok());
+    h.llm.push(Reply::tool_call(
+        "c3",
+        "cron",
+        json!({"action": "add", "message": "water the plants", "schedule": {"kind": "every", "every": "1d"}}),
+    ));
+    h.llm.push(Reply::text("ok"));
+    chat_as(&rt, Some("alice"), "remind me daily").await;
+    let alice = Requester {
+        user: Some("alice"),
+        admin: false,
+    };
+    let hers = book.list(alice).await.expect("list");
+    assert_eq!(hers.len(), 1);
+    assert_eq!(hers[0].owner.as_deref(), Some("alice"));
 }

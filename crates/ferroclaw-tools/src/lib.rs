@@ -45,6 +45,10 @@ pub struct ToolContext {
     /// user's sub-workspace, and everything else under the agent's root workspace (the
     /// other users) is out of reach.
     pub user: Option<ToolUser>,
+    /// The user the run acts for, whatever the agent's workspace (`None`: nobody in
+    /// particular, the operator's own run). Tools that keep per-user records (`cron`)
+    /// act for this user.
+    pub acting_user: Option<String>,
 }
 
 /// The user a tool call acts for (see [`ToolContext::user`]).

@@ -106,6 +106,7 @@ fn ctx(ws: &Path) -> ToolContext {
         workspace: ws.to_path_buf(),
         cancel: CancellationToken::new(),
         user: None,
+        acting_user: None,
     }
 }
 
@@ -584,6 +585,7 @@ async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
         workspace: ws.clone(),
         cancel: CancellationToken::new(),
         user: None,
+        acting_user: None,
     };
     let mut inside_reads = 0;
     let mut last_patch = String::new();

@@ -533,6 +533,7 @@ fn ctx(ws: &std::path::Path) -> ToolContext {
         workspace: ws.to_path_buf(),
         cancel: CancellationToken::new(),
         user: None,
+        acting_user: None,
     }
 }
 

@@ -80,6 +80,7 @@ async fn registry_refuses_over_the_limit() {
         workspace: ws.path().to_path_buf(),
         cancel: CancellationToken::new(),
         user: None,
+        acting_user: None,
     };
     for _ in 0..2 {
         let r = reg.execute("ls", &ctx("s1"), json!({})).await;

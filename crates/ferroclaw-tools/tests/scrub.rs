@@ -303,6 +303,7 @@ async fn registry_scrubs_both_channels_of_every_result() {
         workspace: ws.path().to_path_buf(),
         cancel: CancellationToken::new(),
         user: None,
+        acting_user: None,
     };
     for error in [false, true] {
         let r = reg.execute("leaky", &ctx, json!({"error": error})).await;
@@ -326,6 +327,7 @@ async fn core_read_of_a_dotenv_is_scrubbed() {
         workspace: ws.path().to_path_buf(),
         cancel: CancellationToken::new(),
         user: None,
+        acting_user: None,
     };
     let r = ToolRegistry::with_core_tools()
         .execute("read", &ctx, json!({"path": ".env"}))

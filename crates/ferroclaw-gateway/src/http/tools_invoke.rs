@@ -136,6 +136,7 @@ async fn invoke(
     let store_key = state
         .runtime
         .stored_key(agent, user.as_deref(), &session_key);
+    let acting_user = user.clone();
     let (workspace, tool_user) = match (settings.per_user_workspace, user) {
         (false, _) => (settings.workspace.clone(), None),
         (true, None) => {
@@ -171,6 +172,7 @@ async fn invoke(
         workspace,
         cancel: CancellationToken::new(),
         user: tool_user,
+        acting_user,
     };
     let result = agent
         .agent

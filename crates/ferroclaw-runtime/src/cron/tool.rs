@@ -14,11 +14,11 @@ pub(crate) struct CronTool {
 }
 
 fn caller(ctx: &ToolContext) -> Requester<'_> {
-    // A run for nobody in particular belongs to whoever runs the gateway; its jobs are
-    // the administrator's (they see all jobs anyway).
+    // A run for nobody in particular is the operator's own: its jobs are the
+    // administrator's. A run for a user, on any agent, manages that user's jobs only.
     Requester {
-        user: ctx.user.as_ref().map(|u| u.id.as_str()),
-        admin: ctx.user.is_none(),
+        user: ctx.acting_user.as_deref(),
+        admin: ctx.acting_user.is_none(),
     }
 }
 

@@ -491,6 +491,7 @@ mod tests {
             workspace: ws.path().to_path_buf(),
             cancel: tokio_util::sync::CancellationToken::new(),
             user: None,
+            acting_user: None,
         };
         let e = s
             .spawn(&ctx, ws.path(), "touch ran", ws.path(), false, &[])
@@ -513,6 +514,7 @@ mod tests {
                 id: "a".into(),
                 root_workspace: PathBuf::from("/srv/ws"),
             }),
+            acting_user: None,
         };
         let hidden = hidden_paths(&ctx);
         assert!(hidden.contains(&PathBuf::from("/srv/ws")));

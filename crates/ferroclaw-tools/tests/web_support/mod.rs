@@ -26,6 +26,7 @@ pub fn ctx(ws: &Path) -> ToolContext {
         workspace: ws.to_path_buf(),
         cancel: CancellationToken::new(),
         user: None,
+        acting_user: None,
     }
 }
 
