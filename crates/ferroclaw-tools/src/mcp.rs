@@ -149,6 +149,16 @@ impl McpHub {
             .collect()
     }
 
+    /// Waits until every enabled server is ready or has failed, each within its
+    /// `init_timeout_seconds` (a command that sends one message, then exits).
+    pub async fn settle_all(&self) {
+        // They start together: waiting for one after the other costs the slowest.
+        for s in self.servers.iter().filter(|s| s.cfg.enabled) {
+            let timeout = Duration::from_secs(s.cfg.init_timeout_seconds.max(1) + 5);
+            self.settled(&s.name, timeout).await;
+        }
+    }
+
     /// Waits until server `name` is ready or has failed (or `timeout` passes); its state.
     pub async fn settled(&self, name: &str, timeout: Duration) -> Option<&'static str> {
         let server = self.servers.iter().find(|s| s.name == name)?;

@@ -706,3 +706,43 @@ async fn cron_jobs_are_added_listed_run_and_removed_from_the_command_line() {
     let out = ferroclaw(home.path(), &["cron", "list"], &[]).await;
     assert_eq!(stdout(&out), "no cron jobs\n");
 }
+
+#[tokio::test]
+async fn a_one_shot_chat_waits_for_the_mcp_servers_tools() {
+    let everything = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.ci/mcp/node_modules/.bin/mcp-server-everything");
+    assert!(
+        everything.exists(),
+        "run `npm install --prefix .ci/mcp` (what .ci/run does)"
+    );
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = tempfile::tempdir().expect("tempdir");
+    let cfg = format!(
+        r#"{{
+  agents: {{ defaults: {{ provider: "scripted", model: "model-a" }} }},
+  providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
+  mcp: {{ servers: {{ everything: {{ command: "{}" }} }} }},
+}}"#,
+        llm.openai_base_url(),
+        everything.display()
+    );
+    std::fs::write(home.path().join("config.json5"), cfg).expect("config");
+    llm.push(Reply::tool_call(
+        "c1",
+        "mcp_everything_get-sum",
+        json!({"a": 20, "b": 22}),
+    ));
+    llm.push(Reply::text("42 it is."));
+    let out = ferroclaw(home.path(), &["agent", "chat", "-m", "add 20 and 22"], &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "42 it is.\n");
+    let requests = llm.requests();
+    assert!(requests[0].body["tools"]
+        .to_string()
+        .contains("mcp_everything_get-sum"));
+    assert!(
+        requests[1].body["messages"].to_string().contains("42"),
+        "{}",
+        requests[1].body
+    );
+}

@@ -17,6 +17,10 @@ const EXIT_INTERRUPTED: u8 = 130;
 
 pub async fn run(ctx: &AppContext, args: ChatArgs) -> anyhow::Result<ExitCode> {
     let runtime = ctx.runtime()?;
+    // The first message should find the MCP servers' tools there.
+    if let Some(services) = runtime.services() {
+        services.mcp.settle_all().await;
+    }
     let id = args
         .agent
         .clone()
