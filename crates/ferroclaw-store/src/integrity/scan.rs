@@ -104,7 +104,13 @@ pub(crate) fn write_incident(home: &Path, incident: &Incident) -> Result<PathBuf
     }
     let bytes = serde_json::to_vec_pretty(&incident)
         .map_err(|e| StoreError::io(&dir, io::Error::other(e)))?;
-    let stamp = file_stamp();
+    // Named after its own timestamp, so the newest-first listing by name is newest-first
+    // by timestamp too, however reports written at once interleave.
+    let stamp: String = incident
+        .timestamp
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
+        .collect();
     for n in 0u32.. {
         let name = if n == 0 {
             format!("{INCIDENT_PREFIX}{stamp}.json")
@@ -134,7 +140,7 @@ pub(crate) fn write_incident(home: &Path, incident: &Incident) -> Result<PathBuf
 const INCIDENT_PREFIX: &str = "integrity-incident-";
 
 /// The newest `limit` incident reports under `<home>/logs/`. The file names sort by
-/// time (see [`file_stamp`]), so no report has to be parsed to be ordered; one that
+/// time (their own timestamp), so no report has to be parsed to be ordered; one that
 /// cannot be parsed is skipped with a warning, as the reports are for people.
 pub(crate) fn list_incidents(home: &Path, limit: usize) -> Result<Vec<Incident>, StoreError> {
     let dir = home.join("logs");
@@ -181,10 +187,6 @@ fn incident_order(name: &str) -> (&str, u32) {
 }
 
 /// `20260101T120000.123Z`: sortable and valid on every file system (no colons).
-fn file_stamp() -> String {
-    iso_now().replace([':', '-'], "")
-}
-
 /// Scans (and optionally repairs) every transcript of every agent under `home`. Blocking
 /// file I/O: [`crate::Integrity::scan`] runs it on a blocking thread. Per-file failures
 /// are collected in the summary; only an unreadable `agents` directory is an error.
