@@ -74,6 +74,9 @@ struct ServerState {
     peer: Option<Peer<RoleClient>>,
     last_error: Option<String>,
     starts: u32,
+    /// The child process while it serves (stdio), so shutdown can end it at once rather
+    /// than leave it to a drop that may never run as the process exits.
+    pid: Option<u32>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -127,9 +130,12 @@ impl McpHub {
         }
     }
 
-    /// Stops every server (their child processes are killed).
+    /// Stops every server; their child processes are killed now.
     pub fn shutdown(&self) {
         self.stop.cancel();
+        for server in &self.servers {
+            kill_group(lock(&server.state).pid.take());
+        }
     }
 
     pub fn status(&self) -> Vec<McpServerStatus> {
@@ -181,7 +187,7 @@ impl McpHub {
 
 impl Drop for McpHub {
     fn drop(&mut self) {
-        self.stop.cancel();
+        self.shutdown();
     }
 }
 
@@ -191,6 +197,15 @@ impl ToolSource for McpHub {
             .iter()
             .flat_map(|s| lock(&s.state).tools.clone())
             .collect()
+    }
+}
+
+/// Ends a server's process group (it leads its own), at once.
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: signalling the process group of a child this hub started and had not
+        // yet seen end.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
     }
 }
 
@@ -244,6 +259,8 @@ async fn run_server(server: Arc<Server>, stop: CancellationToken) {
                     let mut st = lock(&server.state);
                     st.tools.clear();
                     st.peer = None;
+                    // Whatever is left of it goes before another is started.
+                    kill_group(st.pid.take());
                     st.last_error = why.clone();
                 }
                 let Some(e) = why else {
@@ -264,6 +281,7 @@ async fn run_server(server: Arc<Server>, stop: CancellationToken) {
         failures += 1;
         {
             let mut st = lock(&server.state);
+            kill_group(st.pid.take());
             st.last_error = Some(error);
             st.state = "failed";
         }
@@ -298,7 +316,12 @@ async fn connect(server: &Arc<Server>) -> Result<Client, String> {
         .filter(|c| !c.trim().is_empty())
         .ok_or("a stdio server needs a `command`")?;
     let mut cmd = tokio::process::Command::new(command);
-    cmd.args(&cfg.args).envs(&cfg.env).kill_on_drop(true);
+    // A group of its own, so ending it ends whatever it started too (a wrapper script's
+    // child, an `npx`'s node).
+    cmd.args(&cfg.args)
+        .envs(&cfg.env)
+        .kill_on_drop(true)
+        .process_group(0);
     // The server's last words, for the error when it fails.
     let last_words = Arc::new(Mutex::new(String::new()));
     let init = async {
@@ -309,6 +332,7 @@ async fn connect(server: &Arc<Server>) -> Result<Client, String> {
         if let Some(stderr) = stderr {
             tokio::spawn(log_stderr(server.name.clone(), stderr, last_words.clone()));
         }
+        lock(&server.state).pid = transport.id();
         let handler = Handler {
             list_changed: server.list_changed.clone(),
         };

@@ -3341,12 +3341,20 @@ async fn an_mcp_server_s_tools_reach_the_model_through_the_gateway_and_end_with_
         .expect("gateway exits")
         .unwrap();
     assert!(status.success(), "stderr: {}", gw.stderr());
+    // A killed process takes a moment to go; it is not ours to wait on any more.
+    let deadline = std::time::Instant::now() + WAIT;
     for child in children {
-        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
-        // Gone, or a zombie about to be reaped by init.
-        assert!(
-            stat.is_empty() || stat.contains(") Z "),
-            "{child} still runs: {stat}"
-        );
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // Gone, or a zombie about to be reaped by init.
+            if stat.is_empty() || stat.contains(") Z ") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{child} still runs: {stat}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
