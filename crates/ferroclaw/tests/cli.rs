@@ -746,3 +746,48 @@ async fn a_one_shot_chat_waits_for_the_mcp_servers_tools() {
         requests[1].body
     );
 }
+
+#[tokio::test]
+async fn doctor_starts_each_mcp_server_and_says_which_fails_and_why() {
+    let everything = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.ci/mcp/node_modules/.bin/mcp-server-everything");
+    assert!(
+        everything.exists(),
+        "run `npm install --prefix .ci/mcp` (what .ci/run does)"
+    );
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = tempfile::tempdir().expect("tempdir");
+    let cfg = format!(
+        r#"{{
+  agents: {{ defaults: {{ provider: "scripted", model: "model-a" }} }},
+  providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
+  mcp: {{ servers: {{
+    everything: {{ command: "{}" }},
+    broken: {{ command: "/nonexistent/mcp" }},
+    off: {{ command: "/nonexistent/mcp", enabled: false }},
+  }} }},
+}}"#,
+        llm.openai_base_url(),
+        everything.display()
+    );
+    std::fs::write(home.path().join("config.json5"), cfg).expect("config");
+    let out = ferroclaw(home.path(), &["doctor"], &[]).await;
+    let text = stdout(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("[ok]   MCP server `everything` (stdio):")
+                && l.ends_with("tools")),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "[FAIL] MCP server `broken` (stdio): failed: cannot start `/nonexistent/mcp`"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("[ok]   MCP server `off` (stdio): disabled"),
+        "{text}"
+    );
+}

@@ -30,6 +30,32 @@ impl Report {
     }
 }
 
+/// Each enabled MCP server starts, answers `initialize` and lists its tools (each is
+/// started here, then stopped).
+async fn check_mcp(r: &mut Report, settings: &ferroclaw_config::settings::Settings) {
+    let hub = ferroclaw_tools::mcp::McpHub::new(&settings.mcp);
+    if hub.is_empty() {
+        return;
+    }
+    hub.start();
+    hub.settle_all().await;
+    for s in hub.status() {
+        let label = format!("MCP server `{}` ({})", s.name, s.transport);
+        match s.state {
+            "ready" => r.ok(&format!("{label}: {} tools", s.tools.len())),
+            "disabled" => r.ok(&format!("{label}: disabled")),
+            state => r.fail(
+                &format!(
+                    "{label}: {state}: {}",
+                    s.last_error.as_deref().unwrap_or("no answer yet")
+                ),
+                "check its command/url, or raise mcp.servers.<name>.init_timeout_seconds",
+            ),
+        }
+    }
+    hub.shutdown();
+}
+
 /// The session store answers and its schema is this build's (nothing is applied).
 async fn check_database(r: &mut Report, settings: &ferroclaw_config::settings::Settings) {
     use ferroclaw_config::settings::DatabaseSettings;
@@ -129,6 +155,8 @@ pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         Ok(_) => r.ok(&sandbox.describe()),
         Err(_) => r.fail(&sandbox.describe(), "install bubblewrap (apt-get install bubblewrap), or set tools.exec.sandbox: \"off\" to run commands unconfined"),
     }
+
+    check_mcp(&mut r, &settings).await;
 
     let providers = loaded.providers();
     if providers.is_empty() {
