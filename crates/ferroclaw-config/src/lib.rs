@@ -13,6 +13,7 @@ mod gateway_access_config;
 mod gateway_token;
 mod keylines;
 mod load;
+mod mcp_config;
 mod providers;
 mod schema;
 pub mod settings;
@@ -34,6 +35,7 @@ pub use gateway_token::{
     read_gateway_token_from, token_path, GatewayToken, TokenSource, TOKEN_ENV, VIEWER_TOKEN_ENV,
 };
 pub use load::{default_home, load, parse_config, ConfigWarning, LoadOptions};
+pub use mcp_config::MCP_TRANSPORTS;
 pub use providers::{env_name, mask_secret, ResolvedProvider};
 pub use schema::{
     AgentConfig, AgentDefaults, AgentLimits, AgentsConfig, CatchUp, CompactionConfig, Config,

@@ -333,6 +333,18 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
         }
     }
 
+    for (name, server) in &config.mcp.servers {
+        if !valid_id(name) {
+            return Err(invalid(
+                format!("mcp.servers.{name}"),
+                "server names must be 1-64 characters of letters, digits, `_` or `-`".into(),
+            ));
+        }
+        if let Err((field, message)) = server.check() {
+            return Err(invalid(format!("mcp.servers.{name}.{field}"), message));
+        }
+    }
+
     let threshold = config.agents.defaults.compaction.threshold;
     if !(threshold > 0.0 && threshold <= 1.0) {
         return Err(invalid(

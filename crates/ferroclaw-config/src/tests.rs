@@ -850,3 +850,69 @@ fn exec_env_refuses_credentials_and_gateway_variables_at_load() {
     let c = h.load_ok(&[]);
     assert_eq!(c.config.tools.exec.sandbox, SandboxModeConfig::Off);
 }
+
+#[test]
+fn mcp_servers_are_checked_with_the_field_and_the_reason() {
+    let h = Home::new();
+    let cases: &[(&str, &str, &str)] = &[
+        ("{ mcp: { servers: { s: {} } } }", "mcp.servers.s.command", "needs a `command`"),
+        (
+            "{ mcp: { servers: { s: { transport: \"websocket\", url: \"http://x\" } } } }",
+            "mcp.servers.s.transport",
+            "unknown `websocket`",
+        ),
+        (
+            "{ mcp: { servers: { s: { transport: \"sse\" } } } }",
+            "mcp.servers.s.url",
+            "needs a `url`",
+        ),
+        (
+            "{ mcp: { servers: { s: { transport: \"streamable-http\", url: \"file:///etc\" } } } }",
+            "mcp.servers.s.url",
+            "http:// or https://",
+        ),
+        (
+            "{ mcp: { servers: { s: { transport: \"streamable-http\", url: \"http://x/mcp\", headers: { \"Mcp-Session-Id\": \"stolen\" } } } } }",
+            "mcp.servers.s.headers.Mcp-Session-Id",
+            "set by the MCP transport",
+        ),
+        (
+            "{ mcp: { servers: { s: { transport: \"streamable-http\", url: \"http://x/mcp\", headers: { \"Bad Header\": \"v\" } } } } }",
+            "mcp.servers.s.headers.Bad Header",
+            "not a valid HTTP header name",
+        ),
+        (
+            "{ mcp: { servers: { s: { transport: \"sse\", url: \"http://x/sse\", headers: { \"X-A\": \"v\\r\\nHost: evil\" } } } } }",
+            "mcp.servers.s.headers.X-A",
+            "line breaks",
+        ),
+        (
+            "{ mcp: { servers: { s: { command: \"x\", timeout_seconds: 0 } } } }",
+            "mcp.servers.s.timeout_seconds",
+            "at least 1 second",
+        ),
+        (
+            "{ mcp: { servers: { s: { command: \"x\", tool_prefix: \"a b\" } } } }",
+            "mcp.servers.s.tool_prefix",
+            "letters, digits",
+        ),
+        (
+            "{ mcp: { servers: { \"a.b\": { command: \"x\" } } } }",
+            "mcp.servers.a.b",
+            "server names",
+        ),
+    ];
+    for (text, field, why) in cases {
+        h.write("config.json5", text);
+        let (f, m) = invalid(h.load(&[]).expect_err(text));
+        assert_eq!(&f, field, "{text}");
+        assert!(m.contains(why), "{text}: {m}");
+    }
+    // Look-alikes that are fine: an Authorization header, a https URL, a prefix with `-`.
+    h.write(
+        "config.json5",
+        "{ mcp: { servers: { remote: { transport: \"streamable-http\", url: \"https://mcp.example.com/mcp\", headers: { Authorization: \"Bearer x\" }, tool_prefix: \"ex-1\" }, local: { command: \"npx\" } } } }",
+    );
+    let loaded = h.load_ok(&[]);
+    assert_eq!(loaded.config.mcp.servers.len(), 2);
+}

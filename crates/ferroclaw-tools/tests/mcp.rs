@@ -1,8 +1,8 @@
 //! MCP servers nobody here wrote — the protocol's reference servers from the npm
-//! registry (`.ci/mcp`, installed by `.ci/run`), over stdio: their tools through the
-//! registry and policy, a call that hangs past its time-out, a server that dies and is
-//! started again, servers that cannot start or never answer `initialize`, and a turn of
-//! the agent loop calling one.
+//! registry (`.ci/mcp`, installed by `.ci/run`), over stdio, streamable HTTP and legacy
+//! SSE: their tools through the registry and policy, a call that hangs past its
+//! time-out, a server that dies and is started again, servers that cannot start or never
+//! answer `initialize`, and a turn of the agent loop calling one.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -167,7 +167,7 @@ async fn a_server_that_dies_is_started_again_and_a_broken_one_says_why() {
     for (name, why) in [
         ("missing", "cannot start `/nonexistent/mcp-server`"),
         ("mute", "no answer to initialize within 1 s"),
-        ("remote", "transport `streamable-http` is not supported yet"),
+        ("remote", "127.0.0.1:9"),
     ] {
         assert_eq!(hub.settled(name, SETTLE).await, Some("failed"), "{name}");
         let s = status_of(&hub, name);
@@ -216,4 +216,122 @@ async fn the_agent_loop_reads_a_file_through_the_filesystem_reference_server() {
     let sent_back = requests[1].body["messages"].to_string();
     assert!(sent_back.contains("the answer is 42"), "{sent_back}");
     hub.shutdown();
+}
+
+/// A reference server serving HTTP on a port of its own; killed (with its group) on drop.
+struct NodeServer {
+    child: tokio::process::Child,
+    port: u16,
+}
+
+impl NodeServer {
+    /// `mcp-server-everything <mode>`, once it says it listens.
+    async fn start(mode: &str) -> NodeServer {
+        use tokio::io::AsyncBufReadExt;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = tokio::process::Command::new(reference("mcp-server-everything"))
+            .arg(mode)
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let said = tokio::time::timeout(SETTLE, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.contains(&port.to_string()) {
+                    return line;
+                }
+            }
+            panic!("{mode}: the server ended before listening");
+        })
+        .await
+        .expect("the server did not start");
+        assert!(!said.contains("in use"), "{said}");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        NodeServer { child, port }
+    }
+
+    fn kill(&mut self) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: the group this test started.
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+        }
+    }
+}
+
+impl Drop for NodeServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[tokio::test]
+async fn the_reference_server_over_streamable_http_and_over_legacy_sse() {
+    for (mode, transport, path) in [
+        ("streamableHttp", "streamable-http", "/mcp"),
+        ("sse", "sse", "/sse"),
+    ] {
+        let mut node = NodeServer::start(mode).await;
+        let cfg = McpServerConfig {
+            transport: transport.into(),
+            url: Some(format!("http://127.0.0.1:{}{path}", node.port)),
+            headers: [("X-Team".to_string(), "blue".to_string())].into(),
+            timeout_seconds: 5,
+            ..McpServerConfig::default()
+        };
+        let hub = hub(vec![("everything", cfg)]);
+        assert_eq!(
+            hub.settled("everything", SETTLE).await,
+            Some("ready"),
+            "{mode}: {:?}",
+            status_of(&hub, "everything")
+        );
+        let status = status_of(&hub, "everything");
+        assert_eq!(status.transport, transport);
+        let registry = ToolRegistry::new().with_source(hub.clone());
+        let ws = tempfile::tempdir().unwrap();
+        let ctx = crate::web_support::ctx(ws.path());
+        let sum = registry
+            .execute("mcp_everything_get-sum", &ctx, json!({"a": 2, "b": 40}))
+            .await;
+        assert!(
+            !sum.is_error && sum.for_llm.contains("42"),
+            "{mode}: {sum:?}"
+        );
+        // Several calls in flight at once each get their own answer.
+        let calls = (0..5).map(|i| {
+            let registry = registry.clone();
+            let ctx = ctx.clone();
+            async move {
+                registry
+                    .execute(
+                        "mcp_everything_echo",
+                        &ctx,
+                        json!({"message": format!("call {i}")}),
+                    )
+                    .await
+            }
+        });
+        let results = futures_util::future::join_all(calls).await;
+        for (i, r) in results.iter().enumerate() {
+            assert!(r.for_llm.contains(&format!("call {i}")), "{mode}: {r:?}");
+        }
+
+        // The server goes away: a call fails with a reason, within the time-out.
+        node.kill();
+        let started = Instant::now();
+        let gone = registry
+            .execute("mcp_everything_echo", &ctx, json!({"message": "anyone?"}))
+            .await;
+        assert!(gone.is_error, "{mode}: {gone:?}");
+        assert!(started.elapsed() < Duration::from_secs(20), "{mode}");
+        hub.shutdown();
+    }
 }

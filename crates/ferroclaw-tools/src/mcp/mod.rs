@@ -11,8 +11,8 @@
 //! server is never silent: [`McpHub::status`] reports its state and last error. Child
 //! processes are killed when the hub shuts down (or is dropped).
 //!
-//! Transports: `stdio` (a child process). `streamable-http` and `sse` are reported as
-//! not supported yet, by name, in the server's status.
+//! Transports: `stdio` (a child process, in a process group of its own), `streamable-http`
+//! (rmcp's protocol over our own reqwest, `http.rs`) and the legacy `sse` (`sse.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -20,15 +20,20 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ferroclaw_config::{McpConfig, McpServerConfig};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, ClientRequest};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceExt};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+
+mod http;
+mod sse;
 
 use crate::registry::ToolSource;
 use crate::{Tool, ToolContext, ToolResult};
@@ -300,46 +305,40 @@ async fn run_server(server: Arc<Server>, stop: CancellationToken) {
     }
 }
 
-/// Starts the server and initialises it, within `init_timeout_seconds`, then lists its
-/// tools.
+/// Starts (stdio) or reaches (HTTP) the server and initialises it, within
+/// `init_timeout_seconds`, then lists its tools.
 async fn connect(server: &Arc<Server>) -> Result<Client, String> {
     let cfg = &server.cfg;
-    if cfg.transport != "stdio" {
-        return Err(format!(
-            "transport `{}` is not supported yet (only stdio)",
-            cfg.transport
-        ));
-    }
-    let command = cfg
-        .command
-        .as_deref()
-        .filter(|c| !c.trim().is_empty())
-        .ok_or("a stdio server needs a `command`")?;
-    let mut cmd = tokio::process::Command::new(command);
-    // A group of its own, so ending it ends whatever it started too (a wrapper script's
-    // child, an `npx`'s node).
-    cmd.args(&cfg.args)
-        .envs(&cfg.env)
-        .kill_on_drop(true)
-        .process_group(0);
-    // The server's last words, for the error when it fails.
+    let handler = Handler {
+        list_changed: server.list_changed.clone(),
+    };
+    // The server's last words, for the error when it fails (stdio).
     let last_words = Arc::new(Mutex::new(String::new()));
     let init = async {
-        let (transport, stderr) = TokioChildProcess::builder(cmd)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-        if let Some(stderr) = stderr {
-            tokio::spawn(log_stderr(server.name.clone(), stderr, last_words.clone()));
+        match cfg.transport.as_str() {
+            "stdio" => {
+                let transport = spawn_child(server, &last_words)?;
+                handler.serve(transport).await
+            }
+            "streamable-http" => {
+                let (client, headers, url) = http_parts(cfg)?;
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+                // A server that restarted forgot our session: start a new one.
+                config.reinit_on_expired_session = true;
+                let transport = StreamableHttpClientTransport::with_client(
+                    http::McpHttp::new(client, headers),
+                    config,
+                );
+                handler.serve(transport).await
+            }
+            "sse" => {
+                let (client, headers, url) = http_parts(cfg)?;
+                let transport = sse::LegacySse::connect(client, &url, headers).await?;
+                handler.serve(transport).await
+            }
+            other => return Err(format!("unknown transport `{other}`")),
         }
-        lock(&server.state).pid = transport.id();
-        let handler = Handler {
-            list_changed: server.list_changed.clone(),
-        };
-        handler
-            .serve(transport)
-            .await
-            .map_err(|e| format!("initialize failed: {e}"))
+        .map_err(|e| format!("initialize failed: {e}"))
     };
     let timeout = Duration::from_secs(cfg.init_timeout_seconds.max(1));
     let with_words = |e: String| {
@@ -357,6 +356,60 @@ async fn connect(server: &Arc<Server>) -> Result<Client, String> {
         .map_err(with_words)?;
     refresh_tools(server, client.peer()).await?;
     Ok(client)
+}
+
+/// The child process of a stdio server, its stderr logged and its pid kept.
+fn spawn_child(
+    server: &Arc<Server>,
+    last_words: &Arc<Mutex<String>>,
+) -> Result<TokioChildProcess, String> {
+    let cfg = &server.cfg;
+    let command = cfg
+        .command
+        .as_deref()
+        .filter(|c| !c.trim().is_empty())
+        .ok_or("a stdio server needs a `command`")?;
+    let mut cmd = tokio::process::Command::new(command);
+    // A group of its own, so ending it ends whatever it started too (a wrapper script's
+    // child, an `npx`'s node).
+    cmd.args(&cfg.args)
+        .envs(&cfg.env)
+        .kill_on_drop(true)
+        .process_group(0);
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+    if let Some(stderr) = stderr {
+        tokio::spawn(log_stderr(server.name.clone(), stderr, last_words.clone()));
+    }
+    lock(&server.state).pid = transport.id();
+    Ok(transport)
+}
+
+/// The HTTP client, configured headers and URL of an HTTP server. Redirects are not
+/// followed: they would carry the configured headers (credentials) elsewhere.
+fn http_parts(cfg: &McpServerConfig) -> Result<(reqwest::Client, HeaderMap, String), String> {
+    let url = cfg
+        .url
+        .clone()
+        .filter(|u| !u.trim().is_empty())
+        .ok_or_else(|| format!("a {} server needs a `url`", cfg.transport))?;
+    let mut headers = HeaderMap::new();
+    for (name, value) in &cfg.headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("`{name}` is not a valid HTTP header name"))?;
+        let mut value = HeaderValue::from_str(value)
+            .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    Ok((client, headers, url))
 }
 
 /// Logs what the server writes to stderr and keeps its last line.
