@@ -451,7 +451,15 @@ impl Agent {
         .await?;
         let mut context = log.context();
 
-        let tool_defs = self.tools.definitions();
+        let tool_ctx = ToolContext {
+            agent_id: s.id.clone(),
+            session_key: crate::tool_scope(&s.id, &req.session_key),
+            workspace,
+            cancel: cancel.clone(),
+            user: run_user,
+            acting_user: on_behalf_of.map(str::to_string),
+        };
+        let tool_defs = self.tools.definitions_for(&tool_ctx);
         let intent = &s.intent;
         // In intent mode (and in auto mode once a server refuses `tools`) the tools are
         // described in the system prompt and calls are parsed from the text.
@@ -460,14 +468,6 @@ impl Agent {
             Vec::new()
         } else {
             tool_intent::tool_specs(&self.tools, &tool_defs)
-        };
-        let tool_ctx = ToolContext {
-            agent_id: s.id.clone(),
-            session_key: crate::tool_scope(&s.id, &req.session_key),
-            workspace,
-            cancel: cancel.clone(),
-            user: run_user,
-            acting_user: on_behalf_of.map(str::to_string),
         };
         let instructions = req.options.instructions.as_deref();
         let mode = match (s.prompt_mode, req.options.prompt_mode) {
@@ -1194,7 +1194,6 @@ impl Agent {
         let owner = crate::user_scope::owner(session_key);
         let (workspace, user) = self.run_workspace(owner.as_deref())?;
         let mut log = self.store.open(&s.id, session_key).await?;
-        let tool_defs = self.tools.definitions();
         let tool_ctx = ToolContext {
             agent_id: s.id.clone(),
             session_key: crate::tool_scope(&s.id, session_key),
@@ -1203,6 +1202,7 @@ impl Agent {
             user,
             acting_user: owner.clone(),
         };
+        let tool_defs = self.tools.definitions_for(&tool_ctx);
         let system = self
             .system_prompt(&tool_defs, false, &tool_ctx, s.prompt_mode)
             .await;

@@ -72,6 +72,16 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/v1/providers/{name}",
             axum::routing::delete(http::agents::delete_provider),
         )
+        .route(
+            "/v1/mcp/servers",
+            get(http::mcp_servers::list).post(http::mcp_servers::create),
+        )
+        .route(
+            "/v1/mcp/servers/{name}",
+            get(http::mcp_servers::get_one)
+                .put(http::mcp_servers::replace)
+                .delete(http::mcp_servers::delete),
+        )
         .route("/v1/chat/completions", post(http::chat_completions::handle))
         .route("/v1/responses", post(http::responses::handle))
         .route("/tools/invoke", post(http::tools_invoke::handle))

@@ -240,10 +240,10 @@ impl SharedServices {
 }
 
 /// The configured MCP servers, started when there is a tokio runtime to run them on
-/// (their tools appear as each becomes ready).
+/// (their tools appear as each becomes ready); stored ones join when they are loaded.
 fn start_mcp(settings: &Settings) -> Arc<ferroclaw_tools::mcp::McpHub> {
     let hub = ferroclaw_tools::mcp::McpHub::new(&settings.mcp);
-    if !hub.is_empty() && tokio::runtime::Handle::try_current().is_ok() {
+    if tokio::runtime::Handle::try_current().is_ok() {
         hub.start();
     }
     hub
@@ -320,9 +320,8 @@ pub fn tool_registry(
     if let Some(book) = &services.cron {
         registry.register(Arc::new(crate::cron::CronTool { book: book.clone() }));
     }
-    if !services.mcp.is_empty() {
-        registry = registry.with_source(services.mcp.clone());
-    }
+    // Servers come and go (the API adds stored ones), so the hub is always a source.
+    registry = registry.with_source(services.mcp.clone());
     // Policy last: it decides over everything registered above.
     registry
         .with_policy(policy, ctx)

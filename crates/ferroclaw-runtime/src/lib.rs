@@ -15,6 +15,7 @@ pub mod bootstrap;
 pub mod cron;
 mod door;
 mod handle;
+pub mod mcp_servers;
 mod origin;
 mod relay;
 mod runtime;

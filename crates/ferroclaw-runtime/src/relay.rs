@@ -64,6 +64,7 @@ pub(crate) fn start(
     store: &dyn SessionStore,
     scheduler: Arc<Scheduler>,
     tenants: Option<Arc<Tenants>>,
+    mcp: Option<Arc<crate::mcp_servers::McpServers>>,
     watch: Watch,
 ) -> Option<Arc<dyn SignalBus>> {
     let bus = store.signals()?;
@@ -110,12 +111,14 @@ pub(crate) fn start(
                     }
                 }
                 Ok(Signal::Hello) => reannounce.notify_one(),
+                Ok(Signal::McpServersChanged) => reload_mcp(&mcp),
                 Ok(Signal::Resumed) => {
                     // Whatever was said while the listener was away is lost: rebuild
                     // users' agents from the store and say again what is watched here.
                     if let Some(t) = &tenants {
                         crate::runtime::Runtime::apply_directory_change(t, None);
                     }
+                    reload_mcp(&mcp);
                     reannounce.notify_one();
                 }
                 Ok(signal) => apply(&scheduler, &signal),
@@ -124,12 +127,24 @@ pub(crate) fn start(
                     if let Some(t) = &tenants {
                         crate::runtime::Runtime::apply_directory_change(t, None);
                     }
+                    reload_mcp(&mcp);
                 }
                 Err(RecvError::Closed) => return,
             }
         }
     });
     Some(bus)
+}
+
+/// Loads the stored MCP servers again, off the signal loop.
+fn reload_mcp(mcp: &Option<Arc<crate::mcp_servers::McpServers>>) {
+    if let Some(mcp) = mcp.clone() {
+        tokio::spawn(async move {
+            if let Err(e) = mcp.reload().await {
+                tracing::warn!(error = %e, "mcp: could not load the stored servers");
+            }
+        });
+    }
 }
 
 fn apply(scheduler: &Scheduler, signal: &Signal) {
@@ -148,6 +163,7 @@ fn apply(scheduler: &Scheduler, signal: &Signal) {
         | Signal::Run { .. }
         | Signal::Watch { .. }
         | Signal::Hello
+        | Signal::McpServersChanged
         | Signal::Resumed => 0,
     };
     if n > 0 {

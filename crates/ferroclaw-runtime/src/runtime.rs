@@ -100,6 +100,8 @@ pub struct Runtime {
     pub(crate) tenants: Option<Arc<crate::tenants::Tenants>>,
     /// Scheduled jobs (`None`: a store that keeps none).
     pub(crate) cron: Option<crate::cron::CronBook>,
+    /// MCP servers kept in the storage (`None`: a store that keeps none).
+    pub(crate) mcp_servers: Option<Arc<crate::mcp_servers::McpServers>>,
 }
 
 impl Runtime {
@@ -177,16 +179,33 @@ impl Runtime {
         let tenants = match (store.directory(), settings.agent(&default_agent)) {
             (Some(directory), Ok(template)) => Some(Arc::new(crate::tenants::Tenants::new(
                 directory,
-                key,
+                key.clone(),
                 template.clone(),
                 agents.iter().map(|a| a.id.clone()).collect(),
             ))),
             _ => None,
         };
+        let mcp_servers = store.mcp_servers().map(|stored| {
+            Arc::new(crate::mcp_servers::McpServers::new(
+                stored,
+                services.mcp.clone(),
+                store.signals(),
+                key.clone(),
+            ))
+        });
+        if let (Some(m), Ok(handle)) = (&mcp_servers, tokio::runtime::Handle::try_current()) {
+            let m = m.clone();
+            handle.spawn(async move {
+                if let Err(e) = m.reload().await {
+                    tracing::warn!(error = %e, "mcp: could not load the stored servers");
+                }
+            });
+        }
         let signals = crate::relay::start(
             store.as_ref(),
             core.scheduler.clone(),
             tenants.clone(),
+            mcp_servers.clone(),
             core.watch.clone(),
         );
         Ok(Runtime {
@@ -198,6 +217,7 @@ impl Runtime {
             signals,
             tenants,
             cron,
+            mcp_servers,
         })
     }
 
@@ -226,7 +246,14 @@ impl Runtime {
             signals: None,
             tenants: None,
             cron: None,
+            mcp_servers: None,
         }
+    }
+
+    /// The MCP servers kept in the storage (`None`: a store that keeps none, or a runtime
+    /// of prebuilt agents).
+    pub fn mcp_servers(&self) -> Option<&Arc<crate::mcp_servers::McpServers>> {
+        self.mcp_servers.as_ref()
     }
 
     /// Tells `observer` about every run from now on (set once; `false` if already set).

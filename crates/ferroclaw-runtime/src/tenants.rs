@@ -72,6 +72,9 @@ pub enum TenantError {
     Invalid(String),
     #[error("{0}")]
     Conflict(String),
+    /// Something other than an agent that is not there (an MCP server).
+    #[error("{0}")]
+    NotFound(String),
     #[error("this gateway keeps no agents in a database")]
     Unsupported,
     #[error("storage: {0}")]

@@ -49,6 +49,7 @@ pub struct FileSessionStore {
     log_cache: Arc<std::sync::Mutex<LogCache>>,
     directory: Arc<crate::sqlite::directory::SqliteDirectory>,
     cron: Arc<crate::sqlite::cron::SqliteCron>,
+    mcp_servers: Arc<crate::sqlite::mcp_servers::SqliteMcpServers>,
 }
 
 /// Identity of a file's current contents: any rewrite (rename) changes the inode, any
@@ -105,7 +106,8 @@ impl FileSessionStore {
             directory: Arc::new(crate::sqlite::directory::SqliteDirectory::new(
                 records.clone(),
             )),
-            cron: Arc::new(crate::sqlite::cron::SqliteCron::new(records)),
+            cron: Arc::new(crate::sqlite::cron::SqliteCron::new(records.clone())),
+            mcp_servers: Arc::new(crate::sqlite::mcp_servers::SqliteMcpServers::new(records)),
         }
     }
 
@@ -337,6 +339,10 @@ impl SessionStore for FileSessionStore {
 
     fn cron(&self) -> Option<Arc<dyn crate::CronStore>> {
         Some(self.cron.clone())
+    }
+
+    fn mcp_servers(&self) -> Option<Arc<dyn crate::McpServerStore>> {
+        Some(self.mcp_servers.clone())
     }
 
     async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {

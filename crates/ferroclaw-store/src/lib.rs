@@ -19,6 +19,7 @@ mod file;
 mod file_integrity;
 mod group_sync;
 pub mod integrity;
+mod mcp_servers;
 mod memory;
 mod migration;
 mod postgres;
@@ -36,6 +37,7 @@ pub use integrity::{
     cap_tool_result, validate_api_messages, validate_bytes, validate_file, Incident,
     IntegrityStatus, Issue, IssueKind, ScanOptions, ScanSummary, Strategy,
 };
+pub use mcp_servers::{McpServerRecord, McpServerStore};
 pub use memory::MemoryStore;
 pub use migration::MigrationState;
 pub use postgres::PgSessionStore;
@@ -182,6 +184,11 @@ pub trait SessionStore: Integrity + Send + Sync {
     /// Scheduled jobs and their run log in the same storage (`None`: a store that keeps
     /// none, such as the in-memory one).
     fn cron(&self) -> Option<std::sync::Arc<dyn CronStore>> {
+        None
+    }
+    /// MCP servers created through the API, in the same storage (`None`: a store that
+    /// keeps none).
+    fn mcp_servers(&self) -> Option<std::sync::Arc<dyn McpServerStore>> {
         None
     }
 }

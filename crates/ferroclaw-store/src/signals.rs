@@ -37,6 +37,8 @@ pub enum Signal {
     },
     /// The publishing instance has just started listening: tell it what you watch.
     Hello,
+    /// The MCP servers kept in the storage changed: load them again.
+    McpServersChanged,
     /// Never published: this instance's own listener has (re)connected, and signals
     /// sent while it was away were missed (built agents may be stale, watches unknown).
     Resumed,

@@ -1043,3 +1043,41 @@ async fn a_branched_transcript_reads_and_grows_along_its_active_branch() {
         );
     }
 }
+
+#[tokio::test]
+async fn mcp_servers_are_kept_replaced_listed_and_deleted() {
+    for s in Subject::all().await {
+        let n = s.name;
+        let servers = s.store.mcp_servers().expect("mcp server store");
+        assert!(servers.servers().await.unwrap().is_empty(), "{n}");
+        let record = |name: &str, url: &str, at: i64| ferroclaw_store::McpServerRecord {
+            name: name.into(),
+            spec: serde_json::json!({"transport": "streamable-http", "url": url}),
+            created_at: at,
+            updated_at: at,
+        };
+        servers
+            .put_server(&record("zeta", "http://z/mcp", 1))
+            .await
+            .unwrap();
+        servers
+            .put_server(&record("alpha", "http://a/mcp", 2))
+            .await
+            .unwrap();
+        // A replacement keeps the creation time and takes the new definition.
+        servers
+            .put_server(&record("zeta", "http://z2/mcp", 5))
+            .await
+            .unwrap();
+        let all = servers.servers().await.unwrap();
+        let names: Vec<&str> = all.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["alpha", "zeta"], "{n}");
+        let zeta = servers.server("zeta").await.unwrap().expect("kept");
+        assert_eq!(zeta.spec["url"], "http://z2/mcp", "{n}");
+        assert_eq!((zeta.created_at, zeta.updated_at), (1, 5), "{n}");
+        assert!(servers.delete_server("zeta").await.unwrap(), "{n}");
+        assert!(!servers.delete_server("zeta").await.unwrap(), "{n}");
+        assert!(servers.server("zeta").await.unwrap().is_none(), "{n}");
+        assert_eq!(servers.servers().await.unwrap().len(), 1, "{n}");
+    }
+}

@@ -125,4 +125,9 @@ pub trait Tool: Send + Sync {
     fn parameters(&self) -> Value;
     /// Runs the tool. Errors are returned as `ToolResult::error`, never panics.
     async fn execute(&self, ctx: &ToolContext, args: Value) -> ToolResult;
+    /// Whether this run (its agent and user) may see and call the tool at all, beside the
+    /// policy: `Err(why)` hides it from the run and refuses a call that names it anyway.
+    fn offered_to(&self, _ctx: &ToolContext) -> Result<(), String> {
+        Ok(())
+    }
 }

@@ -189,6 +189,20 @@ impl ToolRegistry {
             .collect()
     }
 
+    /// [`Self::definitions`] for one run: without the tools not offered to its agent and
+    /// user (an MCP server's tools outside its grants).
+    pub fn definitions_for(&self, ctx: &ToolContext) -> Vec<ToolDefinition> {
+        self.all()
+            .iter()
+            .filter(|t| self.policy_allows(t.as_ref()).is_ok() && t.offered_to(ctx).is_ok())
+            .map(|t| ToolDefinition {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.parameters(),
+            })
+            .collect()
+    }
+
     /// Keeps only the tools whose primary name satisfies `keep`.
     pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
         self.tools.retain(|t| keep(t.name()));
@@ -264,6 +278,9 @@ impl ToolRegistry {
                 self.names().join(", ")
             ));
         };
+        if let Err(reason) = tool.offered_to(ctx) {
+            return refused_by_policy(tool.name(), ctx, &reason);
+        }
         let args = match normalize_args(args) {
             Ok(a) => a,
             Err(kind) => {
@@ -325,14 +342,14 @@ impl ToolRegistry {
 }
 
 /// One entry of an allow list.
-enum NameMatcher {
+pub(crate) enum NameMatcher {
     Glob(globset::GlobMatcher),
     /// Entries that are not valid globs are compared literally.
     Literal(String),
 }
 
 impl NameMatcher {
-    fn new(entry: &str) -> Self {
+    pub(crate) fn new(entry: &str) -> Self {
         let entry = entry.trim();
         match globset::Glob::new(entry) {
             Ok(g) => Self::Glob(g.compile_matcher()),
@@ -340,7 +357,7 @@ impl NameMatcher {
         }
     }
 
-    fn is_match(&self, name: &str) -> bool {
+    pub(crate) fn is_match(&self, name: &str) -> bool {
         match self {
             Self::Glob(m) => m.is_match(name),
             Self::Literal(l) => l == name,

@@ -3358,3 +3358,306 @@ async fn an_mcp_server_s_tools_reach_the_model_through_the_gateway_and_end_with_
         }
     }
 }
+
+/// `mcp-server-everything streamableHttp` on a port of its own, once it says it listens;
+/// its process group is killed on drop.
+struct EverythingOverHttp {
+    child: tokio::process::Child,
+    url: String,
+}
+
+impl EverythingOverHttp {
+    async fn start() -> EverythingOverHttp {
+        let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../.ci/mcp/node_modules/.bin/mcp-server-everything");
+        assert!(
+            bin.exists(),
+            "run `npm ci --prefix .ci/mcp` (what .ci/run does)"
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = tokio::process::Command::new(bin)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        tokio::time::timeout(WAIT, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.contains(&port.to_string()) {
+                    return;
+                }
+            }
+            panic!("the MCP server ended before listening");
+        })
+        .await
+        .expect("the MCP server did not start");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        EverythingOverHttp {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for EverythingOverHttp {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: the group this test started.
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+        }
+    }
+}
+
+/// Polls `GET /v1/mcp/servers` of `gw` until `want` holds of the list (another
+/// instance's change arrives by a signal, a server's start takes its time).
+async fn mcp_servers_until(gw: &Gateway, want: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (st, list) =
+            call_as(gw, &gw.token, reqwest::Method::GET, "/v1/mcp/servers", None).await;
+        assert_eq!(st, 200, "{list}");
+        if want(&list["data"]) {
+            return list;
+        }
+        assert!(std::time::Instant::now() < deadline, "never: {list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn offered_tools(req: &ferroclaw_testkit::RecordedRequest) -> Vec<String> {
+    req.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn stored_mcp_servers_reach_every_instance_and_their_grants_decide_who_uses_them() {
+    use reqwest::Method;
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let a = tenant_gateway(&url).await;
+    let b = tenant_gateway(&url).await;
+    let everything = EverythingOverHttp::start().await;
+    const ALICE: &str = "alice-secret-token";
+    const BOB: &str = "bob-secret-token";
+    let server = json!({
+        "name": "every",
+        "transport": "streamable-http",
+        "url": everything.url,
+        "headers": {"X-Team": "blue-team-secret"},
+        "timeout_seconds": 10,
+        "grants": [
+            {"agent": "main", "allow": ["echo"]},
+            {"user": "bob", "deny": ["*"]},
+        ],
+    });
+
+    // Refused, each with its reason: not the administrator, a program on the host, an
+    // unknown setting, a grant naming two subjects, a name the config could not hold.
+    let refusals: Vec<(&str, Value, u16, &str)> = vec![
+        (ALICE, server.clone(), 403, "only the administrator"),
+        (
+            &a.token,
+            json!({"name": "local", "transport": "stdio", "command": "sh"}),
+            400,
+            "belongs in the config file",
+        ),
+        (
+            &a.token,
+            json!({"name": "x", "transport": "sse", "url": "http://127.0.0.1:9/sse", "colour": "red"}),
+            400,
+            "unknown field `colour`",
+        ),
+        (
+            &a.token,
+            json!({"name": "x", "transport": "sse", "url": "http://127.0.0.1:9/sse", "grants": [{"agent": "main", "user": "bob", "allow": ["*"]}]}),
+            400,
+            "exactly one of `agent` or `user`",
+        ),
+        (
+            &a.token,
+            json!({"name": "bad name", "transport": "sse", "url": "http://127.0.0.1:9/sse"}),
+            400,
+            "name: 1-64 characters",
+        ),
+    ];
+    for (token, body, status, why) in refusals {
+        let (st, answer) = call_as(&a, token, Method::POST, "/v1/mcp/servers", Some(body)).await;
+        assert_eq!(st, status, "{answer}");
+        assert!(answer.to_string().contains(why), "{why}: {answer}");
+    }
+    let (st, created) = call_as(
+        &a,
+        &a.token,
+        Method::POST,
+        "/v1/mcp/servers",
+        Some(server.clone()),
+    )
+    .await;
+    assert_eq!(st, 201, "{created}");
+    assert_eq!(created["headers"]["X-Team"], "********", "{created}");
+    assert!(!created.to_string().contains("blue-team-secret"));
+    let (st, again) = call_as(
+        &a,
+        &a.token,
+        Method::POST,
+        "/v1/mcp/servers",
+        Some(server.clone()),
+    )
+    .await;
+    assert_eq!(st, 409, "{again}");
+    let (st, _) = call_as(&a, &a.token, Method::GET, "/v1/mcp/servers/nothing", None).await;
+    assert_eq!(st, 404);
+    // The header value is sealed at rest.
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let spec: String = client
+        .query_one("SELECT spec FROM mcp_servers WHERE name = 'every'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        spec.contains("aes-gcm:") && !spec.contains("blue-team-secret"),
+        "{spec}"
+    );
+
+    // The other instance hears of it and connects too.
+    let ready = |list: &Value| {
+        list.as_array().is_some_and(|l| {
+            l.iter()
+                .any(|s| s["name"] == "every" && s["status"]["state"] == "ready")
+        })
+    };
+    mcp_servers_until(&a, ready).await;
+    let listed = mcp_servers_until(&b, ready).await;
+    let tools = listed["data"][0]["status"]["tools"].to_string();
+    assert!(
+        tools.contains("mcp_every_echo") && tools.contains("mcp_every_get-sum"),
+        "{tools}"
+    );
+
+    // Alice on `main`: the agent's grant offers `echo` only, and her call is answered.
+    b.llm.push(Reply::tool_call(
+        "c1",
+        "mcp_every_echo",
+        json!({"message": "hello from alice"}),
+    ));
+    b.llm.push(Reply::text("echoed"));
+    let chat = || json!({"model": "ferroclaw:main", "messages": [{"role": "user", "content": "echo please"}]});
+    let (st, body) = call_as(
+        &b,
+        ALICE,
+        Method::POST,
+        "/v1/chat/completions",
+        Some(chat()),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let reqs = b.llm.requests();
+    let offered = offered_tools(&reqs[reqs.len() - 2]);
+    assert!(offered.iter().any(|t| t == "mcp_every_echo"), "{offered:?}");
+    assert!(
+        !offered.iter().any(|t| t == "mcp_every_get-sum"),
+        "{offered:?}"
+    );
+    let result = reqs.last().unwrap().body["messages"].to_string();
+    assert!(result.contains("hello from alice"), "{result}");
+
+    // Bob's own grant denies everything, and deny wins over the agent's allow: nothing is
+    // offered, and a call naming the tool anyway is refused with the reason.
+    b.llm.push(Reply::tool_call(
+        "c2",
+        "mcp_every_echo",
+        json!({"message": "bob was here"}),
+    ));
+    b.llm.push(Reply::text("refused"));
+    let (st, body) = call_as(&b, BOB, Method::POST, "/v1/chat/completions", Some(chat())).await;
+    assert_eq!(st, 200, "{body}");
+    let reqs = b.llm.requests();
+    let offered = offered_tools(&reqs[reqs.len() - 2]);
+    assert!(
+        !offered.iter().any(|t| t.starts_with("mcp_every_")),
+        "{offered:?}"
+    );
+    let result = reqs.last().unwrap().body["messages"].to_string();
+    assert!(result.contains("denied to user `bob`"), "{result}");
+    assert!(!result.contains("bob was here\""), "{result}");
+
+    // A change of grants applies at once on both instances (no restart): now `get-sum`.
+    let mut changed = server.clone();
+    changed["grants"] = json!([{"agent": "main", "allow": ["get-sum"]}]);
+    let (st, body) = call_as(
+        &a,
+        &a.token,
+        Method::PUT,
+        "/v1/mcp/servers/every",
+        Some(changed),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        b.llm.push(Reply::text("ok"));
+        let (st, body) = call_as(
+            &b,
+            ALICE,
+            Method::POST,
+            "/v1/chat/completions",
+            Some(chat()),
+        )
+        .await;
+        assert_eq!(st, 200, "{body}");
+        let offered = offered_tools(b.llm.requests().last().unwrap());
+        if offered.iter().any(|t| t == "mcp_every_get-sum") {
+            assert!(
+                !offered.iter().any(|t| t == "mcp_every_echo"),
+                "{offered:?}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{offered:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Deleted: gone on both instances, its tools with it.
+    let (st, body) = call_as(&a, &a.token, Method::DELETE, "/v1/mcp/servers/every", None).await;
+    assert_eq!(st, 200, "{body}");
+    let empty = |list: &Value| list.as_array().is_some_and(|l| l.is_empty());
+    mcp_servers_until(&a, empty).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        b.llm.push(Reply::text("ok"));
+        let (st, body) = call_as(
+            &b,
+            ALICE,
+            Method::POST,
+            "/v1/chat/completions",
+            Some(chat()),
+        )
+        .await;
+        assert_eq!(st, 200, "{body}");
+        let offered = offered_tools(b.llm.requests().last().unwrap());
+        if !offered.iter().any(|t| t.starts_with("mcp_every_")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{offered:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (st, _) = call_as(&a, &a.token, Method::DELETE, "/v1/mcp/servers/every", None).await;
+    assert_eq!(st, 404);
+}

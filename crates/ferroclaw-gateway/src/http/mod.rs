@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod chat_completions;
 pub mod health;
+pub mod mcp_servers;
 pub mod models;
 pub mod responses;
 pub mod tools_invoke;
@@ -248,6 +249,7 @@ pub async fn resolve_agent(
 pub fn tenant_error(e: TenantError, shape: ErrorShape) -> ApiError {
     let err = match &e {
         TenantError::UnknownAgent(_) => ApiError::not_found("model_not_found", e.to_string()),
+        TenantError::NotFound(_) => ApiError::not_found("not_found", e.to_string()),
         TenantError::Forbidden(_) => ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",

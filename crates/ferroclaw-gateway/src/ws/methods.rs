@@ -151,7 +151,7 @@ pub(crate) async fn pick_agent(
 /// A tenant refusal as a WebSocket error.
 pub fn tenant_error(e: TenantError) -> WsError {
     let code = match &e {
-        TenantError::UnknownAgent(_) => WsCode::NotFound,
+        TenantError::UnknownAgent(_) | TenantError::NotFound(_) => WsCode::NotFound,
         TenantError::Forbidden(_) => WsCode::Unauthorized,
         TenantError::Invalid(_) | TenantError::Conflict(_) => WsCode::InvalidRequest,
         TenantError::Unsupported | TenantError::Store(_) => WsCode::Unavailable,

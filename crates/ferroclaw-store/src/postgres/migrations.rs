@@ -124,6 +124,16 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
     );
     CREATE INDEX cron_runs_by_job ON cron_runs (job_id, started_at DESC);",
     ),
+    (
+        4,
+        "mcp servers",
+        "CREATE TABLE mcp_servers (
+        name       TEXT PRIMARY KEY,
+        spec       TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );",
+    ),
 ];
 
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -12,6 +12,7 @@
 mod cron;
 mod directory;
 mod integrity;
+mod mcp_servers;
 pub(crate) mod migrations;
 mod signals;
 mod tls;
@@ -686,6 +687,10 @@ impl SessionStore for PgSessionStore {
     }
 
     fn cron(&self) -> Option<std::sync::Arc<dyn crate::CronStore>> {
+        Some(std::sync::Arc::new(self.clone()))
+    }
+
+    fn mcp_servers(&self) -> Option<std::sync::Arc<dyn crate::McpServerStore>> {
         Some(std::sync::Arc::new(self.clone()))
     }
 

@@ -9,6 +9,7 @@
 
 pub(crate) mod cron;
 pub(crate) mod directory;
+pub(crate) mod mcp_servers;
 pub(crate) mod migrations;
 pub(crate) mod records;
 

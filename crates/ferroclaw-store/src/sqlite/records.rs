@@ -91,6 +91,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     );
     CREATE INDEX cron_runs_by_job ON cron_runs (job_id, started_at DESC);",
     ),
+    (
+        3,
+        "mcp servers",
+        "CREATE TABLE mcp_servers (
+        name       TEXT PRIMARY KEY,
+        spec       TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );",
+    ),
 ];
 
 /// The records database of a home, shared by the stores that keep tables in it.

@@ -32,8 +32,11 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+mod grants;
 mod http;
 mod sse;
+
+pub use grants::{check as check_grants, McpGrant};
 
 use crate::registry::ToolSource;
 use crate::{Tool, ToolContext, ToolResult};
@@ -54,6 +57,8 @@ pub struct McpServerStatus {
     pub transport: String,
     /// `starting`, `ready`, `restarting`, `failed` or `disabled`.
     pub state: &'static str,
+    /// `config` (the config file) or `stored` (created through the API).
+    pub source: &'static str,
     pub tools: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
@@ -70,6 +75,10 @@ struct Server {
     list_changed: Arc<Notify>,
     /// Wakes those waiting for the server to settle (tests, `doctor`).
     settled: Notify,
+    /// Ends this server alone (it was deleted or redefined); a child of the hub's.
+    stop: CancellationToken,
+    /// Who may use its tools (`None`: a server of the config file, for every agent).
+    grants: Option<Mutex<Vec<McpGrant>>>,
 }
 
 #[derive(Default)]
@@ -90,61 +99,94 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Every configured MCP server, and their tools.
 pub struct McpHub {
-    servers: Vec<Arc<Server>>,
+    servers: Mutex<Vec<Arc<Server>>>,
     stop: CancellationToken,
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl McpHub {
     /// The servers of `cfg`, not started yet.
     pub fn new(cfg: &McpConfig) -> Arc<McpHub> {
+        let stop = CancellationToken::new();
         let servers = cfg
             .servers
             .iter()
-            .map(|(name, c)| {
-                let prefix = c
-                    .tool_prefix
-                    .clone()
-                    .unwrap_or_else(|| format!("mcp_{}", sanitize(name)));
-                Arc::new(Server {
-                    name: name.clone(),
-                    cfg: c.clone(),
-                    prefix,
-                    state: Mutex::new(ServerState {
-                        state: if c.enabled { "starting" } else { "disabled" },
-                        ..ServerState::default()
-                    }),
-                    list_changed: Arc::new(Notify::new()),
-                    settled: Notify::new(),
-                })
-            })
+            .map(|(name, c)| Server::new(name, c.clone(), None, &stop))
             .collect();
         Arc::new(McpHub {
-            servers,
-            stop: CancellationToken::new(),
+            servers: Mutex::new(servers),
+            stop,
+            started: Default::default(),
         })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.servers.is_empty()
+    fn servers(&self) -> Vec<Arc<Server>> {
+        lock(&self.servers).clone()
     }
 
-    /// Starts every enabled server (on the current tokio runtime).
+    /// Starts every enabled server (on the current tokio runtime), and those added later.
     pub fn start(self: &Arc<Self>) {
-        for server in self.servers.iter().filter(|s| s.cfg.enabled) {
-            tokio::spawn(run_server(server.clone(), self.stop.clone()));
+        self.started
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        for server in self.servers().into_iter().filter(|s| s.cfg.enabled) {
+            tokio::spawn(run_server(server.clone(), server.stop.clone()));
         }
+    }
+
+    /// Makes the stored servers (created through the API) exactly `stored`: new ones
+    /// start, deleted ones stop, a redefined one restarts, one whose grants alone
+    /// changed keeps running. A name the config file uses is left to the config file.
+    pub fn sync_stored(&self, stored: Vec<(String, McpServerConfig, Vec<McpGrant>)>) {
+        let started = self.started.load(std::sync::atomic::Ordering::SeqCst);
+        let mut servers = lock(&self.servers);
+        servers.retain(|s| {
+            let Some(grants) = &s.grants else {
+                return true;
+            };
+            match stored.iter().find(|(name, _, _)| *name == s.name) {
+                Some((_, cfg, new)) if *cfg == s.cfg => {
+                    *lock(grants) = new.clone();
+                    true
+                }
+                _ => {
+                    s.stop.cancel();
+                    kill_group(lock(&s.state).pid.take());
+                    false
+                }
+            }
+        });
+        for (name, cfg, grants) in stored {
+            if servers.iter().any(|s| s.name == name) {
+                if servers.iter().any(|s| s.name == name && s.grants.is_none()) {
+                    warn!(server = %name, "mcp: a stored server has the name of a configured one; the configured one is kept");
+                }
+                continue;
+            }
+            let server = Server::new(&name, cfg, Some(grants), &self.stop);
+            if started && server.cfg.enabled {
+                tokio::spawn(run_server(server.clone(), server.stop.clone()));
+            }
+            servers.push(server);
+        }
+    }
+
+    /// Whether the config file names a server `name`.
+    pub fn is_configured(&self, name: &str) -> bool {
+        self.servers()
+            .iter()
+            .any(|s| s.name == name && s.grants.is_none())
     }
 
     /// Stops every server; their child processes are killed now.
     pub fn shutdown(&self) {
         self.stop.cancel();
-        for server in &self.servers {
+        for server in self.servers() {
             kill_group(lock(&server.state).pid.take());
         }
     }
 
     pub fn status(&self) -> Vec<McpServerStatus> {
-        self.servers
+        self.servers()
             .iter()
             .map(|s| {
                 let st = lock(&s.state);
@@ -152,6 +194,11 @@ impl McpHub {
                     name: s.name.clone(),
                     transport: s.cfg.transport.clone(),
                     state: st.state,
+                    source: if s.grants.is_some() {
+                        "stored"
+                    } else {
+                        "config"
+                    },
                     tools: st.tools.iter().map(|t| t.name().to_string()).collect(),
                     last_error: st.last_error.clone(),
                     starts: st.starts,
@@ -164,7 +211,7 @@ impl McpHub {
     /// `init_timeout_seconds` (a command that sends one message, then exits).
     pub async fn settle_all(&self) {
         // They start together: waiting for one after the other costs the slowest.
-        for s in self.servers.iter().filter(|s| s.cfg.enabled) {
+        for s in self.servers().into_iter().filter(|s| s.cfg.enabled) {
             let timeout = Duration::from_secs(s.cfg.init_timeout_seconds.max(1) + 5);
             self.settled(&s.name, timeout).await;
         }
@@ -172,7 +219,7 @@ impl McpHub {
 
     /// Waits until server `name` is ready or has failed (or `timeout` passes); its state.
     pub async fn settled(&self, name: &str, timeout: Duration) -> Option<&'static str> {
-        let server = self.servers.iter().find(|s| s.name == name)?;
+        let server = self.servers().into_iter().find(|s| s.name == name)?;
         let wait = async {
             loop {
                 let notified = server.settled.notified();
@@ -198,10 +245,38 @@ impl Drop for McpHub {
 
 impl ToolSource for McpHub {
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        self.servers
+        lock(&self.servers)
             .iter()
             .flat_map(|s| lock(&s.state).tools.clone())
             .collect()
+    }
+}
+
+impl Server {
+    fn new(
+        name: &str,
+        cfg: McpServerConfig,
+        grants: Option<Vec<McpGrant>>,
+        hub_stop: &CancellationToken,
+    ) -> Arc<Server> {
+        let prefix = cfg
+            .tool_prefix
+            .clone()
+            .unwrap_or_else(|| format!("mcp_{}", sanitize(name)));
+        let state = if cfg.enabled { "starting" } else { "disabled" };
+        Arc::new(Server {
+            name: name.to_string(),
+            cfg,
+            prefix,
+            state: Mutex::new(ServerState {
+                state,
+                ..ServerState::default()
+            }),
+            list_changed: Arc::new(Notify::new()),
+            settled: Notify::new(),
+            stop: hub_stop.child_token(),
+            grants: grants.map(Mutex::new),
+        })
     }
 }
 
@@ -521,6 +596,19 @@ impl Tool for McpTool {
 
     fn parameters(&self) -> Value {
         self.parameters.clone()
+    }
+
+    fn offered_to(&self, ctx: &ToolContext) -> Result<(), String> {
+        match &self.server.grants {
+            None => Ok(()),
+            Some(grants) => grants::decide(
+                &lock(grants),
+                &self.server.name,
+                &self.remote,
+                &ctx.agent_id,
+                ctx.acting_user.as_deref(),
+            ),
+        }
     }
 
     async fn execute(&self, _ctx: &ToolContext, args: Value) -> ToolResult {

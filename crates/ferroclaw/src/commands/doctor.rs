@@ -33,10 +33,10 @@ impl Report {
 /// Each enabled MCP server starts, answers `initialize` and lists its tools (each is
 /// started here, then stopped).
 async fn check_mcp(r: &mut Report, settings: &ferroclaw_config::settings::Settings) {
-    let hub = ferroclaw_tools::mcp::McpHub::new(&settings.mcp);
-    if hub.is_empty() {
+    if settings.mcp.servers.is_empty() {
         return;
     }
+    let hub = ferroclaw_tools::mcp::McpHub::new(&settings.mcp);
     hub.start();
     hub.settle_all().await;
     for s in hub.status() {
