@@ -227,12 +227,16 @@ struct NodeServer {
 impl NodeServer {
     /// `mcp-server-everything <mode>`, once it says it listens.
     async fn start(mode: &str) -> NodeServer {
-        use tokio::io::AsyncBufReadExt;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
+        Self::start_on(mode, port).await
+    }
+
+    async fn start_on(mode: &str, port: u16) -> NodeServer {
+        use tokio::io::AsyncBufReadExt;
         let mut child = tokio::process::Command::new(reference("mcp-server-everything"))
             .arg(mode)
             .env("PORT", port.to_string())
@@ -332,6 +336,26 @@ async fn the_reference_server_over_streamable_http_and_over_legacy_sse() {
             .await;
         assert!(gone.is_error, "{mode}: {gone:?}");
         assert!(started.elapsed() < Duration::from_secs(20), "{mode}");
+
+        // It comes back on the same address (a new process: every session forgotten),
+        // and so do its tools, without anyone restarting the gateway.
+        let _back = NodeServer::start_on(mode, node.port).await;
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            let r = registry
+                .execute(
+                    "mcp_everything_echo",
+                    &ctx,
+                    json!({"message": "back again"}),
+                )
+                .await;
+            if !r.is_error && r.for_llm.contains("back again") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{mode}: never came back: {r:?}");
+            // Waiting for the hub's back-off to reconnect (it doubles from 2 s).
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         hub.shutdown();
     }
 }
