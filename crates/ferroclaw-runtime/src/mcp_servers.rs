@@ -34,6 +34,9 @@ pub struct McpServers {
     key: Option<SecretKey>,
 }
 
+/// What a header value looks like in an answer.
+const MASK: &str = "********";
+
 fn admin_only(who: Requester<'_>) -> Result<(), TenantError> {
     if who.admin {
         Ok(())
@@ -126,7 +129,7 @@ impl McpServers {
         }
         if let Some(headers) = v.get_mut("headers").and_then(Value::as_object_mut) {
             for val in headers.values_mut() {
-                *val = json!("********");
+                *val = json!(MASK);
             }
         }
         v["grants"] = r.spec.get("grants").cloned().unwrap_or(json!([]));
@@ -186,8 +189,28 @@ impl McpServers {
                 "transport: stored servers use `streamable-http` or `sse`; a `stdio` server starts a program on the host, so it belongs in the config file".into(),
             ));
         }
+        let existing = self.store.server(name).await?;
+        // A client that sends back what it was shown (`********`) keeps the stored value.
+        let kept = |header: &str| -> Option<String> {
+            existing.as_ref()?.spec["config"]["headers"][header]
+                .as_str()
+                .map(str::to_string)
+        };
         let mut sealed = config.clone();
-        for value in sealed.headers.values_mut() {
+        for (header, value) in sealed.headers.iter_mut() {
+            if value == MASK {
+                match kept(header) {
+                    Some(stored) if !create => {
+                        *value = stored;
+                        continue;
+                    }
+                    _ => {
+                        return Err(TenantError::Invalid(format!(
+                            "headers.{header}: `{MASK}` keeps a stored value, and there is none"
+                        )))
+                    }
+                }
+            }
             let key = self.key.as_ref().ok_or_else(|| {
                 TenantError::Invalid(
                     "headers: header values are stored only sealed: set FERROCLAW_ENCRYPTION_KEY (64 hex characters, 44 base64 characters or 32 bytes)".into(),
@@ -197,7 +220,6 @@ impl McpServers {
                 .seal(value)
                 .map_err(|e| TenantError::Invalid(format!("headers: {e}")))?;
         }
-        let existing = self.store.server(name).await?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);

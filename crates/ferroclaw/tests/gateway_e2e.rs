@@ -3599,8 +3599,10 @@ async fn stored_mcp_servers_reach_every_instance_and_their_grants_decide_who_use
     assert!(!result.contains("bob was here\""), "{result}");
 
     // A change of grants applies at once on both instances (no restart): now `get-sum`.
+    // The client sends back the masked header it was shown: the stored value stays.
     let mut changed = server.clone();
     changed["grants"] = json!([{"agent": "main", "allow": ["get-sum"]}]);
+    changed["headers"]["X-Team"] = json!("********");
     let (st, body) = call_as(
         &a,
         &a.token,
@@ -3610,6 +3612,22 @@ async fn stored_mcp_servers_reach_every_instance_and_their_grants_decide_who_use
     )
     .await;
     assert_eq!(st, 200, "{body}");
+    let kept: String = client
+        .query_one("SELECT spec FROM mcp_servers WHERE name = 'every'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let sealed = |spec: &str| -> String {
+        serde_json::from_str::<Value>(spec).unwrap()["config"]["headers"]["X-Team"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        sealed(&kept),
+        sealed(&spec),
+        "the sealed value is kept as it was"
+    );
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         b.llm.push(Reply::text("ok"));
