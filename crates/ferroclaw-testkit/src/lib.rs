@@ -10,6 +10,7 @@
 mod anthropic;
 mod openai;
 
+pub mod mcp;
 pub mod pg;
 
 use std::collections::VecDeque;

@@ -616,3 +616,243 @@ fn temp_home_is_a_fresh_directory() {
     assert_ne!(a.path(), b.path());
     assert_eq!(std::fs::read_dir(a.path()).unwrap().count(), 0);
 }
+
+// ----- MCP HTTP fixture -----
+
+/// One MCP POST the way a streamable-HTTP client sends it.
+async fn mcp_post(
+    client: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: Value,
+) -> reqwest::Result<reqwest::Response> {
+    let mut req = client
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("x-fixture-token", "header-token")
+        .json(&body);
+    if let Some(id) = session {
+        req = req
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    req.send().await
+}
+
+fn mcp_initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "scripted-test", "version": "0"}
+    }})
+}
+
+fn mcp_call(id: u64, tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": arguments}})
+}
+
+/// Opens a session (initialize + initialized); returns its id.
+async fn mcp_session(client: &reqwest::Client, url: &str) -> String {
+    let resp = mcp_post(client, url, None, mcp_initialize())
+        .await
+        .expect("initialize");
+    assert_eq!(resp.status(), 200);
+    let session = resp
+        .headers()
+        .get("mcp-session-id")
+        .expect("a stateful server answers initialize with mcp-session-id")
+        .to_str()
+        .unwrap()
+        .to_string();
+    let (body, cut) = read_all(resp).await;
+    assert!(!cut);
+    assert!(body.contains(r#""listChanged":true"#), "{body}");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let resp = mcp_post(client, url, Some(&session), note).await.unwrap();
+    assert_eq!(resp.status(), 202);
+    session
+}
+
+#[tokio::test]
+async fn mcp_http_fixture_serves_tools_and_dies_on_stop() {
+    use ferroclaw_testkit::mcp::{FixtureOptions, HttpFixture};
+
+    let fixture = HttpFixture::start(FixtureOptions::default()).await;
+    let url = fixture.url();
+    let port = fixture.port();
+    assert_eq!(url, format!("http://127.0.0.1:{port}/mcp"));
+    let client = reqwest::Client::new();
+    let session = mcp_session(&client, &url).await;
+
+    let resp = mcp_post(
+        &client,
+        &url,
+        Some(&session),
+        mcp_call(2, "add", json!({"a": 2, "b": 40})),
+    )
+    .await
+    .unwrap();
+    let (body, _) = read_all(resp).await;
+    assert!(body.contains(r#""text":"42""#), "{body}");
+
+    // The request's headers reach the handler.
+    let resp = mcp_post(
+        &client,
+        &url,
+        Some(&session),
+        mcp_call(3, "whoami", json!({})),
+    )
+    .await
+    .unwrap();
+    let (body, _) = read_all(resp).await;
+    assert!(body.contains(r#""text":"header-token""#), "{body}");
+
+    let resp = mcp_post(
+        &client,
+        &url,
+        Some(&session),
+        mcp_call(4, "exit", json!({})),
+    )
+    .await
+    .unwrap();
+    let (body, _) = read_all(resp).await;
+    assert!(
+        body.contains("not in http mode") && body.contains(r#""isError":true"#),
+        "{body}"
+    );
+
+    fixture.stop().await;
+    let err = mcp_post(
+        &client,
+        &url,
+        Some(&session),
+        mcp_call(6, "add", json!({"a": 1, "b": 1})),
+    )
+    .await
+    .expect_err("a stopped fixture still answered");
+    assert!(err.is_connect() || err.is_request(), "{err:?}");
+
+    // Back on the same port: a fresh server that forgot the old session.
+    let fixture = HttpFixture::start_on(port, FixtureOptions::default())
+        .await
+        .expect("rebinding the same port");
+    assert_eq!(fixture.url(), url);
+    let resp = mcp_post(
+        &client,
+        &url,
+        Some(&session),
+        mcp_call(7, "add", json!({"a": 1, "b": 1})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 404);
+    mcp_session(&client, &url).await;
+    fixture.stop().await;
+}
+
+#[tokio::test]
+async fn mcp_http_fixture_announces_added_tools_on_the_get_stream() {
+    use ferroclaw_testkit::mcp::{FixtureOptions, HttpFixture};
+
+    let fixture = HttpFixture::start(FixtureOptions::default()).await;
+    let url = fixture.url();
+    let client = reqwest::Client::new();
+    let session = mcp_session(&client, &url).await;
+
+    // rmcp sends notifications not tied to a request on the standalone GET stream.
+    let mut stream = client
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+
+    let resp = mcp_post(
+        &client,
+        &url,
+        Some(&session),
+        mcp_call(2, "add_tool", json!({"name": "zed"})),
+    )
+    .await
+    .unwrap();
+    let (body, _) = read_all(resp).await;
+    assert!(body.contains("added zed"), "{body}");
+
+    let mut seen = String::new();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !seen.contains("notifications/tools/list_changed") {
+            let chunk = stream.chunk().await.unwrap().expect("GET stream ended");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no tools/list_changed on the GET stream: {seen}"));
+
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let (body, _) = read_all(mcp_post(&client, &url, Some(&session), list).await.unwrap()).await;
+    assert!(body.contains(r#""name":"zed""#), "{body}");
+    let resp = mcp_post(&client, &url, Some(&session), mcp_call(4, "zed", json!({})))
+        .await
+        .unwrap();
+    let (body, _) = read_all(resp).await;
+    assert!(body.contains("I am zed"), "{body}");
+
+    // The init delay holds back the answer to initialize.
+    let slow = HttpFixture::start(FixtureOptions {
+        init_delay: Duration::from_millis(400),
+        ..FixtureOptions::default()
+    })
+    .await;
+    let started = Instant::now();
+    mcp_session(&client, &slow.url()).await;
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    slow.stop().await;
+    fixture.stop().await;
+}
+
+#[tokio::test]
+async fn mcp_stdio_fixture_answers_and_exits_on_request() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let mut child = tokio::process::Command::new(ferroclaw_testkit::mcp::fixture_bin())
+        .env("FIXTURE_TOKEN", "env-token")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawning the stdio fixture");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = async |msg: Value| {
+        stdin
+            .write_all(format!("{msg}\n").as_bytes())
+            .await
+            .unwrap();
+    };
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("the fixture went quiet")
+            .unwrap()
+            .expect("the fixture closed stdout");
+        serde_json::from_str(&line).unwrap()
+    };
+
+    send(mcp_initialize()).await;
+    let init = next().await;
+    assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    send(mcp_call(2, "whoami", json!({}))).await;
+    assert_eq!(next().await["result"]["content"][0]["text"], "env-token");
+    send(mcp_call(3, "exit", json!({}))).await;
+    assert_eq!(next().await["result"]["content"][0]["text"], "exiting");
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("the fixture did not exit")
+        .unwrap();
+    assert_eq!(status.code(), Some(3));
+}

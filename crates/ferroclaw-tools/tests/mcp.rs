@@ -359,3 +359,217 @@ async fn the_reference_server_over_streamable_http_and_over_legacy_sse() {
         hub.shutdown();
     }
 }
+
+// ----- Our own servers (`ferroclaw_testkit::mcp`, written with rmcp's server side) -----
+// They do on request what the reference servers only do by accident: answer late, hang,
+// die, add a tool.
+
+use ferroclaw_testkit::mcp::{fixture_bin, FixtureOptions, HttpFixture};
+
+/// The stdio fixture with `args`, the token in its environment.
+fn stdio_fixture(args: &[&str]) -> McpServerConfig {
+    let mut cfg = server(&fixture_bin().display().to_string(), args);
+    cfg.env = [("FIXTURE_TOKEN".to_string(), "s3cret".to_string())].into();
+    cfg
+}
+
+/// The HTTP fixture at `url`, the token in a header.
+fn http_fixture(url: &str) -> McpServerConfig {
+    McpServerConfig {
+        transport: "streamable-http".into(),
+        url: Some(url.to_string()),
+        headers: [("x-fixture-token".to_string(), "s3cret".to_string())].into(),
+        ..McpServerConfig::default()
+    }
+}
+
+/// Calls `tool` until `done` holds for its result (the server acts on its own time: a
+/// notification in flight, a restart with back-off); panics with the last result.
+async fn call_until(
+    registry: &ToolRegistry,
+    ctx: &ferroclaw_tools::ToolContext,
+    tool: &str,
+    args: serde_json::Value,
+    done: impl Fn(&ferroclaw_tools::ToolResult) -> bool,
+) -> ferroclaw_tools::ToolResult {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        if registry.names().iter().any(|n| n == tool) {
+            let r = registry.execute(tool, ctx, args.clone()).await;
+            if done(&r) {
+                return r;
+            }
+            assert!(Instant::now() < deadline, "{tool}: {r:?}");
+        } else {
+            assert!(Instant::now() < deadline, "{tool} never listed");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn our_server_over_stdio_and_http_answers_is_cancelled_past_its_time_out_and_adds_tools() {
+    let fixture = HttpFixture::start(FixtureOptions::default()).await;
+    for (transport, mut cfg) in [
+        ("stdio", stdio_fixture(&[])),
+        ("streamable-http", http_fixture(&fixture.url())),
+    ] {
+        cfg.timeout_seconds = 1;
+        let hub = hub(vec![("fx", cfg)]);
+        assert_eq!(
+            hub.settled("fx", SETTLE).await,
+            Some("ready"),
+            "{transport}: {:?}",
+            status_of(&hub, "fx")
+        );
+        let registry = ToolRegistry::new().with_source(hub.clone());
+        let ws = tempfile::tempdir().unwrap();
+        let ctx = crate::web_support::ctx(ws.path());
+        let call = |tool: &'static str, args: serde_json::Value| {
+            let (registry, ctx) = (registry.clone(), ctx.clone());
+            async move { registry.execute(tool, &ctx, args).await }
+        };
+
+        let sum = call("mcp_fx_add", json!({"a": 2, "b": 40})).await;
+        assert!(!sum.is_error && sum.for_llm == "42", "{transport}: {sum:?}");
+        // The server's own refusal reaches the model as an error, with its reason.
+        let bad = call("mcp_fx_add", json!({"a": "two", "b": 40})).await;
+        assert!(
+            bad.is_error && bad.for_llm.contains("`a` must be a number"),
+            "{transport}: {bad:?}"
+        );
+        // The configured environment (stdio) or header (HTTP) reaches the server.
+        let who = call("mcp_fx_whoami", json!({})).await;
+        assert_eq!(who.for_llm, "s3cret", "{transport}");
+
+        // A call past the time-out is cut off and cancelled on the server, which goes on.
+        let started = Instant::now();
+        let slow = call("mcp_fx_sleep", json!({"ms": 60_000})).await;
+        assert!(
+            slow.is_error && slow.for_llm.contains("did not answer within 1 s"),
+            "{transport}: {slow:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(20), "{transport}");
+        call_until(&registry, &ctx, "mcp_fx_cancelled_calls", json!({}), |r| {
+            r.for_llm == "1"
+        })
+        .await;
+        let echo = call("mcp_fx_echo", json!({"text": "still here"})).await;
+        assert_eq!(echo.for_llm, "still here", "{transport}");
+
+        // A tool added on the server is offered once it says its list changed.
+        assert!(!registry.names().iter().any(|n| n == "mcp_fx_zed"));
+        let added = call("mcp_fx_add_tool", json!({"name": "zed"})).await;
+        assert_eq!(added.for_llm, "added zed", "{transport}");
+        let zed = call_until(&registry, &ctx, "mcp_fx_zed", json!({}), |r| !r.is_error).await;
+        assert_eq!(zed.for_llm, "I am zed", "{transport}");
+        hub.shutdown();
+    }
+    fixture.stop().await;
+}
+
+#[tokio::test]
+async fn a_slow_initialize_is_waited_for_up_to_its_limit_and_not_beyond() {
+    let slow = HttpFixture::start(FixtureOptions {
+        init_delay: Duration::from_millis(2_500),
+        ..FixtureOptions::default()
+    })
+    .await;
+    let with_limit = |mut cfg: McpServerConfig, secs: u64| {
+        cfg.init_timeout_seconds = secs;
+        cfg
+    };
+    let hub = hub(vec![
+        (
+            "stdio_short",
+            with_limit(stdio_fixture(&["--init-delay-ms", "2500"]), 1),
+        ),
+        (
+            "stdio_long",
+            with_limit(stdio_fixture(&["--init-delay-ms", "2500"]), 10),
+        ),
+        ("http_short", with_limit(http_fixture(&slow.url()), 1)),
+        ("http_long", with_limit(http_fixture(&slow.url()), 10)),
+    ]);
+    for name in ["stdio_short", "http_short"] {
+        assert_eq!(hub.settled(name, SETTLE).await, Some("failed"), "{name}");
+        let s = status_of(&hub, name);
+        assert!(
+            s.last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("no answer to initialize within 1 s")),
+            "{name}: {s:?}"
+        );
+        assert!(s.tools.is_empty(), "{name}: {s:?}");
+    }
+    for name in ["stdio_long", "http_long"] {
+        assert_eq!(hub.settled(name, SETTLE).await, Some("ready"), "{name}");
+        let s = status_of(&hub, name);
+        assert_eq!(s.starts, 1, "{name}: {s:?}");
+        assert!(
+            s.tools.iter().any(|t| t == &format!("mcp_{name}_add")),
+            "{s:?}"
+        );
+    }
+    hub.shutdown();
+    slow.stop().await;
+}
+
+#[tokio::test]
+async fn our_server_dies_and_comes_back_over_stdio_and_http() {
+    let fixture = HttpFixture::start(FixtureOptions::default()).await;
+    let port = fixture.port();
+    let hub = hub(vec![
+        ("local", stdio_fixture(&[])),
+        ("remote", http_fixture(&fixture.url())),
+    ]);
+    for name in ["local", "remote"] {
+        assert_eq!(hub.settled(name, SETTLE).await, Some("ready"), "{name}");
+    }
+    let registry = ToolRegistry::new().with_source(hub.clone());
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = crate::web_support::ctx(ws.path());
+
+    // The stdio server exits (code 3) after answering; it is started again.
+    let bye = registry.execute("mcp_local_exit", &ctx, json!({})).await;
+    assert_eq!(bye.for_llm, "exiting");
+    let back = call_until(
+        &registry,
+        &ctx,
+        "mcp_local_add",
+        json!({"a": 1, "b": 2}),
+        |r| !r.is_error && status_of(&hub, "local").starts >= 2,
+    )
+    .await;
+    assert_eq!(back.for_llm, "3");
+    let s = status_of(&hub, "local");
+    assert!(
+        s.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("connection ended")),
+        "{s:?}"
+    );
+
+    // The HTTP server goes away: calls fail with a reason instead of hanging.
+    fixture.stop().await;
+    let gone = registry
+        .execute("mcp_remote_add", &ctx, json!({"a": 1, "b": 2}))
+        .await;
+    assert!(gone.is_error, "{gone:?}");
+    // A new server on the same port knows nothing of the old session; the client
+    // starts another and the tools work again.
+    let fixture = HttpFixture::start_on(port, FixtureOptions::default())
+        .await
+        .unwrap();
+    let back = call_until(
+        &registry,
+        &ctx,
+        "mcp_remote_add",
+        json!({"a": 20, "b": 22}),
+        |r| !r.is_error,
+    )
+    .await;
+    assert_eq!(back.for_llm, "42");
+    hub.shutdown();
+    fixture.stop().await;
+}
