@@ -100,6 +100,8 @@ pub struct RunOptions {
     /// A smaller system prompt for this run (`Minimal` for scheduled jobs); never
     /// overrides an agent whose prompt is `Bare`.
     pub prompt_mode: Option<PromptMode>,
+    /// The run answers a group chat (a channel): the `tools.group_chat` policy applies.
+    pub group_chat: bool,
 }
 
 /// A cap on concurrent tool executions shared by every agent holding a clone: one per
@@ -458,6 +460,7 @@ impl Agent {
             cancel: cancel.clone(),
             user: run_user,
             acting_user: on_behalf_of.map(str::to_string),
+            group_chat: req.options.group_chat,
         };
         let tool_defs = self.tools.definitions_for(&tool_ctx);
         let intent = &s.intent;
@@ -1201,6 +1204,7 @@ impl Agent {
             cancel: cancel.clone(),
             user,
             acting_user: owner.clone(),
+            group_chat: false,
         };
         let tool_defs = self.tools.definitions_for(&tool_ctx);
         let system = self

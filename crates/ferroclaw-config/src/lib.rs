@@ -7,6 +7,7 @@
 //! once, into the plain values of [`settings`]: what every crate below the binary takes
 //! (they never see the file format's `*Config` types nor the environment).
 
+mod channels_config;
 mod env;
 mod error;
 mod gateway_access_config;
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
+pub use channels_config::{ChannelBinding, ChannelsConfig, DmPolicy, GroupPolicy, TelegramConfig};
 pub use env::Env;
 pub use error::ConfigError;
 pub use gateway_access_config::{GatewayLimitsConfig, GatewayUserConfig, GatewayUserRole};

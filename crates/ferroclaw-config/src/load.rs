@@ -345,6 +345,12 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
         }
     }
 
+    if let Some(tg) = &config.channels.telegram {
+        if let Err((field, message)) = tg.check() {
+            return Err(invalid(format!("channels.telegram.{field}"), message));
+        }
+    }
+
     let threshold = config.agents.defaults.compaction.threshold;
     if !(threshold > 0.0 && threshold <= 1.0) {
         return Err(invalid(

@@ -23,6 +23,8 @@ pub struct Config {
     pub cron: CronConfig,
     /// Outside tools over the Model Context Protocol.
     pub mcp: McpConfig,
+    /// Chat platforms (see `channels_config.rs`).
+    pub channels: crate::channels_config::ChannelsConfig,
 }
 
 /// `mcp`: the MCP servers whose tools the agents get, by name.

@@ -351,6 +351,7 @@ impl Executor {
                     max_tokens: req.max_tokens,
                     timeout: Some(timeout),
                     prompt_mode: None,
+                    group_chat: false,
                 },
             })
             .map_err(|e| internal(format!("the run could not start: {e}")))?;

@@ -208,6 +208,11 @@ impl Gateway {
                 .map(|svc| Arc::new(svc).spawn(state.shutting_down.clone()))
         });
 
+        // Chat channels poll (or stand by for another instance) until shutdown.
+        let host: ferroclaw_runtime::cron::RuntimeHost = state.clone();
+        let channels = ferroclaw_channels::Channels::start(&state.channel_settings, host);
+        let _ = state.channels.set(channels.clone());
+
         let stop = CancellationToken::new();
         let app = router(state.clone());
         let limits = listener::Limits {
@@ -223,6 +228,8 @@ impl Gateway {
         tracing::info!("shutdown requested");
         // Refuse new WebSocket upgrades and tell connected clients.
         state.shutting_down.cancel();
+        // No new chat messages; each channel gives its account up for another instance.
+        channels.shutdown().await;
         // Stop accepting; in-flight HTTP requests keep running until they answer.
         stop.cancel();
         let grace = state.config.shutdown_grace;

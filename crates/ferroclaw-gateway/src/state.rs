@@ -145,6 +145,9 @@ pub struct AppState {
     pub idempotency: Mutex<HashMap<String, IdemSlot>>,
     /// This gateway runs due cron jobs (`cron.enabled` and a storage that keeps them).
     pub cron_running: bool,
+    /// `channels`, started with the server (they need the state as their runtime host).
+    pub channel_settings: ferroclaw_config::settings::ChannelsSettings,
+    pub channels: std::sync::OnceLock<Arc<ferroclaw_channels::Channels>>,
 }
 
 impl AsRef<Runtime> for AppState {
@@ -172,6 +175,8 @@ impl AppState {
         let (auth, token) = credentials(&settings.home, &config)?;
         Ok(Arc::new(AppState {
             cron_running: settings.cron.enabled && runtime.cron().is_some(),
+            channel_settings: settings.channels.clone(),
+            channels: std::sync::OnceLock::new(),
             runtime,
             integrity_strategy: ferroclaw_runtime::bootstrap::integrity_strategy(&settings.store),
             metrics,

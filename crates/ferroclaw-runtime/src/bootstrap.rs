@@ -325,6 +325,7 @@ pub fn tool_registry(
     // Policy last: it decides over everything registered above.
     registry
         .with_policy(policy, ctx)
+        .with_group_chat_policy(policy, ctx, agent.tools.policy.group_chat.clone())
         .with_rate_limit(services.rate_limiter.clone())
         .with_denied_paths(DeniedPaths::for_home(
             &agent.home,

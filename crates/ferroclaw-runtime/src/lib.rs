@@ -25,6 +25,7 @@ mod tenants;
 mod watch;
 
 pub use door::{queue_key, RunObserver};
+pub use ferroclaw_agent::RunOptions;
 pub use handle::{Aborter, RunFailure, RunHandle};
 pub use origin::Origin;
 pub use runtime::{

@@ -21,6 +21,8 @@ pub enum Origin {
     SubagentSteer,
     /// A scheduled job (`cron`).
     Cron,
+    /// A message from a chat channel (Telegram, …).
+    Channel,
     /// A write the runtime itself queues on a session (inject, patch, announcement,
     /// compaction, deletion), never merged with a message.
     Maintenance,
@@ -37,6 +39,7 @@ impl Origin {
             Origin::SessionsSpawn => "sessions_spawn",
             Origin::SubagentSteer => "subagent_steer",
             Origin::Cron => "cron",
+            Origin::Channel => "channel",
             Origin::Maintenance => "maintenance",
         }
     }
@@ -51,6 +54,7 @@ impl Origin {
             Origin::Http
             | Origin::WebSocket
             | Origin::Cli
+            | Origin::Channel
             | Origin::Executor
             | Origin::Maintenance => Lane::Main,
         }
@@ -59,7 +63,7 @@ impl Origin {
     /// Only messages people type are merged (debounce window, followups); a tool's
     /// message or a maintenance write always runs on its own.
     pub fn mergeable(self) -> bool {
-        matches!(self, Origin::Http | Origin::WebSocket)
+        matches!(self, Origin::Http | Origin::WebSocket | Origin::Channel)
     }
 }
 

@@ -119,6 +119,7 @@ async fn instructions_and_sampling_reach_the_request_and_no_option_widens_a_sett
             max_tokens: Some(50_000),
             timeout: None,
             prompt_mode: None,
+            group_chat: false,
         },
     )
     .await;

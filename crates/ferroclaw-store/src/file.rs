@@ -50,6 +50,7 @@ pub struct FileSessionStore {
     directory: Arc<crate::sqlite::directory::SqliteDirectory>,
     cron: Arc<crate::sqlite::cron::SqliteCron>,
     mcp_servers: Arc<crate::sqlite::mcp_servers::SqliteMcpServers>,
+    channels: Arc<crate::sqlite::channels::SqliteChannels>,
 }
 
 /// Identity of a file's current contents: any rewrite (rename) changes the inode, any
@@ -107,7 +108,10 @@ impl FileSessionStore {
                 records.clone(),
             )),
             cron: Arc::new(crate::sqlite::cron::SqliteCron::new(records.clone())),
-            mcp_servers: Arc::new(crate::sqlite::mcp_servers::SqliteMcpServers::new(records)),
+            mcp_servers: Arc::new(crate::sqlite::mcp_servers::SqliteMcpServers::new(
+                records.clone(),
+            )),
+            channels: Arc::new(crate::sqlite::channels::SqliteChannels::new(records)),
         }
     }
 
@@ -343,6 +347,10 @@ impl SessionStore for FileSessionStore {
 
     fn mcp_servers(&self) -> Option<Arc<dyn crate::McpServerStore>> {
         Some(self.mcp_servers.clone())
+    }
+
+    fn channels(&self) -> Option<Arc<dyn crate::ChannelStore>> {
+        Some(self.channels.clone())
     }
 
     async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use ferroclaw_types::{Entry, EntryBody, Message, Usage};
 use serde::{Deserialize, Serialize};
 
+mod channels;
 mod cron;
 mod directory;
 mod file;
@@ -28,6 +29,9 @@ mod signals;
 mod sqlite;
 mod transcript;
 
+pub use channels::{
+    ApprovedSender, ChannelStore, PairingOutcome, PairingRequest, DELIVERY_MEMORY_MS,
+};
 pub use cron::{CronJob, CronRun, CronStore, RUNS_KEPT_PER_JOB};
 pub use directory::{
     AgentKind, AgentRecord, Directory, FileScope, ProviderRecord, Share, ShareRole, StoredFile,
@@ -189,6 +193,11 @@ pub trait SessionStore: Integrity + Send + Sync {
     /// MCP servers created through the API, in the same storage (`None`: a store that
     /// keeps none).
     fn mcp_servers(&self) -> Option<std::sync::Arc<dyn McpServerStore>> {
+        None
+    }
+    /// Chat channels' pairing, account leases and handled messages, in the same storage
+    /// (`None`: a store that keeps none).
+    fn channels(&self) -> Option<std::sync::Arc<dyn ChannelStore>> {
         None
     }
 }

@@ -1081,3 +1081,216 @@ async fn mcp_servers_are_kept_replaced_listed_and_deleted() {
         assert_eq!(servers.servers().await.unwrap().len(), 1, "{n}");
     }
 }
+
+#[tokio::test]
+async fn channel_pairing_gives_one_code_per_sender_caps_pending_and_approves_once() {
+    use ferroclaw_store::PairingOutcome;
+    const HOUR: i64 = 3_600_000;
+    for s in Subject::all().await {
+        let n = s.name;
+        let ch = s.store.channels().expect("channel store");
+        let other = s.another().await.channels().expect("channel store");
+        let issued = ch
+            .request_pairing(
+                "telegram",
+                "default",
+                "42",
+                Some("ann"),
+                "AAAA2222",
+                1_000,
+                HOUR,
+                3,
+            )
+            .await
+            .unwrap();
+        let PairingOutcome::Issued(first) = issued else {
+            panic!("{n}: {issued:?}")
+        };
+        assert_eq!(
+            (first.code.as_str(), first.expires_at),
+            ("AAAA2222", 1_000 + HOUR)
+        );
+        // The same sender again, from another instance: the same code, no new one.
+        let again = other
+            .request_pairing(
+                "telegram",
+                "default",
+                "42",
+                Some("ann"),
+                "BBBB3333",
+                2_000,
+                HOUR,
+                3,
+            )
+            .await
+            .unwrap();
+        assert_eq!(again, PairingOutcome::Pending(first.clone()), "{n}");
+        for (sender, code) in [("43", "CCCC4444"), ("44", "DDDD5555")] {
+            let r = ch
+                .request_pairing("telegram", "default", sender, None, code, 3_000, HOUR, 3)
+                .await
+                .unwrap();
+            assert!(matches!(r, PairingOutcome::Issued(_)), "{n}: {r:?}");
+        }
+        // A fourth sender while three codes are pending: none.
+        let full = ch
+            .request_pairing(
+                "telegram", "default", "45", None, "EEEE6666", 4_000, HOUR, 3,
+            )
+            .await
+            .unwrap();
+        assert_eq!(full, PairingOutcome::Full, "{n}");
+        // Another account of the same channel has its own three.
+        let elsewhere = ch
+            .request_pairing("telegram", "work", "45", None, "FFFF7777", 4_000, HOUR, 3)
+            .await
+            .unwrap();
+        assert!(matches!(elsewhere, PairingOutcome::Issued(_)), "{n}");
+        assert_eq!(ch.pairing_requests(5_000).await.unwrap().len(), 4, "{n}");
+
+        // Approval uses the code up; a second approval (another instance) gets nothing.
+        assert!(!ch.is_approved("telegram", "default", "42").await.unwrap());
+        let approved = ch
+            .approve_pairing("AAAA2222", Some("admin"), 6_000)
+            .await
+            .unwrap()
+            .expect("a valid code");
+        assert_eq!(
+            (approved.sender_id.as_str(), approved.sender_name.as_deref()),
+            ("42", Some("ann")),
+            "{n}"
+        );
+        assert!(other
+            .approve_pairing("AAAA2222", None, 6_001)
+            .await
+            .unwrap()
+            .is_none());
+        assert!(
+            other
+                .is_approved("telegram", "default", "42")
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        assert!(
+            !other.is_approved("telegram", "work", "42").await.unwrap(),
+            "{n}"
+        );
+        assert_eq!(ch.approved_senders().await.unwrap(), vec![approved], "{n}");
+
+        // An expired code cannot be approved and frees its place.
+        let late = 3_000 + HOUR + 1;
+        assert!(ch
+            .approve_pairing("CCCC4444", None, late)
+            .await
+            .unwrap()
+            .is_none());
+        let r = ch
+            .request_pairing("telegram", "default", "45", None, "GGGG8888", late, HOUR, 3)
+            .await
+            .unwrap();
+        assert!(matches!(r, PairingOutcome::Issued(_)), "{n}: {r:?}");
+
+        assert!(
+            ch.revoke_sender("telegram", "default", "42").await.unwrap(),
+            "{n}"
+        );
+        assert!(
+            !ch.revoke_sender("telegram", "default", "42").await.unwrap(),
+            "{n}"
+        );
+        assert!(
+            !ch.is_approved("telegram", "default", "42").await.unwrap(),
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_channel_account_is_held_by_one_instance_and_each_message_is_handled_once() {
+    for s in Subject::all().await {
+        let n = s.name;
+        let a = s.store.channels().expect("channel store");
+        let b = s.another().await.channels().expect("channel store");
+        assert!(a
+            .claim_account("telegram:default", "one", 1_000, 10_000)
+            .await
+            .unwrap());
+        assert!(
+            !b.claim_account("telegram:default", "two", 2_000, 10_000)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        // Renewal by the holder; the other gets it only once the lease ran out.
+        assert!(a
+            .claim_account("telegram:default", "one", 9_000, 10_000)
+            .await
+            .unwrap());
+        assert!(!b
+            .claim_account("telegram:default", "two", 15_000, 10_000)
+            .await
+            .unwrap());
+        assert!(
+            b.claim_account("telegram:default", "two", 19_001, 10_000)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        // The old holder can no longer move the cursor; the new one can.
+        assert_eq!(a.cursor("telegram:default").await.unwrap(), None);
+        assert!(
+            !a.set_cursor("telegram:default", "one", 5).await.unwrap(),
+            "{n}"
+        );
+        assert!(b.set_cursor("telegram:default", "two", 7).await.unwrap());
+        assert_eq!(a.cursor("telegram:default").await.unwrap(), Some(7), "{n}");
+        // A clean release hands it over at once.
+        b.release_account("telegram:default", "two").await.unwrap();
+        assert!(
+            a.claim_account("telegram:default", "one", 19_002, 10_000)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+
+        // Eight instances racing on one message: exactly one handles it.
+        let mut racers = Vec::new();
+        for i in 0..8 {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            racers.push(tokio::spawn(async move {
+                store
+                    .first_delivery("telegram:default", "chat1:77", 20_000)
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut firsts = 0;
+        for r in racers {
+            firsts += usize::from(r.await.unwrap());
+        }
+        assert_eq!(firsts, 1, "{n}");
+        assert!(
+            a.first_delivery("telegram:other", "chat1:77", 20_000)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+        // Remembered for a week, then forgotten when the account is next claimed.
+        let week = ferroclaw_store::DELIVERY_MEMORY_MS;
+        assert!(!b
+            .first_delivery("telegram:default", "chat1:77", 20_000 + week - 1)
+            .await
+            .unwrap());
+        assert!(a
+            .claim_account("telegram:default", "one", 20_001 + week, 10_000)
+            .await
+            .unwrap());
+        assert!(
+            a.first_delivery("telegram:default", "chat1:77", 20_002 + week)
+                .await
+                .unwrap(),
+            "{n}"
+        );
+    }
+}

@@ -8,10 +8,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod anthropic;
+mod killable;
 mod openai;
 
 pub mod mcp;
 pub mod pg;
+pub mod telegram;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

@@ -856,3 +856,734 @@ async fn mcp_stdio_fixture_answers_and_exits_on_request() {
         .unwrap();
     assert_eq!(status.code(), Some(3));
 }
+
+// ----- Telegram fake -----
+
+use ferroclaw_testkit::telegram::{Incoming, TelegramFake, NO_ANSWER};
+
+const TG_TOKEN: &str = "7000001:test-token";
+
+async fn tg_fake() -> TelegramFake {
+    TelegramFake::start(TG_TOKEN, 7000001, "ferro_bot").await
+}
+
+/// Calls `method` with a JSON body; returns the HTTP status and the answer.
+async fn tg(fake: &TelegramFake, method: &str, params: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(fake.method_url(method))
+        .json(&params)
+        .send()
+        .await
+        .expect("request failed");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.expect("answer JSON"))
+}
+
+fn tg_error(code: u16, description: &str) -> Value {
+    json!({"ok": false, "error_code": code, "description": description})
+}
+
+fn update_ids(answer: &Value) -> Vec<i64> {
+    answer["result"]
+        .as_array()
+        .expect("a result list")
+        .iter()
+        .map(|u| u["update_id"].as_i64().unwrap())
+        .collect()
+}
+
+/// A `getUpdates` long poll in the background, answered as (status, JSON).
+fn tg_poll(
+    fake: &TelegramFake,
+    params: Value,
+) -> tokio::task::JoinHandle<Result<(u16, Value), reqwest::Error>> {
+    let url = fake.method_url("getUpdates");
+    tokio::spawn(async move {
+        let resp = reqwest::Client::new()
+            .post(url)
+            .json(&params)
+            .send()
+            .await?;
+        let status = resp.status().as_u16();
+        Ok((status, resp.json().await?))
+    })
+}
+
+async fn tg_polls(fake: &TelegramFake, n: usize) {
+    let seen = fake
+        .wait_for(Duration::from_secs(5), |calls| {
+            calls.iter().filter(|c| c.method == "getUpdates").count() >= n
+        })
+        .await;
+    assert!(seen, "no getUpdates #{n}: {:?}", fake.calls());
+}
+
+#[tokio::test]
+async fn telegram_long_poll_returns_when_a_message_is_pushed() {
+    let fake = tg_fake().await;
+    let started = Instant::now();
+    let poll = tg_poll(&fake, json!({"timeout": 30}));
+    tg_polls(&fake, 1).await;
+    let id = fake.push_message(Incoming::dm(42, "alice", "hi 👋 @ferro_bot"));
+    assert_eq!(id, 1);
+    let (status, answer) = poll.await.unwrap().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "woke by timeout"
+    );
+    assert_eq!(status, 200);
+    assert_eq!(answer["ok"], true);
+    let message = &answer["result"][0]["message"];
+    assert_eq!(answer["result"][0]["update_id"], 1);
+    assert_eq!(message["message_id"], 1);
+    assert_eq!(message["text"], "hi 👋 @ferro_bot");
+    assert_eq!(
+        message["chat"],
+        json!({"id": 42, "type": "private", "first_name": "alice", "username": "alice"})
+    );
+    assert_eq!(message["from"]["id"], 42);
+    assert_eq!(message["from"]["is_bot"], false);
+    assert!(message["date"].as_i64().unwrap() > 1_700_000_000);
+    // 👋 is two UTF-16 units.
+    assert_eq!(
+        message["entities"],
+        json!([{"type": "mention", "offset": 6, "length": 10}])
+    );
+    assert_eq!(fake.calls()[0].status, Some(200));
+
+    // A group command, with the bot's name in it; message ids count per chat.
+    let id = fake.push_message(Incoming::group(-100, 42, "alice", "/ask@ferro_bot why?"));
+    fake.push_message(Incoming::dm(42, "alice", "again"));
+    let (_, answer) = tg(&fake, "getUpdates", json!({"offset": id, "timeout": 0})).await;
+    let message = &answer["result"][0]["message"];
+    assert_eq!(message["chat"]["type"], "group");
+    assert_eq!(message["chat"]["title"], "Test group");
+    assert_eq!(message["message_id"], 1);
+    assert_eq!(
+        message["entities"],
+        json!([{"type": "bot_command", "offset": 0, "length": 14}])
+    );
+    assert_eq!(answer["result"][1]["message"]["message_id"], 2);
+
+    // Nothing new: an idle long poll answers [] at its timeout.
+    let started = Instant::now();
+    let (_, answer) = tg(&fake, "getUpdates", json!({"offset": 4, "timeout": 1})).await;
+    assert_eq!(answer, json!({"ok": true, "result": []}));
+    assert!(started.elapsed() >= Duration::from_millis(900));
+}
+
+#[tokio::test]
+async fn telegram_offset_confirms_updates() {
+    let fake = tg_fake().await;
+    for text in ["one", "two", "three"] {
+        fake.push_message(Incoming::dm(42, "alice", text));
+    }
+    let (_, answer) = tg(&fake, "getUpdates", json!({})).await;
+    assert_eq!(update_ids(&answer), [1, 2, 3]);
+    // Not confirmed yet: delivered again.
+    let (_, answer) = tg(&fake, "getUpdates", json!({"offset": 0})).await;
+    assert_eq!(update_ids(&answer), [1, 2, 3]);
+    let (_, answer) = tg(&fake, "getUpdates", json!({"offset": 3})).await;
+    assert_eq!(update_ids(&answer), [3]);
+    assert_eq!(fake.pending_updates(), 1);
+    let (_, answer) = tg(&fake, "getUpdates", json!({"offset": 4, "limit": 1})).await;
+    assert_eq!(update_ids(&answer), Vec::<i64>::new());
+    assert_eq!(fake.pending_updates(), 0);
+
+    for text in ["four", "five", "six"] {
+        fake.push_message(Incoming::dm(42, "alice", text));
+    }
+    let (_, answer) = tg(&fake, "getUpdates", json!({"offset": 4, "limit": 2})).await;
+    assert_eq!(update_ids(&answer), [4, 5]);
+    let (_, answer) = tg(&fake, "getWebhookInfo", json!({})).await;
+    assert_eq!(answer["result"]["pending_update_count"], 3);
+    assert_eq!(answer["result"]["url"], "");
+    // A negative offset keeps only the last updates.
+    let (_, answer) = tg(&fake, "getUpdates", json!({"offset": -1})).await;
+    assert_eq!(update_ids(&answer), [6]);
+
+    // allowed_updates filters, and is remembered by later calls.
+    fake.push_raw_update(json!({"callback_query": {"id": "cb1", "data": "x"}}));
+    let id = fake.push_message(Incoming::dm(42, "alice", "seven"));
+    let (_, answer) = tg(
+        &fake,
+        "getUpdates",
+        json!({"offset": 7, "allowed_updates": ["callback_query"]}),
+    )
+    .await;
+    assert_eq!(update_ids(&answer), [7]);
+    assert_eq!(answer["result"][0]["callback_query"]["data"], "x");
+    let (_, answer) = tg(&fake, "getUpdates", json!({"offset": 7})).await;
+    assert_eq!(update_ids(&answer), [7]);
+    let (_, answer) = tg(
+        &fake,
+        "getUpdates",
+        json!({"offset": 7, "allowed_updates": []}),
+    )
+    .await;
+    assert_eq!(update_ids(&answer), [7, id]);
+}
+
+const TG_CONFLICT: &str = "Conflict: terminated by other getUpdates request; \
+                           make sure that only one bot instance is running";
+
+#[tokio::test]
+async fn telegram_concurrent_get_updates_answers_the_earlier_with_409() {
+    let fake = tg_fake().await;
+    let started = Instant::now();
+    let first = tg_poll(&fake, json!({"timeout": 30}));
+    tg_polls(&fake, 1).await;
+    let second = tg_poll(&fake, json!({"timeout": 30}));
+    let (status, answer) = first.await.unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!((status, answer), (409, tg_error(409, TG_CONFLICT)));
+    assert_eq!(fake.conflicts(), 1);
+    assert_eq!(fake.calls()[0].error.as_deref(), Some(TG_CONFLICT));
+
+    // The later poll is the one still waiting.
+    fake.push_message(Incoming::dm(42, "alice", "hello"));
+    let (status, answer) = second.await.unwrap().unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(update_ids(&answer), [1]);
+    let statuses: Vec<_> = fake.calls().iter().map(|c| c.status).collect();
+    assert_eq!(statuses, [Some(409), Some(200)]);
+
+    // A poll whose client went away is no longer competing.
+    let gone = tg_poll(&fake, json!({"offset": 2, "timeout": 30}));
+    tg_polls(&fake, 3).await;
+    gone.abort();
+    let _ = gone.await;
+    let given_up = fake
+        .wait_for(Duration::from_secs(5), |calls| {
+            calls[2].error.as_deref() == Some(NO_ANSWER)
+        })
+        .await;
+    assert!(given_up, "{:?}", fake.calls()[2]);
+    let next = tg_poll(&fake, json!({"offset": 2, "timeout": 30}));
+    tg_polls(&fake, 4).await;
+    fake.push_message(Incoming::dm(42, "alice", "again"));
+    assert_eq!(next.await.unwrap().unwrap().0, 200);
+    assert_eq!(fake.conflicts(), 1);
+}
+
+#[tokio::test]
+async fn telegram_send_message_parses_html_like_telegram() {
+    let fake = tg_fake().await;
+    fake.push_message(Incoming::dm(42, "alice", "hi"));
+    let html = "<b>Bold</b> &amp; <i>it</i> <a href=\"https://example.com/?a=1&amp;b=2\">link</a> \
+                &lt;3 &#128512; <pre><code class=\"language-rust\">fn main() {}</code></pre>";
+    let (status, answer) = tg(
+        &fake,
+        "sendMessage",
+        json!({"chat_id": 42, "text": html, "parse_mode": "HTML",
+               "reply_parameters": {"message_id": 1}, "disable_notification": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let message = &answer["result"];
+    assert_eq!(message["text"], "Bold & it link <3 😀 fn main() {}");
+    assert_eq!(message["message_id"], 2);
+    assert_eq!(
+        message["from"],
+        json!({"id": 7000001, "is_bot": true, "first_name": "ferro_bot", "username": "ferro_bot"})
+    );
+    assert_eq!(message["chat"]["id"], 42);
+    assert_eq!(message["reply_to_message"]["text"], "hi");
+    assert_eq!(
+        message["entities"],
+        json!([
+            {"type": "bold", "offset": 0, "length": 4},
+            {"type": "italic", "offset": 7, "length": 2},
+            {"type": "text_link", "offset": 10, "length": 4, "url": "https://example.com/?a=1&b=2"},
+            {"type": "pre", "offset": 21, "length": 12, "language": "rust"},
+        ])
+    );
+    let sent = fake.sent(42);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].raw_text, html);
+    assert_eq!(sent[0].text, "Bold & it link <3 😀 fn main() {}");
+    assert_eq!(sent[0].parse_mode.as_deref(), Some("HTML"));
+    assert_eq!(sent[0].reply_to_message_id, Some(1));
+
+    let (_, answer) = tg(
+        &fake,
+        "sendMessage",
+        json!({"chat_id": 42, "parse_mode": "html", "text": "<blockquote expandable>q</blockquote>\
+            <tg-spoiler>s</tg-spoiler><span class=\"tg-spoiler\">t</span><U>u</u>"}),
+    )
+    .await;
+    assert_eq!(answer["result"]["text"], "qstu", "{answer}");
+    assert_eq!(
+        answer["result"]["entities"],
+        json!([
+            {"type": "expandable_blockquote", "offset": 0, "length": 1},
+            {"type": "spoiler", "offset": 1, "length": 1},
+            {"type": "spoiler", "offset": 2, "length": 1},
+            {"type": "underline", "offset": 3, "length": 1},
+        ])
+    );
+
+    let rejected = [
+        (
+            "<div>x</div>",
+            "Unsupported start tag \"div\" at byte offset 0",
+        ),
+        (
+            "<b>x",
+            "Can't find end tag corresponding to start tag \"b\"",
+        ),
+        (
+            "<b><i>x</b></i>",
+            "Unmatched end tag at byte offset 7, expected \"</i>\", found \"</b>\"",
+        ),
+        ("1 < 2", "Unsupported start tag \"\" at byte offset 2"),
+        (
+            "Q&A",
+            "Character '&' must be escaped as \"&amp;\" at byte offset 1",
+        ),
+        (
+            "<span>x</span>",
+            "Tag \"span\" must have class \"tg-spoiler\" at byte offset 0",
+        ),
+    ];
+    for (text, reason) in rejected {
+        let (status, answer) = tg(
+            &fake,
+            "sendMessage",
+            json!({"chat_id": 42, "text": text, "parse_mode": "HTML"}),
+        )
+        .await;
+        assert_eq!(status, 400, "{text}");
+        assert_eq!(
+            answer,
+            tg_error(400, &format!("Bad Request: can't parse entities: {reason}")),
+            "{text}"
+        );
+    }
+    // Without parse_mode the same text is just text.
+    let (status, _) = tg(
+        &fake,
+        "sendMessage",
+        json!({"chat_id": 42, "text": "<b>x & y"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    for text in ["", "<b> </b>"] {
+        let (status, answer) = tg(
+            &fake,
+            "sendMessage",
+            json!({"chat_id": 42, "text": text, "parse_mode": "HTML"}),
+        )
+        .await;
+        assert_eq!(
+            (status, answer),
+            (400, tg_error(400, "Bad Request: message text is empty"))
+        );
+    }
+    let (_, answer) = tg(
+        &fake,
+        "sendMessage",
+        json!({"chat_id": 42, "text": "x",
+        "reply_parameters": {"message_id": 99}}),
+    )
+    .await;
+    assert_eq!(
+        answer,
+        tg_error(400, "Bad Request: message to be replied not found")
+    );
+    let (_, answer) = tg(&fake, "sendMessage", json!({"text": "x"})).await;
+    assert_eq!(answer, tg_error(400, "Bad Request: chat_id is empty"));
+    assert_eq!(fake.sent(42).len(), 3);
+}
+
+#[tokio::test]
+async fn telegram_send_message_length_counts_utf16_after_parsing() {
+    let fake = tg_fake().await;
+    let send = |text: String, mode: Option<&str>| {
+        let fake = fake.clone();
+        let mut params = json!({"chat_id": 42, "text": text});
+        if let Some(mode) = mode {
+            params["parse_mode"] = json!(mode);
+        }
+        async move { tg(&fake, "sendMessage", params).await }
+    };
+    let too_long = tg_error(400, "Bad Request: message is too long");
+    assert_eq!(send("a".repeat(4096), None).await.0, 200);
+    assert_eq!(send("a".repeat(4097), None).await, (400, too_long.clone()));
+    // 16384 bytes on the wire, 4096 characters once decoded.
+    assert_eq!(send("&lt;".repeat(4096), Some("HTML")).await.0, 200);
+    assert_eq!(
+        send(format!("<b>{}</b>", "&lt;".repeat(4097)), Some("HTML")).await,
+        (400, too_long.clone())
+    );
+    // 2049 characters, but 4098 UTF-16 units.
+    assert_eq!(send("😀".repeat(2049), None).await, (400, too_long));
+    assert_eq!(fake.sent(42).len(), 2);
+}
+
+#[tokio::test]
+async fn telegram_edit_message_text_counts_edits_and_refuses_no_ops() {
+    let fake = tg_fake().await;
+    let (_, answer) = tg(
+        &fake,
+        "sendMessage",
+        json!({"chat_id": 42, "text": "draft"}),
+    )
+    .await;
+    let id = answer["result"]["message_id"].as_i64().unwrap();
+
+    let edit = |text: &str, mode: Option<&str>| {
+        let fake = fake.clone();
+        let mut params = json!({"chat_id": 42, "message_id": id, "text": text});
+        if let Some(mode) = mode {
+            params["parse_mode"] = json!(mode);
+        }
+        async move { tg(&fake, "editMessageText", params).await }
+    };
+    let (status, answer) = edit("draft, longer", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["result"]["text"], "draft, longer");
+    assert!(answer["result"]["edit_date"].is_i64());
+    let not_modified = tg_error(
+        400,
+        "Bad Request: message is not modified: specified new message content and reply markup \
+         are exactly the same as a current content and reply markup of the message",
+    );
+    assert_eq!(
+        edit("draft, longer", None).await,
+        (400, not_modified.clone())
+    );
+    // The same text in bold is new content; the same bold text again is not.
+    assert_eq!(edit("<b>draft, longer</b>", Some("HTML")).await.0, 200);
+    assert_eq!(
+        edit("<strong>draft, longer</strong>", Some("HTML")).await,
+        (400, not_modified)
+    );
+    assert_eq!(
+        edit("<b>oops", Some("HTML")).await.1["description"],
+        "Bad Request: can't parse entities: Can't find end tag corresponding to start tag \"b\""
+    );
+
+    let sent = fake.sent(42);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].text, "draft, longer");
+    assert_eq!(sent[0].raw_text, "<b>draft, longer</b>");
+    assert_eq!(sent[0].edits, 2);
+    assert_eq!(
+        sent[0].entities,
+        [json!({"type": "bold", "offset": 0, "length": 13})]
+    );
+
+    let (_, answer) = tg(
+        &fake,
+        "editMessageText",
+        json!({"chat_id": 42, "message_id": 99, "text": "x"}),
+    )
+    .await;
+    assert_eq!(
+        answer,
+        tg_error(400, "Bad Request: message to edit not found")
+    );
+    fake.push_message(Incoming::dm(42, "alice", "mine"));
+    let (_, answer) = tg(
+        &fake,
+        "editMessageText",
+        json!({"chat_id": 42, "message_id": id + 1, "text": "x"}),
+    )
+    .await;
+    assert_eq!(
+        answer,
+        tg_error(400, "Bad Request: message can't be edited")
+    );
+
+    let (_, answer) = tg(
+        &fake,
+        "deleteMessage",
+        json!({"chat_id": 42, "message_id": id}),
+    )
+    .await;
+    assert_eq!(answer, json!({"ok": true, "result": true}));
+    assert!(fake.sent(42)[0].deleted);
+    let (_, answer) = tg(
+        &fake,
+        "deleteMessage",
+        json!({"chat_id": 42, "message_id": id}),
+    )
+    .await;
+    assert_eq!(
+        answer,
+        tg_error(400, "Bad Request: message to delete not found")
+    );
+}
+
+#[tokio::test]
+async fn telegram_fail_next_answers_429_with_retry_after_once() {
+    let fake = tg_fake().await;
+    fake.fail_next(
+        "sendMessage",
+        429,
+        "Too Many Requests: retry after 2",
+        Some(2),
+    );
+    let (status, answer) = tg(&fake, "sendMessage", json!({"chat_id": 42, "text": "hi"})).await;
+    assert_eq!(status, 429);
+    assert_eq!(
+        answer,
+        json!({"ok": false, "error_code": 429, "description": "Too Many Requests: retry after 2",
+               "parameters": {"retry_after": 2}})
+    );
+    assert!(fake.sent(42).is_empty());
+    let (status, _) = tg(&fake, "sendMessage", json!({"chat_id": 42, "text": "hi"})).await;
+    assert_eq!(status, 200);
+    assert_eq!(fake.sent(42).len(), 1);
+    let statuses: Vec<_> = fake
+        .calls_to("sendMessage")
+        .iter()
+        .map(|c| c.status)
+        .collect();
+    assert_eq!(statuses, [Some(429), Some(200)]);
+}
+
+#[tokio::test]
+async fn telegram_accepts_form_and_query_parameters() {
+    let fake = tg_fake().await;
+    fake.push_message(Incoming::dm(42, "alice", "hi"));
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(fake.method_url("sendMessage"))
+        .form(&[
+            ("chat_id", "42"),
+            ("text", "<i>hi</i> & bye + more"),
+            ("reply_parameters", r#"{"message_id":1}"#),
+            ("disable_notification", "true"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["result"]["text"], "<i>hi</i> & bye + more");
+    assert_eq!(answer["result"]["reply_to_message"]["message_id"], 1);
+    assert_eq!(
+        fake.calls().last().unwrap().params,
+        json!({"chat_id": 42, "text": "<i>hi</i> & bye + more",
+               "reply_parameters": {"message_id": 1}, "disable_notification": true})
+    );
+
+    let resp = client
+        .get(fake.method_url("sendMessage"))
+        .query(&[
+            ("chat_id", "42"),
+            ("text", "grüße <b>+</b>"),
+            ("parse_mode", "HTML"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["result"]["text"], "grüße +", "{answer}");
+    assert_eq!(fake.sent(42).len(), 2);
+
+    let resp = client
+        .get(fake.method_url("getUpdates"))
+        .query(&[
+            ("offset", "1"),
+            ("timeout", "0"),
+            ("allowed_updates", r#"["message"]"#),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(update_ids(&answer), [1]);
+    assert_eq!(
+        fake.calls().last().unwrap().params,
+        json!({"offset": 1, "timeout": 0, "allowed_updates": ["message"]})
+    );
+}
+
+#[tokio::test]
+async fn telegram_wrong_token_and_unknown_method() {
+    let fake = tg_fake().await;
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(format!("{}/bot7000001:wrong/getMe", fake.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    assert_eq!(
+        resp.json::<Value>().await.unwrap(),
+        tg_error(401, "Unauthorized")
+    );
+    let (status, answer) = tg(&fake, "getMeNow", json!({})).await;
+    assert_eq!((status, answer), (404, tg_error(404, "Not Found")));
+
+    // Method names are case-insensitive; the call is recorded as documented.
+    let (status, answer) = tg(&fake, "getme", json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        answer["result"],
+        json!({"id": 7000001, "is_bot": true, "first_name": "ferro_bot", "username": "ferro_bot",
+               "can_join_groups": true, "can_read_all_group_messages": false,
+               "supports_inline_queries": false, "can_connect_to_business": false,
+               "has_main_web_app": false})
+    );
+    let methods: Vec<_> = fake.calls().into_iter().map(|c| c.method).collect();
+    assert_eq!(methods, ["getMe", "getMeNow", "getMe"]);
+}
+
+#[tokio::test]
+async fn telegram_other_methods_and_markdown_v2() {
+    let fake = tg_fake().await;
+    let ok_true = json!({"ok": true, "result": true});
+    assert_eq!(
+        tg(
+            &fake,
+            "sendChatAction",
+            json!({"chat_id": 42, "action": "typing"})
+        )
+        .await,
+        (200, ok_true.clone())
+    );
+    assert_eq!(
+        tg(
+            &fake,
+            "sendChatAction",
+            json!({"chat_id": 42, "action": "dancing"})
+        )
+        .await,
+        (
+            400,
+            tg_error(400, "Bad Request: wrong parameter action in request")
+        )
+    );
+    let commands = json!([{"command": "new", "description": "Start over"}]);
+    assert_eq!(
+        tg(&fake, "setMyCommands", json!({"commands": commands})).await,
+        (200, ok_true.clone())
+    );
+    assert_eq!(
+        tg(&fake, "getMyCommands", json!({})).await.1["result"],
+        commands
+    );
+    assert_eq!(
+        tg(
+            &fake,
+            "setMyCommands",
+            json!({"commands": [{"command": "New!", "description": "x"}]})
+        )
+        .await
+        .0,
+        400
+    );
+    fake.push_message(Incoming::dm(42, "alice", "pending"));
+    assert_eq!(
+        tg(
+            &fake,
+            "deleteWebhook",
+            json!({"drop_pending_updates": true})
+        )
+        .await,
+        (200, ok_true)
+    );
+    assert_eq!(fake.pending_updates(), 0);
+
+    let md = |text: &str| {
+        let fake = fake.clone();
+        let params = json!({"chat_id": 42, "text": text, "parse_mode": "MarkdownV2"});
+        async move { tg(&fake, "sendMessage", params).await }
+    };
+    let (status, answer) = md(r"*bold* _it_ `x\`y` [link](https://e.com/a\)b) 1\.5").await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["text"], "bold it x`y link 1.5");
+    assert_eq!(
+        answer["result"]["entities"],
+        json!([
+            {"type": "bold", "offset": 0, "length": 4},
+            {"type": "italic", "offset": 5, "length": 2},
+            {"type": "code", "offset": 8, "length": 3},
+            {"type": "text_link", "offset": 12, "length": 4, "url": "https://e.com/a)b"},
+        ])
+    );
+    let (_, answer) = md(">quote\n>more\nafter \\>").await;
+    assert_eq!(answer["result"]["text"], "quote\nmore\nafter >", "{answer}");
+    assert_eq!(
+        answer["result"]["entities"],
+        json!([{"type": "blockquote", "offset": 0, "length": 10}])
+    );
+    assert_eq!(
+        md("Done. Next").await.1,
+        tg_error(
+            400,
+            r"Bad Request: can't parse entities: Character '.' is reserved and must be escaped with the preceding '\'"
+        )
+    );
+    assert_eq!(
+        md("*open").await.1,
+        tg_error(
+            400,
+            "Bad Request: can't parse entities: Can't find end of Bold entity at byte offset 0"
+        )
+    );
+}
+
+#[tokio::test]
+async fn telegram_stop_fails_a_pending_long_poll_and_start_on_comes_back() {
+    let fake = tg_fake().await;
+    let port = fake.port();
+    let url = fake.method_url("getMe");
+    let poll = tg_poll(&fake, json!({"timeout": 30}));
+    tg_polls(&fake, 1).await;
+    let started = Instant::now();
+    fake.stop().await;
+    let err = poll
+        .await
+        .unwrap()
+        .expect_err("a stopped fake answered the long poll");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        err.is_request() || err.is_body() || err.is_decode(),
+        "{err:?}"
+    );
+    let err = reqwest::Client::new()
+        .post(&url)
+        .send()
+        .await
+        .expect_err("a stopped fake accepted a connection");
+    assert!(err.is_connect(), "{err:?}");
+
+    let fake = TelegramFake::start_on(port, TG_TOKEN, 7000001, "ferro_bot")
+        .await
+        .expect("rebinding the same port");
+    assert_eq!(fake.method_url("getMe"), url);
+    assert_eq!(tg(&fake, "getMe", json!({})).await.0, 200);
+}
+
+#[tokio::test]
+async fn telegram_disconnect_and_restore_keep_the_state() {
+    let fake = tg_fake().await;
+    fake.push_message(Incoming::dm(42, "alice", "before"));
+    let (_, answer) = tg(&fake, "getUpdates", json!({})).await;
+    assert_eq!(update_ids(&answer), [1]);
+    let poll = tg_poll(&fake, json!({"offset": 2, "timeout": 30}));
+    tg_polls(&fake, 2).await;
+    fake.disconnect().await;
+    assert!(poll.await.unwrap().is_err());
+    let calls = fake.calls();
+    assert_eq!(calls[1].status, None, "the cut poll was never answered");
+    assert_eq!(calls[1].error.as_deref(), Some(NO_ANSWER));
+    let err = reqwest::Client::new()
+        .post(fake.method_url("getMe"))
+        .send()
+        .await
+        .expect_err("connected during the outage");
+    assert!(err.is_connect(), "{err:?}");
+
+    fake.push_message(Incoming::dm(42, "alice", "during"));
+    fake.restore().await.expect("rebinding the same port");
+    let (_, answer) = tg(&fake, "getUpdates", json!({"offset": 2})).await;
+    assert_eq!(update_ids(&answer), [2]);
+    assert_eq!(answer["result"][0]["message"]["message_id"], 2);
+}

@@ -49,6 +49,8 @@ pub struct ToolContext {
     /// particular, the operator's own run). Tools that keep per-user records (`cron`)
     /// act for this user.
     pub acting_user: Option<String>,
+    /// The run answers a group chat: the `tools.group_chat` policy level applies too.
+    pub group_chat: bool,
 }
 
 /// The user a tool call acts for (see [`ToolContext::user`]).

@@ -12,6 +12,7 @@ use crate::path_guard::DeniedPaths;
 use crate::policy::{BoundPolicy, PolicyContext, PolicyEngine};
 use crate::rate_limit::RateLimiter;
 use crate::{Tool, ToolContext, ToolResult};
+use ferroclaw_config::settings::ToolPolicySettings;
 
 /// Tools by name, in registration order (the order the model sees them).
 ///
@@ -40,6 +41,8 @@ pub trait ToolSource: Send + Sync {
 #[derive(Clone, Default)]
 struct Guards {
     policy: Option<Arc<BoundPolicy>>,
+    /// The policy with the `tools.group_chat` level, for runs answering a group chat.
+    group_policy: Option<Arc<BoundPolicy>>,
     rate_limit: Option<Arc<RateLimiter>>,
     denied: DeniedPaths,
 }
@@ -79,9 +82,35 @@ impl ToolRegistry {
         self
     }
 
-    /// Whether the attached policy (if any) lets the model use `tool`.
+    /// Also attaches the policy runs from a group chat use: `ctx` with `level` as its
+    /// group-chat level (see [`ToolContext::group_chat`]).
+    pub fn with_group_chat_policy(
+        mut self,
+        engine: &PolicyEngine,
+        ctx: &PolicyContext,
+        level: ToolPolicySettings,
+    ) -> Self {
+        let ctx = PolicyContext {
+            group_chat: Some(level),
+            ..ctx.clone()
+        };
+        self.guards.group_policy = Some(Arc::new(engine.bind(&ctx)));
+        self
+    }
+
+    /// Whether the attached policy (if any) lets the model use `tool`; in a run from a
+    /// group chat, the group-chat policy when one is attached.
     fn policy_allows(&self, tool: &dyn Tool) -> Result<(), String> {
-        let Some(policy) = &self.guards.policy else {
+        self.policy_allows_in(tool, None)
+    }
+
+    fn policy_allows_in(&self, tool: &dyn Tool, ctx: Option<&ToolContext>) -> Result<(), String> {
+        let group = ctx.is_some_and(|c| c.group_chat);
+        let chosen = match (group, &self.guards.group_policy) {
+            (true, Some(g)) => Some(g),
+            _ => self.guards.policy.as_ref(),
+        };
+        let Some(policy) = chosen else {
             return Ok(());
         };
         let names: Vec<&str> = std::iter::once(tool.name())
@@ -194,7 +223,9 @@ impl ToolRegistry {
     pub fn definitions_for(&self, ctx: &ToolContext) -> Vec<ToolDefinition> {
         self.all()
             .iter()
-            .filter(|t| self.policy_allows(t.as_ref()).is_ok() && t.offered_to(ctx).is_ok())
+            .filter(|t| {
+                self.policy_allows_in(t.as_ref(), Some(ctx)).is_ok() && t.offered_to(ctx).is_ok()
+            })
             .map(|t| ToolDefinition {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
@@ -265,7 +296,7 @@ impl ToolRegistry {
 
     async fn execute_unscrubbed(&self, name: &str, ctx: &ToolContext, args: Value) -> ToolResult {
         let tool = match self.get(name) {
-            Some(tool) => match self.policy_allows(tool.as_ref()) {
+            Some(tool) => match self.policy_allows_in(tool.as_ref(), Some(ctx)) {
                 Ok(()) => Some(tool),
                 Err(reason) => return refused_by_policy(tool.name(), ctx, &reason),
             },

@@ -107,6 +107,7 @@ fn ctx(ws: &Path) -> ToolContext {
         cancel: CancellationToken::new(),
         user: None,
         acting_user: None,
+        group_chat: false,
     }
 }
 
@@ -586,6 +587,7 @@ async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
         cancel: CancellationToken::new(),
         user: None,
         acting_user: None,
+        group_chat: false,
     };
     let mut inside_reads = 0;
     let mut last_patch = String::new();

@@ -534,6 +534,7 @@ fn ctx(ws: &std::path::Path) -> ToolContext {
         cancel: CancellationToken::new(),
         user: None,
         acting_user: None,
+        group_chat: false,
     }
 }
 
@@ -570,6 +571,43 @@ async fn registry_hides_and_refuses_denied_tools() {
     // Allowed tools still work.
     let r = reg.execute("ls", &ctx(ws.path()), json!({})).await;
     assert!(!r.is_error, "{}", r.for_llm);
+}
+
+#[tokio::test]
+async fn a_run_from_a_group_chat_gets_the_group_chat_level_too() {
+    let ws = tempfile::tempdir().unwrap();
+    let engine = PolicyEngine::new(&level(None, &[], &[], &[]));
+    let reg = ToolRegistry::with_core_tools()
+        .with_policy(&engine, &PolicyContext::new())
+        .with_group_chat_policy(
+            &engine,
+            &PolicyContext::new(),
+            level(None, &[], &["write", "exec"], &[]),
+        );
+    let direct = ctx(ws.path());
+    let group = ToolContext {
+        group_chat: true,
+        ..ctx(ws.path())
+    };
+    let offered = |c: &ToolContext| -> Vec<String> {
+        reg.definitions_for(c).into_iter().map(|d| d.name).collect()
+    };
+    assert!(offered(&direct).iter().any(|n| n == "write"));
+    let in_group = offered(&group);
+    assert!(
+        !in_group.iter().any(|n| n == "write" || n == "exec"),
+        "{in_group:?}"
+    );
+    assert!(in_group.iter().any(|n| n == "read"), "{in_group:?}");
+    // Named anyway from a group: refused with the level that decided, never run.
+    let args = json!({"path": "x.txt", "content": "x"});
+    let r = reg.execute("write", &group, args.clone()).await;
+    assert!(r.is_error && r.for_llm.contains("group"), "{}", r.for_llm);
+    assert!(!ws.path().join("x.txt").exists());
+    // The same call from a direct chat works.
+    let r = reg.execute("write", &direct, args).await;
+    assert!(!r.is_error, "{}", r.for_llm);
+    assert!(ws.path().join("x.txt").exists());
 }
 
 #[tokio::test]

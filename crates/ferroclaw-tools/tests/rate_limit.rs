@@ -81,6 +81,7 @@ async fn registry_refuses_over_the_limit() {
         cancel: CancellationToken::new(),
         user: None,
         acting_user: None,
+        group_chat: false,
     };
     for _ in 0..2 {
         let r = reg.execute("ls", &ctx("s1"), json!({})).await;

@@ -304,6 +304,7 @@ async fn registry_scrubs_both_channels_of_every_result() {
         cancel: CancellationToken::new(),
         user: None,
         acting_user: None,
+        group_chat: false,
     };
     for error in [false, true] {
         let r = reg.execute("leaky", &ctx, json!({"error": error})).await;
@@ -328,6 +329,7 @@ async fn core_read_of_a_dotenv_is_scrubbed() {
         cancel: CancellationToken::new(),
         user: None,
         acting_user: None,
+        group_chat: false,
     };
     let r = ToolRegistry::with_core_tools()
         .execute("read", &ctx, json!({"path": ".env"}))

@@ -54,6 +54,10 @@ pub enum Command {
     /// List, add, remove or run scheduled jobs (a gateway runs them when due).
     #[command(subcommand)]
     Cron(crate::commands::cron::CronCommand),
+    /// Approve senders who asked to talk to a chat channel (their pairing codes), list or
+    /// revoke them.
+    #[command(subcommand)]
+    Pairing(crate::commands::pairing::PairingCommand),
 }
 
 #[derive(Debug, Subcommand)]

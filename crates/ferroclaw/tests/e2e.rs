@@ -2,6 +2,7 @@
 //! whole stack again.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed fixture should stop the test
 
+mod channels_e2e;
 mod cli;
 mod crash_safety;
 mod executor_e2e;

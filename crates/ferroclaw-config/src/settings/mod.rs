@@ -57,6 +57,30 @@ pub struct Settings {
     pub cron: crate::CronConfig,
     /// `mcp.servers`, checked by whoever connects to them.
     pub mcp: crate::McpConfig,
+    /// `channels`, with their tokens read from the environment.
+    pub channels: ChannelsSettings,
+}
+
+/// The chat platforms this process answers on.
+#[derive(Debug, Clone, Default)]
+pub struct ChannelsSettings {
+    pub telegram: Option<TelegramSettings>,
+}
+
+#[derive(Clone)]
+pub struct TelegramSettings {
+    pub config: crate::TelegramConfig,
+    /// The value of `token_env` (`None`: not set, the channel cannot start).
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for TelegramSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramSettings")
+            .field("config", &self.config)
+            .field("token", &self.token.as_ref().map(|_| "********"))
+            .finish()
+    }
 }
 
 /// An agent whose settings could not be resolved.

@@ -73,6 +73,17 @@ impl LoadedConfig {
             gateway: gateway(&cfg.gateway, &self.env),
             cron: cfg.cron.clone(),
             mcp: cfg.mcp.clone(),
+            channels: ChannelsSettings {
+                telegram: cfg.channels.telegram.as_ref().map(|t| TelegramSettings {
+                    config: t.clone(),
+                    token: self
+                        .env
+                        .get(&t.token_env)
+                        .map(str::trim)
+                        .filter(|v| !v.is_empty())
+                        .map(str::to_string),
+                }),
+            },
         }
     }
 

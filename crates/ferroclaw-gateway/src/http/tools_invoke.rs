@@ -173,6 +173,7 @@ async fn invoke(
         cancel: CancellationToken::new(),
         user: tool_user,
         acting_user,
+        group_chat: false,
     };
     let result = agent
         .agent

@@ -2,6 +2,7 @@
 //! send buffer, keep-alive, auth state) → [`methods`] (one handler per RPC method).
 
 pub mod agents;
+pub mod channels;
 pub mod conn;
 pub mod cron;
 pub mod frames;

@@ -43,6 +43,13 @@ pub enum Method {
     CronDelete,
     CronToggle,
     CronRun,
+    ChannelsList,
+    ChannelsStatus,
+    ChannelsToggle,
+    Send,
+    DevicePairList,
+    DevicePairApprove,
+    DevicePairRevoke,
 }
 
 /// (wire name, role needed, handler).
@@ -70,6 +77,18 @@ pub const METHODS: &[(&str, Role, Method)] = &[
     ("cron.delete", Role::Operator, Method::CronDelete),
     ("cron.toggle", Role::Operator, Method::CronToggle),
     ("cron.run", Role::Operator, Method::CronRun),
+    // Chat channels; who may talk to them is the administrator's decision.
+    ("channels.list", Role::Viewer, Method::ChannelsList),
+    ("channels.status", Role::Viewer, Method::ChannelsStatus),
+    ("channels.toggle", Role::Admin, Method::ChannelsToggle),
+    ("send", Role::Operator, Method::Send),
+    ("device.pair.list", Role::Admin, Method::DevicePairList),
+    (
+        "device.pair.approve",
+        Role::Admin,
+        Method::DevicePairApprove,
+    ),
+    ("device.pair.revoke", Role::Admin, Method::DevicePairRevoke),
     ("sessions.preview", Role::Viewer, Method::SessionsPreview),
     ("integrity.status", Role::Viewer, Method::IntegrityStatus),
     ("chat.send", Role::Operator, Method::ChatSend),

@@ -134,6 +134,42 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         updated_at BIGINT NOT NULL
     );",
     ),
+    (
+        5,
+        "channels",
+        "CREATE TABLE channel_pairing (
+        code        TEXT PRIMARY KEY,
+        channel     TEXT NOT NULL,
+        account     TEXT NOT NULL,
+        sender_id   TEXT NOT NULL,
+        sender_name TEXT,
+        created_at  BIGINT NOT NULL,
+        expires_at  BIGINT NOT NULL
+    );
+    CREATE INDEX channel_pairing_by_sender ON channel_pairing (channel, account, sender_id);
+    CREATE TABLE channel_allowed (
+        channel     TEXT NOT NULL,
+        account     TEXT NOT NULL,
+        sender_id   TEXT NOT NULL,
+        sender_name TEXT,
+        approved_at BIGINT NOT NULL,
+        approved_by TEXT,
+        PRIMARY KEY (channel, account, sender_id)
+    );
+    CREATE TABLE channel_accounts (
+        account     TEXT PRIMARY KEY,
+        holder      TEXT,
+        lease_until BIGINT,
+        next_update BIGINT
+    );
+    CREATE TABLE channel_deliveries (
+        account     TEXT NOT NULL,
+        message_key TEXT NOT NULL,
+        seen_at     BIGINT NOT NULL,
+        PRIMARY KEY (account, message_key)
+    );
+    CREATE INDEX channel_deliveries_by_age ON channel_deliveries (account, seen_at);",
+    ),
 ];
 
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -9,6 +9,7 @@
 //! session-level advisory lock held on a connection of its own, so it ends with the
 //! connection when an instance dies.
 
+mod channels;
 mod cron;
 mod directory;
 mod integrity;
@@ -691,6 +692,10 @@ impl SessionStore for PgSessionStore {
     }
 
     fn mcp_servers(&self) -> Option<std::sync::Arc<dyn crate::McpServerStore>> {
+        Some(std::sync::Arc::new(self.clone()))
+    }
+
+    fn channels(&self) -> Option<std::sync::Arc<dyn crate::ChannelStore>> {
         Some(std::sync::Arc::new(self.clone()))
     }
 

@@ -7,6 +7,7 @@
 //!
 //! Everything here is blocking and runs on the store's blocking threads.
 
+pub(crate) mod channels;
 pub(crate) mod cron;
 pub(crate) mod directory;
 pub(crate) mod mcp_servers;

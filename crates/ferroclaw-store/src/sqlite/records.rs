@@ -101,6 +101,42 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         updated_at INTEGER NOT NULL
     );",
     ),
+    (
+        4,
+        "channels",
+        "CREATE TABLE channel_pairing (
+        code        TEXT PRIMARY KEY,
+        channel     TEXT NOT NULL,
+        account     TEXT NOT NULL,
+        sender_id   TEXT NOT NULL,
+        sender_name TEXT,
+        created_at  INTEGER NOT NULL,
+        expires_at  INTEGER NOT NULL
+    );
+    CREATE INDEX channel_pairing_by_sender ON channel_pairing (channel, account, sender_id);
+    CREATE TABLE channel_allowed (
+        channel     TEXT NOT NULL,
+        account     TEXT NOT NULL,
+        sender_id   TEXT NOT NULL,
+        sender_name TEXT,
+        approved_at INTEGER NOT NULL,
+        approved_by TEXT,
+        PRIMARY KEY (channel, account, sender_id)
+    );
+    CREATE TABLE channel_accounts (
+        account     TEXT PRIMARY KEY,
+        holder      TEXT,
+        lease_until INTEGER,
+        next_update INTEGER
+    );
+    CREATE TABLE channel_deliveries (
+        account     TEXT NOT NULL,
+        message_key TEXT NOT NULL,
+        seen_at     INTEGER NOT NULL,
+        PRIMARY KEY (account, message_key)
+    );
+    CREATE INDEX channel_deliveries_by_age ON channel_deliveries (account, seen_at);",
+    ),
 ];
 
 /// The records database of a home, shared by the stores that keep tables in it.

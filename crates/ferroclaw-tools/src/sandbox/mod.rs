@@ -492,6 +492,7 @@ mod tests {
             cancel: tokio_util::sync::CancellationToken::new(),
             user: None,
             acting_user: None,
+            group_chat: false,
         };
         let e = s
             .spawn(&ctx, ws.path(), "touch ran", ws.path(), false, &[])
@@ -515,6 +516,7 @@ mod tests {
                 root_workspace: PathBuf::from("/srv/ws"),
             }),
             acting_user: None,
+            group_chat: false,
         };
         let hidden = hidden_paths(&ctx);
         assert!(hidden.contains(&PathBuf::from("/srv/ws")));

@@ -14,6 +14,7 @@ pub fn ctx(ws: &Path) -> ToolContext {
         cancel: CancellationToken::new(),
         user: None,
         acting_user: None,
+        group_chat: false,
     }
 }
 

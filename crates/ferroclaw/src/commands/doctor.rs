@@ -56,6 +56,37 @@ async fn check_mcp(r: &mut Report, settings: &ferroclaw_config::settings::Settin
     hub.shutdown();
 }
 
+/// Each enabled channel's credentials work (the platform names the bot).
+async fn check_channels(r: &mut Report, settings: &ferroclaw_config::settings::Settings) {
+    let Some(t) = &settings.channels.telegram else {
+        return;
+    };
+    if !t.config.enabled {
+        return r.ok("channel telegram: disabled");
+    }
+    match ferroclaw_channels::telegram::probe(t).await {
+        Ok(bot) => r.ok(&format!("channel telegram: bot {bot}")),
+        Err(e) => r.fail(
+            &format!("channel telegram: {e}"),
+            &format!(
+                "set {} to the token @BotFather gave (check channels.telegram.api_base_url)",
+                t.config.token_env
+            ),
+        ),
+    }
+    let c = &t.config;
+    if matches!(
+        c.dm_policy,
+        ferroclaw_config::DmPolicy::Pairing | ferroclaw_config::DmPolicy::Allowlist
+    ) && c.allow_from.is_empty()
+    {
+        r.warn(
+            &format!("channel telegram: dm_policy {:?} with an empty allow_from", c.dm_policy),
+            "add your own id to channels.telegram.allow_from, or approve senders with `ferroclaw pairing approve`",
+        );
+    }
+}
+
 /// The session store answers and its schema is this build's (nothing is applied).
 async fn check_database(r: &mut Report, settings: &ferroclaw_config::settings::Settings) {
     use ferroclaw_config::settings::DatabaseSettings;
@@ -157,6 +188,7 @@ pub async fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     }
 
     check_mcp(&mut r, &settings).await;
+    check_channels(&mut r, &settings).await;
 
     let providers = loaded.providers();
     if providers.is_empty() {

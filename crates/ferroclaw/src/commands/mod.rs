@@ -7,6 +7,7 @@ pub(crate) mod executor;
 mod gateway;
 pub(crate) mod migrate;
 mod onboard;
+pub(crate) mod pairing;
 pub(crate) mod sessions;
 
 use std::process::ExitCode;
@@ -38,6 +39,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sessions(cmd) => sessions::run(&cli.global, cmd).await,
         Command::Migrate(cmd) => migrate::run(&cli.global, cmd).await,
         Command::Cron(cmd) => cron::run(&cli.global, cmd).await,
+        Command::Pairing(cmd) => pairing::run(&cli.global, cmd).await,
         Command::Agent(AgentCommand::List) => {
             agent_list::run(&AppContext::load(&cli.global).await?)
         }

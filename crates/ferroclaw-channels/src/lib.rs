@@ -1,0 +1,19 @@
+//! Chat channels: platform updates become runs submitted through the runtime, and the
+//! run's answer goes back to the chat. A channel knows nothing of providers or tools.
+//!
+//! `seam.rs` is what a platform gives and takes, `dispatch.rs` the platform-neutral
+//! rules (policies, pairing, sessions, group context, delivery), `format/` the answer in
+//! the platform's markup under its limit, `telegram/` the first platform, `service.rs`
+//! the channels of a process (started with the gateway, listed, toggled).
+
+pub mod dispatch;
+pub mod format;
+pub mod pairing;
+pub mod seam;
+mod service;
+mod status;
+pub mod telegram;
+
+pub use dispatch::now_ms;
+pub use service::{ChannelError, Channels};
+pub use status::ChannelStatus;

@@ -1,0 +1,362 @@
+//! Chat channels through the real binary, against a local fake of the Telegram Bot API
+//! (`ferroclaw_testkit::telegram`) and the scripted LLM: pairing, approval, answers split
+//! and formatted, group context, the bot ignoring itself, 429s, lost connections,
+//! `/stop`, and two gateways sharing one bot account.
+
+use std::time::{Duration, Instant};
+
+use ferroclaw_testkit::telegram::{Call, Incoming, TelegramFake};
+use ferroclaw_testkit::{Reply, ScriptedLlm};
+use serde_json::json;
+
+use crate::gateway_services::{Gateway, WAIT};
+
+const TOKEN: &str = "7000001:TEST-token-not-real";
+const BOT_ID: i64 = 7_000_001;
+
+fn channel_config(fake: &TelegramFake, extra: &str) -> String {
+    format!(
+        r#"channels: {{ telegram: {{ api_base_url: "{}", poll_timeout_seconds: 1, {extra} }} }},"#,
+        fake.base_url()
+    )
+}
+
+/// The messages the bot sent to `chat` (after edits), texts only.
+fn texts(fake: &TelegramFake, chat: i64) -> Vec<String> {
+    fake.sent(chat).into_iter().map(|m| m.text).collect()
+}
+
+/// Messages the fake accepted from the bot for `chat` (its lock is held while a
+/// `wait_for` predicate runs, so predicates read the calls they are given).
+fn accepted_for(calls: &[Call], chat: i64) -> usize {
+    calls
+        .iter()
+        .filter(|c| c.method == "sendMessage" && c.status == Some(200))
+        .filter(|c| {
+            let id = &c.params["chat_id"];
+            id.as_i64() == Some(chat) || id.as_str() == Some(chat.to_string().as_str())
+        })
+        .count()
+}
+
+/// Waits until the bot has sent `n` messages to `chat`.
+async fn sent_to(fake: &TelegramFake, chat: i64, n: usize) -> Vec<String> {
+    let ok = fake
+        .wait_for(WAIT, |calls| accepted_for(calls, chat) >= n)
+        .await;
+    assert!(
+        ok,
+        "chat {chat}: wanted {n} messages, got {:?}",
+        texts(fake, chat)
+    );
+    texts(fake, chat)
+}
+
+fn code_in(text: &str) -> String {
+    let at = text.find("pairing code: ").expect("a pairing code") + "pairing code: ".len();
+    text[at..at + 8].to_string()
+}
+
+fn pairing_cli(gw: &Gateway, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"))
+        .arg("pairing")
+        .args(args)
+        .env("FERROCLAW_HOME", gw.home.path())
+        .env("HOME", gw.home.path())
+        .env("FERROCLAW_LOG_LEVEL", "warn")
+        .output()
+        .expect("run ferroclaw pairing")
+}
+
+/// Polls the scripted LLM until it has received `n` requests.
+async fn llm_requests(llm: &ScriptedLlm, n: usize) {
+    let deadline = Instant::now() + WAIT;
+    while llm.requests().len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "the model got {} requests",
+            llm.requests().len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_telegram_stranger_pairs_then_talks_in_direct_and_group_chats() {
+    let fake = TelegramFake::start(TOKEN, BOT_ID, "ferro_bot").await;
+    let llm = ScriptedLlm::start().await.unwrap();
+    let gw = Gateway::start(
+        tempfile::tempdir().unwrap(),
+        llm,
+        &channel_config(&fake, ""),
+        &[("TELEGRAM_BOT_TOKEN", TOKEN)],
+    )
+    .await;
+
+    // A stranger gets a code, once, however often they write; nothing reaches the model.
+    fake.push_message(Incoming::dm(42, "ann", "hello?"));
+    fake.push_message(Incoming::dm(42, "ann", "hello again"));
+    fake.push_message(Incoming::dm(43, "bob", "me too"));
+    let to_bob = sent_to(&fake, 43, 1).await;
+    let to_ann = texts(&fake, 42);
+    assert_eq!(to_ann.len(), 1, "one reply per minute: {to_ann:?}");
+    let code = code_in(&to_ann[0]);
+    assert_ne!(code, code_in(&to_bob[0]));
+    assert!(gw.llm.requests().is_empty());
+
+    // Approval by the operator, refused for codes that are not valid.
+    for (bad, why) in [
+        ("ABCD2345", "no valid pairing code"),
+        ("nope", "is not a pairing code"),
+    ] {
+        let out = pairing_cli(&gw, &["approve", bad]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{bad}: {err}");
+    }
+    let listed = pairing_cli(&gw, &["list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(listed.contains(&code) && listed.contains("ann"), "{listed}");
+    let out = pairing_cli(&gw, &["approve", &code.to_lowercase()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Pairing with nobody allowed was worth a warning at start (long since logged).
+    assert!(
+        gw.stderr().contains("allow_from` is empty"),
+        "{}",
+        gw.stderr()
+    );
+    // A used code is spent.
+    assert!(!pairing_cli(&gw, &["approve", &code]).status.success());
+
+    // Now Ann is answered: a long Markdown answer arrives split under 4096 and formatted.
+    // Distinct paragraphs (the answer sanitiser drops degenerate repetition).
+    let paragraph: String = (0..150)
+        .map(|i| {
+            format!("Paragraph {i} has **bold {i}** words and a list:\n\n- one {i}\n- two {i}\n\n")
+        })
+        .collect();
+    gw.llm.push(Reply::text(paragraph.clone()));
+    fake.push_message(Incoming::dm(42, "ann", "tell me a lot"));
+    let before = texts(&fake, 42).len();
+    let deadline = Instant::now() + WAIT;
+    let answer = loop {
+        let mine: Vec<_> = fake.sent(42).into_iter().skip(before).collect();
+        let total: usize = mine.iter().map(|m| m.text.len()).sum();
+        if total >= paragraph.len() / 2 && gw.llm.pending() == 0 && mine.len() >= 2 {
+            break mine;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            fake.calls_to("sendMessage")
+                .iter()
+                .map(|c| (c.status, c.error.clone()))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for m in &answer {
+        assert!(m.text.encode_utf16().count() <= 4096, "{}", m.text.len());
+        assert_eq!(m.parse_mode.as_deref(), Some("HTML"));
+        assert!(
+            !m.text.contains("**"),
+            "Markdown left in: {}",
+            &m.text[..80]
+        );
+    }
+    let request = &gw.llm.requests()[0];
+    assert!(request.body.to_string().contains("tell me a lot"));
+
+    // Markup the platform rejects goes out again as plain text.
+    gw.llm.push(Reply::text("a <weird> **answer**"));
+    fake.fail_next(
+        "sendMessage",
+        400,
+        "Bad Request: can't parse entities: unsupported start tag",
+        None,
+    );
+    let n = texts(&fake, 42).len();
+    fake.push_message(Incoming::dm(42, "ann", "and now?"));
+    let all = sent_to(&fake, 42, n + 1).await;
+    let last = fake.sent(42).pop().unwrap();
+    assert!(
+        all[n].contains("a <weird> answer") && last.parse_mode.is_none(),
+        "{last:?}"
+    );
+
+    // A 429 is waited out for as long as it says, then the answer goes out.
+    gw.llm.push(Reply::text("after the wait"));
+    fake.fail_next(
+        "sendMessage",
+        429,
+        "Too Many Requests: retry after 1",
+        Some(1),
+    );
+    let n = texts(&fake, 42).len();
+    fake.push_message(Incoming::dm(42, "ann", "quick"));
+    let all = sent_to(&fake, 42, n + 1).await;
+    assert!(all[n].contains("after the wait"));
+    let sends: Vec<Call> = fake
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "sendMessage" && c.params["chat_id"].to_string().contains("42"))
+        .collect();
+    let (refused, retried) = (&sends[sends.len() - 2], &sends[sends.len() - 1]);
+    assert!(retried.at.duration_since(refused.at) >= Duration::from_secs(1));
+
+    // The bot's own messages (and other bots') are never answered.
+    let before_llm = gw.llm.requests().len();
+    let mut own = Incoming::dm(BOT_ID, "ferro_bot", "I am the bot");
+    own.from_is_bot = true;
+    fake.push_message(own);
+    // In a group, a message without a mention is remembered, not answered...
+    fake.push_message(Incoming::group(
+        -100,
+        42,
+        "ann",
+        "we are talking about apples",
+    ));
+    fake.push_message(Incoming::group(-100, 43, "bob", "and pears"));
+    // ...and given to the model with the message that mentions the bot.
+    gw.llm.push(Reply::text("Apples and pears."));
+    fake.push_message(Incoming::group(
+        -100,
+        42,
+        "ann",
+        "@ferro_bot what was that about?",
+    ));
+    sent_to(&fake, -100, 1).await;
+    let requests = gw.llm.requests();
+    assert_eq!(
+        requests.len(),
+        before_llm + 1,
+        "the bot answered something else"
+    );
+    let asked = requests.last().unwrap().body.to_string();
+    assert!(
+        asked.contains("apples")
+            && asked.contains("pears")
+            && asked.contains("what was that about"),
+        "{asked}"
+    );
+    assert!(!asked.contains("@ferro_bot"), "{asked}");
+    assert_eq!(texts(&fake, -100), vec!["Apples and pears.".to_string()]);
+
+    // `/stop` ends a running answer at once; the stopped answer never arrives.
+    gw.llm.push(Reply::text("too late").hang_after(0));
+    let n = texts(&fake, 42).len();
+    let asked_before = gw.llm.requests().len();
+    fake.push_message(Incoming::dm(42, "ann", "think hard"));
+    llm_requests(&gw.llm, asked_before + 1).await;
+    fake.push_message(Incoming::dm(42, "ann", "/stop"));
+    let all = sent_to(&fake, 42, n + 1).await;
+    assert!(all[n].contains("Stopped 1"), "{all:?}");
+
+    // The API goes away (a long poll in flight is cut) and comes back: polling resumes.
+    fake.disconnect().await;
+    gw.llm.push(Reply::text("back"));
+    fake.push_message(Incoming::dm(42, "ann", "still there?"));
+    let n = texts(&fake, 42).len();
+    fake.restore().await.unwrap();
+    let all = sent_to(&fake, 42, n + 1).await;
+    assert_eq!(all[n], "back");
+    assert!(!all.iter().any(|t| t.contains("too late")));
+    assert_eq!(fake.conflicts(), 0, "two polls overlapped");
+
+    // The approval shows in the WebSocket's list and can be revoked there.
+    let mut ws = gw.ws().await;
+    ws.connect(Some(&gw.token.clone())).await;
+    let list = ws.call("device.pair.list", json!({})).await;
+    assert!(
+        list["payload"]["approved"].to_string().contains("\"42\""),
+        "{list}"
+    );
+    let status = ws
+        .call("channels.status", json!({"channel": "telegram"}))
+        .await;
+    assert_eq!(status["payload"]["channel"]["state"], "polling", "{status}");
+    let revoked = ws
+        .call(
+            "device.pair.revoke",
+            json!({"channel": "telegram", "sender": "42"}),
+        )
+        .await;
+    assert_eq!(revoked["ok"], true, "{revoked}");
+    fake.push_message(Incoming::dm(42, "ann", "hello after revoke"));
+    let n = texts(&fake, 42).len();
+    let all = sent_to(&fake, 42, n + 1).await;
+    assert!(all[n].contains("pairing code"), "{all:?}");
+}
+
+#[tokio::test]
+async fn two_gateways_share_one_telegram_bot_one_polls_and_the_other_takes_over() {
+    let url = ferroclaw_testkit::pg::fresh_database().await;
+    let fake = TelegramFake::start(TOKEN, BOT_ID, "ferro_bot").await;
+    let config = format!(
+        r#"database: {{ mode: "managed" }}, {}"#,
+        channel_config(&fake, r#"dm_policy: "open""#)
+    );
+    let env = [
+        ("TELEGRAM_BOT_TOKEN", TOKEN),
+        ("FERROCLAW_DATABASE_URL", url.as_str()),
+    ];
+    let mut a = Gateway::start(
+        tempfile::tempdir().unwrap(),
+        ScriptedLlm::start().await.unwrap(),
+        &config,
+        &env,
+    )
+    .await;
+    let mut b = Gateway::start(
+        tempfile::tempdir().unwrap(),
+        ScriptedLlm::start().await.unwrap(),
+        &config,
+        &env,
+    )
+    .await;
+    for i in 0..4 {
+        a.llm.push(Reply::text(format!("answer {i}")));
+        b.llm.push(Reply::text(format!("answer {i}")));
+    }
+    for sender in [51, 52, 53] {
+        fake.push_message(Incoming::dm(sender, "someone", "hi"));
+    }
+    for sender in [51, 52, 53] {
+        sent_to(&fake, sender, 1).await;
+    }
+    let (asked_a, asked_b) = (a.llm.requests().len(), b.llm.requests().len());
+    assert_eq!(asked_a + asked_b, 3);
+    assert!(
+        asked_a == 0 || asked_b == 0,
+        "both instances answered: {asked_a} {asked_b}"
+    );
+    assert_eq!(fake.conflicts(), 0, "both instances polled");
+
+    // The instance that polls dies without a word; the other takes the account over
+    // once its lease lapses, from where the first left off.
+    let (dead, alive) = if asked_a > 0 {
+        (&mut a, &b)
+    } else {
+        (&mut b, &a)
+    };
+    dead.child.start_kill().unwrap();
+    dead.child.wait().await.unwrap();
+    let killed_at = Instant::now();
+    fake.push_message(Incoming::dm(54, "latecomer", "anyone?"));
+    sent_to(&fake, 54, 1).await;
+    // Bounded by WAIT; the lease is 15 s.
+    eprintln!("taken over after {:?}", killed_at.elapsed());
+    assert_eq!(alive.llm.requests().len(), 1);
+    for sender in [51, 52, 53, 54] {
+        assert_eq!(
+            texts(&fake, sender).len(),
+            1,
+            "chat {sender} answered twice"
+        );
+    }
+    assert_eq!(fake.conflicts(), 0);
+}
