@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ferroclaw_config::{ChannelBinding, DmPolicy, GroupPolicy};
 use ferroclaw_runtime::cron::RuntimeHost;
@@ -15,14 +15,12 @@ use ferroclaw_runtime::{Origin, QueueMode, RunOptions, Runtime, Submit, Submitte
 use ferroclaw_store::{ChannelStore, PairingOutcome};
 use tracing::{info, warn};
 
-use crate::format::render;
 use crate::pairing;
-use crate::seam::{deliver, Inbound, Outbound};
+use crate::seam::{Inbound, Outbound};
 
 /// Unaddressed group messages kept per chat, and chats remembered.
 pub const GROUP_CONTEXT: usize = 50;
 const GROUP_CHATS: usize = 1_000;
-const TYPING_EVERY: Duration = Duration::from_secs(4);
 
 /// Who may talk to the bot and who answers: the platform-neutral part of a channel's
 /// settings.
@@ -115,8 +113,8 @@ pub struct Dispatcher {
     out: Arc<dyn Outbound>,
     context: Mutex<lru::LruCache<String, VecDeque<String>>>,
     pairing_replied: Mutex<lru::LruCache<String, Instant>>,
-    /// Runs whose answer went out: messages merged into one run share its outcome.
-    delivered: Arc<Mutex<lru::LruCache<String, ()>>>,
+    /// Runs whose answer a task took on: messages merged into one run share it.
+    claims: crate::answer::Claims,
     pub runs: AtomicU64,
 }
 
@@ -139,7 +137,7 @@ impl Dispatcher {
             out,
             context: Mutex::new(lru::LruCache::new(cap(GROUP_CHATS))),
             pairing_replied: Mutex::new(lru::LruCache::new(cap(10_000))),
-            delivered: Arc::new(Mutex::new(lru::LruCache::new(cap(1_000)))),
+            claims: crate::answer::Claims::new(),
             runs: AtomicU64::new(0),
         }
     }
@@ -252,36 +250,13 @@ impl Dispatcher {
             Ok(Submitted::Run(handle)) => {
                 self.runs.fetch_add(1, Ordering::Relaxed);
                 let id = handle.id.clone();
-                let out = self.out.clone();
-                let delivered = self.delivered.clone();
-                let (chat, reply_to) = (msg.chat_id.clone(), msg.message_id.clone());
-                tokio::spawn(async move {
-                    let typing = async {
-                        loop {
-                            out.typing(&chat).await;
-                            tokio::time::sleep(TYPING_EVERY).await;
-                        }
-                    };
-                    let outcome = tokio::select! {
-                        o = handle.outcome() => o,
-                        () = typing => return,
-                    };
-                    let text = match outcome {
-                        Ok(o) => {
-                            if lock(&delivered).put(o.run_id.clone(), ()).is_some() || o.silent {
-                                return;
-                            }
-                            o.text
-                        }
-                        // `/stop` answered already.
-                        Err(f) if f.is_aborted() => return,
-                        Err(f) => format!("Sorry, that failed: {f}"),
-                    };
-                    let chunks = render(&text, out.markup(), out.limit());
-                    if let Err(e) = deliver(out.as_ref(), &chat, &chunks, Some(&reply_to)).await {
-                        warn!(chat = %chat, error = %e, "channel: answer not delivered");
-                    }
-                });
+                tokio::spawn(crate::answer::answer(
+                    handle,
+                    self.out.clone(),
+                    self.claims.clone(),
+                    msg.chat_id.clone(),
+                    msg.message_id.clone(),
+                ));
                 Handled::Run(id)
             }
         }

@@ -6,6 +6,7 @@
 //! the platform's markup under its limit, `telegram/` the first platform, `service.rs`
 //! the channels of a process (started with the gateway, listed, toggled).
 
+mod answer;
 pub mod dispatch;
 pub mod format;
 pub mod pairing;

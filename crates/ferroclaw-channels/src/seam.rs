@@ -51,26 +51,55 @@ pub trait Outbound: Send + Sync {
     ) -> Result<String, SendError>;
     /// Shows that an answer is being written (best effort).
     async fn typing(&self, chat_id: &str);
+    /// Whether a sent message can be edited: the answer is then shown while it is
+    /// written.
+    fn edits(&self) -> bool {
+        false
+    }
+    /// Replaces the text of a message the bot sent.
+    async fn edit(
+        &self,
+        _chat_id: &str,
+        _message_id: &str,
+        _text: &str,
+        _formatted: bool,
+    ) -> Result<(), SendError> {
+        Err(SendError::Other(
+            "this platform cannot edit messages".into(),
+        ))
+    }
 }
 
 /// Sends an answer chunk by chunk, each in the platform's markup and, when the platform
-/// rejects it, as plain text. The first chunk replies to `reply_to`.
+/// rejects it, as plain text. The first chunk replies to `reply_to`, or replaces the
+/// `draft` the answer was shown in while it was written.
 pub async fn deliver(
     out: &dyn Outbound,
     chat_id: &str,
     chunks: &[Chunk],
     reply_to: Option<&str>,
+    draft: Option<&str>,
 ) -> Result<usize, SendError> {
+    let formatted = out.markup() != Markup::Plain;
     let mut sent = 0;
     for (i, chunk) in chunks.iter().enumerate() {
         let reply = if i == 0 { reply_to } else { None };
-        let formatted = out.markup() != Markup::Plain;
-        let result = match out.send(chat_id, &chunk.formatted, formatted, reply).await {
-            Err(SendError::Markup(why)) if formatted => {
-                tracing::warn!(chat = %chat_id, %why, "channel: markup rejected, sending plain text");
-                out.send(chat_id, &chunk.plain, false, reply).await
+        let result = match (i, draft) {
+            (0, Some(id)) => match out.edit(chat_id, id, &chunk.formatted, formatted).await {
+                Err(SendError::Markup(why)) if formatted => {
+                    tracing::warn!(chat = %chat_id, %why, "channel: markup rejected, plain text instead");
+                    out.edit(chat_id, id, &chunk.plain, false).await
+                }
+                other => other,
             }
-            other => other,
+            .map(|()| id.to_string()),
+            _ => match out.send(chat_id, &chunk.formatted, formatted, reply).await {
+                Err(SendError::Markup(why)) if formatted => {
+                    tracing::warn!(chat = %chat_id, %why, "channel: markup rejected, plain text instead");
+                    out.send(chat_id, &chunk.plain, false, reply).await
+                }
+                other => other,
+            },
         };
         result?;
         sent += 1;

@@ -145,7 +145,7 @@ impl Channels {
             .map_err(|e| ChannelError::Send(e.to_string()))?;
         let out = telegram::TelegramOut::new(api);
         let chunks = render(text, Markup::TelegramHtml, out.limit());
-        deliver(&out, to, &chunks, None)
+        deliver(&out, to, &chunks, None, None)
             .await
             .map_err(|e| ChannelError::Send(e.to_string()))
     }

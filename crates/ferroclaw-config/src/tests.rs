@@ -916,3 +916,62 @@ fn mcp_servers_are_checked_with_the_field_and_the_reason() {
     let loaded = h.load_ok(&[]);
     assert_eq!(loaded.config.mcp.servers.len(), 2);
 }
+
+#[test]
+fn a_telegram_channel_is_checked_and_its_token_comes_from_the_environment() {
+    let h = Home::new();
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "{ channels: { telegram: { api_base_url: \"ftp://x\" } } }",
+            "channels.telegram.api_base_url",
+            "http:// or https://",
+        ),
+        (
+            "{ channels: { telegram: { poll_timeout_seconds: 0 } } }",
+            "channels.telegram.poll_timeout_seconds",
+            "1 to 50 seconds",
+        ),
+        (
+            "{ channels: { telegram: { token_env: \" \" } } }",
+            "channels.telegram.token_env",
+            "environment variable",
+        ),
+        (
+            "{ channels: { telegram: { bindings: [{ chat: \"-100\" }] } } }",
+            "channels.telegram.bindings[0].agent",
+            "name an agent",
+        ),
+    ];
+    for (text, field, why) in cases {
+        h.write("config.json5", text);
+        let (f, m) = invalid(h.load(&[]).expect_err(text));
+        assert_eq!(&f, field, "{text}");
+        assert!(m.contains(why), "{text}: {m}");
+    }
+    // A token written into the file is refused by name, never taken.
+    h.write(
+        "config.json5",
+        "{ channels: { telegram: { token: \"123:secret\" } } }",
+    );
+    let err = h.load(&[]).expect_err("a token in the file").to_string();
+    assert!(err.contains("token"), "{err}");
+    assert!(!err.contains("123:secret"), "{err}");
+    // Look-alikes that are fine: a self-hosted API, a dm policy, allow entries with @.
+    h.write(
+        "config.json5",
+        "{ channels: { telegram: { api_base_url: \"http://127.0.0.1:8081\", dm_policy: \"allowlist\", allow_from: [\"@ann\", \"42|bob\"], token_env: \"MY_BOT\" } } }",
+    );
+    let loaded = h.load_ok(&[("MY_BOT", " 123:abc ")]);
+    let settings = loaded.settings();
+    let tg = settings.channels.telegram.expect("configured");
+    assert_eq!(tg.token.as_deref(), Some("123:abc"));
+    assert_eq!(tg.config.dm_policy, crate::DmPolicy::Allowlist);
+    assert!(!format!("{tg:?}").contains("123:abc"));
+    let unset = h
+        .load_ok(&[])
+        .settings()
+        .channels
+        .telegram
+        .expect("configured");
+    assert!(unset.token.is_none());
+}

@@ -68,19 +68,6 @@ fn pairing_cli(gw: &Gateway, args: &[&str]) -> std::process::Output {
         .expect("run ferroclaw pairing")
 }
 
-/// Polls the scripted LLM until it has received `n` requests.
-async fn llm_requests(llm: &ScriptedLlm, n: usize) {
-    let deadline = Instant::now() + WAIT;
-    while llm.requests().len() < n {
-        assert!(
-            Instant::now() < deadline,
-            "the model got {} requests",
-            llm.requests().len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_telegram_stranger_pairs_then_talks_in_direct_and_group_chats() {
     let fake = TelegramFake::start(TOKEN, BOT_ID, "ferro_bot").await;
@@ -246,15 +233,39 @@ async fn a_telegram_stranger_pairs_then_talks_in_direct_and_group_chats() {
     assert!(!asked.contains("@ferro_bot"), "{asked}");
     assert_eq!(texts(&fake, -100), vec!["Apples and pears.".to_string()]);
 
-    // `/stop` ends a running answer at once; the stopped answer never arrives.
-    gw.llm.push(Reply::text("too late").hang_after(0));
+    // An answer being written shows in a draft message that is edited as it grows;
+    // `/stop` ends the run at once, the draft says where it stopped, and the rest of
+    // the answer never arrives.
+    gw.llm.push(
+        Reply::text("The first part of a long answer, and then something too late")
+            .chunk_size(4)
+            .hang_after(10),
+    );
     let n = texts(&fake, 42).len();
-    let asked_before = gw.llm.requests().len();
     fake.push_message(Incoming::dm(42, "ann", "think hard"));
-    llm_requests(&gw.llm, asked_before + 1).await;
+    let draft = sent_to(&fake, 42, n + 1).await;
+    assert!(
+        draft[n].starts_with("The first part") && !draft[n].contains("too late"),
+        "{draft:?}"
+    );
     fake.push_message(Incoming::dm(42, "ann", "/stop"));
-    let all = sent_to(&fake, 42, n + 1).await;
-    assert!(all[n].contains("Stopped 1"), "{all:?}");
+    let all = sent_to(&fake, 42, n + 2).await;
+    assert!(all[n + 1].contains("Stopped 1"), "{all:?}");
+    let stopped = |calls: &[Call]| {
+        calls.iter().any(|c| {
+            c.method == "editMessageText"
+                && c.status == Some(200)
+                && c.params["text"]
+                    .as_str()
+                    .is_some_and(|t| t.ends_with("(stopped)"))
+        })
+    };
+    assert!(fake.wait_for(WAIT, stopped).await, "{:?}", texts(&fake, 42));
+    let shown = &fake.sent(42)[n];
+    assert!(
+        shown.text.starts_with("The first part") && shown.edits >= 1,
+        "{shown:?}"
+    );
 
     // The API goes away (a long poll in flight is cut) and comes back: polling resumes.
     fake.disconnect().await;
@@ -264,7 +275,7 @@ async fn a_telegram_stranger_pairs_then_talks_in_direct_and_group_chats() {
     fake.restore().await.unwrap();
     let all = sent_to(&fake, 42, n + 1).await;
     assert_eq!(all[n], "back");
-    assert!(!all.iter().any(|t| t.contains("too late")));
+    assert!(!all.iter().any(|t| t.contains("too late")), "{all:?}");
     assert_eq!(fake.conflicts(), 0, "two polls overlapped");
 
     // The approval shows in the WebSocket's list and can be revoked there.

@@ -264,6 +264,35 @@ impl Api {
         self.call_patiently("sendMessage", &params).await
     }
 
+    pub async fn edit_message_text(
+        &self,
+        chat_id: &str,
+        message_id: &str,
+        text: &str,
+        html: bool,
+    ) -> Result<(), ApiError> {
+        let id = message_id.parse::<i64>().map_err(|_| ApiError::Transport {
+            method: "editMessageText",
+            why: format!("`{message_id}` is not a message id"),
+        })?;
+        let mut params = json!({"chat_id": chat_id, "message_id": id, "text": text});
+        if html {
+            params["parse_mode"] = json!("HTML");
+        }
+        match self
+            .call_patiently::<Value>("editMessageText", &params)
+            .await
+        {
+            // The text shown already is the text wanted.
+            Err(ApiError::Api { description, .. })
+                if description.contains("message is not modified") =>
+            {
+                Ok(())
+            }
+            other => other.map(drop),
+        }
+    }
+
     pub async fn send_typing(&self, chat_id: &str) -> Result<bool, ApiError> {
         self.call(
             "sendChatAction",

@@ -75,6 +75,28 @@ impl Outbound for TelegramOut {
             tracing::debug!(error = %e, "telegram: typing indicator not shown");
         }
     }
+
+    fn edits(&self) -> bool {
+        true
+    }
+
+    async fn edit(
+        &self,
+        chat_id: &str,
+        message_id: &str,
+        text: &str,
+        formatted: bool,
+    ) -> Result<(), SendError> {
+        match self
+            .api
+            .edit_message_text(chat_id, message_id, text, formatted)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_markup() => Err(SendError::Markup(e.to_string())),
+            Err(e) => Err(SendError::Other(e.to_string())),
+        }
+    }
 }
 
 pub fn policy(cfg: &ferroclaw_config::TelegramConfig) -> ChannelPolicy {
