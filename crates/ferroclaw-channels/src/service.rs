@@ -165,6 +165,22 @@ impl Channels {
     }
 }
 
+#[async_trait::async_trait]
+impl ferroclaw_runtime::ChatSink for Channels {
+    async fn post(&self, session_key: &str, text: &str) -> Result<bool, String> {
+        let Some((channel, _, chat)) = ferroclaw_runtime::channel_session(session_key) else {
+            return Ok(false);
+        };
+        if self.running(channel).is_err() {
+            return Ok(false);
+        }
+        self.send(channel, chat, text)
+            .await
+            .map(|_| true)
+            .map_err(|e| e.to_string())
+    }
+}
+
 fn warn_about_policy(channel: &str, policy: &DmPolicy, allow_from: &[String]) {
     if matches!(policy, DmPolicy::Pairing | DmPolicy::Allowlist) && allow_from.is_empty() {
         let what = match policy {

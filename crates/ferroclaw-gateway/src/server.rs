@@ -212,6 +212,8 @@ impl Gateway {
         let host: ferroclaw_runtime::cron::RuntimeHost = state.clone();
         let channels = ferroclaw_channels::Channels::start(&state.channel_settings, host);
         let _ = state.channels.set(channels.clone());
+        // Scheduled jobs and the heartbeat delivering to a channel session reach its chat.
+        state.runtime.set_chat_sink(channels.clone());
 
         let stop = CancellationToken::new();
         let app = router(state.clone());

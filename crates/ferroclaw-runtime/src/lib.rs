@@ -29,7 +29,8 @@ pub use ferroclaw_agent::RunOptions;
 pub use handle::{Aborter, RunFailure, RunHandle};
 pub use origin::Origin;
 pub use runtime::{
-    AgentEntry, BuildError, Runtime, RuntimeError, RuntimeOptions, Submit, Submitted,
+    channel_session, AgentEntry, BuildError, ChatSink, Runtime, RuntimeError, RuntimeOptions,
+    Submit, Submitted,
 };
 pub use scheduler::{DropPolicy, Lane, QueueMode, Scheduler, SchedulerConfig, SubmitError};
 pub use tenants::{

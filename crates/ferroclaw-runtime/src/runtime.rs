@@ -102,6 +102,26 @@ pub struct Runtime {
     pub(crate) cron: Option<crate::cron::CronBook>,
     /// MCP servers kept in the storage (`None`: a store that keeps none).
     pub(crate) mcp_servers: Option<Arc<crate::mcp_servers::McpServers>>,
+    /// Where text delivered to a chat channel's session also goes out (set by the
+    /// surface that runs the channels).
+    chat_sink: std::sync::OnceLock<Arc<dyn ChatSink>>,
+}
+
+/// `(channel, "direct" | "group", chat or peer id)` of a chat channel's session key
+/// (`agent:<agent>:<channel>:direct:<peer>`, also when scoped to a user).
+pub fn channel_session(key: &str) -> Option<(&str, &str, &str)> {
+    let mut parts = key.rsplitn(4, ':');
+    let (id, scope, channel, rest) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let agent_scoped = rest.starts_with("agent:") || rest.contains(":agent:");
+    (matches!(scope, "direct" | "group") && agent_scoped && !id.is_empty() && !channel.is_empty())
+        .then_some((channel, scope, id))
+}
+
+/// Posts text to the chat a channel session belongs to (`agent:<id>:<channel>:direct|group:<id>`).
+#[async_trait::async_trait]
+pub trait ChatSink: Send + Sync {
+    /// `Ok(false)`: the session is no chat channel's; `Err`: it is, and posting failed.
+    async fn post(&self, session_key: &str, text: &str) -> Result<bool, String>;
 }
 
 impl Runtime {
@@ -218,6 +238,7 @@ impl Runtime {
             tenants,
             cron,
             mcp_servers,
+            chat_sink: std::sync::OnceLock::new(),
         })
     }
 
@@ -247,7 +268,18 @@ impl Runtime {
             tenants: None,
             cron: None,
             mcp_servers: None,
+            chat_sink: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Lets text delivered to channel sessions (scheduled jobs, the heartbeat) reach
+    /// their chats (set once; `false` if already set).
+    pub fn set_chat_sink(&self, sink: Arc<dyn ChatSink>) -> bool {
+        self.chat_sink.set(sink).is_ok()
+    }
+
+    pub fn chat_sink(&self) -> Option<&Arc<dyn ChatSink>> {
+        self.chat_sink.get()
     }
 
     /// The MCP servers kept in the storage (`None`: a store that keeps none, or a runtime
@@ -512,5 +544,31 @@ impl Runtime {
 impl AsRef<Runtime> for Runtime {
     fn as_ref(&self) -> &Runtime {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::channel_session;
+
+    #[test]
+    fn channel_sessions_are_recognised_by_their_tail() {
+        assert_eq!(
+            channel_session("agent:main:telegram:direct:42"),
+            Some(("telegram", "direct", "42"))
+        );
+        assert_eq!(
+            channel_session("user:telegram:42:agent:main:telegram:group:-100"),
+            Some(("telegram", "group", "-100"))
+        );
+        for not in [
+            "main",
+            "agent:main:telegram:dm:42",
+            "cron:x:run:y",
+            "telegram:direct:42",
+            "agent:main:telegram:direct:",
+        ] {
+            assert_eq!(channel_session(not), None, "{not}");
+        }
     }
 }

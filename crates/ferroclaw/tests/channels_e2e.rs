@@ -290,6 +290,46 @@ async fn a_telegram_stranger_pairs_then_talks_in_direct_and_group_chats() {
         .call("channels.status", json!({"channel": "telegram"}))
         .await;
     assert_eq!(status["payload"]["channel"]["state"], "polling", "{status}");
+
+    // A scheduled job of the administrator delivering to Ann's session reaches her chat.
+    gw.llm.push(Reply::text("Good morning, Ann."));
+    let deliver = json!({"kind": "session", "sessionKey": "agent:main:telegram:direct:42"});
+    let job = json!({"name": "morning", "message": "greet Ann", "deliver": deliver,
+                     "schedule": {"kind": "every", "every": "1h"}});
+    let res = ws.call("cron.create", job.clone()).await;
+    assert_eq!(res["ok"], true, "{res}");
+    let id = res["payload"]["job"]["id"].as_str().unwrap().to_string();
+    let n = texts(&fake, 42).len();
+    let res = ws.call("cron.run", json!({"id": id})).await;
+    assert_eq!(res["ok"], true, "{res}");
+    let all = sent_to(&fake, 42, n + 1).await;
+    assert_eq!(all[n], "Good morning, Ann.");
+    // A user's job cannot make the bot write to someone else's chat.
+    let mut user = gw.ws().await;
+    user.connect(None).await;
+    gw.llm.push(Reply::text("Hello from a stranger's job."));
+    let res = user.call("cron.create", job).await;
+    assert_eq!(res["ok"], true, "{res}");
+    let theirs = res["payload"]["job"]["id"].as_str().unwrap().to_string();
+    user.call("cron.run", json!({"id": theirs})).await;
+    let deadline = Instant::now() + WAIT;
+    let error = loop {
+        let runs = user.call("cron.runs", json!({"id": theirs})).await;
+        let ended = runs["payload"]["runs"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["status"] != "running").cloned());
+        if let Some(run) = ended {
+            break run["error"].as_str().unwrap_or_default().to_string();
+        }
+        assert!(Instant::now() < deadline, "{runs}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        error.contains("may post only to its owner's own direct chat"),
+        "{error}"
+    );
+    assert_eq!(texts(&fake, 42).len(), n + 1, "{:?}", texts(&fake, 42));
+
     let revoked = ws
         .call(
             "device.pair.revoke",

@@ -436,7 +436,37 @@ impl CronService {
         };
         self.deliver_stored(job, &stored, &format!("cron: {label}"), text)
             .await
-            .map_err(|e| format!("delivery to session `{session_key}` failed: {e}"))
+            .map_err(|e| format!("delivery to session `{session_key}` failed: {e}"))?;
+        self.post_to_chat(job, session_key, text).await
+    }
+
+    /// When `session_key` is a chat channel's, the text also goes to that chat: for the
+    /// administrator's jobs (and the heartbeat), and for a user's own direct chat only,
+    /// so a user's job cannot make the bot write to anyone else.
+    async fn post_to_chat(
+        &self,
+        job: &CronJob,
+        session_key: &str,
+        text: &str,
+    ) -> Result<(), String> {
+        let Some((channel, scope, id)) = crate::runtime::channel_session(session_key) else {
+            return Ok(());
+        };
+        let Some(sink) = self.runtime().chat_sink() else {
+            return Ok(());
+        };
+        if let Some(owner) = job.owner.as_deref() {
+            if scope != "direct" || owner != format!("{channel}:{id}") {
+                warn!(job = %job.id, owner, to = %session_key, "security.channels: a user's job may post only to their own direct chat");
+                return Err(format!(
+                    "a job of `{owner}` may post only to its owner's own direct chat, not to `{session_key}`"
+                ));
+            }
+        }
+        sink.post(session_key, text)
+            .await
+            .map(drop)
+            .map_err(|e| format!("posting to {channel} chat {id} failed: {e}"))
     }
 
     /// Appends `[label] text` to a session of the job's agent, by its stored key, in the
@@ -534,7 +564,12 @@ impl CronService {
             return "ok";
         };
         match self.deliver_stored(job, &last.key, "heartbeat", text).await {
-            Ok(()) => "delivered",
+            Ok(()) => {
+                if let Err(e) = self.post_to_chat(job, &last.key, text).await {
+                    warn!(job = %job.id, to = %last.key, error = %e, "heartbeat: not posted to the chat");
+                }
+                "delivered"
+            }
             Err(e) => {
                 warn!(job = %job.id, to = %last.key, error = %e, "heartbeat: delivery failed");
                 "ok"
