@@ -197,6 +197,7 @@ impl Executor {
                     max_depth: 0,
                     max_children: 0,
                 },
+                allow_missing_default: false,
             },
         );
         Ok(Executor {

@@ -163,12 +163,14 @@ impl AppState {
         settings: Settings,
         store: Arc<dyn SessionStore>,
     ) -> Result<Arc<AppState>, GatewayError> {
-        let runtime = Runtime::build(
-            &settings,
-            store,
-            ferroclaw_runtime::RuntimeOptions::from_settings(&settings),
-        )
-        .map_err(|e| GatewayError::Runtime(Box::new(e)))?;
+        // With no provider yet (a first run), the gateway still starts: `/health` and the
+        // WebSocket work, and a chat is answered with what is missing.
+        let options = ferroclaw_runtime::RuntimeOptions {
+            allow_missing_default: true,
+            ..ferroclaw_runtime::RuntimeOptions::from_settings(&settings)
+        };
+        let runtime = Runtime::build(&settings, store, options)
+            .map_err(|e| GatewayError::Runtime(Box::new(e)))?;
         let metrics = Arc::new(Metrics::new());
         runtime.set_observer(metrics.clone());
         let config = settings.gateway;

@@ -22,6 +22,10 @@ use crate::session_tools::SubagentLimits;
 pub struct RuntimeOptions {
     pub scheduler: SchedulerConfig,
     pub subagents: SubagentLimits,
+    /// A default agent that cannot be built is skipped like any other (a gateway that
+    /// starts with no provider configured serves `/health` and says what is missing)
+    /// instead of failing the build.
+    pub allow_missing_default: bool,
 }
 
 impl RuntimeOptions {
@@ -31,6 +35,7 @@ impl RuntimeOptions {
         RuntimeOptions {
             scheduler: bootstrap::scheduler_config(&settings.scheduler),
             subagents: bootstrap::subagent_limits(settings),
+            allow_missing_default: false,
         }
     }
 }
@@ -173,7 +178,7 @@ impl Runtime {
                     id: id.clone(),
                     agent: Arc::new(agent),
                 }),
-                Err(source) if id == default_agent => {
+                Err(source) if id == default_agent && !options.allow_missing_default => {
                     return Err(BuildError::Agent {
                         id,
                         source: Box::new(source),
@@ -185,8 +190,11 @@ impl Runtime {
         let default_agent = if agents.iter().any(|a| a.id == default_agent) {
             default_agent
         } else {
-            // Only reachable when the default is not a configured agent (a config quirk).
-            tracing::warn!(default = %default_agent, "default agent not built");
+            // A default that failed to build was skipped with its reason (a first run
+            // without a provider); otherwise it is not a configured agent (a quirk).
+            if !skipped.iter().any(|(id, _)| *id == default_agent) {
+                tracing::warn!(default = %default_agent, "default agent not built");
+            }
             agents.first().map_or(default_agent, |a| a.id.clone())
         };
         let key = settings
@@ -321,6 +329,14 @@ impl Runtime {
     }
 
     /// Agents that could not be built, with the reason.
+    /// Why agent `id` could not be built (`None`: it was, or it is not configured).
+    pub fn why_not_built(&self, id: &str) -> Option<&str> {
+        let (_, why) = self.skipped.iter().find(|(a, _)| a == id)?;
+        // The reason often names the agent already; say it once.
+        let named = format!("agent `{id}`: ");
+        Some(why.strip_prefix(named.as_str()).unwrap_or(why))
+    }
+
     pub fn skipped_agents(&self) -> &[(String, String)] {
         &self.skipped
     }

@@ -420,6 +420,7 @@ async fn a_surface_runtime_over_a_memory_store_leaves_nothing_behind() {
                 max_depth: 0,
                 max_children: 0,
             },
+            allow_missing_default: false,
         },
     );
     assert_eq!(runtime.default_agent_id(), "solo");

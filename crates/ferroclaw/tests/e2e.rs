@@ -6,6 +6,7 @@ mod channels_e2e;
 mod cli;
 mod crash_safety;
 mod executor_e2e;
+mod first_run;
 mod gateway_e2e;
 mod gateway_services;
 mod integrity;

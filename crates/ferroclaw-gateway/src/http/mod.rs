@@ -239,10 +239,20 @@ pub async fn resolve_agent(
     if let Some(id) = header_str(headers, HEADER_AGENT) {
         return by_id(id).await;
     }
-    state
-        .runtime
-        .default_agent()
-        .ok_or_else(|| ApiError::internal("no default agent is available").with_shape(shape))
+    state.runtime.default_agent().ok_or_else(|| {
+        let id = state.runtime.default_agent_id();
+        match state.runtime.why_not_built(id) {
+            // A first run without a provider: say what is missing, as the CLI does.
+            Some(why) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "agent_unavailable",
+                format!("cannot set up agent `{id}`: {why}"),
+            ),
+            None => ApiError::internal("no default agent is available"),
+        }
+        .with_shape(shape)
+    })
 }
 
 /// A tenant refusal as an HTTP error.

@@ -149,10 +149,14 @@ pub(crate) async fn pick_agent(
 ) -> Result<AgentEntry, WsError> {
     match target.agent_id.as_deref() {
         Some(id) => state.runtime.agent_for(who, id).await.map_err(tenant_error),
-        None => state
-            .runtime
-            .default_agent()
-            .ok_or_else(|| WsError::new(WsCode::Unavailable, "no default agent")),
+        None => state.runtime.default_agent().ok_or_else(|| {
+            let id = state.runtime.default_agent_id();
+            let why = state.runtime.why_not_built(id).map_or_else(
+                || "no default agent".to_string(),
+                |w| format!("cannot set up agent `{id}`: {w}"),
+            );
+            WsError::new(WsCode::Unavailable, why)
+        }),
     }
 }
 

@@ -26,11 +26,7 @@ pub async fn run(ctx: &AppContext, args: ChatArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| ctx.loaded.default_agent_id());
     let Some(agent) = runtime.agent(&id) else {
-        let reason = runtime
-            .skipped_agents()
-            .iter()
-            .find(|(a, _)| *a == id)
-            .map_or_else(|| "no such agent".to_string(), |(_, why)| why.clone());
+        let reason = runtime.why_not_built(&id).unwrap_or("no such agent");
         anyhow::bail!("cannot set up agent `{id}`: {reason}");
     };
     let chat = Chat {

@@ -44,7 +44,8 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
         };
         writeln!(out, "  agent {}{mark}: {}/{}", a.id, s.provider, s.model)?;
     }
-    for (id, why) in state.runtime.skipped_agents() {
+    for (id, _) in state.runtime.skipped_agents() {
+        let why = state.runtime.why_not_built(id).unwrap_or_default();
         writeln!(out, "  agent {id} skipped: {why}")?;
     }
     let token = &state.token;
