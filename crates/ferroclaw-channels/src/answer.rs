@@ -80,11 +80,21 @@ pub async fn answer(
         tokio::select! {
             ev = events.recv() => {
                 let Some(ev) = ev else { break };
+                let first = mine.is_none();
                 let mine = *mine.get_or_insert_with(|| claims.claim(&ev.run_id));
                 if !mine {
                     // Another message's task answers this run.
                     while events.recv().await.is_some() {}
                     break;
+                }
+                if let (true, Some(text)) = (first, out.placeholder()) {
+                    match out.send(&chat, text, false, Some(&reply_to)).await {
+                        Ok(id) => {
+                            draft = Some(id);
+                            shown = text.to_string();
+                        }
+                        Err(e) => warn!(chat = %chat, error = %e, "channel: placeholder not sent"),
+                    }
                 }
                 match ev.kind {
                     EventKind::AssistantDelta { text } => written.push_str(&text),
@@ -127,7 +137,11 @@ pub async fn answer(
         Err(f) if f.is_aborted() => match &draft {
             // `/stop` was answered already; a draft says where the answer stopped.
             Some(id) => {
-                let stopped = format!("{shown}\n\n(stopped)");
+                let stopped = if Some(shown.as_str()) == out.placeholder() {
+                    "(stopped)".to_string()
+                } else {
+                    format!("{shown}\n\n(stopped)")
+                };
                 if let Err(e) = out.edit(&chat, id, &stopped, false).await {
                     warn!(chat = %chat, error = %e, "channel: draft not closed");
                 }

@@ -3,12 +3,15 @@
 //!
 //! `seam.rs` is what a platform gives and takes, `dispatch.rs` the platform-neutral
 //! rules (policies, pairing, sessions, group context, delivery), `format/` the answer in
-//! the platform's markup under its limit, `telegram/` the first platform, `service.rs`
-//! the channels of a process (started with the gateway, listed, toggled).
+//! the platform's markup under its limit, `lease.rs` one instance per account,
+//! `telegram/` and `discord/` the platforms, `service.rs` the channels of a process
+//! (started with the gateway, listed, toggled).
 
 mod answer;
+pub mod discord;
 pub mod dispatch;
 pub mod format;
+mod lease;
 pub mod pairing;
 pub mod seam;
 mod service;

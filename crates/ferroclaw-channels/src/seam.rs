@@ -51,6 +51,15 @@ pub trait Outbound: Send + Sync {
     ) -> Result<String, SendError>;
     /// Shows that an answer is being written (best effort).
     async fn typing(&self, chat_id: &str);
+    /// The chat in which to talk to `peer` alone (on most platforms, the peer's id).
+    async fn direct_chat(&self, peer: &str) -> Result<String, SendError> {
+        Ok(peer.to_string())
+    }
+    /// Sent at once when a run starts and edited into the answer (platforms that show
+    /// no typing indicator for long).
+    fn placeholder(&self) -> Option<&'static str> {
+        None
+    }
     /// Whether a sent message can be edited: the answer is then shown while it is
     /// written.
     fn edits(&self) -> bool {

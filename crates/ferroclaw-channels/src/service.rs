@@ -4,17 +4,17 @@
 
 use std::sync::{Arc, Mutex};
 
-use ferroclaw_config::settings::ChannelsSettings;
+use ferroclaw_config::settings::{ChannelsSettings, DiscordSettings, TelegramSettings};
 use ferroclaw_config::DmPolicy;
 use ferroclaw_runtime::cron::RuntimeHost;
 use ferroclaw_store::ChannelStore;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use crate::format::{render, Markup};
+use crate::format::render;
 use crate::seam::{deliver, Outbound};
 use crate::status::{ChannelStatus, StatusCell};
-use crate::telegram;
+use crate::{discord, telegram};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -28,83 +28,158 @@ pub enum ChannelError {
     Send(String),
 }
 
+/// A configured platform and its settings.
+#[derive(Clone)]
+enum Platform {
+    Telegram(TelegramSettings),
+    Discord(DiscordSettings),
+}
+
 struct Running {
+    name: &'static str,
+    platform: Platform,
+    /// How this process sends on the platform, or why it cannot.
+    out: Result<Arc<dyn Outbound>, String>,
     status: Arc<StatusCell>,
     stop: Mutex<Option<CancellationToken>>,
-    settings: ferroclaw_config::settings::TelegramSettings,
+}
+
+/// What a platform's task is given to work one account.
+pub(crate) struct Task {
+    pub runtime: RuntimeHost,
+    pub store: Arc<dyn ChannelStore>,
+    /// This process, as the account leases name it.
+    pub holder: String,
+    pub status: Arc<StatusCell>,
+    pub out: Arc<dyn Outbound>,
+    pub stop: CancellationToken,
+}
+
+impl Task {
+    /// The dispatcher answering through the task's platform, and the account's lease.
+    pub fn dispatcher(
+        &self,
+        channel: &'static str,
+        account: &str,
+        policy: crate::dispatch::ChannelPolicy,
+    ) -> (crate::dispatch::Dispatcher, crate::lease::Lease) {
+        let dispatcher = crate::dispatch::Dispatcher::new(
+            channel,
+            account,
+            policy,
+            self.runtime.clone(),
+            self.store.clone(),
+            self.out.clone(),
+        );
+        let lease = crate::lease::Lease::new(
+            self.store.clone(),
+            dispatcher.account_key(),
+            self.holder.clone(),
+        );
+        (dispatcher, lease)
+    }
 }
 
 pub struct Channels {
     runtime: RuntimeHost,
     store: Option<Arc<dyn ChannelStore>>,
     holder: String,
-    telegram: Option<Running>,
+    running: Vec<Running>,
     stop: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Channels {
-    /// The configured channels; the enabled ones start polling at once (on the current
-    /// tokio runtime).
+    /// The configured channels; the enabled ones start at once (on the current tokio
+    /// runtime).
     pub fn start(settings: &ChannelsSettings, runtime: RuntimeHost) -> Arc<Channels> {
         let store = (*runtime).as_ref().store().channels();
+        let mut running = Vec::new();
+        if let Some(t) = &settings.telegram {
+            let c = &t.config;
+            warn_about_policy(telegram::CHANNEL, &c.dm_policy, &c.allow_from);
+            running.push(Running {
+                name: telegram::CHANNEL,
+                out: telegram::outbound(t),
+                status: Arc::new(StatusCell::new(telegram::CHANNEL, c.enabled)),
+                stop: Mutex::new(None),
+                platform: Platform::Telegram(t.clone()),
+            });
+        }
+        if let Some(d) = &settings.discord {
+            let c = &d.config;
+            warn_about_policy(discord::CHANNEL, &c.dm_policy, &c.allow_from);
+            running.push(Running {
+                name: discord::CHANNEL,
+                out: discord::outbound(d),
+                status: Arc::new(StatusCell::new(discord::CHANNEL, c.enabled)),
+                stop: Mutex::new(None),
+                platform: Platform::Discord(d.clone()),
+            });
+        }
         let channels = Arc::new(Channels {
             store,
             holder: format!("gw-{}", uuid::Uuid::now_v7()),
-            telegram: settings.telegram.as_ref().map(|t| Running {
-                status: Arc::new(StatusCell::new(telegram::CHANNEL, t.config.enabled)),
-                stop: Mutex::new(None),
-                settings: t.clone(),
-            }),
+            running,
             runtime,
             stop: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
         });
-        if let Some(t) = &channels.telegram {
-            warn_about_policy(
-                telegram::CHANNEL,
-                &t.settings.config.dm_policy,
-                &t.settings.config.allow_from,
-            );
-            if t.settings.config.enabled {
-                channels.launch(t);
+        for r in &channels.running {
+            let enabled = match &r.platform {
+                Platform::Telegram(t) => t.config.enabled,
+                Platform::Discord(d) => d.config.enabled,
+            };
+            if enabled {
+                channels.launch(r);
             }
         }
         channels
     }
 
-    fn launch(&self, t: &Running) {
+    fn launch(&self, r: &Running) {
         let Some(store) = self.store.clone() else {
-            t.status
+            r.status
                 .fail("the storage keeps no channel data (pairing, leases)".into());
             return;
         };
+        let out = match &r.out {
+            Ok(out) => out.clone(),
+            Err(why) => return r.status.fail(why.clone()),
+        };
         let stop = self.stop.child_token();
-        *t.stop.lock().unwrap_or_else(|e| e.into_inner()) = Some(stop.clone());
-        t.status.set_enabled(true);
-        let task = tokio::spawn(telegram::run(
-            t.settings.clone(),
-            self.runtime.clone(),
+        *lock(&r.stop) = Some(stop.clone());
+        r.status.set_enabled(true);
+        let task = Task {
+            runtime: self.runtime.clone(),
             store,
-            self.holder.clone(),
-            t.status.clone(),
+            holder: self.holder.clone(),
+            status: r.status.clone(),
+            out,
             stop,
-        ));
-        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        };
+        let handle = match &r.platform {
+            Platform::Telegram(t) => tokio::spawn(telegram::run(t.clone(), task)),
+            Platform::Discord(d) => tokio::spawn(discord::run(d.clone(), task)),
+        };
+        let mut tasks = lock(&self.tasks);
         tasks.retain(|t| !t.is_finished());
-        tasks.push(task);
+        tasks.push(handle);
     }
 
     fn running(&self, name: &str) -> Result<&Running, ChannelError> {
-        match name {
-            telegram::CHANNEL => self.telegram.as_ref(),
-            _ => None,
-        }
-        .ok_or_else(|| ChannelError::Unknown(name.to_string()))
+        self.running
+            .iter()
+            .find(|r| r.name == name)
+            .ok_or_else(|| ChannelError::Unknown(name.to_string()))
     }
 
     pub fn list(&self) -> Vec<ChannelStatus> {
-        self.telegram.iter().map(|t| t.status.get()).collect()
+        self.running.iter().map(|r| r.status.get()).collect()
     }
 
     pub fn status(&self, name: &str) -> Result<ChannelStatus, ChannelError> {
@@ -113,39 +188,35 @@ impl Channels {
 
     /// Starts or stops a channel in this process (the config file is not changed).
     pub fn toggle(&self, name: &str, enabled: bool) -> Result<ChannelStatus, ChannelError> {
-        let t = self.running(name)?;
-        let current = t.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let r = self.running(name)?;
+        let current = lock(&r.stop).take();
         match (enabled, current) {
             (true, Some(stop)) => {
                 // Already running: keep it.
-                *t.stop.lock().unwrap_or_else(|e| e.into_inner()) = Some(stop);
+                *lock(&r.stop) = Some(stop);
             }
-            (true, None) => self.launch(t),
+            (true, None) => self.launch(r),
             (false, Some(stop)) => {
                 stop.cancel();
-                t.status.set_enabled(false);
+                r.status.set_enabled(false);
             }
-            (false, None) => t.status.set_enabled(false),
+            (false, None) => r.status.set_enabled(false),
         }
-        Ok(t.status.get())
+        Ok(r.status.get())
     }
 
-    /// Sends `text` (Markdown) to chat `to` on channel `name`; the ids of the messages.
+    /// Sends `text` (Markdown) to chat `to` on channel `name`; how many messages it took.
     pub async fn send(&self, name: &str, to: &str, text: &str) -> Result<usize, ChannelError> {
-        let t = self.running(name)?;
-        if t.stop.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+        let r = self.running(name)?;
+        if lock(&r.stop).is_none() {
             return Err(ChannelError::Disabled(name.to_string()));
         }
-        let token = t
-            .settings
-            .token
-            .as_deref()
-            .ok_or_else(|| ChannelError::NoCredentials(name.to_string()))?;
-        let api = telegram::api::Api::new(&t.settings.config.api_base_url, token)
-            .map_err(|e| ChannelError::Send(e.to_string()))?;
-        let out = telegram::TelegramOut::new(api);
-        let chunks = render(text, Markup::TelegramHtml, out.limit());
-        deliver(&out, to, &chunks, None, None)
+        let out = r
+            .out
+            .as_ref()
+            .map_err(|_| ChannelError::NoCredentials(name.to_string()))?;
+        let chunks = render(text, out.markup(), out.limit());
+        deliver(out.as_ref(), to, &chunks, None, None)
             .await
             .map_err(|e| ChannelError::Send(e.to_string()))
     }
@@ -154,8 +225,7 @@ impl Channels {
     /// once (waited for up to two seconds; the lease lapses on its own otherwise).
     pub async fn shutdown(&self) {
         self.stop.cancel();
-        let tasks: Vec<_> =
-            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks: Vec<_> = std::mem::take(&mut *lock(&self.tasks));
         let all = async {
             for t in tasks {
                 let _ = t.await;
@@ -168,13 +238,19 @@ impl Channels {
 #[async_trait::async_trait]
 impl ferroclaw_runtime::ChatSink for Channels {
     async fn post(&self, session_key: &str, text: &str) -> Result<bool, String> {
-        let Some((channel, _, chat)) = ferroclaw_runtime::channel_session(session_key) else {
+        let Some((channel, scope, peer)) = ferroclaw_runtime::channel_session(session_key) else {
             return Ok(false);
         };
-        if self.running(channel).is_err() {
+        let Ok(r) = self.running(channel) else {
             return Ok(false);
-        }
-        self.send(channel, chat, text)
+        };
+        // A direct session is keyed by the person; some platforms talk to them in a
+        // chat of its own.
+        let chat = match (scope, &r.out) {
+            ("direct", Ok(out)) => out.direct_chat(peer).await.map_err(|e| e.to_string())?,
+            _ => peer.to_string(),
+        };
+        self.send(channel, &chat, text)
             .await
             .map(|_| true)
             .map_err(|e| e.to_string())

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct ChannelsConfig {
     pub telegram: Option<TelegramConfig>,
+    pub discord: Option<DiscordConfig>,
 }
 
 /// Who may talk to the bot in direct messages.
@@ -102,40 +103,113 @@ impl TelegramConfig {
     /// `Err((field, why))` when these settings cannot work; `field` is relative to the
     /// channel.
     pub fn check(&self) -> Result<(), (String, String)> {
-        let bad = |field: &str, why: String| Err((field.to_string(), why));
-        if self.token_env.trim().is_empty() {
-            return bad(
-                "token_env",
-                "name the environment variable that holds the bot token".into(),
-            );
-        }
-        let rest = self
-            .api_base_url
-            .strip_prefix("https://")
-            .or_else(|| self.api_base_url.strip_prefix("http://"));
-        if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
-            return bad(
-                "api_base_url",
-                format!(
-                    "expected an http:// or https:// URL, got `{}`",
-                    self.api_base_url
-                ),
-            );
-        }
+        check_common(&self.token_env, &self.api_base_url, &self.bindings)?;
         if !(1..=50).contains(&self.poll_timeout_seconds) {
-            return bad(
-                "poll_timeout_seconds",
+            return Err((
+                "poll_timeout_seconds".into(),
                 format!(
                     "expected 1 to 50 seconds, got {}",
                     self.poll_timeout_seconds
                 ),
-            );
-        }
-        for (i, b) in self.bindings.iter().enumerate() {
-            if b.agent.trim().is_empty() {
-                return bad(&format!("bindings[{i}].agent"), "name an agent".into());
-            }
+            ));
         }
         Ok(())
     }
+}
+
+/// `channels.discord`: a bot on the Discord gateway. In Discord terms a "group" is a
+/// server (guild) channel; its id is what `group_allow_from` and bindings name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DiscordConfig {
+    pub enabled: bool,
+    /// The variable that holds the bot token (Developer Portal → Bot → Token).
+    #[serde(alias = "tokenEnv")]
+    pub token_env: String,
+    /// The REST API root (a fake in tests).
+    #[serde(alias = "apiBaseUrl")]
+    pub api_base_url: String,
+    /// The gateway to connect to; empty: the one `GET /gateway/bot` names.
+    #[serde(alias = "gatewayUrl")]
+    pub gateway_url: String,
+    #[serde(alias = "dmPolicy")]
+    pub dm_policy: DmPolicy,
+    #[serde(alias = "groupPolicy")]
+    pub group_policy: GroupPolicy,
+    /// Users allowed in direct messages: ids or `id|username`; a leading `@` is ignored.
+    #[serde(alias = "allowFrom")]
+    pub allow_from: Vec<String>,
+    /// Server channel ids the bot answers in under `group_policy: allowlist`.
+    #[serde(alias = "groupAllowFrom")]
+    pub group_allow_from: Vec<String>,
+    /// In server channels, answer only when mentioned (or replied to).
+    #[serde(alias = "requireMention")]
+    pub require_mention: bool,
+    pub agent: Option<String>,
+    pub bindings: Vec<ChannelBinding>,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        DiscordConfig {
+            enabled: true,
+            token_env: "DISCORD_BOT_TOKEN".into(),
+            api_base_url: "https://discord.com/api/v10".into(),
+            gateway_url: String::new(),
+            dm_policy: DmPolicy::Pairing,
+            group_policy: GroupPolicy::Open,
+            allow_from: Vec::new(),
+            group_allow_from: Vec::new(),
+            require_mention: true,
+            agent: None,
+            bindings: Vec::new(),
+        }
+    }
+}
+
+impl DiscordConfig {
+    pub fn check(&self) -> Result<(), (String, String)> {
+        check_common(&self.token_env, &self.api_base_url, &self.bindings)?;
+        if !self.gateway_url.is_empty() && !is_url(&self.gateway_url, &["wss://", "ws://"]) {
+            return Err((
+                "gateway_url".into(),
+                format!("expected a ws:// or wss:// URL, got `{}`", self.gateway_url),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn is_url(url: &str, schemes: &[&str]) -> bool {
+    schemes
+        .iter()
+        .find_map(|s| url.strip_prefix(s))
+        .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
+}
+
+/// What every channel needs: a token variable, an API URL, bindings naming agents.
+fn check_common(
+    token_env: &str,
+    api_base_url: &str,
+    bindings: &[ChannelBinding],
+) -> Result<(), (String, String)> {
+    let bad = |field: &str, why: String| Err((field.to_string(), why));
+    if token_env.trim().is_empty() {
+        return bad(
+            "token_env",
+            "name the environment variable that holds the bot token".into(),
+        );
+    }
+    if !is_url(api_base_url, &["https://", "http://"]) {
+        return bad(
+            "api_base_url",
+            format!("expected an http:// or https:// URL, got `{api_base_url}`"),
+        );
+    }
+    for (i, b) in bindings.iter().enumerate() {
+        if b.agent.trim().is_empty() {
+            return bad(&format!("bindings[{i}].agent"), "name an agent".into());
+        }
+    }
+    Ok(())
 }

@@ -28,7 +28,9 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-pub use channels_config::{ChannelBinding, ChannelsConfig, DmPolicy, GroupPolicy, TelegramConfig};
+pub use channels_config::{
+    ChannelBinding, ChannelsConfig, DiscordConfig, DmPolicy, GroupPolicy, TelegramConfig,
+};
 pub use env::Env;
 pub use error::ConfigError;
 pub use gateway_access_config::{GatewayLimitsConfig, GatewayUserConfig, GatewayUserRole};

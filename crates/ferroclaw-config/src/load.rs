@@ -350,6 +350,11 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
             return Err(invalid(format!("channels.telegram.{field}"), message));
         }
     }
+    if let Some(dc) = &config.channels.discord {
+        if let Err((field, message)) = dc.check() {
+            return Err(invalid(format!("channels.discord.{field}"), message));
+        }
+    }
 
     let threshold = config.agents.defaults.compaction.threshold;
     if !(threshold > 0.0 && threshold <= 1.0) {

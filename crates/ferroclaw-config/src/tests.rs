@@ -941,6 +941,21 @@ fn a_telegram_channel_is_checked_and_its_token_comes_from_the_environment() {
             "channels.telegram.bindings[0].agent",
             "name an agent",
         ),
+        (
+            "{ channels: { discord: { gateway_url: \"https://gateway.discord.gg\" } } }",
+            "channels.discord.gateway_url",
+            "ws:// or wss://",
+        ),
+        (
+            "{ channels: { discord: { api_base_url: \"discord.com\" } } }",
+            "channels.discord.api_base_url",
+            "http:// or https://",
+        ),
+        (
+            "{ channels: { discord: { intents: 1 } } }",
+            "channels.discord.intents",
+            "unknown",
+        ),
     ];
     for (text, field, why) in cases {
         h.write("config.json5", text);

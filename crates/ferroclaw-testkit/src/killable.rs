@@ -106,3 +106,85 @@ impl AsyncWrite for KillableIo {
         self.io.is_write_vectored()
     }
 }
+
+/// A fake's HTTP server on a fixed port that can go away (every connection cut, the
+/// port closed) and come back with the same state: a network outage, as its client
+/// sees one. Dropping it stops the server.
+pub(crate) struct Served {
+    pub(crate) port: u16,
+    app: axum::Router,
+    server: std::sync::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
+}
+
+impl Served {
+    /// Serves `app` on 127.0.0.1:`port` (0: a free one).
+    pub(crate) async fn start(port: u16, app: axum::Router) -> io::Result<Served> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let port = listener.local_addr()?.port();
+        let served = Served {
+            port,
+            server: std::sync::Mutex::new(None),
+            app,
+        };
+        served.serve(listener);
+        Ok(served)
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let kill = CancellationToken::new();
+        let listener = KillableListener {
+            inner: listener,
+            kill: kill.clone(),
+        };
+        let signal = kill.clone().cancelled_owned();
+        let app = self.app.clone();
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(signal)
+                .await
+            {
+                eprintln!("test fake: server failed: {e}");
+            }
+        });
+        let old = self
+            .server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace((kill, task));
+        if let Some((kill, _)) = old {
+            kill.cancel();
+        }
+    }
+
+    /// Cuts every connection and closes the port until [`Served::restore`].
+    pub(crate) async fn disconnect(&self) {
+        let server = self.server.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((kill, task)) = server {
+            kill.cancel();
+            let _ = task.await;
+        }
+    }
+
+    /// Serves again on the same port; a no-op while serving.
+    pub(crate) async fn restore(&self) -> io::Result<()> {
+        if self
+            .server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
+            return Ok(());
+        }
+        let listener = TcpListener::bind(("127.0.0.1", self.port)).await?;
+        self.serve(listener);
+        Ok(())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some((kill, _)) = self.server.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            kill.cancel();
+        }
+    }
+}

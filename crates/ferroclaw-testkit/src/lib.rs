@@ -11,6 +11,7 @@ mod anthropic;
 mod killable;
 mod openai;
 
+pub mod discord;
 pub mod mcp;
 pub mod pg;
 pub mod telegram;
@@ -270,8 +271,31 @@ struct Shared {
 
 /// Locks ignoring poison: a panicking test thread must not cascade into
 /// unrelated panics inside the server.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits until `check` holds (re-checked whenever `changed` is notified) or `timeout`
+/// passes; whether it held.
+pub(crate) async fn wait_until(
+    changed: &tokio::sync::Notify,
+    timeout: Duration,
+    check: impl Fn() -> bool,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let notified = changed.notified();
+        tokio::pin!(notified);
+        // Registered before the check, so a change in between still wakes us.
+        notified.as_mut().enable();
+        if check() {
+            return true;
+        }
+        tokio::select! {
+            _ = notified => {}
+            _ = tokio::time::sleep_until(deadline) => return check(),
+        }
+    }
 }
 
 impl Shared {

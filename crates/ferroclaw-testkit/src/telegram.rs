@@ -636,22 +636,10 @@ impl TelegramFake {
     /// `pred` runs under the fake's lock: it must look at the slice only, not
     /// call the fake.
     pub async fn wait_for(&self, timeout: Duration, pred: impl Fn(&[Call]) -> bool) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let changed = self.shared.calls_changed.notified();
-            tokio::pin!(changed);
-            // Registered before the check, so a change in between still wakes us.
-            changed.as_mut().enable();
-            if pred(&self.shared.state().calls) {
-                return true;
-            }
-            tokio::select! {
-                _ = changed => {}
-                _ = tokio::time::sleep_until(deadline) => {
-                    return pred(&self.shared.state().calls);
-                }
-            }
-        }
+        crate::wait_until(&self.shared.calls_changed, timeout, || {
+            pred(&self.shared.state().calls)
+        })
+        .await
     }
 
     /// A network outage: cuts every open connection (a client in a long poll

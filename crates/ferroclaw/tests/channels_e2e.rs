@@ -411,3 +411,268 @@ async fn two_gateways_share_one_telegram_bot_one_polls_and_the_other_takes_over(
     }
     assert_eq!(fake.conflicts(), 0);
 }
+
+mod discord {
+    use super::*;
+    use ferroclaw_testkit::discord::{dm_channel_of, DiscordFake, Incoming, Sent};
+
+    const TOKEN: &str = "MTAwMDAw.fake.discord-token";
+    const BOT: &str = "4242";
+
+    fn contents(fake: &DiscordFake, channel: &str) -> Vec<String> {
+        fake.sent(channel).into_iter().map(|m| m.content).collect()
+    }
+
+    /// Waits until the bot's messages in `channel` satisfy `pred`.
+    async fn until(fake: &DiscordFake, channel: &str, what: &str, pred: impl Fn(&[Sent]) -> bool) {
+        let ok = fake.wait_sent(channel, WAIT, pred).await;
+        assert!(ok, "{what}: {:?}", contents(fake, channel));
+    }
+
+    /// Settled: `n` messages, none of them the placeholder any more.
+    fn settled(n: usize) -> impl Fn(&[Sent]) -> bool {
+        move |m: &[Sent]| m.len() >= n && m.iter().all(|m| m.content != "Thinking…")
+    }
+
+    #[tokio::test]
+    async fn a_discord_stranger_pairs_then_talks_and_the_gateway_resumes_after_an_outage() {
+        let fake = DiscordFake::start(TOKEN, BOT, "ferro").await;
+        let gw = Gateway::start(
+            tempfile::tempdir().unwrap(),
+            ScriptedLlm::start().await.unwrap(),
+            &format!(
+                r#"channels: {{ discord: {{ api_base_url: "{}" }} }},"#,
+                fake.api_base_url()
+            ),
+            &[("DISCORD_BOT_TOKEN", TOKEN)],
+        )
+        .await;
+        assert!(
+            fake.wait_for_gateway(WAIT, |identified, _, live| identified == 1 && live == 1)
+                .await,
+            "the bot never identified: {}",
+            gw.stderr()
+        );
+        let ann = dm_channel_of("501");
+
+        // A stranger gets one code however often they write; nothing reaches the model.
+        fake.push(Incoming::dm("501", "ann", "hello?"));
+        fake.push(Incoming::dm("501", "ann", "hello again"));
+        fake.push(Incoming::dm("502", "bob", "me too"));
+        until(&fake, &dm_channel_of("502"), "bob's code", |m| m.len() == 1).await;
+        let to_ann = contents(&fake, &ann);
+        assert_eq!(to_ann.len(), 1, "{to_ann:?}");
+        let code = code_in(&to_ann[0]);
+        assert!(gw.llm.requests().is_empty());
+        let out = pairing_cli(&gw, &["approve", &code]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        // A long answer: "Thinking…" first, edited into the first part; the rest in
+        // further messages, each within 2,000 characters, Markdown kept for Discord to
+        // render, and nobody pinged by what the model wrote.
+        let long: String = (0..60)
+            .map(|i| format!("Part {i}: **bold {i}** and `code {i}` for @everyone to read.\n\n"))
+            .collect();
+        gw.llm.push(Reply::text(long.clone()));
+        fake.push(Incoming::dm("501", "ann", "tell me a lot"));
+        until(&fake, &ann, "the long answer", |m| {
+            m.len() >= 3 && m.iter().map(|m| m.content.len()).sum::<usize>() > long.len() * 9 / 10
+        })
+        .await;
+        let answer: Vec<Sent> = fake.sent(&ann).into_iter().skip(1).collect();
+        assert!(answer.len() >= 2, "{answer:?}");
+        for m in &answer {
+            assert!(
+                m.content.encode_utf16().count() <= 2000,
+                "{}",
+                m.content.len()
+            );
+            assert_eq!(
+                m.allowed_mentions.as_ref().unwrap()["parse"],
+                json!([]),
+                "{m:?}"
+            );
+        }
+        assert!(
+            answer[0].content.starts_with("Part 0: **bold 0**"),
+            "{:?}",
+            answer[0]
+        );
+        assert!(
+            answer[0].edits >= 1,
+            "the placeholder was not edited: {:?}",
+            answer[0]
+        );
+        let placeholder = fake
+            .calls_to("createMessage")
+            .into_iter()
+            .find(|c| c.body["content"] == "Thinking…");
+        assert!(placeholder.is_some(), "no placeholder was sent");
+        assert!(gw.llm.requests()[0]
+            .body
+            .to_string()
+            .contains("tell me a lot"));
+
+        // A 429 is waited out for as long as Discord says, then the message goes out.
+        gw.llm.push(Reply::text("after the wait"));
+        fake.fail_next("createMessage", 429, 1.2);
+        let n = contents(&fake, &ann).len();
+        fake.push(Incoming::dm("501", "ann", "quick"));
+        until(&fake, &ann, "after a 429", settled(n + 1)).await;
+        assert_eq!(contents(&fake, &ann)[n], "after the wait");
+        let to_ann: Vec<_> = fake
+            .calls_to("createMessage")
+            .into_iter()
+            .filter(|c| c.target.as_deref() == Some(ann.as_str()))
+            .collect();
+        let (refused, retried) = (&to_ann[to_ann.len() - 2], &to_ann[to_ann.len() - 1]);
+        assert_eq!((refused.status, retried.status), (429, 200));
+        assert!(retried.at.duration_since(refused.at) >= Duration::from_millis(1200));
+
+        // Its own messages and other bots' are not answered; in a server channel a
+        // message without a mention is remembered and given with the next mention.
+        let asked = gw.llm.requests().len();
+        fake.push(Incoming::dm(BOT, "ferro", "I am the bot").from_bot());
+        fake.push(Incoming::guild(
+            "600",
+            "700",
+            "501",
+            "ann",
+            "we talk about apples",
+        ));
+        fake.push(Incoming::guild("600", "700", "503", "carl", "and pears"));
+        gw.llm.push(Reply::text("Apples and pears."));
+        fake.push(
+            Incoming::guild("600", "700", "501", "ann", "what was that about?").mentioning_bot(),
+        );
+        until(&fake, "700", "the group answer", settled(1)).await;
+        assert_eq!(
+            gw.llm.requests().len(),
+            asked + 1,
+            "something else was answered"
+        );
+        let body = gw.llm.requests().last().unwrap().body.to_string();
+        assert!(
+            body.contains("apples")
+                && body.contains("pears")
+                && body.contains("what was that about"),
+            "{body}"
+        );
+        assert!(!body.contains("<@4242>"), "{body}");
+        assert_eq!(
+            contents(&fake, "700"),
+            vec!["Apples and pears.".to_string()]
+        );
+
+        // An answer being written shows in the placeholder as it grows; `/stop` ends it,
+        // the message says so, and the rest never arrives.
+        gw.llm.push(
+            Reply::text("The first part of a long answer, and then something too late")
+                .chunk_size(4)
+                .hang_after(10),
+        );
+        let n = contents(&fake, &ann).len();
+        fake.push(Incoming::dm("501", "ann", "think hard"));
+        until(&fake, &ann, "the draft", |m| {
+            m.len() > n && m[n].content.starts_with("The first part")
+        })
+        .await;
+        fake.push(Incoming::dm("501", "ann", "/stop"));
+        until(&fake, &ann, "stopped", |m| {
+            m.len() > n + 1
+                && m[n + 1].content.contains("Stopped 1")
+                && m[n].content.ends_with("(stopped)")
+        })
+        .await;
+        assert!(!contents(&fake, &ann).iter().any(|t| t.contains("too late")));
+
+        // The network goes away; a message written meanwhile is replayed when the bot
+        // resumes its session, and answered once.
+        fake.disconnect().await;
+        gw.llm.push(Reply::text("back"));
+        fake.push(Incoming::dm("501", "ann", "still there?"));
+        let n = contents(&fake, &ann).len();
+        fake.restore().await.unwrap();
+        until(&fake, &ann, "after the outage", settled(n + 1)).await;
+        assert_eq!(contents(&fake, &ann)[n], "back");
+        let (identified, resumed, _) = fake.sessions_opened();
+        assert_eq!((identified, resumed), (1, 1), "the session was not resumed");
+        assert_eq!(fake.live_connections().1, 1, "two connections at once");
+
+        // The channel's state over the WebSocket; a scheduled job reaches Ann's DM.
+        let mut ws = gw.ws().await;
+        ws.connect(Some(&gw.token.clone())).await;
+        let status = ws
+            .call("channels.status", json!({"channel": "discord"}))
+            .await;
+        assert_eq!(
+            status["payload"]["channel"]["state"], "connected",
+            "{status}"
+        );
+        assert_eq!(status["payload"]["channel"]["bot"], "ferro", "{status}");
+        gw.llm.push(Reply::text("Good morning, Ann."));
+        let job = json!({"name": "morning", "message": "greet Ann",
+            "deliver": {"kind": "session", "sessionKey": "agent:main:discord:direct:501"},
+            "schedule": {"kind": "every", "every": "1h"}});
+        let res = ws.call("cron.create", job).await;
+        let id = res["payload"]["job"]["id"].as_str().unwrap().to_string();
+        let n = contents(&fake, &ann).len();
+        ws.call("cron.run", json!({"id": id})).await;
+        until(&fake, &ann, "the job's message", |m| m.len() > n).await;
+        assert_eq!(contents(&fake, &ann)[n], "Good morning, Ann.");
+        assert!(
+            !fake.calls_to("createDM").is_empty(),
+            "the DM channel was not opened"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bad_discord_token_is_reported_with_the_reason_and_never_logged() {
+        let fake = DiscordFake::start(TOKEN, BOT, "ferro").await;
+        let gw = Gateway::start(
+            tempfile::tempdir().unwrap(),
+            ScriptedLlm::start().await.unwrap(),
+            &format!(
+                r#"channels: {{ discord: {{ api_base_url: "{}" }} }},"#,
+                fake.api_base_url()
+            ),
+            &[("DISCORD_BOT_TOKEN", "not-the-token")],
+        )
+        .await;
+        let refused = fake
+            .wait_for(WAIT, |calls| {
+                calls
+                    .iter()
+                    .any(|c| c.route == "getCurrentUser" && c.status == 401)
+            })
+            .await;
+        assert!(refused);
+        let mut ws = gw.ws().await;
+        ws.connect(Some(&gw.token.clone())).await;
+        let deadline = Instant::now() + WAIT;
+        let status = loop {
+            let s = ws
+                .call("channels.status", json!({"channel": "discord"}))
+                .await;
+            if s["payload"]["channel"]["state"] == "failed" {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "{s}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let error = status["payload"]["channel"]["lastError"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(error.contains("401"), "{status}");
+        assert!(!error.contains("not-the-token") && !gw.stderr().contains("not-the-token"));
+        assert_eq!(
+            fake.live_connections().1,
+            0,
+            "connected without a valid token"
+        );
+    }
+}

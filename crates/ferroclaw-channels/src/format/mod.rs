@@ -15,6 +15,8 @@ pub use split::split_text;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Markup {
     TelegramHtml,
+    /// Discord renders the Markdown itself; its limit counts the markup too.
+    Markdown,
     Plain,
 }
 
@@ -47,14 +49,20 @@ fn render_into(markdown: &str, markup: Markup, limit: usize, cut: usize, out: &m
         if plain.trim().is_empty() {
             continue;
         }
-        if utf16_len(&plain) > limit && cut > 16 {
+        let formatted = match markup {
+            Markup::TelegramHtml => to_telegram_html(&piece),
+            Markup::Markdown => piece.trim().to_string(),
+            Markup::Plain => plain.clone(),
+        };
+        // Telegram counts the text it shows; a Markdown platform counts what is sent.
+        let counted = match markup {
+            Markup::Markdown => utf16_len(&formatted).max(utf16_len(&plain)),
+            _ => utf16_len(&plain),
+        };
+        if counted > limit && cut > 16 {
             render_into(&piece, markup, limit, cut * 3 / 4, out);
             continue;
         }
-        let formatted = match markup {
-            Markup::TelegramHtml => to_telegram_html(&piece),
-            Markup::Plain => plain.clone(),
-        };
         out.push(Chunk { formatted, plain });
     }
 }

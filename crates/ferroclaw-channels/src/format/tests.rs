@@ -152,3 +152,29 @@ fn render_cuts_long_answers_under_the_limit_and_skips_empty_ones() {
     assert!(render("", Markup::TelegramHtml, 4096).is_empty());
     assert!(render("  \n ", Markup::TelegramHtml, 4096).is_empty());
 }
+
+#[test]
+fn markdown_platforms_get_the_markdown_and_its_markup_counts_toward_the_limit() {
+    // Bold markers take room: the Markdown sent must fit, not only its visible text.
+    let answer: String = (0..40)
+        .map(|i| format!("**word {i}** `code {i}` and ~~more~~ text\n"))
+        .collect();
+    for limit in [60, 100, 333, 2000] {
+        let chunks = render(&answer, Markup::Markdown, limit);
+        for c in &chunks {
+            assert!(utf16_len(&c.formatted) <= limit, "{limit}: {}", c.formatted);
+            assert!(
+                c.formatted.contains("**"),
+                "{limit}: the markup was taken out"
+            );
+        }
+        let joined: String = chunks.iter().map(|c| non_space(&c.formatted)).collect();
+        assert_eq!(joined, non_space(&answer), "{limit}: text lost or added");
+    }
+    // A fence cut in two is closed and reopened, so each message renders as code.
+    let fenced = format!("```rust\n{}```\n", "let x = 1;\n".repeat(300));
+    for c in render(&fenced, Markup::Markdown, 500) {
+        assert!(utf16_len(&c.formatted) <= 500);
+        assert_eq!(c.formatted.matches("```").count() % 2, 0, "{}", c.formatted);
+    }
+}

@@ -5,20 +5,18 @@
 
 pub mod api;
 
-use crate::now_ms;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use ferroclaw_config::settings::TelegramSettings;
-use ferroclaw_runtime::cron::RuntimeHost;
-use ferroclaw_store::ChannelStore;
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::dispatch::{ChannelPolicy, Dispatcher};
+use crate::dispatch::ChannelPolicy;
 use crate::format::Markup;
+use crate::lease::{pause, RENEW_EVERY};
 use crate::seam::{Inbound, Outbound, SendError};
+use crate::service::Task;
 use crate::status::StatusCell;
 use api::{Api, ApiError, Message, User};
 
@@ -26,9 +24,6 @@ pub const CHANNEL: &str = "telegram";
 pub const ACCOUNT: &str = "default";
 /// Telegram's limit for one message (UTF-16 units after entity parsing).
 pub const LIMIT: usize = 4096;
-/// How long an instance holds the account without renewing.
-pub const LEASE: Duration = Duration::from_secs(15);
-const RENEW_EVERY: Duration = Duration::from_secs(5);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// The platform side the dispatcher answers through.
@@ -190,22 +185,24 @@ fn strip_handle(text: &str, handle: Option<&str>) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Polls while `stop` is not cancelled: gets the bot, takes the account's lease (or
-/// stands by), long-polls updates and hands each message to the dispatcher.
-pub async fn run(
-    settings: TelegramSettings,
-    runtime: RuntimeHost,
-    store: Arc<dyn ChannelStore>,
-    holder: String,
-    status: Arc<StatusCell>,
-    stop: CancellationToken,
-) {
-    let Some(token) = settings.token.clone() else {
-        status.fail(format!(
+/// How the process sends on Telegram, or why it cannot.
+pub fn outbound(settings: &TelegramSettings) -> Result<Arc<dyn Outbound>, String> {
+    let token = settings.token.as_deref().ok_or_else(|| {
+        format!(
             "{} is not set: the bot token is needed",
             settings.config.token_env
-        ));
-        return;
+        )
+    })?;
+    let api = Api::new(&settings.config.api_base_url, token).map_err(|e| e.to_string())?;
+    Ok(Arc::new(TelegramOut::new(api)))
+}
+
+/// Polls while the task is not stopped: gets the bot, takes the account's lease (or
+/// stands by), long-polls updates and hands each message to the dispatcher.
+pub(crate) async fn run(settings: TelegramSettings, task: Task) {
+    let (status, stop) = (task.status.clone(), task.stop.clone());
+    let Some(token) = settings.token.clone() else {
+        return status.fail(format!("{} is not set", settings.config.token_env));
     };
     let api = match Api::new(&settings.config.api_base_url, &token) {
         Ok(api) => api,
@@ -216,59 +213,30 @@ pub async fn run(
         () = stop.cancelled() => return,
     };
     status.set_bot(me.username.clone().unwrap_or_else(|| me.id.to_string()));
-    let out: Arc<dyn Outbound> = Arc::new(TelegramOut::new(api.clone()));
-    let dispatcher = Dispatcher::new(
-        CHANNEL,
-        ACCOUNT,
-        policy(&settings.config),
-        runtime,
-        store.clone(),
-        out,
-    );
-    let key = dispatcher.account_key();
+    let (dispatcher, lease) = task.dispatcher(CHANNEL, ACCOUNT, policy(&settings.config));
     let wait = Duration::from_secs(settings.config.poll_timeout_seconds);
     let mut backoff = Duration::from_secs(1);
     let mut webhook_checked = false;
     let mut offset: Option<i64> = None;
     let mut holding = false;
     loop {
-        if stop.is_cancelled() {
-            break;
+        if holding && !lease.renew().await {
+            info!(account = %lease.key(), "telegram: another instance holds the account now");
+            holding = false;
         }
-        let claimed = store
-            .claim_account(&key, &holder, now_ms(), LEASE.as_millis() as i64)
-            .await;
-        match claimed {
-            Ok(true) => {
-                if !holding {
-                    info!(account = %key, "telegram: this instance polls the account");
-                    offset = match store.cursor(&key).await {
-                        Ok(o) => o,
-                        Err(e) => {
-                            status.error("storage", e.to_string());
-                            pause(&stop, backoff).await;
-                            continue;
-                        }
-                    };
-                    holding = true;
+        if !holding {
+            if !lease.acquire(&status, &stop).await {
+                break;
+            }
+            offset = match lease.cursor().await {
+                Ok(o) => o,
+                Err(e) => {
+                    status.error("storage", e.to_string());
+                    pause(&stop, backoff).await;
+                    continue;
                 }
-            }
-            Ok(false) => {
-                if holding {
-                    info!(account = %key, "telegram: another instance holds the account now");
-                }
-                holding = false;
-                status.set_state("standby");
-                pause(&stop, RENEW_EVERY).await;
-                continue;
-            }
-            Err(e) => {
-                holding = false;
-                status.error("storage", e.to_string());
-                pause(&stop, backoff).await;
-                backoff = (backoff * 2).min(BACKOFF_MAX);
-                continue;
-            }
+            };
+            holding = true;
         }
         if !webhook_checked {
             // A webhook left set makes every getUpdates fail with 409.
@@ -286,9 +254,8 @@ pub async fn run(
             tokio::select! {
                 r = &mut poll => break Some(r),
                 _ = renew.tick() => {
-                    match store.claim_account(&key, &holder, now_ms(), LEASE.as_millis() as i64).await {
-                        Ok(true) => {}
-                        Ok(false) | Err(_) => break None,
+                    if !lease.renew().await {
+                        break None;
                     }
                 }
                 () = stop.cancelled() => break None,
@@ -308,7 +275,7 @@ pub async fn run(
                         status.handled(&handled);
                     }
                     offset = Some(u.update_id + 1);
-                    if let Err(e) = store.set_cursor(&key, &holder, u.update_id + 1).await {
+                    if let Err(e) = lease.set_cursor(u.update_id + 1).await {
                         warn!(error = %e, "telegram: update offset not saved");
                     }
                 }
@@ -335,9 +302,7 @@ pub async fn run(
             }
         }
     }
-    if let Err(e) = store.release_account(&key, &holder).await {
-        warn!(error = %e, "telegram: account lease not released");
-    }
+    lease.release().await;
     status.set_state("stopped");
 }
 
@@ -377,13 +342,6 @@ async fn get_me(api: &Api, status: &StatusCell) -> User {
                 backoff = (backoff * 2).min(Duration::from_secs(60));
             }
         }
-    }
-}
-
-async fn pause(stop: &CancellationToken, d: Duration) {
-    tokio::select! {
-        () = tokio::time::sleep(d) => {}
-        () = stop.cancelled() => {}
     }
 }
 

@@ -65,18 +65,23 @@ pub struct Settings {
 #[derive(Debug, Clone, Default)]
 pub struct ChannelsSettings {
     pub telegram: Option<TelegramSettings>,
+    pub discord: Option<DiscordSettings>,
 }
 
+pub type TelegramSettings = ChannelSettings<crate::TelegramConfig>;
+pub type DiscordSettings = ChannelSettings<crate::DiscordConfig>;
+
+/// One channel's settings and its token, read from the variable the settings name.
 #[derive(Clone)]
-pub struct TelegramSettings {
-    pub config: crate::TelegramConfig,
+pub struct ChannelSettings<C> {
+    pub config: C,
     /// The value of `token_env` (`None`: not set, the channel cannot start).
     pub token: Option<String>,
 }
 
-impl std::fmt::Debug for TelegramSettings {
+impl<C: std::fmt::Debug> std::fmt::Debug for ChannelSettings<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TelegramSettings")
+        f.debug_struct("ChannelSettings")
             .field("config", &self.config)
             .field("token", &self.token.as_ref().map(|_| "********"))
             .finish()

@@ -74,17 +74,24 @@ impl LoadedConfig {
             cron: cfg.cron.clone(),
             mcp: cfg.mcp.clone(),
             channels: ChannelsSettings {
-                telegram: cfg.channels.telegram.as_ref().map(|t| TelegramSettings {
+                telegram: cfg.channels.telegram.as_ref().map(|t| ChannelSettings {
                     config: t.clone(),
-                    token: self
-                        .env
-                        .get(&t.token_env)
-                        .map(str::trim)
-                        .filter(|v| !v.is_empty())
-                        .map(str::to_string),
+                    token: self.token(&t.token_env),
+                }),
+                discord: cfg.channels.discord.as_ref().map(|d| ChannelSettings {
+                    config: d.clone(),
+                    token: self.token(&d.token_env),
                 }),
             },
         }
+    }
+
+    fn token(&self, var: &str) -> Option<String> {
+        self.env
+            .get(var)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
     }
 
     /// The settings of one agent (what [`LoadedConfig::settings`] holds for it).

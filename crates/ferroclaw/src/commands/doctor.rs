@@ -58,32 +58,63 @@ async fn check_mcp(r: &mut Report, settings: &ferroclaw_config::settings::Settin
 
 /// Each enabled channel's credentials work (the platform names the bot).
 async fn check_channels(r: &mut Report, settings: &ferroclaw_config::settings::Settings) {
-    let Some(t) = &settings.channels.telegram else {
-        return;
-    };
-    if !t.config.enabled {
-        return r.ok("channel telegram: disabled");
-    }
-    match ferroclaw_channels::telegram::probe(t).await {
-        Ok(bot) => r.ok(&format!("channel telegram: bot {bot}")),
-        Err(e) => r.fail(
-            &format!("channel telegram: {e}"),
-            &format!(
-                "set {} to the token @BotFather gave (check channels.telegram.api_base_url)",
-                t.config.token_env
-            ),
-        ),
-    }
-    let c = &t.config;
-    if matches!(
-        c.dm_policy,
-        ferroclaw_config::DmPolicy::Pairing | ferroclaw_config::DmPolicy::Allowlist
-    ) && c.allow_from.is_empty()
-    {
-        r.warn(
-            &format!("channel telegram: dm_policy {:?} with an empty allow_from", c.dm_policy),
-            "add your own id to channels.telegram.allow_from, or approve senders with `ferroclaw pairing approve`",
+    use ferroclaw_config::DmPolicy;
+    let c = &settings.channels;
+    if let Some(t) = &c.telegram {
+        let probe = if t.config.enabled {
+            Some(ferroclaw_channels::telegram::probe(t).await)
+        } else {
+            None
+        };
+        let cfg = &t.config;
+        report_channel(
+            r,
+            "telegram",
+            probe,
+            &cfg.token_env,
+            "the token @BotFather gave",
+            (&cfg.dm_policy, cfg.allow_from.is_empty()),
         );
+    }
+    if let Some(d) = &c.discord {
+        let probe = if d.config.enabled {
+            Some(ferroclaw_channels::discord::probe(d).await)
+        } else {
+            None
+        };
+        let cfg = &d.config;
+        report_channel(
+            r,
+            "discord",
+            probe,
+            &cfg.token_env,
+            "the bot token from the Developer Portal",
+            (&cfg.dm_policy, cfg.allow_from.is_empty()),
+        );
+    }
+
+    fn report_channel(
+        r: &mut Report,
+        name: &str,
+        probe: Option<Result<String, String>>,
+        token_env: &str,
+        token_what: &str,
+        (dm_policy, nobody_allowed): (&DmPolicy, bool),
+    ) {
+        match probe {
+            None => return r.ok(&format!("channel {name}: disabled")),
+            Some(Ok(bot)) => r.ok(&format!("channel {name}: bot {bot}")),
+            Some(Err(e)) => r.fail(
+                &format!("channel {name}: {e}"),
+                &format!("set {token_env} to {token_what} (check channels.{name}.api_base_url)"),
+            ),
+        }
+        if matches!(dm_policy, DmPolicy::Pairing | DmPolicy::Allowlist) && nobody_allowed {
+            r.warn(
+                &format!("channel {name}: dm_policy {dm_policy:?} with an empty allow_from"),
+                &format!("add your own id to channels.{name}.allow_from, or approve senders with `ferroclaw pairing approve`"),
+            );
+        }
     }
 }
 
