@@ -232,7 +232,7 @@ impl Dispatcher {
                 let _ = self
                     .out
                     .send(
-                        &msg.chat_id,
+                        msg.reply_chat(),
                         &format!("Sorry, I cannot answer now: {e}"),
                         false,
                         Some(&msg.message_id),
@@ -243,7 +243,7 @@ impl Dispatcher {
             Ok(Submitted::Command(text)) => {
                 let _ = self
                     .out
-                    .send(&msg.chat_id, &text, false, Some(&msg.message_id))
+                    .send(msg.reply_chat(), &text, false, Some(&msg.message_id))
                     .await;
                 Handled::Command
             }
@@ -254,7 +254,7 @@ impl Dispatcher {
                     handle,
                     self.out.clone(),
                     self.claims.clone(),
-                    msg.chat_id.clone(),
+                    msg.reply_chat().to_string(),
                     msg.message_id.clone(),
                 ));
                 Handled::Run(id)
@@ -342,7 +342,7 @@ impl Dispatcher {
             due
         };
         if due {
-            if let Err(e) = self.out.send(&msg.chat_id, &reply, false, None).await {
+            if let Err(e) = self.out.send(msg.reply_chat(), &reply, false, None).await {
                 warn!(channel = self.channel, error = %e, "channel: pairing reply not sent");
             }
         }
@@ -414,6 +414,7 @@ mod tests {
             text: "hi".into(),
             mentioned: false,
             from_bot: false,
+            reply_in: None,
         }
     }
 

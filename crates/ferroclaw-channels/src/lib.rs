@@ -4,7 +4,7 @@
 //! `seam.rs` is what a platform gives and takes, `dispatch.rs` the platform-neutral
 //! rules (policies, pairing, sessions, group context, delivery), `format/` the answer in
 //! the platform's markup under its limit, `lease.rs` one instance per account,
-//! `telegram/` and `discord/` the platforms, `service.rs` the channels of a process
+//! `telegram/`, `discord/` and `slack/` the platforms, `service.rs` the channels of a process
 //! (started with the gateway, listed, toggled).
 
 mod answer;
@@ -15,6 +15,7 @@ mod lease;
 pub mod pairing;
 pub mod seam;
 mod service;
+pub mod slack;
 mod status;
 pub mod telegram;
 

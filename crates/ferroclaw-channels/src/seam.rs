@@ -23,6 +23,15 @@ pub struct Inbound {
     pub mentioned: bool,
     /// Sent by the bot itself (or another bot): never answered.
     pub from_bot: bool,
+    /// Where answers go when not to the chat itself (a Slack thread).
+    pub reply_in: Option<String>,
+}
+
+impl Inbound {
+    /// The chat answers are sent to.
+    pub fn reply_chat(&self) -> &str {
+        self.reply_in.as_deref().unwrap_or(&self.chat_id)
+    }
 }
 
 /// Why a platform refused to send.

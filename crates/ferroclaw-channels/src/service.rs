@@ -4,7 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use ferroclaw_config::settings::{ChannelsSettings, DiscordSettings, TelegramSettings};
+use ferroclaw_config::settings::{
+    ChannelsSettings, DiscordSettings, SlackSettings, TelegramSettings,
+};
 use ferroclaw_config::DmPolicy;
 use ferroclaw_runtime::cron::RuntimeHost;
 use ferroclaw_store::ChannelStore;
@@ -14,7 +16,7 @@ use tracing::warn;
 use crate::format::render;
 use crate::seam::{deliver, Outbound};
 use crate::status::{ChannelStatus, StatusCell};
-use crate::{discord, telegram};
+use crate::{discord, slack, telegram};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -33,6 +35,7 @@ pub enum ChannelError {
 enum Platform {
     Telegram(TelegramSettings),
     Discord(DiscordSettings),
+    Slack(SlackSettings),
 }
 
 struct Running {
@@ -121,6 +124,17 @@ impl Channels {
                 platform: Platform::Discord(d.clone()),
             });
         }
+        if let Some(sl) = &settings.slack {
+            let c = &sl.config;
+            warn_about_policy(slack::CHANNEL, &c.dm_policy, &c.allow_from);
+            running.push(Running {
+                name: slack::CHANNEL,
+                out: slack::outbound(sl),
+                status: Arc::new(StatusCell::new(slack::CHANNEL, c.enabled)),
+                stop: Mutex::new(None),
+                platform: Platform::Slack(sl.clone()),
+            });
+        }
         let channels = Arc::new(Channels {
             store,
             holder: format!("gw-{}", uuid::Uuid::now_v7()),
@@ -133,6 +147,7 @@ impl Channels {
             let enabled = match &r.platform {
                 Platform::Telegram(t) => t.config.enabled,
                 Platform::Discord(d) => d.config.enabled,
+                Platform::Slack(s) => s.config.enabled,
             };
             if enabled {
                 channels.launch(r);
@@ -165,6 +180,7 @@ impl Channels {
         let handle = match &r.platform {
             Platform::Telegram(t) => tokio::spawn(telegram::run(t.clone(), task)),
             Platform::Discord(d) => tokio::spawn(discord::run(d.clone(), task)),
+            Platform::Slack(s) => tokio::spawn(slack::run(s.clone(), task)),
         };
         let mut tasks = lock(&self.tasks);
         tasks.retain(|t| !t.is_finished());

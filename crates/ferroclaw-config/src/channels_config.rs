@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 pub struct ChannelsConfig {
     pub telegram: Option<TelegramConfig>,
     pub discord: Option<DiscordConfig>,
+    pub slack: Option<SlackConfig>,
 }
 
 /// Who may talk to the bot in direct messages.
@@ -174,6 +175,73 @@ impl DiscordConfig {
             return Err((
                 "gateway_url".into(),
                 format!("expected a ws:// or wss:// URL, got `{}`", self.gateway_url),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `channels.slack`: a Slack app over Socket Mode (no public URL needed). A "group" is a
+/// channel (public, private or a group DM).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlackConfig {
+    pub enabled: bool,
+    /// The variable holding the bot token (`xoxb-…`, OAuth & Permissions).
+    #[serde(alias = "tokenEnv", alias = "botTokenEnv", alias = "bot_token_env")]
+    pub token_env: String,
+    /// The variable holding the app-level token (`xapp-…`, with `connections:write`).
+    #[serde(alias = "appTokenEnv")]
+    pub app_token_env: String,
+    /// The Web API root (a fake in tests).
+    #[serde(alias = "apiBaseUrl")]
+    pub api_base_url: String,
+    #[serde(alias = "dmPolicy")]
+    pub dm_policy: DmPolicy,
+    #[serde(alias = "groupPolicy")]
+    pub group_policy: GroupPolicy,
+    /// Members allowed in direct messages: user ids (`U…`).
+    #[serde(alias = "allowFrom")]
+    pub allow_from: Vec<String>,
+    /// Channel ids (`C…`) the bot answers in under `group_policy: allowlist`.
+    #[serde(alias = "groupAllowFrom")]
+    pub group_allow_from: Vec<String>,
+    #[serde(alias = "requireMention")]
+    pub require_mention: bool,
+    /// In channels, answer in a thread under the message (always in its thread when it
+    /// was written in one).
+    #[serde(alias = "replyInThread")]
+    pub reply_in_thread: bool,
+    pub agent: Option<String>,
+    pub bindings: Vec<ChannelBinding>,
+}
+
+impl Default for SlackConfig {
+    fn default() -> Self {
+        SlackConfig {
+            enabled: true,
+            token_env: "SLACK_BOT_TOKEN".into(),
+            app_token_env: "SLACK_APP_TOKEN".into(),
+            api_base_url: "https://slack.com/api".into(),
+            dm_policy: DmPolicy::Pairing,
+            group_policy: GroupPolicy::Open,
+            allow_from: Vec::new(),
+            group_allow_from: Vec::new(),
+            require_mention: true,
+            reply_in_thread: true,
+            agent: None,
+            bindings: Vec::new(),
+        }
+    }
+}
+
+impl SlackConfig {
+    pub fn check(&self) -> Result<(), (String, String)> {
+        check_common(&self.token_env, &self.api_base_url, &self.bindings)?;
+        if self.app_token_env.trim().is_empty() {
+            return Err((
+                "app_token_env".into(),
+                "name the environment variable that holds the app-level token".into(),
             ));
         }
         Ok(())

@@ -29,7 +29,8 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 pub use channels_config::{
-    ChannelBinding, ChannelsConfig, DiscordConfig, DmPolicy, GroupPolicy, TelegramConfig,
+    ChannelBinding, ChannelsConfig, DiscordConfig, DmPolicy, GroupPolicy, SlackConfig,
+    TelegramConfig,
 };
 pub use env::Env;
 pub use error::ConfigError;

@@ -355,6 +355,11 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
             return Err(invalid(format!("channels.discord.{field}"), message));
         }
     }
+    if let Some(sl) = &config.channels.slack {
+        if let Err((field, message)) = sl.check() {
+            return Err(invalid(format!("channels.slack.{field}"), message));
+        }
+    }
 
     let threshold = config.agents.defaults.compaction.threshold;
     if !(threshold > 0.0 && threshold <= 1.0) {

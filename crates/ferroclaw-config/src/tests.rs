@@ -956,6 +956,11 @@ fn a_telegram_channel_is_checked_and_its_token_comes_from_the_environment() {
             "channels.discord.intents",
             "unknown",
         ),
+        (
+            "{ channels: { slack: { app_token_env: \"\" } } }",
+            "channels.slack.app_token_env",
+            "app-level token",
+        ),
     ];
     for (text, field, why) in cases {
         h.write("config.json5", text);

@@ -14,6 +14,7 @@ mod openai;
 pub mod discord;
 pub mod mcp;
 pub mod pg;
+pub mod slack;
 pub mod telegram;
 
 use std::collections::VecDeque;

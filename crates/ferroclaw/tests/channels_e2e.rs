@@ -480,7 +480,7 @@ mod discord {
         gw.llm.push(Reply::text(long.clone()));
         fake.push(Incoming::dm("501", "ann", "tell me a lot"));
         until(&fake, &ann, "the long answer", |m| {
-            m.len() >= 3 && m.iter().map(|m| m.content.len()).sum::<usize>() > long.len() * 9 / 10
+            m.len() >= 3 && m.last().is_some_and(|m| m.content.contains("Part 59:"))
         })
         .await;
         let answer: Vec<Sent> = fake.sent(&ann).into_iter().skip(1).collect();
@@ -674,5 +674,258 @@ mod discord {
             0,
             "connected without a valid token"
         );
+    }
+}
+
+mod slack {
+    use super::*;
+    use ferroclaw_testkit::slack::{dm_channel_of, Incoming, Sent, SlackFake};
+
+    const BOT_TOKEN: &str = "xoxb-fake-bot-token";
+    const APP_TOKEN: &str = "xapp-fake-app-token";
+
+    fn texts(fake: &SlackFake, channel: &str) -> Vec<String> {
+        fake.sent(channel).into_iter().map(|m| m.text).collect()
+    }
+
+    async fn until(fake: &SlackFake, channel: &str, what: &str, pred: impl Fn(&[Sent]) -> bool) {
+        let ok = fake.wait_sent(channel, WAIT, pred).await;
+        assert!(ok, "{what}: {:?}", fake.sent(channel));
+    }
+
+    fn settled(n: usize) -> impl Fn(&[Sent]) -> bool {
+        move |m: &[Sent]| m.len() >= n && m.iter().all(|m| m.text != "Thinking…")
+    }
+
+    #[tokio::test]
+    async fn a_slack_member_pairs_then_talks_in_threads_and_the_socket_comes_back() {
+        let fake = SlackFake::start(BOT_TOKEN, APP_TOKEN, "UBOT", "BBOT").await;
+        let gw = Gateway::start(
+            tempfile::tempdir().unwrap(),
+            ScriptedLlm::start().await.unwrap(),
+            &format!(
+                r#"channels: {{ slack: {{ api_base_url: "{}" }} }},"#,
+                fake.api_base_url()
+            ),
+            &[
+                ("SLACK_BOT_TOKEN", BOT_TOKEN),
+                ("SLACK_APP_TOKEN", APP_TOKEN),
+            ],
+        )
+        .await;
+        assert!(
+            fake.wait_socket(WAIT, |_, _, connected| connected).await,
+            "no socket: {}",
+            gw.stderr()
+        );
+        let ann = dm_channel_of("U501");
+
+        // A stranger gets one code; nothing reaches the model.
+        fake.push(Incoming::dm("U501", "hello?"));
+        fake.push(Incoming::dm("U501", "hello again"));
+        fake.push(Incoming::dm("U502", "me too"));
+        until(&fake, &dm_channel_of("U502"), "bob's code", |m| {
+            m.len() == 1
+        })
+        .await;
+        let to_ann = texts(&fake, &ann);
+        assert_eq!(to_ann.len(), 1, "{to_ann:?}");
+        let code = code_in(&to_ann[0]);
+        assert!(gw.llm.requests().is_empty());
+        let out = pairing_cli(&gw, &["approve", &code]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        // A long answer in mrkdwn, split under 4,000 characters; what Slack would read as
+        // a control sequence (`<!channel>`) is escaped, never a ping.
+        let long: String = (0..120)
+            .map(|i| format!("Part {i}: **bold {i}** and a [link](https://example.com/{i}) for <!channel>.\n\n"))
+            .collect();
+        gw.llm.push(Reply::text(long.clone()));
+        fake.push(Incoming::dm("U501", "tell me a lot"));
+        until(&fake, &ann, "the long answer", |m| {
+            m.len() >= 3 && m.last().is_some_and(|m| m.text.contains("Part 119:"))
+        })
+        .await;
+        let answer: Vec<Sent> = fake.sent(&ann).into_iter().skip(1).collect();
+        for m in &answer {
+            assert!(m.text.chars().count() <= 4000, "{}", m.text.len());
+            assert!(
+                !m.text.contains("<!channel>"),
+                "a ping went out: {}",
+                &m.text[..200]
+            );
+            assert!(!m.text.contains("**"), "Markdown left: {}", &m.text[..200]);
+        }
+        assert!(
+            answer[0]
+                .text
+                .starts_with("Part 0: *bold 0* and a <https://example.com/0|link>"),
+            "{}",
+            &answer[0].text[..120]
+        );
+        assert!(
+            answer[0].edits >= 1,
+            "the placeholder was not edited: {:?}",
+            answer[0].text.len()
+        );
+
+        // A 429 is waited out for its Retry-After.
+        gw.llm.push(Reply::text("after the wait"));
+        fake.rate_limit_next("chat.postMessage", 1);
+        let n = texts(&fake, &ann).len();
+        fake.push(Incoming::dm("U501", "quick"));
+        until(&fake, &ann, "after a 429", settled(n + 1)).await;
+        assert_eq!(texts(&fake, &ann)[n], "after the wait");
+        let posts = fake.calls_to("chat.postMessage");
+        let refused = posts.iter().position(|c| c.status == 429).unwrap();
+        let waited = posts[refused + 1].at.duration_since(posts[refused].at);
+        assert!(
+            waited >= Duration::from_secs(1),
+            "{waited:?} {:?}",
+            posts
+                .iter()
+                .map(|c| (c.status, c.body["text"].to_string(), c.error.clone()))
+                .collect::<Vec<_>>()
+        );
+
+        // In a channel: an unmentioned message is remembered, the bot's own ignored, and
+        // the mention answered in a thread under it (once, though Slack sends both
+        // `message` and `app_mention`).
+        let asked = gw.llm.requests().len();
+        fake.push(Incoming::channel("C1", "U501", "we talk about apples"));
+        fake.push(Incoming::channel("C1", "U503", "and pears"));
+        fake.push(Incoming::channel("C1", "UBOT", "I am the bot").from_bot("BBOT"));
+        gw.llm.push(Reply::text("Apples and pears."));
+        let mention = fake.push(Incoming::channel(
+            "C1",
+            "U501",
+            "<@UBOT> what was that about?",
+        ));
+        until(&fake, "C1", "the thread answer", settled(1)).await;
+        let answered = fake.sent("C1");
+        assert_eq!(answered.len(), 1, "{answered:?}");
+        assert_eq!(answered[0].text, "Apples and pears.");
+        assert_eq!(answered[0].thread_ts.as_deref(), Some(mention.as_str()));
+        assert_eq!(
+            gw.llm.requests().len(),
+            asked + 1,
+            "answered twice or something else"
+        );
+        let body = gw.llm.requests().last().unwrap().body.to_string();
+        assert!(
+            body.contains("apples") && body.contains("pears") && !body.contains("<@UBOT>"),
+            "{body}"
+        );
+        // A message in that thread answers in the thread.
+        gw.llm.push(Reply::text("Still in the thread."));
+        fake.push(Incoming::channel("C1", "U501", "<@UBOT> and then?").in_thread(&mention));
+        until(&fake, "C1", "the second thread answer", settled(2)).await;
+        assert_eq!(
+            fake.sent("C1")[1].thread_ts.as_deref(),
+            Some(mention.as_str())
+        );
+
+        // `/stop` ends an answer being written; the placeholder says so.
+        gw.llm.push(
+            Reply::text("The first part of a long answer, and then something too late")
+                .chunk_size(4)
+                .hang_after(10),
+        );
+        let n = texts(&fake, &ann).len();
+        fake.push(Incoming::dm("U501", "think hard"));
+        until(&fake, &ann, "the draft", |m| {
+            m.len() > n && m[n].text.starts_with("The first part")
+        })
+        .await;
+        fake.push(Incoming::dm("U501", "/stop"));
+        until(&fake, &ann, "stopped", |m| {
+            m.len() > n + 1
+                && m[n + 1].text.contains("Stopped 1")
+                && m[n].text.ends_with("(stopped)")
+        })
+        .await;
+
+        // Slack asks for a new socket: the bot opens one and goes on.
+        fake.ask_to_reconnect("refresh_requested");
+        assert!(
+            fake.wait_socket(WAIT, |tickets, conns, live| tickets >= 2
+                && conns >= 2
+                && live)
+                .await
+        );
+        // The network goes away; a message written meanwhile arrives on the next socket.
+        fake.disconnect().await;
+        gw.llm.push(Reply::text("back"));
+        fake.push(Incoming::dm("U501", "still there?"));
+        let n = texts(&fake, &ann).len();
+        fake.restore().await.unwrap();
+        until(&fake, &ann, "after the outage", settled(n + 1)).await;
+        assert_eq!(texts(&fake, &ann)[n], "back");
+        assert!(!texts(&fake, &ann).iter().any(|t| t.contains("too late")));
+        let (_, _, delivered, acked) = fake.sockets();
+        assert_eq!(delivered, acked, "an envelope was not acknowledged");
+
+        // The state over the WebSocket; a scheduled job opens Ann's DM and posts there.
+        let mut ws = gw.ws().await;
+        ws.connect(Some(&gw.token.clone())).await;
+        let status = ws
+            .call("channels.status", json!({"channel": "slack"}))
+            .await;
+        assert_eq!(
+            status["payload"]["channel"]["state"], "connected",
+            "{status}"
+        );
+        gw.llm.push(Reply::text("Good morning, Ann."));
+        let job = json!({"name": "morning", "message": "greet Ann",
+            "deliver": {"kind": "session", "sessionKey": "agent:main:slack:direct:U501"},
+            "schedule": {"kind": "every", "every": "1h"}});
+        let res = ws.call("cron.create", job).await;
+        let id = res["payload"]["job"]["id"].as_str().unwrap().to_string();
+        let n = texts(&fake, &ann).len();
+        ws.call("cron.run", json!({"id": id})).await;
+        until(&fake, &ann, "the job's message", |m| m.len() > n).await;
+        assert_eq!(texts(&fake, &ann)[n], "Good morning, Ann.");
+    }
+
+    #[tokio::test]
+    async fn slack_tokens_swapped_are_refused_with_the_reason() {
+        let fake = SlackFake::start(BOT_TOKEN, APP_TOKEN, "UBOT", "BBOT").await;
+        let gw = Gateway::start(
+            tempfile::tempdir().unwrap(),
+            ScriptedLlm::start().await.unwrap(),
+            &format!(
+                r#"channels: {{ slack: {{ api_base_url: "{}" }} }},"#,
+                fake.api_base_url()
+            ),
+            // The app-level token where the bot token belongs, and the other way round.
+            &[
+                ("SLACK_BOT_TOKEN", APP_TOKEN),
+                ("SLACK_APP_TOKEN", BOT_TOKEN),
+            ],
+        )
+        .await;
+        let mut ws = gw.ws().await;
+        ws.connect(Some(&gw.token.clone())).await;
+        let deadline = Instant::now() + WAIT;
+        let status = loop {
+            let s = ws
+                .call("channels.status", json!({"channel": "slack"}))
+                .await;
+            if s["payload"]["channel"]["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("not_allowed_token_type"))
+            {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "{s}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(status["payload"]["channel"]["state"], "failed", "{status}");
+        assert!(!fake.connected());
+        assert!(!gw.stderr().contains(APP_TOKEN) && !gw.stderr().contains(BOT_TOKEN));
     }
 }

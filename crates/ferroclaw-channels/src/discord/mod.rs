@@ -147,6 +147,7 @@ pub fn inbound(m: &Message, me: &User) -> Option<Inbound> {
         text: text.split_whitespace().collect::<Vec<_>>().join(" "),
         mentioned: !is_group || mentioned,
         from_bot: m.author.bot || m.author.id == me.id,
+        reply_in: None,
     })
 }
 

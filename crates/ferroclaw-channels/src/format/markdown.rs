@@ -1,6 +1,7 @@
-//! Markdown → Telegram HTML and → plain text, from one walk over pulldown-cmark's
-//! events. Telegram's HTML knows only a few tags; everything else is written as text,
-//! escaped, so the output is always well formed and never carries the model's raw HTML.
+//! Markdown → Telegram HTML, → Slack mrkdwn and → plain text, from one walk over
+//! pulldown-cmark's events. Each target knows only a few marks; everything else is
+//! written as text, escaped, so the output is always well formed and never carries the
+//! model's raw HTML.
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
@@ -8,11 +9,22 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 const SAFE_SCHEMES: [&str; 4] = ["http://", "https://", "tg://", "mailto:"];
 
 pub fn to_telegram_html(markdown: &str) -> String {
-    Writer::new(true).write(markdown)
+    Writer::new(Flavor::Html).write(markdown)
+}
+
+pub fn to_slack_mrkdwn(markdown: &str) -> String {
+    Writer::new(Flavor::Mrkdwn).write(markdown)
 }
 
 pub fn to_plain(markdown: &str) -> String {
-    Writer::new(false).write(markdown)
+    Writer::new(Flavor::Plain).write(markdown)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    Html,
+    Mrkdwn,
+    Plain,
 }
 
 fn escape(s: &str, out: &mut String) {
@@ -33,7 +45,7 @@ fn safe_link(url: &str) -> bool {
 }
 
 struct Writer {
-    html: bool,
+    flavor: Flavor,
     out: String,
     /// Open lists: the next number of an ordered one.
     lists: Vec<Option<u64>>,
@@ -43,9 +55,9 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(html: bool) -> Writer {
+    fn new(flavor: Flavor) -> Writer {
         Writer {
-            html,
+            flavor,
             out: String::new(),
             lists: Vec::new(),
             links: Vec::new(),
@@ -53,17 +65,30 @@ impl Writer {
         }
     }
 
-    fn tag(&mut self, t: &str) {
-        if self.html {
-            self.out.push_str(t);
+    /// A mark: `html` in Telegram's HTML, `mrkdwn` in Slack's, nothing in plain text.
+    fn mark(&mut self, html: &str, mrkdwn: &str) {
+        match self.flavor {
+            Flavor::Html => self.out.push_str(html),
+            Flavor::Mrkdwn => self.out.push_str(mrkdwn),
+            Flavor::Plain => {}
         }
     }
 
     fn text(&mut self, s: &str) {
-        if self.html {
-            escape(s, &mut self.out);
-        } else {
-            self.out.push_str(s);
+        match self.flavor {
+            Flavor::Html => escape(s, &mut self.out),
+            // Slack reads `&`, `<` and `>` as its own control characters.
+            Flavor::Mrkdwn => {
+                for c in s.chars() {
+                    match c {
+                        '&' => self.out.push_str("&amp;"),
+                        '<' => self.out.push_str("&lt;"),
+                        '>' => self.out.push_str("&gt;"),
+                        c => self.out.push(c),
+                    }
+                }
+            }
+            Flavor::Plain => self.out.push_str(s),
         }
     }
 
@@ -96,9 +121,9 @@ impl Writer {
                 Event::End(tag) => self.end(tag),
                 Event::Text(t) => self.text(&t),
                 Event::Code(t) => {
-                    self.tag("<code>");
+                    self.mark("<code>", "`");
                     self.text(&t);
-                    self.tag("</code>");
+                    self.mark("</code>", "`");
                 }
                 // The model's raw HTML is shown, never passed through.
                 Event::Html(t) | Event::InlineHtml(t) => self.text(&t),
@@ -125,11 +150,11 @@ impl Writer {
             Tag::Paragraph => {}
             Tag::Heading { .. } => {
                 self.block_end(true);
-                self.tag("<b>");
+                self.mark("<b>", "*");
             }
             Tag::BlockQuote(_) => {
                 self.block_end(true);
-                self.tag("<blockquote>");
+                self.mark("<blockquote>", "> ");
             }
             Tag::CodeBlock(kind) => {
                 self.block_end(true);
@@ -139,14 +164,12 @@ impl Writer {
                     }
                     CodeBlockKind::Indented => String::new(),
                 };
-                if lang.is_empty() {
-                    self.tag("<pre><code>");
+                if lang.is_empty() || self.flavor != Flavor::Html {
+                    self.mark("<pre><code>", "```\n");
                 } else {
-                    self.tag("<pre><code class=\"language-");
-                    if self.html {
-                        escape(&lang, &mut self.out);
-                    }
-                    self.tag("\">");
+                    self.out.push_str("<pre><code class=\"language-");
+                    escape(&lang, &mut self.out);
+                    self.out.push_str("\">");
                 }
             }
             Tag::List(start) => {
@@ -171,16 +194,25 @@ impl Writer {
                 };
                 self.out.push_str(&bullet);
             }
-            Tag::Emphasis => self.tag("<i>"),
-            Tag::Strong => self.tag("<b>"),
-            Tag::Strikethrough => self.tag("<s>"),
+            Tag::Emphasis => self.mark("<i>", "_"),
+            Tag::Strong => self.mark("<b>", "*"),
+            Tag::Strikethrough => self.mark("<s>", "~"),
             Tag::Link { dest_url, .. } => {
                 let url = dest_url.to_string();
-                let as_tag = self.html && safe_link(&url);
-                if as_tag {
+                // Slack's `<url|text>` cannot carry `|` or `>` in the address.
+                let as_tag = match self.flavor {
+                    Flavor::Html => safe_link(&url),
+                    Flavor::Mrkdwn => safe_link(&url) && !url.contains(['|', '>', '<']),
+                    Flavor::Plain => false,
+                };
+                if as_tag && self.flavor == Flavor::Html {
                     self.out.push_str("<a href=\"");
                     escape(&url, &mut self.out);
                     self.out.push_str("\">");
+                } else if as_tag {
+                    self.out.push('<');
+                    self.out.push_str(url.trim());
+                    self.out.push('|');
                 }
                 self.links.push((url, as_tag, self.out.len()));
             }
@@ -190,7 +222,7 @@ impl Writer {
             }
             Tag::Table(_) => {
                 self.block_end(true);
-                self.tag("<pre>");
+                self.mark("<pre>", "```\n");
             }
             Tag::TableHead | Tag::TableRow => self.in_table_cell_row = false,
             Tag::TableCell => {
@@ -207,21 +239,21 @@ impl Writer {
         match tag {
             TagEnd::Paragraph => self.block_end(true),
             TagEnd::Heading(_) => {
-                self.tag("</b>");
+                self.mark("</b>", "*");
                 self.block_end(true);
             }
             TagEnd::BlockQuote(_) => {
                 while self.out.ends_with('\n') {
                     self.out.pop();
                 }
-                self.tag("</blockquote>");
+                self.mark("</blockquote>", "");
                 self.block_end(true);
             }
             TagEnd::CodeBlock => {
                 if self.out.ends_with('\n') {
                     self.out.pop();
                 }
-                self.tag("</code></pre>");
+                self.mark("</code></pre>", "\n```");
                 self.block_end(true);
             }
             TagEnd::List(_) => {
@@ -229,13 +261,13 @@ impl Writer {
                 self.block_end(true);
             }
             TagEnd::Item => self.block_end(false),
-            TagEnd::Emphasis => self.tag("</i>"),
-            TagEnd::Strong => self.tag("</b>"),
-            TagEnd::Strikethrough => self.tag("</s>"),
+            TagEnd::Emphasis => self.mark("</i>", "_"),
+            TagEnd::Strong => self.mark("</b>", "*"),
+            TagEnd::Strikethrough => self.mark("</s>", "~"),
             TagEnd::Link => {
                 if let Some((url, as_tag, at)) = self.links.pop() {
                     if as_tag {
-                        self.out.push_str("</a>");
+                        self.mark("</a>", ">");
                         // Plain text keeps the address the HTML hides behind the text.
                     } else {
                         let shown = self.out[at..].to_string();
@@ -255,7 +287,7 @@ impl Writer {
                 while self.out.ends_with('\n') {
                     self.out.pop();
                 }
-                self.tag("</pre>");
+                self.mark("</pre>", "\n```");
                 self.block_end(true);
             }
             _ => {}

@@ -8,7 +8,7 @@ mod split;
 #[cfg(test)]
 mod tests;
 
-pub use markdown::{to_plain, to_telegram_html};
+pub use markdown::{to_plain, to_slack_mrkdwn, to_telegram_html};
 pub use split::split_text;
 
 /// Which markup a platform speaks.
@@ -17,6 +17,8 @@ pub enum Markup {
     TelegramHtml,
     /// Discord renders the Markdown itself; its limit counts the markup too.
     Markdown,
+    /// Slack's mrkdwn (`*bold*`, `_italic_`, `<url|text>`); its limit counts the markup.
+    SlackMrkdwn,
     Plain,
 }
 
@@ -52,11 +54,12 @@ fn render_into(markdown: &str, markup: Markup, limit: usize, cut: usize, out: &m
         let formatted = match markup {
             Markup::TelegramHtml => to_telegram_html(&piece),
             Markup::Markdown => piece.trim().to_string(),
+            Markup::SlackMrkdwn => to_slack_mrkdwn(&piece),
             Markup::Plain => plain.clone(),
         };
         // Telegram counts the text it shows; a Markdown platform counts what is sent.
         let counted = match markup {
-            Markup::Markdown => utf16_len(&formatted).max(utf16_len(&plain)),
+            Markup::Markdown | Markup::SlackMrkdwn => utf16_len(&formatted).max(utf16_len(&plain)),
             _ => utf16_len(&plain),
         };
         if counted > limit && cut > 16 {

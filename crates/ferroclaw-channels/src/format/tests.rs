@@ -178,3 +178,34 @@ fn markdown_platforms_get_the_markdown_and_its_markup_counts_toward_the_limit() 
         assert_eq!(c.formatted.matches("```").count() % 2, 0, "{}", c.formatted);
     }
 }
+
+#[test]
+fn markdown_becomes_slack_mrkdwn() {
+    let m = to_slack_mrkdwn(
+        "# Title\n\n**bold**, *it*, ~~gone~~, `x<y`, [site](https://example.com/a) and \
+         [bad](javascript:alert(1)) & <b>raw</b>\n\n```rust\nlet a = 1 < 2;\n```",
+    );
+    assert!(m.starts_with("*Title*"), "{m}");
+    assert!(
+        m.contains("*bold*") && m.contains("_it_") && m.contains("~gone~"),
+        "{m}"
+    );
+    assert!(m.contains("`x&lt;y`"), "{m}");
+    assert!(m.contains("<https://example.com/a|site>"), "{m}");
+    // Unsafe schemes are text; the model's raw HTML and Slack's control characters are
+    // escaped, so no `<!channel>`-style control sequence can be written by the model.
+    assert!(
+        !m.contains("<javascript") && m.contains("bad (javascript:alert(1))"),
+        "{m}"
+    );
+    assert!(m.contains("&amp; &lt;b&gt;raw&lt;/b&gt;"), "{m}");
+    assert!(m.contains("```\nlet a = 1 &lt; 2;\n```"), "{m}");
+    let ping = to_slack_mrkdwn("hey <!channel> and <@U123>");
+    assert!(
+        !ping.contains("<!channel>") && !ping.contains("<@U123>"),
+        "{ping}"
+    );
+    for c in render(&"**a** word\n\n".repeat(500), Markup::SlackMrkdwn, 300) {
+        assert!(utf16_len(&c.formatted) <= 300);
+    }
+}

@@ -156,6 +156,7 @@ pub fn inbound(msg: &Message, me: &User) -> Option<Inbound> {
         text: strip_handle(text, handle.as_deref()),
         mentioned: !is_group || mentioned_in_entities || replied_to_me,
         from_bot: from.is_bot || from.id == me.id,
+        reply_in: None,
     })
 }
 

@@ -66,10 +66,12 @@ pub struct Settings {
 pub struct ChannelsSettings {
     pub telegram: Option<TelegramSettings>,
     pub discord: Option<DiscordSettings>,
+    pub slack: Option<SlackSettings>,
 }
 
 pub type TelegramSettings = ChannelSettings<crate::TelegramConfig>;
 pub type DiscordSettings = ChannelSettings<crate::DiscordConfig>;
+pub type SlackSettings = ChannelSettings<crate::SlackConfig>;
 
 /// One channel's settings and its token, read from the variable the settings name.
 #[derive(Clone)]
@@ -77,6 +79,8 @@ pub struct ChannelSettings<C> {
     pub config: C,
     /// The value of `token_env` (`None`: not set, the channel cannot start).
     pub token: Option<String>,
+    /// A platform's second secret: Slack's app-level token.
+    pub app_token: Option<String>,
 }
 
 impl<C: std::fmt::Debug> std::fmt::Debug for ChannelSettings<C> {
@@ -84,6 +88,7 @@ impl<C: std::fmt::Debug> std::fmt::Debug for ChannelSettings<C> {
         f.debug_struct("ChannelSettings")
             .field("config", &self.config)
             .field("token", &self.token.as_ref().map(|_| "********"))
+            .field("app_token", &self.app_token.as_ref().map(|_| "********"))
             .finish()
     }
 }

@@ -77,10 +77,17 @@ impl LoadedConfig {
                 telegram: cfg.channels.telegram.as_ref().map(|t| ChannelSettings {
                     config: t.clone(),
                     token: self.token(&t.token_env),
+                    app_token: None,
                 }),
                 discord: cfg.channels.discord.as_ref().map(|d| ChannelSettings {
                     config: d.clone(),
                     token: self.token(&d.token_env),
+                    app_token: None,
+                }),
+                slack: cfg.channels.slack.as_ref().map(|s| ChannelSettings {
+                    config: s.clone(),
+                    token: self.token(&s.token_env),
+                    app_token: self.token(&s.app_token_env),
                 }),
             },
         }

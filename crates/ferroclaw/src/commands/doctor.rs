@@ -92,6 +92,22 @@ async fn check_channels(r: &mut Report, settings: &ferroclaw_config::settings::S
             (&cfg.dm_policy, cfg.allow_from.is_empty()),
         );
     }
+    if let Some(s) = &c.slack {
+        let probe = if s.config.enabled {
+            Some(ferroclaw_channels::slack::probe(s).await)
+        } else {
+            None
+        };
+        let cfg = &s.config;
+        report_channel(
+            r,
+            "slack",
+            probe,
+            &format!("{} and {}", cfg.token_env, cfg.app_token_env),
+            "the app's bot token (xoxb-…) and app-level token (xapp-…)",
+            (&cfg.dm_policy, cfg.allow_from.is_empty()),
+        );
+    }
 
     fn report_channel(
         r: &mut Report,
