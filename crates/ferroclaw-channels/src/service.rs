@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use ferroclaw_config::settings::{
-    ChannelsSettings, DiscordSettings, SlackSettings, TelegramSettings,
+    ChannelsSettings, DiscordSettings, SlackSettings, TelegramSettings, WhatsAppSettings,
 };
 use ferroclaw_config::DmPolicy;
 use ferroclaw_runtime::cron::RuntimeHost;
@@ -16,7 +16,7 @@ use tracing::warn;
 use crate::format::render;
 use crate::seam::{deliver, Outbound};
 use crate::status::{ChannelStatus, StatusCell};
-use crate::{discord, slack, telegram};
+use crate::{discord, slack, telegram, whatsapp};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -36,6 +36,7 @@ enum Platform {
     Telegram(TelegramSettings),
     Discord(DiscordSettings),
     Slack(SlackSettings),
+    WhatsApp(WhatsAppSettings, whatsapp::Link),
 }
 
 struct Running {
@@ -135,6 +136,18 @@ impl Channels {
                 platform: Platform::Slack(sl.clone()),
             });
         }
+        if let Some(wa) = &settings.whatsapp {
+            let c = &wa.config;
+            warn_about_policy(whatsapp::CHANNEL, &c.dm_policy, &c.allow_from);
+            let (out, link) = whatsapp::outbound(wa);
+            running.push(Running {
+                name: whatsapp::CHANNEL,
+                out: Ok(out),
+                status: Arc::new(StatusCell::new(whatsapp::CHANNEL, c.enabled)),
+                stop: Mutex::new(None),
+                platform: Platform::WhatsApp(wa.clone(), link),
+            });
+        }
         let channels = Arc::new(Channels {
             store,
             holder: format!("gw-{}", uuid::Uuid::now_v7()),
@@ -148,6 +161,7 @@ impl Channels {
                 Platform::Telegram(t) => t.config.enabled,
                 Platform::Discord(d) => d.config.enabled,
                 Platform::Slack(s) => s.config.enabled,
+                Platform::WhatsApp(w, _) => w.config.enabled,
             };
             if enabled {
                 channels.launch(r);
@@ -181,6 +195,9 @@ impl Channels {
             Platform::Telegram(t) => tokio::spawn(telegram::run(t.clone(), task)),
             Platform::Discord(d) => tokio::spawn(discord::run(d.clone(), task)),
             Platform::Slack(s) => tokio::spawn(slack::run(s.clone(), task)),
+            Platform::WhatsApp(w, link) => {
+                tokio::spawn(whatsapp::run(w.clone(), link.clone(), task))
+            }
         };
         let mut tasks = lock(&self.tasks);
         tasks.retain(|t| !t.is_finished());

@@ -10,6 +10,7 @@ pub struct ChannelsConfig {
     pub telegram: Option<TelegramConfig>,
     pub discord: Option<DiscordConfig>,
     pub slack: Option<SlackConfig>,
+    pub whatsapp: Option<WhatsAppConfig>,
 }
 
 /// Who may talk to the bot in direct messages.
@@ -104,7 +105,7 @@ impl TelegramConfig {
     /// `Err((field, why))` when these settings cannot work; `field` is relative to the
     /// channel.
     pub fn check(&self) -> Result<(), (String, String)> {
-        check_common(&self.token_env, &self.api_base_url, &self.bindings)?;
+        check_common(&self.token_env, Some(&self.api_base_url), &self.bindings)?;
         if !(1..=50).contains(&self.poll_timeout_seconds) {
             return Err((
                 "poll_timeout_seconds".into(),
@@ -170,7 +171,7 @@ impl Default for DiscordConfig {
 
 impl DiscordConfig {
     pub fn check(&self) -> Result<(), (String, String)> {
-        check_common(&self.token_env, &self.api_base_url, &self.bindings)?;
+        check_common(&self.token_env, Some(&self.api_base_url), &self.bindings)?;
         if !self.gateway_url.is_empty() && !is_url(&self.gateway_url, &["wss://", "ws://"]) {
             return Err((
                 "gateway_url".into(),
@@ -237,11 +238,72 @@ impl Default for SlackConfig {
 
 impl SlackConfig {
     pub fn check(&self) -> Result<(), (String, String)> {
-        check_common(&self.token_env, &self.api_base_url, &self.bindings)?;
+        check_common(&self.token_env, Some(&self.api_base_url), &self.bindings)?;
         if self.app_token_env.trim().is_empty() {
             return Err((
                 "app_token_env".into(),
                 "name the environment variable that holds the app-level token".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `channels.whatsapp`: WhatsApp through a bridge (a separate process speaking WhatsApp
+/// Web, e.g. on Baileys or whatsmeow) reached over a WebSocket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WhatsAppConfig {
+    pub enabled: bool,
+    #[serde(alias = "bridgeUrl")]
+    pub bridge_url: String,
+    /// The variable holding the bridge's shared secret, sent first when it is set.
+    #[serde(
+        alias = "tokenEnv",
+        alias = "bridgeTokenEnv",
+        alias = "bridge_token_env"
+    )]
+    pub token_env: String,
+    #[serde(alias = "dmPolicy")]
+    pub dm_policy: DmPolicy,
+    #[serde(alias = "groupPolicy")]
+    pub group_policy: GroupPolicy,
+    /// Phone numbers (with or without `+`) allowed in direct messages.
+    #[serde(alias = "allowFrom")]
+    pub allow_from: Vec<String>,
+    /// Group ids (`…@g.us`) the bot answers in under `group_policy: allowlist`.
+    #[serde(alias = "groupAllowFrom")]
+    pub group_allow_from: Vec<String>,
+    #[serde(alias = "requireMention")]
+    pub require_mention: bool,
+    pub agent: Option<String>,
+    pub bindings: Vec<ChannelBinding>,
+}
+
+impl Default for WhatsAppConfig {
+    fn default() -> Self {
+        WhatsAppConfig {
+            enabled: true,
+            bridge_url: "ws://127.0.0.1:3001".into(),
+            token_env: "WHATSAPP_BRIDGE_TOKEN".into(),
+            dm_policy: DmPolicy::Pairing,
+            group_policy: GroupPolicy::Open,
+            allow_from: Vec::new(),
+            group_allow_from: Vec::new(),
+            require_mention: true,
+            agent: None,
+            bindings: Vec::new(),
+        }
+    }
+}
+
+impl WhatsAppConfig {
+    pub fn check(&self) -> Result<(), (String, String)> {
+        check_common(&self.token_env, None, &self.bindings)?;
+        if !is_url(&self.bridge_url, &["ws://", "wss://"]) {
+            return Err((
+                "bridge_url".into(),
+                format!("expected a ws:// or wss:// URL, got `{}`", self.bridge_url),
             ));
         }
         Ok(())
@@ -258,7 +320,7 @@ fn is_url(url: &str, schemes: &[&str]) -> bool {
 /// What every channel needs: a token variable, an API URL, bindings naming agents.
 fn check_common(
     token_env: &str,
-    api_base_url: &str,
+    api_base_url: Option<&str>,
     bindings: &[ChannelBinding],
 ) -> Result<(), (String, String)> {
     let bad = |field: &str, why: String| Err((field.to_string(), why));
@@ -268,10 +330,10 @@ fn check_common(
             "name the environment variable that holds the bot token".into(),
         );
     }
-    if !is_url(api_base_url, &["https://", "http://"]) {
+    if let Some(url) = api_base_url.filter(|u| !is_url(u, &["https://", "http://"])) {
         return bad(
             "api_base_url",
-            format!("expected an http:// or https:// URL, got `{api_base_url}`"),
+            format!("expected an http:// or https:// URL, got `{url}`"),
         );
     }
     for (i, b) in bindings.iter().enumerate() {

@@ -360,6 +360,11 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
             return Err(invalid(format!("channels.slack.{field}"), message));
         }
     }
+    if let Some(wa) = &config.channels.whatsapp {
+        if let Err((field, message)) = wa.check() {
+            return Err(invalid(format!("channels.whatsapp.{field}"), message));
+        }
+    }
 
     let threshold = config.agents.defaults.compaction.threshold;
     if !(threshold > 0.0 && threshold <= 1.0) {

@@ -16,6 +16,7 @@ pub mod mcp;
 pub mod pg;
 pub mod slack;
 pub mod telegram;
+pub mod whatsapp;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

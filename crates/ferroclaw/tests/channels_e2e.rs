@@ -929,3 +929,154 @@ mod slack {
         assert!(!gw.stderr().contains(APP_TOKEN) && !gw.stderr().contains(BOT_TOKEN));
     }
 }
+
+mod whatsapp {
+    use super::*;
+    use ferroclaw_testkit::whatsapp::WhatsAppBridgeFake;
+
+    const ANN: &str = "15550000501@s.whatsapp.net";
+
+    async fn until(
+        fake: &WhatsAppBridgeFake,
+        chat: &str,
+        what: &str,
+        pred: impl Fn(&[String]) -> bool,
+    ) {
+        let ok = fake.wait_sent(chat, WAIT, pred).await;
+        assert!(ok, "{what}: {:?}", fake.sent_to(chat));
+    }
+
+    #[tokio::test]
+    async fn whatsapp_through_a_bridge_pairs_answers_and_reconnects() {
+        let fake = WhatsAppBridgeFake::start("15559990000", Some("bridge-secret")).await;
+        let gw = Gateway::start(
+            tempfile::tempdir().unwrap(),
+            ScriptedLlm::start().await.unwrap(),
+            &format!(
+                r#"channels: {{ whatsapp: {{ bridge_url: "{}" }} }},"#,
+                fake.url()
+            ),
+            &[("WHATSAPP_BRIDGE_TOKEN", "bridge-secret")],
+        )
+        .await;
+        assert!(fake.wait_connected(WAIT).await, "{}", gw.stderr());
+
+        fake.dm("15550000501", "Ann", "hello?");
+        fake.dm("15550000501", "Ann", "hello again");
+        fake.dm("15550000502", "Bob", "me too");
+        until(&fake, "15550000502@s.whatsapp.net", "bob's code", |m| {
+            m.len() == 1
+        })
+        .await;
+        assert_eq!(fake.sent_to(ANN).len(), 1, "{:?}", fake.sent_to(ANN));
+        let code = code_in(&fake.sent_to(ANN)[0]);
+        assert!(pairing_cli(&gw, &["approve", &code]).status.success());
+
+        // Split under 4,000 characters, in WhatsApp's marks.
+        let long: String = (0..150)
+            .map(|i| format!("Part {i}: **bold {i}** and _more_ words here.\n\n"))
+            .collect();
+        gw.llm.push(Reply::text(long));
+        fake.dm("15550000501", "Ann", "tell me a lot");
+        until(&fake, ANN, "the long answer", |m| {
+            m.last().is_some_and(|t| t.contains("Part 149:"))
+        })
+        .await;
+        let answer = &fake.sent_to(ANN)[1..];
+        assert!(answer.len() >= 2);
+        for t in answer {
+            assert!(t.chars().count() <= 4000);
+            assert!(!t.contains("**"), "{}", &t[..100]);
+        }
+        assert!(
+            answer[0].starts_with("Part 0: *bold 0* and _more_"),
+            "{}",
+            &answer[0][..60]
+        );
+
+        // Its own messages are not answered; group messages without a mention are
+        // remembered and given with the mention.
+        let asked = gw.llm.requests().len();
+        fake.from_me(ANN, "sent from the phone itself");
+        fake.group(
+            "1203630001@g.us",
+            "15550000501",
+            "we talk about apples",
+            false,
+        );
+        fake.group("1203630001@g.us", "15550000503", "and pears", false);
+        gw.llm.push(Reply::text("Apples and pears."));
+        fake.group(
+            "1203630001@g.us",
+            "15550000501",
+            "what was that about?",
+            true,
+        );
+        until(&fake, "1203630001@g.us", "the group answer", |m| {
+            !m.is_empty()
+        })
+        .await;
+        assert_eq!(
+            fake.sent_to("1203630001@g.us"),
+            vec!["Apples and pears.".to_string()]
+        );
+        assert_eq!(gw.llm.requests().len(), asked + 1);
+        let body = gw.llm.requests().last().unwrap().body.to_string();
+        assert!(
+            body.contains("apples") && body.contains("pears") && !body.contains("@15559990000"),
+            "{body}"
+        );
+
+        // `/stop` ends an answer being written; the rest never arrives.
+        gw.llm.push(
+            Reply::text("The first part, and then something too late")
+                .chunk_size(4)
+                .hang_after(5),
+        );
+        let n = fake.sent_to(ANN).len();
+        fake.dm("15550000501", "Ann", "think hard");
+        let asked_again = tokio::time::timeout(WAIT, gw.llm.wait_for_requests(asked + 2)).await;
+        assert!(asked_again.is_ok(), "the model was not asked");
+        fake.dm("15550000501", "Ann", "/stop");
+        until(&fake, ANN, "stopped", |m| {
+            m.len() > n && m[n].contains("Stopped 1")
+        })
+        .await;
+
+        // The bridge goes away and comes back: the channel reconnects (and authenticates
+        // again) and answers.
+        fake.disconnect().await;
+        fake.restore().await.unwrap();
+        assert!(
+            fake.wait_connected(WAIT).await,
+            "no reconnection: {}",
+            gw.stderr()
+        );
+        gw.llm.push(Reply::text("back"));
+        let n = fake.sent_to(ANN).len();
+        fake.dm("15550000501", "Ann", "still there?");
+        until(&fake, ANN, "after the outage", |m| m.len() > n).await;
+        assert_eq!(fake.sent_to(ANN)[n], "back");
+        assert!(!fake.sent_to(ANN).iter().any(|t| t.contains("too late")));
+        let (connections, most, refused) = fake.connections();
+        assert_eq!((connections, most, refused), (2, 1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_bridge_that_wants_another_token_refuses_the_channel() {
+        let fake = WhatsAppBridgeFake::start("15559990000", Some("bridge-secret")).await;
+        let gw = Gateway::start(
+            tempfile::tempdir().unwrap(),
+            ScriptedLlm::start().await.unwrap(),
+            &format!(
+                r#"channels: {{ whatsapp: {{ bridge_url: "{}" }} }},"#,
+                fake.url()
+            ),
+            &[("WHATSAPP_BRIDGE_TOKEN", "wrong")],
+        )
+        .await;
+        assert!(fake.wait_refused(WAIT).await, "{}", gw.stderr());
+        assert!(!fake.connected());
+        assert!(!gw.stderr().contains("wrong\""));
+    }
+}

@@ -16,6 +16,10 @@ pub fn to_slack_mrkdwn(markdown: &str) -> String {
     Writer::new(Flavor::Mrkdwn).write(markdown)
 }
 
+pub fn to_whatsapp(markdown: &str) -> String {
+    Writer::new(Flavor::WhatsApp).write(markdown)
+}
+
 pub fn to_plain(markdown: &str) -> String {
     Writer::new(Flavor::Plain).write(markdown)
 }
@@ -24,6 +28,8 @@ pub fn to_plain(markdown: &str) -> String {
 enum Flavor {
     Html,
     Mrkdwn,
+    /// Slack's marks without its escapes or links (WhatsApp shows URLs as they are).
+    WhatsApp,
     Plain,
 }
 
@@ -69,7 +75,7 @@ impl Writer {
     fn mark(&mut self, html: &str, mrkdwn: &str) {
         match self.flavor {
             Flavor::Html => self.out.push_str(html),
-            Flavor::Mrkdwn => self.out.push_str(mrkdwn),
+            Flavor::Mrkdwn | Flavor::WhatsApp => self.out.push_str(mrkdwn),
             Flavor::Plain => {}
         }
     }
@@ -88,7 +94,7 @@ impl Writer {
                     }
                 }
             }
-            Flavor::Plain => self.out.push_str(s),
+            Flavor::WhatsApp | Flavor::Plain => self.out.push_str(s),
         }
     }
 
@@ -203,7 +209,7 @@ impl Writer {
                 let as_tag = match self.flavor {
                     Flavor::Html => safe_link(&url),
                     Flavor::Mrkdwn => safe_link(&url) && !url.contains(['|', '>', '<']),
-                    Flavor::Plain => false,
+                    Flavor::WhatsApp | Flavor::Plain => false,
                 };
                 if as_tag && self.flavor == Flavor::Html {
                     self.out.push_str("<a href=\"");

@@ -8,7 +8,7 @@ mod split;
 #[cfg(test)]
 mod tests;
 
-pub use markdown::{to_plain, to_slack_mrkdwn, to_telegram_html};
+pub use markdown::{to_plain, to_slack_mrkdwn, to_telegram_html, to_whatsapp};
 pub use split::split_text;
 
 /// Which markup a platform speaks.
@@ -19,6 +19,8 @@ pub enum Markup {
     Markdown,
     /// Slack's mrkdwn (`*bold*`, `_italic_`, `<url|text>`); its limit counts the markup.
     SlackMrkdwn,
+    /// WhatsApp's marks (`*bold*`, `_italic_`, `~strike~`, monospace).
+    WhatsApp,
     Plain,
 }
 
@@ -55,6 +57,7 @@ fn render_into(markdown: &str, markup: Markup, limit: usize, cut: usize, out: &m
             Markup::TelegramHtml => to_telegram_html(&piece),
             Markup::Markdown => piece.trim().to_string(),
             Markup::SlackMrkdwn => to_slack_mrkdwn(&piece),
+            Markup::WhatsApp => to_whatsapp(&piece),
             Markup::Plain => plain.clone(),
         };
         // Telegram counts the text it shows; a Markdown platform counts what is sent.

@@ -67,11 +67,13 @@ pub struct ChannelsSettings {
     pub telegram: Option<TelegramSettings>,
     pub discord: Option<DiscordSettings>,
     pub slack: Option<SlackSettings>,
+    pub whatsapp: Option<WhatsAppSettings>,
 }
 
 pub type TelegramSettings = ChannelSettings<crate::TelegramConfig>;
 pub type DiscordSettings = ChannelSettings<crate::DiscordConfig>;
 pub type SlackSettings = ChannelSettings<crate::SlackConfig>;
+pub type WhatsAppSettings = ChannelSettings<crate::WhatsAppConfig>;
 
 /// One channel's settings and its token, read from the variable the settings name.
 #[derive(Clone)]

@@ -89,6 +89,11 @@ impl LoadedConfig {
                     token: self.token(&s.token_env),
                     app_token: self.token(&s.app_token_env),
                 }),
+                whatsapp: cfg.channels.whatsapp.as_ref().map(|w| ChannelSettings {
+                    config: w.clone(),
+                    token: self.token(&w.token_env),
+                    app_token: None,
+                }),
             },
         }
     }

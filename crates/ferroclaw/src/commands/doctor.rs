@@ -71,8 +71,10 @@ async fn check_channels(r: &mut Report, settings: &ferroclaw_config::settings::S
             r,
             "telegram",
             probe,
-            &cfg.token_env,
-            "the token @BotFather gave",
+            &format!(
+                "set {} to the token @BotFather gave (check channels.telegram.api_base_url)",
+                cfg.token_env
+            ),
             (&cfg.dm_policy, cfg.allow_from.is_empty()),
         );
     }
@@ -87,8 +89,10 @@ async fn check_channels(r: &mut Report, settings: &ferroclaw_config::settings::S
             r,
             "discord",
             probe,
-            &cfg.token_env,
-            "the bot token from the Developer Portal",
+            &format!(
+                "set {} to the bot token from the Developer Portal (check channels.discord.api_base_url)",
+                cfg.token_env
+            ),
             (&cfg.dm_policy, cfg.allow_from.is_empty()),
         );
     }
@@ -103,8 +107,25 @@ async fn check_channels(r: &mut Report, settings: &ferroclaw_config::settings::S
             r,
             "slack",
             probe,
-            &format!("{} and {}", cfg.token_env, cfg.app_token_env),
-            "the app's bot token (xoxb-…) and app-level token (xapp-…)",
+            &format!(
+                "set {} to the bot token (xoxb-…) and {} to the app-level token (xapp-…)",
+                cfg.token_env, cfg.app_token_env
+            ),
+            (&cfg.dm_policy, cfg.allow_from.is_empty()),
+        );
+    }
+    if let Some(w) = &c.whatsapp {
+        let probe = if w.config.enabled {
+            Some(ferroclaw_channels::whatsapp::probe(w).await)
+        } else {
+            None
+        };
+        let cfg = &w.config;
+        report_channel(
+            r,
+            "whatsapp",
+            probe,
+            "start the bridge, or point channels.whatsapp.bridge_url at it",
             (&cfg.dm_policy, cfg.allow_from.is_empty()),
         );
     }
@@ -113,17 +134,13 @@ async fn check_channels(r: &mut Report, settings: &ferroclaw_config::settings::S
         r: &mut Report,
         name: &str,
         probe: Option<Result<String, String>>,
-        token_env: &str,
-        token_what: &str,
+        fix: &str,
         (dm_policy, nobody_allowed): (&DmPolicy, bool),
     ) {
         match probe {
             None => return r.ok(&format!("channel {name}: disabled")),
             Some(Ok(bot)) => r.ok(&format!("channel {name}: bot {bot}")),
-            Some(Err(e)) => r.fail(
-                &format!("channel {name}: {e}"),
-                &format!("set {token_env} to {token_what} (check channels.{name}.api_base_url)"),
-            ),
+            Some(Err(e)) => r.fail(&format!("channel {name}: {e}"), fix),
         }
         if matches!(dm_policy, DmPolicy::Pairing | DmPolicy::Allowlist) && nobody_allowed {
             r.warn(
