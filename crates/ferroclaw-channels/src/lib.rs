@@ -4,7 +4,7 @@
 //! `seam.rs` is what a platform gives and takes, `dispatch.rs` the platform-neutral
 //! rules (policies, pairing, sessions, group context, delivery), `format/` the answer in
 //! the platform's markup under its limit, `lease.rs` one instance per account,
-//! `telegram/`, `discord/`, `slack/` and `whatsapp.rs` the platforms, `service.rs` the channels of a process
+//! `telegram/`, `discord/`, `slack/`, `whatsapp.rs` and `zalo.rs` the platforms, `service.rs` the channels of a process
 //! (started with the gateway, listed, toggled).
 
 mod answer;
@@ -19,6 +19,7 @@ pub mod slack;
 mod status;
 pub mod telegram;
 pub mod whatsapp;
+pub mod zalo;
 
 pub use dispatch::now_ms;
 pub use service::{ChannelError, Channels};

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use ferroclaw_config::settings::{
     ChannelsSettings, DiscordSettings, SlackSettings, TelegramSettings, WhatsAppSettings,
+    ZaloSettings,
 };
 use ferroclaw_config::DmPolicy;
 use ferroclaw_runtime::cron::RuntimeHost;
@@ -16,7 +17,7 @@ use tracing::warn;
 use crate::format::render;
 use crate::seam::{deliver, Outbound};
 use crate::status::{ChannelStatus, StatusCell};
-use crate::{discord, slack, telegram, whatsapp};
+use crate::{discord, slack, telegram, whatsapp, zalo};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -37,6 +38,7 @@ enum Platform {
     Discord(DiscordSettings),
     Slack(SlackSettings),
     WhatsApp(WhatsAppSettings, whatsapp::Link),
+    Zalo(ZaloSettings),
 }
 
 struct Running {
@@ -148,6 +150,17 @@ impl Channels {
                 platform: Platform::WhatsApp(wa.clone(), link),
             });
         }
+        if let Some(z) = &settings.zalo {
+            let c = &z.config;
+            warn_about_policy(zalo::CHANNEL, &c.dm_policy, &c.allow_from);
+            running.push(Running {
+                name: zalo::CHANNEL,
+                out: zalo::outbound(z),
+                status: Arc::new(StatusCell::new(zalo::CHANNEL, c.enabled)),
+                stop: Mutex::new(None),
+                platform: Platform::Zalo(z.clone()),
+            });
+        }
         let channels = Arc::new(Channels {
             store,
             holder: format!("gw-{}", uuid::Uuid::now_v7()),
@@ -162,6 +175,7 @@ impl Channels {
                 Platform::Discord(d) => d.config.enabled,
                 Platform::Slack(s) => s.config.enabled,
                 Platform::WhatsApp(w, _) => w.config.enabled,
+                Platform::Zalo(z) => z.config.enabled,
             };
             if enabled {
                 channels.launch(r);
@@ -198,6 +212,7 @@ impl Channels {
             Platform::WhatsApp(w, link) => {
                 tokio::spawn(whatsapp::run(w.clone(), link.clone(), task))
             }
+            Platform::Zalo(z) => tokio::spawn(zalo::run(z.clone(), task)),
         };
         let mut tasks = lock(&self.tasks);
         tasks.retain(|t| !t.is_finished());

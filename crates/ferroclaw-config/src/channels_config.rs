@@ -11,6 +11,7 @@ pub struct ChannelsConfig {
     pub discord: Option<DiscordConfig>,
     pub slack: Option<SlackConfig>,
     pub whatsapp: Option<WhatsAppConfig>,
+    pub zalo: Option<ZaloConfig>,
 }
 
 /// Who may talk to the bot in direct messages.
@@ -304,6 +305,58 @@ impl WhatsAppConfig {
             return Err((
                 "bridge_url".into(),
                 format!("expected a ws:// or wss:// URL, got `{}`", self.bridge_url),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `channels.zalo`: a Zalo bot (Zalo Bot Platform), direct messages only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ZaloConfig {
+    pub enabled: bool,
+    /// The variable holding the bot token (`<bot id>:<secret>`, from Zalo Bot Creator).
+    #[serde(alias = "tokenEnv")]
+    pub token_env: String,
+    #[serde(alias = "apiBaseUrl")]
+    pub api_base_url: String,
+    #[serde(alias = "dmPolicy")]
+    pub dm_policy: DmPolicy,
+    /// Zalo user ids allowed to talk.
+    #[serde(alias = "allowFrom")]
+    pub allow_from: Vec<String>,
+    pub agent: Option<String>,
+    pub bindings: Vec<ChannelBinding>,
+    #[serde(alias = "pollTimeoutSeconds")]
+    pub poll_timeout_seconds: u64,
+}
+
+impl Default for ZaloConfig {
+    fn default() -> Self {
+        ZaloConfig {
+            enabled: true,
+            token_env: "ZALO_BOT_TOKEN".into(),
+            api_base_url: "https://bot-api.zaloplatforms.com".into(),
+            dm_policy: DmPolicy::Pairing,
+            allow_from: Vec::new(),
+            agent: None,
+            bindings: Vec::new(),
+            poll_timeout_seconds: 30,
+        }
+    }
+}
+
+impl ZaloConfig {
+    pub fn check(&self) -> Result<(), (String, String)> {
+        check_common(&self.token_env, Some(&self.api_base_url), &self.bindings)?;
+        if !(1..=50).contains(&self.poll_timeout_seconds) {
+            return Err((
+                "poll_timeout_seconds".into(),
+                format!(
+                    "expected 1 to 50 seconds, got {}",
+                    self.poll_timeout_seconds
+                ),
             ));
         }
         Ok(())

@@ -30,7 +30,7 @@ use serde_json::{json, Map, Value};
 
 pub use channels_config::{
     ChannelBinding, ChannelsConfig, DiscordConfig, DmPolicy, GroupPolicy, SlackConfig,
-    TelegramConfig, WhatsAppConfig,
+    TelegramConfig, WhatsAppConfig, ZaloConfig,
 };
 pub use env::Env;
 pub use error::ConfigError;

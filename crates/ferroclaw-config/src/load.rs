@@ -365,6 +365,11 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
             return Err(invalid(format!("channels.whatsapp.{field}"), message));
         }
     }
+    if let Some(za) = &config.channels.zalo {
+        if let Err((field, message)) = za.check() {
+            return Err(invalid(format!("channels.zalo.{field}"), message));
+        }
+    }
 
     let threshold = config.agents.defaults.compaction.threshold;
     if !(threshold > 0.0 && threshold <= 1.0) {

@@ -957,6 +957,11 @@ fn a_telegram_channel_is_checked_and_its_token_comes_from_the_environment() {
             "unknown",
         ),
         (
+            "{ channels: { zalo: { group_policy: \"open\" } } }",
+            "channels.zalo.group_policy",
+            "unknown",
+        ),
+        (
             "{ channels: { whatsapp: { bridge_url: \"http://127.0.0.1:3001\" } } }",
             "channels.whatsapp.bridge_url",
             "ws:// or wss://",

@@ -17,6 +17,7 @@ pub mod pg;
 pub mod slack;
 pub mod telegram;
 pub mod whatsapp;
+pub mod zalo;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

@@ -1080,3 +1080,104 @@ mod whatsapp {
         assert!(!gw.stderr().contains("wrong\""));
     }
 }
+
+mod zalo {
+    use super::*;
+    use ferroclaw_testkit::zalo::ZaloFake;
+
+    const TOKEN: &str = "1459232241454765289:fake-zalo-secret";
+
+    async fn until(fake: &ZaloFake, chat: &str, what: &str, pred: impl Fn(&[String]) -> bool) {
+        let ok = fake.wait_sent(chat, WAIT, pred).await;
+        assert!(ok, "{what}: {:?}", fake.sent_to(chat));
+    }
+
+    #[tokio::test]
+    async fn a_zalo_user_pairs_then_talks_and_polling_survives_an_outage() {
+        let fake = ZaloFake::start(TOKEN).await;
+        let gw = Gateway::start(
+            tempfile::tempdir().unwrap(),
+            ScriptedLlm::start().await.unwrap(),
+            &format!(
+                r#"channels: {{ zalo: {{ api_base_url: "{}", poll_timeout_seconds: 1 }} }},"#,
+                fake.base_url()
+            ),
+            &[("ZALO_BOT_TOKEN", TOKEN)],
+        )
+        .await;
+
+        fake.dm("u501", "Ann", "xin chào");
+        fake.dm("u501", "Ann", "again");
+        fake.dm("u502", "Bob", "me too");
+        until(&fake, "u502", "bob's code", |m| m.len() == 1).await;
+        assert_eq!(fake.sent_to("u501").len(), 1, "{:?}", fake.sent_to("u501"));
+        let code = code_in(&fake.sent_to("u501")[0]);
+        assert!(pairing_cli(&gw, &["approve", &code]).status.success());
+
+        // Plain text (Zalo shows no markup), split under 2,000 characters.
+        let long: String = (0..80)
+            .map(|i| format!("Part {i}: **bold {i}** words to read.\n\n"))
+            .collect();
+        gw.llm.push(Reply::text(long));
+        fake.dm("u501", "Ann", "tell me a lot");
+        until(&fake, "u501", "the long answer", |m| {
+            m.last().is_some_and(|t| t.contains("Part 79:"))
+        })
+        .await;
+        let answer = &fake.sent_to("u501")[1..];
+        assert!(answer.len() >= 2);
+        for t in answer {
+            assert!(
+                t.chars().count() <= 2000 && !t.contains("**"),
+                "{}",
+                &t[..60]
+            );
+        }
+        assert!(
+            !fake.calls_to("sendChatAction").is_empty(),
+            "no typing indicator"
+        );
+
+        // A 429 is waited out for its retry_after.
+        gw.llm.push(Reply::text("after the wait"));
+        fake.fail_next("sendMessage", 429, Some(1));
+        let n = fake.sent_to("u501").len();
+        fake.dm("u501", "Ann", "quick");
+        until(&fake, "u501", "after a 429", |m| m.len() > n).await;
+        assert_eq!(fake.sent_to("u501")[n], "after the wait");
+        let sends = fake.calls_to("sendMessage");
+        let refused = sends
+            .iter()
+            .position(|c| c.error_code == Some(429))
+            .unwrap();
+        assert!(sends[refused + 1].at.duration_since(sends[refused].at) >= Duration::from_secs(1));
+
+        // `/stop` ends an answer being written.
+        gw.llm.push(
+            Reply::text("The first part, and then something too late")
+                .chunk_size(4)
+                .hang_after(5),
+        );
+        let asked = gw.llm.requests().len();
+        fake.dm("u501", "Ann", "think hard");
+        let asked_again = tokio::time::timeout(WAIT, gw.llm.wait_for_requests(asked + 1)).await;
+        assert!(asked_again.is_ok());
+        let n = fake.sent_to("u501").len();
+        fake.dm("u501", "Ann", "/stop");
+        until(&fake, "u501", "stopped", |m| {
+            m.len() > n && m[n].contains("Stopped 1")
+        })
+        .await;
+
+        // The API goes away mid-poll and comes back: polling resumes, the message written
+        // meanwhile is answered.
+        fake.disconnect().await;
+        gw.llm.push(Reply::text("back"));
+        fake.dm("u501", "Ann", "still there?");
+        let n = fake.sent_to("u501").len();
+        fake.restore().await.unwrap();
+        until(&fake, "u501", "after the outage", |m| m.len() > n).await;
+        assert_eq!(fake.sent_to("u501")[n], "back");
+        assert!(!fake.sent_to("u501").iter().any(|t| t.contains("too late")));
+    }
+}

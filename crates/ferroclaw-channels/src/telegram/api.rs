@@ -18,16 +18,21 @@ const SEND_ATTEMPTS: u32 = 4;
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The API said no.
-    #[error("telegram {method}: {description} ({code})")]
+    #[error("{platform} {method}: {description} ({code})")]
     Api {
+        platform: &'static str,
         method: &'static str,
         code: u16,
         description: String,
         /// Seconds to wait, with 429.
         retry_after: Option<u64>,
     },
-    #[error("telegram {method}: {why}")]
-    Transport { method: &'static str, why: String },
+    #[error("{platform} {method}: {why}")]
+    Transport {
+        platform: &'static str,
+        method: &'static str,
+        why: String,
+    },
 }
 
 impl ApiError {
@@ -115,6 +120,8 @@ struct Parameters {
 
 #[derive(Clone)]
 pub struct Api {
+    /// Whose API this is (`telegram`, `zalo`: Zalo's Bot API has the same envelope).
+    platform: &'static str,
     http: reqwest::Client,
     /// `<base>/bot<token>`: a secret.
     root: String,
@@ -122,15 +129,25 @@ pub struct Api {
 
 impl Api {
     pub fn new(base_url: &str, token: &str) -> Result<Api, ApiError> {
+        Api::for_platform("telegram", base_url, token)
+    }
+
+    pub fn for_platform(
+        platform: &'static str,
+        base_url: &str,
+        token: &str,
+    ) -> Result<Api, ApiError> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ApiError::Transport {
+                platform,
                 method: "client",
                 why: e.without_url().to_string(),
             })?;
         Ok(Api {
+            platform,
             http,
             root: format!("{}/bot{token}", base_url.trim_end_matches('/')),
         })
@@ -144,6 +161,7 @@ impl Api {
         timeout: Duration,
     ) -> Result<T, ApiError> {
         let transport = |e: reqwest::Error| ApiError::Transport {
+            platform: self.platform,
             method,
             why: ferroclaw_types::error_chain(&e.without_url()),
         };
@@ -160,6 +178,7 @@ impl Api {
         while let Some(chunk) = resp.chunk().await.map_err(transport)? {
             if body.len() + chunk.len() > MAX_ANSWER {
                 return Err(ApiError::Transport {
+                    platform: self.platform,
                     method,
                     why: format!("answer larger than {MAX_ANSWER} bytes"),
                 });
@@ -168,11 +187,13 @@ impl Api {
         }
         let envelope: Envelope =
             serde_json::from_slice(&body).map_err(|e| ApiError::Transport {
+                platform: self.platform,
                 method,
                 why: format!("HTTP {status}, not a Bot API answer: {e}"),
             })?;
         if !envelope.ok {
             return Err(ApiError::Api {
+                platform: self.platform,
                 method,
                 code: envelope.error_code.unwrap_or(status),
                 description: envelope.description.unwrap_or_default(),
@@ -181,6 +202,7 @@ impl Api {
         }
         serde_json::from_value(envelope.result.unwrap_or(Value::Null)).map_err(|e| {
             ApiError::Transport {
+                platform: self.platform,
                 method,
                 why: format!("unexpected result: {e}"),
             }
@@ -272,6 +294,7 @@ impl Api {
         html: bool,
     ) -> Result<(), ApiError> {
         let id = message_id.parse::<i64>().map_err(|_| ApiError::Transport {
+            platform: self.platform,
             method: "editMessageText",
             why: format!("`{message_id}` is not a message id"),
         })?;

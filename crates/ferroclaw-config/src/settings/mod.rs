@@ -68,12 +68,14 @@ pub struct ChannelsSettings {
     pub discord: Option<DiscordSettings>,
     pub slack: Option<SlackSettings>,
     pub whatsapp: Option<WhatsAppSettings>,
+    pub zalo: Option<ZaloSettings>,
 }
 
 pub type TelegramSettings = ChannelSettings<crate::TelegramConfig>;
 pub type DiscordSettings = ChannelSettings<crate::DiscordConfig>;
 pub type SlackSettings = ChannelSettings<crate::SlackConfig>;
 pub type WhatsAppSettings = ChannelSettings<crate::WhatsAppConfig>;
+pub type ZaloSettings = ChannelSettings<crate::ZaloConfig>;
 
 /// One channel's settings and its token, read from the variable the settings name.
 #[derive(Clone)]

@@ -94,6 +94,11 @@ impl LoadedConfig {
                     token: self.token(&w.token_env),
                     app_token: None,
                 }),
+                zalo: cfg.channels.zalo.as_ref().map(|z| ChannelSettings {
+                    config: z.clone(),
+                    token: self.token(&z.token_env),
+                    app_token: None,
+                }),
             },
         }
     }

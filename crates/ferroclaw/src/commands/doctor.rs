@@ -129,6 +129,21 @@ async fn check_channels(r: &mut Report, settings: &ferroclaw_config::settings::S
             (&cfg.dm_policy, cfg.allow_from.is_empty()),
         );
     }
+    if let Some(z) = &c.zalo {
+        let probe = if z.config.enabled {
+            Some(ferroclaw_channels::zalo::probe(z).await)
+        } else {
+            None
+        };
+        let cfg = &z.config;
+        report_channel(
+            r,
+            "zalo",
+            probe,
+            &format!("set {} to the token Zalo Bot Creator gave", cfg.token_env),
+            (&cfg.dm_policy, cfg.allow_from.is_empty()),
+        );
+    }
 
     fn report_channel(
         r: &mut Report,
