@@ -4,12 +4,13 @@
 //! `seam.rs` is what a platform gives and takes, `dispatch.rs` the platform-neutral
 //! rules (policies, pairing, sessions, group context, delivery), `format/` the answer in
 //! the platform's markup under its limit, `lease.rs` one instance per account,
-//! `telegram/`, `discord/`, `slack/`, `whatsapp.rs` and `zalo.rs` the platforms, `service.rs` the channels of a process
+//! `telegram/`, `discord/`, `slack/`, `whatsapp.rs`, `zalo.rs` and `feishu/` the platforms, `service.rs` the channels of a process
 //! (started with the gateway, listed, toggled).
 
 mod answer;
 pub mod discord;
 pub mod dispatch;
+pub mod feishu;
 pub mod format;
 mod lease;
 pub mod pairing;
@@ -22,5 +23,5 @@ pub mod whatsapp;
 pub mod zalo;
 
 pub use dispatch::now_ms;
-pub use service::{ChannelError, Channels};
+pub use service::{ChannelError, Channels, WebhookError};
 pub use status::ChannelStatus;

@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use ferroclaw_config::settings::{
-    ChannelsSettings, DiscordSettings, SlackSettings, TelegramSettings, WhatsAppSettings,
-    ZaloSettings,
+    ChannelsSettings, DiscordSettings, FeishuSettings, SlackSettings, TelegramSettings,
+    WhatsAppSettings, ZaloSettings,
 };
 use ferroclaw_config::DmPolicy;
 use ferroclaw_runtime::cron::RuntimeHost;
@@ -17,7 +17,7 @@ use tracing::warn;
 use crate::format::render;
 use crate::seam::{deliver, Outbound};
 use crate::status::{ChannelStatus, StatusCell};
-use crate::{discord, slack, telegram, whatsapp, zalo};
+use crate::{discord, feishu, slack, telegram, whatsapp, zalo};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -39,6 +39,28 @@ enum Platform {
     Slack(SlackSettings),
     WhatsApp(WhatsAppSettings, whatsapp::Link),
     Zalo(ZaloSettings),
+    Feishu(FeishuSettings, feishu::Inbox),
+}
+
+/// Why a delivery to a channel's event URL was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error("no channel `{0}` takes events here")]
+    Unknown(String),
+    #[error(transparent)]
+    Feishu(feishu::WebhookError),
+}
+
+impl WebhookError {
+    /// The HTTP status to answer with.
+    pub fn status(&self) -> u16 {
+        match self {
+            WebhookError::Unknown(_) => 404,
+            WebhookError::Feishu(feishu::WebhookError::Malformed(_)) => 400,
+            WebhookError::Feishu(feishu::WebhookError::Refused(_)) => 401,
+            WebhookError::Feishu(_) => 503,
+        }
+    }
 }
 
 struct Running {
@@ -161,6 +183,17 @@ impl Channels {
                 platform: Platform::Zalo(z.clone()),
             });
         }
+        if let Some(f) = &settings.feishu {
+            let c = &f.config;
+            warn_about_policy(feishu::CHANNEL, &c.dm_policy, &c.allow_from);
+            running.push(Running {
+                name: feishu::CHANNEL,
+                out: feishu::outbound(f),
+                status: Arc::new(StatusCell::new(feishu::CHANNEL, c.enabled)),
+                stop: Mutex::new(None),
+                platform: Platform::Feishu(f.clone(), Arc::new(Mutex::new(None))),
+            });
+        }
         let channels = Arc::new(Channels {
             store,
             holder: format!("gw-{}", uuid::Uuid::now_v7()),
@@ -176,6 +209,7 @@ impl Channels {
                 Platform::Slack(s) => s.config.enabled,
                 Platform::WhatsApp(w, _) => w.config.enabled,
                 Platform::Zalo(z) => z.config.enabled,
+                Platform::Feishu(f, _) => f.config.enabled,
             };
             if enabled {
                 channels.launch(r);
@@ -213,6 +247,7 @@ impl Channels {
                 tokio::spawn(whatsapp::run(w.clone(), link.clone(), task))
             }
             Platform::Zalo(z) => tokio::spawn(zalo::run(z.clone(), task)),
+            Platform::Feishu(f, inbox) => tokio::spawn(feishu::run(f.clone(), inbox.clone(), task)),
         };
         let mut tasks = lock(&self.tasks);
         tasks.retain(|t| !t.is_finished());
@@ -267,6 +302,20 @@ impl Channels {
         deliver(out.as_ref(), to, &chunks, None, None)
             .await
             .map_err(|e| ChannelError::Send(e.to_string()))
+    }
+
+    /// One delivery to a channel's event URL (`/channels/<name>/events`): the answer
+    /// to give the platform, or why the delivery is refused.
+    pub fn webhook(&self, name: &str, body: &[u8]) -> Result<serde_json::Value, WebhookError> {
+        let r = self
+            .running(name)
+            .map_err(|_| WebhookError::Unknown(name.to_string()))?;
+        match &r.platform {
+            Platform::Feishu(f, inbox) => {
+                feishu::accept(body, f.app_token.as_deref(), inbox).map_err(WebhookError::Feishu)
+            }
+            _ => Err(WebhookError::Unknown(name.to_string())),
+        }
     }
 
     /// Stops every channel; each gives its lease up so another instance takes over at

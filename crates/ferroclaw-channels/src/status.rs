@@ -11,7 +11,8 @@ use crate::dispatch::Handled;
 pub struct ChannelStatus {
     pub name: String,
     pub enabled: bool,
-    /// `starting`, `polling`, `standby` (another instance holds the account),
+    /// `starting`, `polling`, `connecting`, `connected`, `listening` (events come to the
+    /// gateway), `standby` (another instance holds the account),
     /// `reconnecting`, `conflict`, `failed`, `stopped` or `disabled`.
     pub state: &'static str,
     /// The bot's username once the platform told it.

@@ -12,6 +12,7 @@ pub struct ChannelsConfig {
     pub slack: Option<SlackConfig>,
     pub whatsapp: Option<WhatsAppConfig>,
     pub zalo: Option<ZaloConfig>,
+    pub feishu: Option<FeishuConfig>,
 }
 
 /// Who may talk to the bot in direct messages.
@@ -357,6 +358,78 @@ impl ZaloConfig {
                     "expected 1 to 50 seconds, got {}",
                     self.poll_timeout_seconds
                 ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `channels.feishu`: a Feishu (or Lark) app receiving events at the gateway's
+/// `/channels/feishu/events` and answering with message cards.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FeishuConfig {
+    pub enabled: bool,
+    /// The app's id (`cli_…`; not a secret).
+    #[serde(alias = "appId")]
+    pub app_id: String,
+    /// The variable holding the app secret.
+    #[serde(alias = "tokenEnv", alias = "appSecretEnv", alias = "app_secret_env")]
+    pub token_env: String,
+    /// The variable holding the event subscription's verification token.
+    #[serde(alias = "verificationTokenEnv")]
+    pub verification_token_env: String,
+    /// `https://open.feishu.cn` (Feishu) or `https://open.larksuite.com` (Lark).
+    #[serde(alias = "apiBaseUrl")]
+    pub api_base_url: String,
+    #[serde(alias = "dmPolicy")]
+    pub dm_policy: DmPolicy,
+    #[serde(alias = "groupPolicy")]
+    pub group_policy: GroupPolicy,
+    /// Users allowed in direct messages: open ids (`ou_…`).
+    #[serde(alias = "allowFrom")]
+    pub allow_from: Vec<String>,
+    /// Group chat ids (`oc_…`) the bot answers in under `group_policy: allowlist`.
+    #[serde(alias = "groupAllowFrom")]
+    pub group_allow_from: Vec<String>,
+    #[serde(alias = "requireMention")]
+    pub require_mention: bool,
+    pub agent: Option<String>,
+    pub bindings: Vec<ChannelBinding>,
+}
+
+impl Default for FeishuConfig {
+    fn default() -> Self {
+        FeishuConfig {
+            enabled: true,
+            app_id: String::new(),
+            token_env: "FEISHU_APP_SECRET".into(),
+            verification_token_env: "FEISHU_VERIFICATION_TOKEN".into(),
+            api_base_url: "https://open.feishu.cn".into(),
+            dm_policy: DmPolicy::Pairing,
+            group_policy: GroupPolicy::Open,
+            allow_from: Vec::new(),
+            group_allow_from: Vec::new(),
+            require_mention: true,
+            agent: None,
+            bindings: Vec::new(),
+        }
+    }
+}
+
+impl FeishuConfig {
+    pub fn check(&self) -> Result<(), (String, String)> {
+        check_common(&self.token_env, Some(&self.api_base_url), &self.bindings)?;
+        if self.app_id.trim().is_empty() {
+            return Err((
+                "app_id".into(),
+                "name the app (its id starts with cli_)".into(),
+            ));
+        }
+        if self.verification_token_env.trim().is_empty() {
+            return Err((
+                "verification_token_env".into(),
+                "name the environment variable that holds the verification token".into(),
             ));
         }
         Ok(())

@@ -29,8 +29,8 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 pub use channels_config::{
-    ChannelBinding, ChannelsConfig, DiscordConfig, DmPolicy, GroupPolicy, SlackConfig,
-    TelegramConfig, WhatsAppConfig, ZaloConfig,
+    ChannelBinding, ChannelsConfig, DiscordConfig, DmPolicy, FeishuConfig, GroupPolicy,
+    SlackConfig, TelegramConfig, WhatsAppConfig, ZaloConfig,
 };
 pub use env::Env;
 pub use error::ConfigError;

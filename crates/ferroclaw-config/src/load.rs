@@ -370,6 +370,11 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
             return Err(invalid(format!("channels.zalo.{field}"), message));
         }
     }
+    if let Some(fs) = &config.channels.feishu {
+        if let Err((field, message)) = fs.check() {
+            return Err(invalid(format!("channels.feishu.{field}"), message));
+        }
+    }
 
     let threshold = config.agents.defaults.compaction.threshold;
     if !(threshold > 0.0 && threshold <= 1.0) {

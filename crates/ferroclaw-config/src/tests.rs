@@ -957,6 +957,11 @@ fn a_telegram_channel_is_checked_and_its_token_comes_from_the_environment() {
             "unknown",
         ),
         (
+            "{ channels: { feishu: { } } }",
+            "channels.feishu.app_id",
+            "cli_",
+        ),
+        (
             "{ channels: { zalo: { group_policy: \"open\" } } }",
             "channels.zalo.group_policy",
             "unknown",

@@ -40,7 +40,8 @@ const DRAIN_MARGIN: Duration = Duration::from_secs(5);
 
 /// Every route. Every request, `/health` and `/ws` included, passes
 /// [`access::browser_guard`] (Host, Origin, JSON bodies); `/health` needs no token, `/ws`
-/// takes it in `connect`, everything else passes [`http::guard`].
+/// takes it in `connect`, `/channels/{name}/events` is checked by the channel with the
+/// platform's token, everything else passes [`http::guard`].
 pub fn router(state: Arc<AppState>) -> Router {
     let guarded = Router::new()
         .route("/metrics", get(http::health::metrics))
@@ -91,6 +92,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/health", get(http::health::health))
         // WebSocket auth happens in `connect`, per protocol.
         .route("/ws", get(ws::upgrade))
+        // A platform's events prove themselves with the platform's token.
+        .route(
+            "/channels/{name}/events",
+            post(http::channel_events::handle),
+        )
         .merge(guarded)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(from_fn_with_state(state.clone(), access::browser_guard))

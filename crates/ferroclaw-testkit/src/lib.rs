@@ -12,6 +12,7 @@ mod killable;
 mod openai;
 
 pub mod discord;
+pub mod feishu;
 pub mod mcp;
 pub mod pg;
 pub mod slack;

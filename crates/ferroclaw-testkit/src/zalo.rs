@@ -74,6 +74,15 @@ impl ZaloFake {
 
     /// A text message from user `from` in their chat with the bot; returns its id.
     pub fn dm(&self, from: &str, name: &str, text: &str) -> String {
+        self.message(from, name, text, false)
+    }
+
+    /// A message from another bot (Zalo marks it `is_bot`).
+    pub fn from_bot(&self, from: &str, text: &str) -> String {
+        self.message(from, "a bot", text, true)
+    }
+
+    fn message(&self, from: &str, name: &str, text: &str, is_bot: bool) -> String {
         let mut st = lock(&self.shared.state);
         st.next += 1;
         let n = st.next;
@@ -82,7 +91,7 @@ impl ZaloFake {
             "event_name": "message.text.received",
             "message": {"message_id": id, "date": 1_764_000_000_000_u64 + n, "text": text,
                         "chat": {"id": from, "chat_type": "PRIVATE"},
-                        "from": {"id": from, "display_name": name, "is_bot": false}},
+                        "from": {"id": from, "display_name": name, "is_bot": is_bot}},
         }));
         drop(st);
         self.shared.updates_changed.notify_waiters();

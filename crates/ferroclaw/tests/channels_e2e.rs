@@ -1138,6 +1138,9 @@ mod zalo {
             "no typing indicator"
         );
 
+        // Another bot is never answered (nor given a code).
+        fake.from_bot("u900", "beep");
+
         // A 429 is waited out for its retry_after.
         gw.llm.push(Reply::text("after the wait"));
         fake.fail_next("sendMessage", 429, Some(1));
@@ -1179,5 +1182,199 @@ mod zalo {
         until(&fake, "u501", "after the outage", |m| m.len() > n).await;
         assert_eq!(fake.sent_to("u501")[n], "back");
         assert!(!fake.sent_to("u501").iter().any(|t| t.contains("too late")));
+        assert!(fake.sent_to("u900").is_empty(), "a bot was answered");
+    }
+}
+
+mod feishu {
+    use super::*;
+    use ferroclaw_testkit::feishu::{FeishuFake, Sent};
+
+    const APP: &str = "cli_a1b2c3d4e5";
+    const SECRET: &str = "fake-app-secret";
+    const VERIFY: &str = "fake-verification-token";
+
+    async fn until(fake: &FeishuFake, to: &str, what: &str, pred: impl Fn(&[Sent]) -> bool) {
+        let ok = fake.wait_sent(to, WAIT, pred).await;
+        assert!(ok, "{what}: {:?}", fake.sent_to(to));
+    }
+
+    fn settled(n: usize) -> impl Fn(&[Sent]) -> bool {
+        move |m: &[Sent]| m.len() >= n && m.iter().all(|m| m.text != "Thinking…")
+    }
+
+    #[tokio::test]
+    async fn feishu_events_are_verified_answered_in_cards_and_never_twice() {
+        let fake = FeishuFake::start(APP, SECRET, VERIFY).await;
+        let gw = Gateway::start(
+            tempfile::tempdir().unwrap(),
+            ScriptedLlm::start().await.unwrap(),
+            &format!(
+                r#"channels: {{ feishu: {{ app_id: "{APP}", api_base_url: "{}" }} }},"#,
+                fake.api_base_url()
+            ),
+            &[
+                ("FEISHU_APP_SECRET", SECRET),
+                ("FEISHU_VERIFICATION_TOKEN", VERIFY),
+            ],
+        )
+        .await;
+        let url = format!("{}/channels/feishu/events", gw.base);
+
+        // The URL check is answered with the challenge; a forged one is refused, and so
+        // is an event with the wrong token, with the reason and without the gateway token.
+        let deadline = Instant::now() + WAIT;
+        let (status, answer) = loop {
+            let (status, answer) = fake.url_check(&url, VERIFY, "c-42").await;
+            if status != 503 || Instant::now() > deadline {
+                break (status, answer);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!((status, answer), (200, json!({"challenge": "c-42"})));
+        let (status, answer) = fake.url_check(&url, "forged", "c-43").await;
+        assert_eq!(status, 401);
+        assert!(
+            answer.to_string().contains("wrong verification token"),
+            "{answer}"
+        );
+        let mut forged = fake.event("om_forged", "ou_ann", None, "hi", false, "user");
+        forged["header"]["token"] = json!("forged");
+        assert_eq!(fake.post(&url, &forged).await.0, 401);
+        let (status, answer) = fake.post(&url, &json!({"encrypt": "AAAA"})).await;
+        assert_eq!(status, 400);
+        assert!(answer.to_string().contains("Encrypt Key"), "{answer}");
+        // Wait until the channel takes events (it first checks the app's credentials).
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let (status, _) = fake.deliver(&url, "ou_zed", None, "knock", false).await;
+            if status == 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "events never taken: {status}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        // Pairing: one code per stranger; approval by the CLI.
+        let ann_chat = "oc_p2p_ou_ann";
+        fake.deliver(&url, "ou_ann", None, "hello?", false).await;
+        fake.deliver(&url, "ou_ann", None, "hello again", false)
+            .await;
+        fake.deliver(&url, "ou_bob", None, "me too", false).await;
+        until(&fake, "oc_p2p_ou_bob", "bob's code", |m| m.len() == 1).await;
+        assert_eq!(fake.sent_to(ann_chat).len(), 1);
+        let code = code_in(&fake.sent_to(ann_chat)[0].text);
+        assert!(pairing_cli(&gw, &["approve", &code]).status.success());
+
+        // An answer in Markdown cards: "Thinking…" first, updated into the answer, the
+        // rest in further cards under 4,000 characters; a retried event is answered once.
+        let long: String = (0..120)
+            .map(|i| format!("Part {i}: **bold {i}** and more words.\n\n"))
+            .collect();
+        gw.llm.push(Reply::text(long));
+        let (status, id) = fake
+            .deliver(&url, "ou_ann", None, "tell me a lot", false)
+            .await;
+        assert_eq!(status, 200);
+        let again = fake.event(&id, "ou_ann", None, "tell me a lot", false, "user");
+        assert_eq!(fake.post(&url, &again).await.0, 200);
+        until(&fake, ann_chat, "the long answer", |m| {
+            m.last().is_some_and(|s| s.text.contains("Part 119:"))
+        })
+        .await;
+        let answer: Vec<Sent> = fake.sent_to(ann_chat).into_iter().skip(1).collect();
+        assert!(answer.len() >= 2);
+        assert_eq!(answer[0].reply_to.as_deref(), Some(id.as_str()));
+        assert!(
+            answer[0].updates >= 1 && answer[0].text.starts_with("Part 0: **bold 0**"),
+            "{:?}",
+            answer[0]
+        );
+        for s in &answer {
+            assert_eq!(s.tag, "markdown");
+            assert!(s.text.encode_utf16().count() <= 4000);
+        }
+        assert_eq!(
+            gw.llm.requests().len(),
+            1,
+            "the retried event was answered again"
+        );
+
+        // Rate limits are waited out; an expired tenant token is fetched again.
+        gw.llm.push(Reply::text("after the wait"));
+        fake.rate_limit_next(1);
+        fake.expire_tokens();
+        let n = fake.sent_to(ann_chat).len();
+        fake.deliver(&url, "ou_ann", None, "quick", false).await;
+        until(&fake, ann_chat, "after a 429", settled(n + 1)).await;
+        assert_eq!(fake.sent_to(ann_chat)[n].text, "after the wait");
+        let calls = fake.calls();
+        let limited = calls.iter().position(|c| c.status == 429).unwrap();
+        let next = calls[limited + 1..]
+            .iter()
+            .find(|c| c.what != "token")
+            .unwrap();
+        assert!(next.at.duration_since(calls[limited].at) >= Duration::from_secs(1));
+
+        // Groups: unmentioned messages remembered, the bot's own (an app) ignored, the
+        // mention answered with the context.
+        let asked = gw.llm.requests().len();
+        fake.deliver(
+            &url,
+            "ou_ann",
+            Some("oc_group"),
+            "we talk about apples",
+            false,
+        )
+        .await;
+        fake.deliver(&url, "ou_carl", Some("oc_group"), "and pears", false)
+            .await;
+        let own = fake.event(
+            "om_own",
+            fake.bot_open_id(),
+            Some("oc_group"),
+            "I am the bot",
+            true,
+            "app",
+        );
+        fake.post(&url, &own).await;
+        gw.llm.push(Reply::text("Apples and pears."));
+        fake.deliver(
+            &url,
+            "ou_ann",
+            Some("oc_group"),
+            "what was that about?",
+            true,
+        )
+        .await;
+        until(&fake, "oc_group", "the group answer", settled(1)).await;
+        assert_eq!(fake.sent_to("oc_group")[0].text, "Apples and pears.");
+        assert_eq!(gw.llm.requests().len(), asked + 1);
+        let body = gw.llm.requests().last().unwrap().body.to_string();
+        assert!(
+            body.contains("apples") && body.contains("pears") && !body.contains("@_user_1"),
+            "{body}"
+        );
+
+        // `/stop` ends an answer being written; the card says so.
+        gw.llm.push(
+            Reply::text("The first part of a long answer, and then something too late")
+                .chunk_size(4)
+                .hang_after(10),
+        );
+        let n = fake.sent_to(ann_chat).len();
+        fake.deliver(&url, "ou_ann", None, "think hard", false)
+            .await;
+        until(&fake, ann_chat, "the draft", |m| {
+            m.len() > n && m[n].text.starts_with("The first part")
+        })
+        .await;
+        fake.deliver(&url, "ou_ann", None, "/stop", false).await;
+        until(&fake, ann_chat, "stopped", |m| {
+            m.len() > n + 1
+                && m[n + 1].text.contains("Stopped 1")
+                && m[n].text.ends_with("(stopped)")
+        })
+        .await;
     }
 }

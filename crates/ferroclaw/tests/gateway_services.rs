@@ -35,7 +35,7 @@ pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 pub(crate) struct Gateway {
     pub(crate) child: tokio::process::Child,
-    base: String,
+    pub(crate) base: String,
     ws_url: String,
     pub(crate) home: tempfile::TempDir,
     pub(crate) llm: ScriptedLlm,

@@ -69,6 +69,7 @@ pub struct ChannelsSettings {
     pub slack: Option<SlackSettings>,
     pub whatsapp: Option<WhatsAppSettings>,
     pub zalo: Option<ZaloSettings>,
+    pub feishu: Option<FeishuSettings>,
 }
 
 pub type TelegramSettings = ChannelSettings<crate::TelegramConfig>;
@@ -76,6 +77,7 @@ pub type DiscordSettings = ChannelSettings<crate::DiscordConfig>;
 pub type SlackSettings = ChannelSettings<crate::SlackConfig>;
 pub type WhatsAppSettings = ChannelSettings<crate::WhatsAppConfig>;
 pub type ZaloSettings = ChannelSettings<crate::ZaloConfig>;
+pub type FeishuSettings = ChannelSettings<crate::FeishuConfig>;
 
 /// One channel's settings and its token, read from the variable the settings name.
 #[derive(Clone)]
@@ -83,7 +85,7 @@ pub struct ChannelSettings<C> {
     pub config: C,
     /// The value of `token_env` (`None`: not set, the channel cannot start).
     pub token: Option<String>,
-    /// A platform's second secret: Slack's app-level token.
+    /// A platform's second secret: Slack's app-level token, Feishu's verification token.
     pub app_token: Option<String>,
 }
 

@@ -99,6 +99,11 @@ impl LoadedConfig {
                     token: self.token(&z.token_env),
                     app_token: None,
                 }),
+                feishu: cfg.channels.feishu.as_ref().map(|f| ChannelSettings {
+                    config: f.clone(),
+                    token: self.token(&f.token_env),
+                    app_token: self.token(&f.verification_token_env),
+                }),
             },
         }
     }

@@ -2,6 +2,7 @@
 //! agent and session → [`crate::runs::start`] → answer as JSON or SSE.
 
 pub mod agents;
+pub mod channel_events;
 pub mod chat_completions;
 pub mod health;
 pub mod mcp_servers;

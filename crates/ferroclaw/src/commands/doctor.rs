@@ -144,6 +144,24 @@ async fn check_channels(r: &mut Report, settings: &ferroclaw_config::settings::S
             (&cfg.dm_policy, cfg.allow_from.is_empty()),
         );
     }
+    if let Some(f) = &c.feishu {
+        let probe = if f.config.enabled {
+            Some(ferroclaw_channels::feishu::probe(f).await)
+        } else {
+            None
+        };
+        let cfg = &f.config;
+        report_channel(
+            r,
+            "feishu",
+            probe,
+            &format!(
+                "set {} to the app secret and {} to the event subscription's verification token (check channels.feishu.app_id)",
+                cfg.token_env, cfg.verification_token_env
+            ),
+            (&cfg.dm_policy, cfg.allow_from.is_empty()),
+        );
+    }
 
     fn report_channel(
         r: &mut Report,
