@@ -12,6 +12,7 @@ pub mod discord;
 pub mod dispatch;
 pub mod feishu;
 pub mod format;
+mod http;
 mod lease;
 pub mod pairing;
 pub mod seam;

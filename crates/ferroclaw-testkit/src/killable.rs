@@ -112,22 +112,41 @@ impl AsyncWrite for KillableIo {
 /// sees one. Dropping it stops the server.
 pub(crate) struct Served {
     pub(crate) port: u16,
-    app: axum::Router,
+    /// The app for one serving: it gets the token that ends this serving (long polls
+    /// answer at once then, so the cut connection fails now).
+    app: AppFor,
     server: std::sync::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
 }
+
+type AppFor = Box<dyn Fn(CancellationToken) -> axum::Router + Send + Sync>;
 
 impl Served {
     /// Serves `app` on 127.0.0.1:`port` (0: a free one).
     pub(crate) async fn start(port: u16, app: axum::Router) -> io::Result<Served> {
+        Served::start_with(port, move |_| app.clone()).await
+    }
+
+    /// Serves the app `app` builds for each serving (see [`Served::app`]).
+    pub(crate) async fn start_with(
+        port: u16,
+        app: impl Fn(CancellationToken) -> axum::Router + Send + Sync + 'static,
+    ) -> io::Result<Served> {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let port = listener.local_addr()?.port();
         let served = Served {
             port,
             server: std::sync::Mutex::new(None),
-            app,
+            app: Box::new(app),
         };
         served.serve(listener);
         Ok(served)
+    }
+
+    pub(crate) fn is_up(&self) -> bool {
+        self.server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     fn serve(&self, listener: TcpListener) {
@@ -137,7 +156,7 @@ impl Served {
             kill: kill.clone(),
         };
         let signal = kill.clone().cancelled_owned();
-        let app = self.app.clone();
+        let app = (self.app)(kill.clone());
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app)
                 .with_graceful_shutdown(signal)

@@ -24,11 +24,9 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::Response;
 use axum::Router;
 use serde_json::{json, Map, Value};
-use tokio::net::TcpListener;
 
-use crate::killable::KillableListener;
+use crate::killable::Served;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Telegram's limit for a message text, in UTF-16 code units after entity parsing.
@@ -395,32 +393,12 @@ impl Drop for PollSlot<'_> {
     }
 }
 
-struct Server {
-    kill: CancellationToken,
-    task: JoinHandle<()>,
-}
-
-/// Held only by the handles (never by the server), so the last handle's drop
-/// stops the server.
-struct Lifecycle {
-    port: u16,
-    server: Mutex<Option<Server>>,
-}
-
-impl Drop for Lifecycle {
-    fn drop(&mut self) {
-        if let Some(server) = lock(&self.server).take() {
-            server.kill.cancel();
-        }
-    }
-}
-
 /// A running fake Bot API for one bot. Clones share the server and its state;
 /// dropping the last clone stops the server without waiting.
 #[derive(Clone)]
 pub struct TelegramFake {
     shared: Arc<Shared>,
-    life: Arc<Lifecycle>,
+    life: Arc<Served>,
 }
 
 impl std::fmt::Debug for TelegramFake {
@@ -428,7 +406,7 @@ impl std::fmt::Debug for TelegramFake {
         f.debug_struct("TelegramFake")
             .field("port", &self.life.port)
             .field("username", &self.shared.username)
-            .field("up", &lock(&self.life.server).is_some())
+            .field("up", &self.life.is_up())
             .finish()
     }
 }
@@ -460,15 +438,17 @@ impl TelegramFake {
             calls_changed: Notify::new(),
             updates_changed: Notify::new(),
         });
-        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-        let port = listener.local_addr()?.port();
-        let server = serve(listener, shared.clone());
+        let app_state = shared.clone();
+        let served = Served::start_with(port, move |kill| {
+            Router::new().fallback(handle).with_state(App {
+                shared: app_state.clone(),
+                kill,
+            })
+        })
+        .await?;
         Ok(TelegramFake {
             shared,
-            life: Arc::new(Lifecycle {
-                port,
-                server: Mutex::new(Some(server)),
-            }),
+            life: Arc::new(served),
         })
     }
 
@@ -647,27 +627,13 @@ impl TelegramFake {
     /// refused, until [`TelegramFake::restore`]. Updates, messages and calls are
     /// kept.
     pub async fn disconnect(&self) {
-        let server = lock(&self.life.server).take();
-        if let Some(server) = server {
-            server.kill.cancel();
-            let _ = server.task.await;
-        }
+        self.life.disconnect().await;
     }
 
     /// Serves again on the same port with the same state after
     /// [`TelegramFake::disconnect`]; a no-op while serving.
     pub async fn restore(&self) -> io::Result<()> {
-        if lock(&self.life.server).is_some() {
-            return Ok(());
-        }
-        let listener = TcpListener::bind(("127.0.0.1", self.life.port)).await?;
-        let server = serve(listener, self.shared.clone());
-        // Only another restore racing this one could have put a server there.
-        let raced = lock(&self.life.server).replace(server);
-        if let Some(raced) = raced {
-            raced.kill.cancel();
-        }
-        Ok(())
+        self.life.restore().await
     }
 
     /// Stops serving, for every clone: open connections are cut (not answered)
@@ -750,28 +716,6 @@ struct App {
     /// This server instance's end: long polls answer at once so the cut
     /// connection fails now, not when the poll would have timed out.
     kill: CancellationToken,
-}
-
-fn serve(listener: TcpListener, shared: Arc<Shared>) -> Server {
-    let kill = CancellationToken::new();
-    let app = Router::new().fallback(handle).with_state(App {
-        shared,
-        kill: kill.clone(),
-    });
-    let listener = KillableListener {
-        inner: listener,
-        kill: kill.clone(),
-    };
-    let signal = kill.clone().cancelled_owned();
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(signal)
-            .await
-        {
-            eprintln!("telegram fake: server failed: {e}");
-        }
-    });
-    Server { kill, task }
 }
 
 async fn handle(State(app): State<App>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {

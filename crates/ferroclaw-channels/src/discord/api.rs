@@ -151,16 +151,9 @@ impl Api {
             .get("retry-after")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<f64>().ok());
-        let mut bytes = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(transport)? {
-            if bytes.len() + chunk.len() > MAX_ANSWER {
-                return Err(ApiError::Transport {
-                    what,
-                    why: format!("answer larger than {MAX_ANSWER} bytes"),
-                });
-            }
-            bytes.extend_from_slice(&chunk);
-        }
+        let bytes = crate::http::read_bounded(&mut resp, MAX_ANSWER)
+            .await
+            .map_err(|why| ApiError::Transport { what, why })?;
         if (200..300).contains(&status) {
             let body: &[u8] = if status == 204 || bytes.is_empty() {
                 b"null"

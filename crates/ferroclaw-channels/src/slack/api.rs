@@ -110,16 +110,9 @@ impl Api {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let mut bytes = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(transport)? {
-            if bytes.len() + chunk.len() > MAX_ANSWER {
-                return Err(ApiError::Transport {
-                    method,
-                    why: format!("answer larger than {MAX_ANSWER} bytes"),
-                });
-            }
-            bytes.extend_from_slice(&chunk);
-        }
+        let bytes = crate::http::read_bounded(&mut resp, MAX_ANSWER)
+            .await
+            .map_err(|why| ApiError::Transport { method, why })?;
         let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if status == 200 && value["ok"] == true {
             return serde_json::from_value(value).map_err(|e| ApiError::Transport {

@@ -174,17 +174,13 @@ impl Api {
             .await
             .map_err(transport)?;
         let status = resp.status().as_u16();
-        let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(transport)? {
-            if body.len() + chunk.len() > MAX_ANSWER {
-                return Err(ApiError::Transport {
-                    platform: self.platform,
-                    method,
-                    why: format!("answer larger than {MAX_ANSWER} bytes"),
-                });
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = crate::http::read_bounded(&mut resp, MAX_ANSWER)
+            .await
+            .map_err(|why| ApiError::Transport {
+                platform: self.platform,
+                method,
+                why,
+            })?;
         let envelope: Envelope =
             serde_json::from_slice(&body).map_err(|e| ApiError::Transport {
                 platform: self.platform,
