@@ -229,22 +229,11 @@ impl Dispatcher {
         match submitted {
             Err(e) => {
                 warn!(channel = self.channel, error = %e, "channel: run refused");
-                let _ = self
-                    .out
-                    .send(
-                        msg.reply_chat(),
-                        &format!("Sorry, I cannot answer now: {e}"),
-                        false,
-                        Some(&msg.message_id),
-                    )
-                    .await;
+                self.reply(msg, format!("Sorry, I cannot answer now: {e}"), true);
                 Handled::Failed(e.to_string())
             }
             Ok(Submitted::Command(text)) => {
-                let _ = self
-                    .out
-                    .send(msg.reply_chat(), &text, false, Some(&msg.message_id))
-                    .await;
+                self.reply(msg, text, true);
                 Handled::Command
             }
             Ok(Submitted::Run(handle)) => {
@@ -342,11 +331,24 @@ impl Dispatcher {
             due
         };
         if due {
-            if let Err(e) = self.out.send(msg.reply_chat(), &reply, false, None).await {
-                warn!(channel = self.channel, error = %e, "channel: pairing reply not sent");
-            }
+            self.reply(msg, reply, false);
         }
         Some(handled)
+    }
+
+    /// Sends a short plain answer on its own task: a platform that makes the bot wait
+    /// (a 429 waited out for up to a minute) must not hold up the next messages, the
+    /// connection's heartbeats or the account's lease.
+    fn reply(&self, msg: &Inbound, text: String, as_reply: bool) {
+        let out = self.out.clone();
+        let chat = msg.reply_chat().to_string();
+        let reply_to = as_reply.then(|| msg.message_id.clone());
+        let channel = self.channel;
+        tokio::spawn(async move {
+            if let Err(e) = out.send(&chat, &text, false, reply_to.as_deref()).await {
+                warn!(channel, error = %e, "channel: reply not sent");
+            }
+        });
     }
 
     fn remember(&self, msg: &Inbound) {

@@ -81,10 +81,33 @@ async fn a_telegram_stranger_pairs_then_talks_in_direct_and_group_chats() {
     .await;
 
     // A stranger gets a code, once, however often they write; nothing reaches the model.
+    // A code Telegram makes the bot wait to send (a 429) holds up nobody else: Bob's goes
+    // out while Ann's waits.
+    fake.fail_next(
+        "sendMessage",
+        429,
+        "Too Many Requests: retry after 3",
+        Some(3),
+    );
     fake.push_message(Incoming::dm(42, "ann", "hello?"));
     fake.push_message(Incoming::dm(42, "ann", "hello again"));
     fake.push_message(Incoming::dm(43, "bob", "me too"));
     let to_bob = sent_to(&fake, 43, 1).await;
+    sent_to(&fake, 42, 1).await;
+    let sends = fake.calls_to("sendMessage");
+    let waited = sends
+        .iter()
+        .find(|c| c.status == Some(429))
+        .map(|c| c.params["chat_id"].clone());
+    let accepted: Vec<_> = sends
+        .iter()
+        .filter(|c| c.status == Some(200))
+        .map(|c| c.params["chat_id"].clone())
+        .collect();
+    assert!(
+        waited.is_some() && accepted.last() == waited.as_ref(),
+        "{accepted:?}"
+    );
     let to_ann = texts(&fake, 42);
     assert_eq!(to_ann.len(), 1, "one reply per minute: {to_ann:?}");
     let code = code_in(&to_ann[0]);
