@@ -49,7 +49,7 @@ pub use schema::{
     McpConfig, McpServerConfig, ModelConfig, PromptMode, ProviderConfig, ProviderType,
     SessionConfig, SubagentsConfig, ToolMode,
 };
-pub use starter::starter_config;
+pub use starter::{needs_auto_tool_mode, starter_config};
 pub use tools_config::{InputGuardAction, ToolPolicyConfig, ToolProfile, ToolsConfig};
 pub use tools_exec_config::{
     forbidden_child_env, CustomToolConfig, ExecApprovalConfig, ExecLimitsConfig, ExecModeConfig,

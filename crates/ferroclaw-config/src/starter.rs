@@ -12,6 +12,13 @@ fn lit(s: &str) -> String {
 /// `base_url` is written when given, or commented out with the default for
 /// well-known providers. Never contains secrets: the comment says where keys go.
 pub fn starter_config(provider: &str, model: &str, base_url: Option<&str>) -> String {
+    // Reasoning models that often write tool calls as text (gpt-oss) get them read
+    // from the text too.
+    let tool_mode_line = if needs_auto_tool_mode(model) {
+        "      tool_mode: \"auto\",  // tool calls also read from the answer's text"
+    } else {
+        "      // tool_mode: \"native\",  // \"auto\" / \"intent\" for models without tool calling"
+    };
     let wk = well_known(provider);
     let kind = wk.map(|w| w.kind).unwrap_or(ProviderType::OpenaiCompat);
     let key_hint = match wk.and_then(|w| w.key_var) {
@@ -61,6 +68,7 @@ pub fn starter_config(provider: &str, model: &str, base_url: Option<&str>) -> St
     {provider_key}: {{
       type: {kind},
 {base_url_line}
+{tool_mode_line}
       // api_key_env: "MY_KEY_VARIABLE",
       timeout_seconds: 120,
       // models: [{{ id: {model_lit}, context_window: 128000 }}],
@@ -81,8 +89,14 @@ pub fn starter_config(provider: &str, model: &str, base_url: Option<&str>) -> St
 }}
 "#,
         provider_lit = lit(provider),
+        tool_mode_line = tool_mode_line,
         model_lit = lit(model),
         provider_key = lit(provider),
         kind = lit(kind.as_str()),
     )
+}
+
+/// Models known to write tool calls as text at times (the gpt-oss family).
+pub fn needs_auto_tool_mode(model: &str) -> bool {
+    model.to_ascii_lowercase().contains("gpt-oss")
 }

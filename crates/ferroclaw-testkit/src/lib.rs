@@ -343,7 +343,12 @@ impl std::fmt::Debug for ScriptedLlm {
 impl ScriptedLlm {
     /// Binds 127.0.0.1 on a random port and serves in a background task.
     pub async fn start() -> std::io::Result<ScriptedLlm> {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        ScriptedLlm::start_on(0).await
+    }
+
+    /// Serves on 127.0.0.1:`port`, e.g. where a local model server usually listens.
+    pub async fn start_on(port: u16) -> std::io::Result<ScriptedLlm> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {

@@ -275,8 +275,55 @@ async fn onboard_is_non_interactive_with_a_key_in_the_environment() {
         !out.status.success(),
         "an existing config is not overwritten without --force"
     );
+}
+
+#[tokio::test]
+async fn onboard_finds_a_local_server_when_no_key_is_set() {
+    // Nothing listens: no key, no server, a clear refusal.
+    let home = tempfile::tempdir().expect("tempdir");
     let out = ferroclaw(home.path(), &["onboard", "--non-interactive"], &[]).await;
     assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no local server answered"),
+        "{}",
+        stderr(&out)
+    );
+    // An LM Studio-like server on its usual port, with a gpt-oss model among others.
+    let llm = ScriptedLlm::start_on(1234)
+        .await
+        .expect("port 1234 (LM Studio's) is free for this test");
+    llm.set_models(vec!["llama-3.2-3b".into(), "openai/gpt-oss-20b".into()]);
+    let out = ferroclaw(home.path(), &["onboard", "--non-interactive"], &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("found a local server: lmstudio"),
+        "{}",
+        stderr(&out)
+    );
+    let cfg = std::fs::read_to_string(home.path().join("config.json5")).expect("config written");
+    assert!(cfg.contains("provider: \"lmstudio\""), "{cfg}");
+    assert!(cfg.contains("model: \"openai/gpt-oss-20b\""), "{cfg}");
+    assert!(
+        cfg.contains("base_url: \"http://127.0.0.1:1234/v1\""),
+        "{cfg}"
+    );
+    assert!(cfg.contains("tool_mode: \"auto\""), "{cfg}");
+    let out = ferroclaw(home.path(), &["config", "validate"], &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Not a gpt-oss model: the tool mode stays native (commented out).
+    let other = tempfile::tempdir().expect("tempdir");
+    let out = ferroclaw(
+        other.path(),
+        &["onboard", "--non-interactive", "--model", "llama-3.2-3b"],
+        &[],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cfg = std::fs::read_to_string(other.path().join("config.json5")).expect("config written");
+    assert!(
+        cfg.contains("model: \"llama-3.2-3b\"") && !cfg.contains("tool_mode: \"auto\""),
+        "{cfg}"
+    );
 }
 
 #[tokio::test]

@@ -9,6 +9,62 @@ use ferroclaw_config::{Env, LoadOptions};
 
 use crate::cli::{GlobalArgs, OnboardArgs};
 
+/// Local OpenAI-compatible servers looked for on their usual ports when no key is set.
+const LOCAL: [(&str, &str); 3] = [
+    ("ollama", "http://127.0.0.1:11434/v1"),
+    ("vllm", "http://127.0.0.1:8000/v1"),
+    ("lmstudio", "http://127.0.0.1:1234/v1"),
+];
+
+/// A local server that answered with its models.
+struct Local {
+    name: &'static str,
+    base_url: &'static str,
+    models: Vec<String>,
+}
+
+impl Local {
+    /// A gpt-oss model when there is one (it is what the executor and `tool_mode:
+    /// auto` are made for), else the first listed.
+    fn model(&self) -> Option<&str> {
+        self.models
+            .iter()
+            .find(|m| ferroclaw_config::needs_auto_tool_mode(m))
+            .or(self.models.first())
+            .map(String::as_str)
+    }
+}
+
+/// The first local server that lists at least one model (each asked for a second).
+async fn find_local() -> Option<Local> {
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(1))
+        .build()
+        .ok()?;
+    for (name, base_url) in LOCAL {
+        let Ok(resp) = http.get(format!("{base_url}/models")).send().await else {
+            continue;
+        };
+        let Ok(body) = resp.json::<serde_json::Value>().await else {
+            continue;
+        };
+        let models: Vec<String> = body["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["id"].as_str().map(str::to_string))
+            .collect();
+        if !models.is_empty() {
+            return Some(Local {
+                name,
+                base_url,
+                models,
+            });
+        }
+    }
+    None
+}
+
 /// Providers detected from the environment, in order of preference, with a default model.
 const DETECT: [(&str, &str, &str); 7] = [
     ("OPENAI_API_KEY", "openai", "gpt-4o-mini"),
@@ -41,41 +97,67 @@ pub async fn run(global: &GlobalArgs, args: OnboardArgs) -> anyhow::Result<ExitC
 
     let detected = DETECT.iter().find(|(var, _, _)| env.get(var).is_some());
     let interactive = !args.non_interactive && std::io::stdin().is_terminal();
-    let (provider, model) = match (&args.provider, &args.model, detected) {
-        (Some(p), Some(m), _) => (p.clone(), m.clone()),
-        (Some(p), None, _) => {
-            let default = DETECT
-                .iter()
-                .find(|(_, name, _)| name == p)
-                .map(|(_, _, m)| m.to_string());
-            match default {
-                Some(m) => (p.clone(), m),
-                None if interactive => (p.clone(), ask("Model id", None)?),
-                None => bail!("--model is required for provider `{p}`"),
+    let local = match (&args.provider, detected) {
+        (None, None) => find_local().await,
+        _ => None,
+    };
+    let mut base_url = args.base_url.clone();
+    let from_local = local
+        .as_ref()
+        .and_then(|found| found.model().map(|m| (found, m.to_string())));
+    let (provider, model) = if let Some((found, default_model)) = from_local {
+        let model = args.model.clone().unwrap_or(default_model);
+        eprintln!(
+            "found a local server: {} at {} (models: {}); using `{model}`",
+            found.name,
+            found.base_url,
+            found.models.join(", ")
+        );
+        base_url = base_url.or_else(|| Some(found.base_url.to_string()));
+        let model = if interactive {
+            ask("Model id", Some(&model))?
+        } else {
+            model
+        };
+        (found.name.to_string(), model)
+    } else {
+        match (&args.provider, &args.model, detected) {
+            (Some(p), Some(m), _) => (p.clone(), m.clone()),
+            (Some(p), None, _) => {
+                let default = DETECT
+                    .iter()
+                    .find(|(_, name, _)| name == p)
+                    .map(|(_, _, m)| m.to_string());
+                match default {
+                    Some(m) => (p.clone(), m),
+                    None if interactive => (p.clone(), ask("Model id", None)?),
+                    None => bail!("--model is required for provider `{p}`"),
+                }
             }
+            (None, m, Some((var, name, default_model))) => {
+                eprintln!("found {var}: using provider `{name}`");
+                (
+                    name.to_string(),
+                    m.clone().unwrap_or_else(|| default_model.to_string()),
+                )
+            }
+            (None, _, None) if interactive => {
+                let p = ask(
+                    "Provider (openai, anthropic, ollama, vllm, lmstudio, …)",
+                    Some("ollama"),
+                )?;
+                let m = ask("Model id", Some("gpt-oss:20b"))?;
+                (p, m)
+            }
+            (None, _, None) => bail!(
+                "no provider key found in the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY, …) \
+             and no local server answered (Ollama on 11434, vLLM on 8000, LM Studio on 1234); \
+             set a key, start a server, or pass --provider and --model"
+            ),
         }
-        (None, m, Some((var, name, default_model))) => {
-            eprintln!("found {var}: using provider `{name}`");
-            (
-                name.to_string(),
-                m.clone().unwrap_or_else(|| default_model.to_string()),
-            )
-        }
-        (None, _, None) if interactive => {
-            let p = ask(
-                "Provider (openai, anthropic, ollama, vllm, lmstudio, …)",
-                Some("ollama"),
-            )?;
-            let m = ask("Model id", Some("gpt-oss:20b"))?;
-            (p, m)
-        }
-        (None, _, None) => bail!(
-            "no provider key found in the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY, …); \
-             set one or pass --provider and --model"
-        ),
     };
 
-    let text = ferroclaw_config::starter_config(&provider, &model, args.base_url.as_deref());
+    let text = ferroclaw_config::starter_config(&provider, &model, base_url.as_deref());
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
