@@ -90,6 +90,29 @@ impl Lease {
         self.store.set_cursor(&self.key, &self.holder, cursor).await
     }
 
+    /// Awaits `work` (a long poll) while renewing the lease; `None` when the lease is
+    /// lost or `stop` is cancelled first (the work is dropped).
+    pub async fn while_held<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+        stop: &CancellationToken,
+    ) -> Option<T> {
+        tokio::pin!(work);
+        let mut renew =
+            tokio::time::interval_at(tokio::time::Instant::now() + RENEW_EVERY, RENEW_EVERY);
+        loop {
+            tokio::select! {
+                r = &mut work => return Some(r),
+                _ = renew.tick() => {
+                    if !self.renew().await {
+                        return None;
+                    }
+                }
+                () = stop.cancelled() => return None,
+            }
+        }
+    }
+
     /// Gives the account up so another instance takes over at once.
     pub async fn release(&self) {
         if let Err(e) = self.store.release_account(&self.key, &self.holder).await {

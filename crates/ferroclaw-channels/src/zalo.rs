@@ -15,7 +15,7 @@ use tracing::{info, warn};
 
 use crate::dispatch::ChannelPolicy;
 use crate::format::Markup;
-use crate::lease::{pause, RENEW_EVERY};
+use crate::lease::pause;
 use crate::seam::{Inbound, Outbound, SendError};
 use crate::service::Task;
 use crate::telegram::api::{Api, ApiError};
@@ -208,20 +208,7 @@ pub(crate) async fn run(settings: ZaloSettings, task: Task) {
         status.set_state("polling");
         let params = json!({"timeout": wait.as_secs().to_string()});
         let poll = api.call::<Update>("getUpdates", &params, wait + Duration::from_secs(15));
-        tokio::pin!(poll);
-        let mut renew = tokio::time::interval(RENEW_EVERY);
-        renew.tick().await;
-        let polled = loop {
-            tokio::select! {
-                r = &mut poll => break Some(r),
-                _ = renew.tick() => {
-                    if !lease.renew().await {
-                        break None;
-                    }
-                }
-                () = stop.cancelled() => break None,
-            }
-        };
+        let polled = lease.while_held(poll, &stop).await;
         let Some(result) = polled else {
             holding = false;
             continue;
