@@ -11,6 +11,7 @@ pub mod runner;
 pub mod sanitize;
 pub mod tool_intent;
 pub mod user_scope;
+mod watchdog;
 
 pub use events::{EventSink, NullSink};
 pub use runner::{

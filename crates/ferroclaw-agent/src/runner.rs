@@ -3,7 +3,7 @@
 //! but the session log it appends to.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ use ferroclaw_providers::{ChatRequest, ErrorKind, Provider, ProviderError, Strea
 use ferroclaw_store::{
     cap_tool_result, Incident, Issue, IssueKind, SessionLog, SessionStore, StoreError,
 };
-use ferroclaw_tools::{ToolContext, ToolRegistry};
+use ferroclaw_tools::{Progress, ToolContext, ToolRegistry};
 use ferroclaw_types::{
     AssistantMessage, ContentBlock, EntryBody, EventKind, Message, StopReason, ToolDefinition,
     ToolResultMessage, Usage,
@@ -26,6 +26,7 @@ use crate::history::{self, HistoryLimits};
 use crate::prompt::{self, PromptInput, PromptMode};
 use crate::sanitize::{is_silent, sanitize_output};
 use crate::tool_intent::{self, IntentSettings};
+use crate::watchdog::{self, Cause, Interrupt, Phase};
 use ferroclaw_config::settings::ToolMode;
 use ferroclaw_tools::{InputGuardAction, InputVerdict};
 
@@ -40,6 +41,8 @@ pub struct AgentSettings {
     pub model: String,
     pub max_iterations: u32,
     pub timeout: Duration,
+    /// Nothing progressed for this long: the run is cut short (see [`crate::watchdog`]).
+    pub stall_timeout: Option<Duration>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
     pub stream: bool,
@@ -144,6 +147,7 @@ impl AgentSettings {
         let history = ferroclaw_config::settings::HistorySettings::default();
         let limits = ferroclaw_config::settings::AgentLimitsSettings::default();
         let shared = ferroclaw_config::settings::SharedSettings::default();
+        let defaults = ferroclaw_config::AgentDefaults::default();
         Self {
             id: id.to_string(),
             name: id.to_string(),
@@ -151,7 +155,9 @@ impl AgentSettings {
             provider: provider.to_string(),
             model: model.to_string(),
             max_iterations: 20,
-            timeout: Duration::from_secs(600),
+            timeout: Duration::from_secs(defaults.timeout_seconds),
+            stall_timeout: Some(Duration::from_secs(defaults.stall_timeout_seconds))
+                .filter(|d| !d.is_zero()),
             max_tokens: None,
             temperature: None,
             stream: true,
@@ -210,6 +216,9 @@ pub enum RunError {
     Aborted,
     #[error("run timed out after {} s", .0.as_secs())]
     Timeout(Duration),
+    /// The stall watchdog cut the run short: nothing progressed for this long.
+    #[error("run stalled: nothing progressed for {} s (agents.defaults.stall_timeout_seconds); it was stopped and the session freed", .0.as_secs())]
+    Stalled(Duration),
     #[error("stopped after {0} iterations without a final answer")]
     IterationLimit(u32),
     /// The input guard (action `block`) refused the user's message.
@@ -241,6 +250,7 @@ impl RunError {
             RunError::Store(_) => "store_error",
             RunError::Aborted => "aborted",
             RunError::Timeout(_) => "timeout",
+            RunError::Stalled(_) => "stalled",
             RunError::IterationLimit(_) => "iteration_limit",
             RunError::InputBlocked(_) => "input_blocked",
             RunError::Workspace(_) => "workspace_error",
@@ -278,10 +288,13 @@ fn output_chars(content: &[ContentBlock]) -> usize {
         .sum()
 }
 
-/// How a run stopped early; decides what is written and which error is returned.
-enum Interrupt {
-    Aborted,
-    TimedOut,
+/// What a run's guards share with the loop: why it was cut short, what it was doing,
+/// its progress clock, and how many tool calls were cut short.
+struct RunGuards {
+    cause: Cause,
+    phase: Phase,
+    progress: Progress,
+    interrupted_tools: AtomicUsize,
 }
 
 impl Agent {
@@ -360,35 +373,70 @@ impl Agent {
         events: Arc<dyn EventSink>,
         cancel: CancellationToken,
     ) -> Result<RunOutput, RunError> {
-        let emitter = Emitter::new(run_id.clone(), events);
+        let progress = Progress::new();
+        let emitter = Arc::new(Emitter::new(run_id.clone(), events, progress.clone()));
         emitter.emit(EventKind::LifecycleStart {
             agent_id: self.settings.id.clone(),
             session_key: req.session_key.clone(),
             model: self.settings.model.clone(),
         });
 
-        // The time-out is just another reason to cancel; `timed_out` tells them apart.
+        // The time-out and the stall watchdog are just other reasons to cancel; the
+        // cause tells them apart.
         let run_cancel = cancel.child_token();
-        let timed_out = Arc::new(AtomicBool::new(false));
-        let timer = {
-            let token = run_cancel.clone();
-            let flag = timed_out.clone();
-            let limit = self.timeout_of(&req.options);
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = tokio::time::sleep(limit) => {
-                        flag.store(true, Ordering::SeqCst);
-                        token.cancel();
-                    }
-                    _ = token.cancelled() => {}
-                }
-            })
+        let guards = RunGuards {
+            cause: Cause::default(),
+            phase: Phase::default(),
+            progress,
+            interrupted_tools: AtomicUsize::new(0),
         };
+        let _timer = watchdog::spawn_timeout(
+            self.timeout_of(&req.options),
+            run_cancel.clone(),
+            guards.cause.clone(),
+        );
+        let _watchdog = self.settings.stall_timeout.map(|stall| {
+            let (emitter, phase, run_id) = (emitter.clone(), guards.phase.clone(), run_id.clone());
+            let agent = self.settings.id.clone();
+            watchdog::spawn_watchdog(
+                stall,
+                guards.progress.clone(),
+                run_cancel.clone(),
+                guards.cause.clone(),
+                move |idle| {
+                    tracing::warn!(
+                        run_id = %run_id,
+                        agent = %agent,
+                        idle_ms = idle.as_millis() as u64,
+                        waiting_on = phase.name(),
+                        "run stalled: nothing progressed; cutting it short"
+                    );
+                    emitter.emit(EventKind::RunStalled {
+                        idle_ms: idle.as_millis() as u64,
+                        waiting_on: phase.name().to_string(),
+                    });
+                },
+            )
+        });
 
         let result = self
-            .run_inner(&run_id, &req, user, &emitter, &run_cancel, &timed_out)
+            .run_inner(&run_id, &req, user, &emitter, &run_cancel, &guards)
             .await;
-        timer.abort();
+        drop(_watchdog);
+        drop(_timer);
+        if guards.cause.get() == Interrupt::Stalled {
+            let idle_ms = self
+                .settings
+                .stall_timeout
+                .map_or(0, |d| d.as_millis() as u64);
+            let interrupted_tools = guards.interrupted_tools.load(Ordering::SeqCst);
+            self.report_stall(&req.session_key, user, idle_ms, interrupted_tools)
+                .await;
+            emitter.emit(EventKind::RunRecovered {
+                idle_ms,
+                interrupted_tools,
+            });
+        }
 
         match &result {
             Ok(out) => emitter.emit(EventKind::LifecycleEnd {
@@ -413,7 +461,7 @@ impl Agent {
         on_behalf_of: Option<&str>,
         emitter: &Emitter,
         cancel: &CancellationToken,
-        timed_out: &AtomicBool,
+        guards: &RunGuards,
     ) -> Result<RunOutput, RunError> {
         let s = &self.settings;
         // Who the run is for is settled before anything is written.
@@ -461,6 +509,8 @@ impl Agent {
             user: run_user,
             acting_user: on_behalf_of.map(str::to_string),
             group_chat: req.options.group_chat,
+            progress: guards.progress.clone(),
+            run_id: run_id.to_string(),
         };
         let tool_defs = self.tools.definitions_for(&tool_ctx);
         let intent = &s.intent;
@@ -564,7 +614,9 @@ impl Agent {
                     StreamDelta::Reasoning(t) => {
                         emitter.emit(EventKind::ReasoningDelta { text: t })
                     }
-                    StreamDelta::ToolCallStart { .. } => {}
+                    StreamDelta::ToolCallStart { .. } | StreamDelta::ToolCallArguments { .. } => {
+                        guards.progress.tick()
+                    }
                     StreamDelta::Retrying {
                         attempt,
                         delay,
@@ -588,8 +640,8 @@ impl Agent {
                     Ok(r) => break (r, call_started.elapsed()),
                     Err(_) if cancel.is_cancelled() => {
                         let text = partial.into_inner().unwrap_or_default();
-                        let why = interrupt_of(timed_out);
-                        self.record_interrupted(&mut *log, &text, &answered_by, &why)
+                        let why = guards.cause.get();
+                        self.record_interrupted(&mut *log, &text, &answered_by, why)
                             .await?;
                         return Err(self.interrupt_error(why, &req.options));
                     }
@@ -794,6 +846,7 @@ impl Agent {
             }
             // Calls run concurrently within the run's and the process's slots; join_all
             // keeps results in call order. Every call gets exactly one result, refused or not.
+            guards.phase.set_tools(true);
             let results = join_all(calls.iter().enumerate().map(|(i, (id, name, args))| {
                 let run_slots = &run_slots;
                 let tool_ctx = &tool_ctx;
@@ -806,11 +859,18 @@ impl Agent {
                         );
                         return (refused, None);
                     }
-                    self.call_tool(id, name, args, tool_ctx, emitter, run_slots)
-                        .await
+                    let done = self
+                        .call_tool(id, name, args, tool_ctx, emitter, run_slots)
+                        .await;
+                    let failed = matches!(&done.0, Message::ToolResult(r) if r.is_error);
+                    if failed && tool_ctx.cancel.is_cancelled() {
+                        guards.interrupted_tools.fetch_add(1, Ordering::SeqCst);
+                    }
+                    done
                 }
             }))
             .await;
+            guards.phase.set_tools(false);
             let mut unavailable = None;
             for (result, ends_run) in results {
                 if unavailable.is_none() {
@@ -828,7 +888,7 @@ impl Agent {
             }
             if cancel.is_cancelled() {
                 log.flush().await?;
-                return Err(self.interrupt_error(interrupt_of(timed_out), &req.options));
+                return Err(self.interrupt_error(guards.cause.get(), &req.options));
             }
         }
 
@@ -1035,6 +1095,44 @@ impl Agent {
         });
     }
 
+    /// Records a stalled run as an incident (beside the integrity incidents, so `status`
+    /// and the dashboard list both).
+    async fn report_stall(
+        &self,
+        session_key: &str,
+        user: Option<&str>,
+        idle_ms: u64,
+        interrupted_tools: usize,
+    ) {
+        let key = match user {
+            Some(u) if self.settings.per_user_workspace => {
+                crate::user_scope::scoped_key(u, session_key)
+            }
+            _ => session_key.to_string(),
+        };
+        let incident = Incident {
+            timestamp: String::new(),
+            agent_id: Some(self.settings.id.clone()),
+            session_key: Some(key),
+            file: None,
+            issues: vec![Issue {
+                kind: IssueKind::StalledRun,
+                line: 0,
+                entry_id: None,
+                tool_call_id: None,
+                description: format!(
+                    "nothing progressed for {} s; the run was stopped, {interrupted_tools} tool call(s) recorded as interrupted, the session freed",
+                    idle_ms / 1000
+                ),
+            }],
+            action: "run_stalled".into(),
+            backup: None,
+        };
+        if let Err(e) = self.store.report_incident(incident).await {
+            tracing::warn!(error = %e, "could not record the stalled run");
+        }
+    }
+
     /// Summarises the older part of the session and appends a `compaction` entry.
     /// Returns whether the context changed. A failed summary is recorded in the
     /// transcript and the run goes on with the full history; the next run tries again.
@@ -1047,6 +1145,9 @@ impl Agent {
         cancel: &CancellationToken,
         state: &mut CompactionState,
     ) -> Result<bool, RunError> {
+        // The summary streams to no one, so it shows no progress; its provider's idle
+        // time-out and the run's time-out bound it instead of the stall watchdog.
+        let _summarising = tool_ctx.progress.hold();
         let s = &self.settings;
         let system = chat.system.as_deref().unwrap_or_default();
         let messages = &chat.messages;
@@ -1205,6 +1306,8 @@ impl Agent {
             user,
             acting_user: owner.clone(),
             group_chat: false,
+            progress: Default::default(),
+            run_id: String::new(),
         };
         let tool_defs = self.tools.definitions_for(&tool_ctx);
         let system = self
@@ -1242,6 +1345,9 @@ impl Agent {
         emitter: &Emitter,
         run_slots: &tokio::sync::Semaphore,
     ) -> (Message, Option<String>) {
+        // Waiting on other runs (for a slot, or for a run a session tool started) is not
+        // this run stalling; that run has a watchdog of its own.
+        let waiting = ctx.progress.hold();
         // Waiting for a slot must not outlive the run: an abort answers the call instead.
         let acquired = tokio::select! {
             biased;
@@ -1256,6 +1362,9 @@ impl Agent {
                 Some((run, process))
             } => permits,
         };
+        if !waits_on_other_runs(name) {
+            drop(waiting);
+        }
         let Some(_permits) = acquired else {
             let refused = self.refused_tool(
                 id,
@@ -1315,11 +1424,12 @@ impl Agent {
         log: &mut dyn SessionLog,
         partial_text: &str,
         answered_by: &(String, String),
-        why: &Interrupt,
+        why: Interrupt,
     ) -> Result<(), RunError> {
         let reason = match why {
             Interrupt::Aborted => "aborted",
             Interrupt::TimedOut => "timed out",
+            Interrupt::Stalled => "stalled: nothing progressed",
         };
         let mut content = Vec::new();
         if !partial_text.is_empty() {
@@ -1345,6 +1455,9 @@ impl Agent {
         match why {
             Interrupt::Aborted => RunError::Aborted,
             Interrupt::TimedOut => RunError::Timeout(self.timeout_of(options)),
+            Interrupt::Stalled => {
+                RunError::Stalled(self.settings.stall_timeout.unwrap_or_default())
+            }
         }
     }
 
@@ -1459,14 +1572,6 @@ struct CompactionState {
     truncated: bool,
     /// The memory flush runs at most once per compaction cycle.
     flushed: bool,
-}
-
-fn interrupt_of(timed_out: &AtomicBool) -> Interrupt {
-    if timed_out.load(Ordering::SeqCst) {
-        Interrupt::TimedOut
-    } else {
-        Interrupt::Aborted
-    }
 }
 
 /// Tools that only wait for another run (which needs process slots for its own tools)

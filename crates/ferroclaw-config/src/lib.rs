@@ -91,6 +91,8 @@ pub struct ResolvedAgent {
     pub temperature: Option<f32>,
     pub max_iterations: u32,
     pub timeout: Duration,
+    /// `None`: no stall watchdog.
+    pub stall_timeout: Option<Duration>,
     /// Tool allow list; `None` means every tool.
     pub tools: Option<Vec<String>>,
     /// The agent's level of the tool policy (`tools` as allow list, `tools_deny`,
@@ -305,6 +307,9 @@ impl LoadedConfig {
             temperature: d.temperature,
             max_iterations: a.max_iterations.unwrap_or(d.max_iterations),
             timeout: Duration::from_secs(a.timeout_seconds.unwrap_or(d.timeout_seconds)),
+            stall_timeout: Some(a.stall_timeout_seconds.unwrap_or(d.stall_timeout_seconds))
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs),
             tools: a.tools.clone(),
             tool_policy: a.tool_policy(),
             tool_policy_by_provider: a.tools_by_provider.clone(),

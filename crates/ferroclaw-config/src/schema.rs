@@ -141,6 +141,10 @@ pub struct AgentDefaults {
     pub context_window: u32,
     pub max_iterations: u32,
     pub timeout_seconds: u64,
+    /// A run in which nothing progressed (no stream delta, no tool output) for this
+    /// long is cut short and its session freed; waits on a person (exec approvals) or
+    /// on other runs do not count. 0 turns the watchdog off.
+    pub stall_timeout_seconds: u64,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
     pub prompt_mode: PromptMode,
@@ -282,6 +286,7 @@ impl Default for AgentDefaults {
             context_window: 128_000,
             max_iterations: 20,
             timeout_seconds: 600,
+            stall_timeout_seconds: 300,
             max_tokens: None,
             temperature: None,
             prompt_mode: PromptMode::Full,
@@ -320,6 +325,7 @@ pub struct AgentConfig {
     pub tools_by_provider: BTreeMap<String, crate::tools_config::ToolPolicyConfig>,
     pub max_iterations: Option<u32>,
     pub timeout_seconds: Option<u64>,
+    pub stall_timeout_seconds: Option<u64>,
     pub context_window: Option<u32>,
     pub prompt_mode: Option<PromptMode>,
     /// Overrides `agents.defaults.per_user_workspace` for this agent.

@@ -463,6 +463,14 @@ impl Executor {
                     acc.iterations
                 ),
             ),
+            RunError::Stalled(t) => ExecError::new(
+                ErrorCode::TimeoutExceeded,
+                format!(
+                    "run stalled: nothing progressed for {} s at iteration {}",
+                    t.as_secs_f64(),
+                    acc.iterations
+                ),
+            ),
             RunError::IterationLimit(n) => ExecError::new(
                 ErrorCode::MaxIterationsExceeded,
                 format!("max iterations ({n}) exceeded without completion"),

@@ -186,6 +186,12 @@ impl ApiError {
             RunError::Timeout(_) => {
                 Self::new(StatusCode::GATEWAY_TIMEOUT, "server_error", "timeout", msg)
             }
+            RunError::Stalled(_) => Self::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "server_error",
+                "run_stalled",
+                msg,
+            ),
             RunError::IterationLimit(_) => Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
@@ -301,7 +307,7 @@ impl WsError {
     pub fn from_run(e: &RunError) -> Self {
         let msg = e.to_string();
         match e {
-            RunError::Timeout(_) => Self::new(WsCode::AgentTimeout, msg),
+            RunError::Timeout(_) | RunError::Stalled(_) => Self::new(WsCode::AgentTimeout, msg),
             RunError::ContextBudget { .. } => Self::new(WsCode::FailedPrecondition, msg),
             RunError::Provider(_) if e.kind() == "context_overflow" => {
                 Self::new(WsCode::FailedPrecondition, msg)

@@ -207,14 +207,13 @@ impl Metrics {
 /// Every run of the gateway's runtime is counted, whoever started it (HTTP, WebSocket,
 /// a session tool).
 impl ferroclaw_runtime::RunObserver for Metrics {
-    fn run_started(&self, _agent_id: &str, _origin: ferroclaw_runtime::Origin) {
+    fn run_started(&self, _run: &ferroclaw_runtime::RunInfo) {
         Metrics::run_started(self);
     }
 
     fn run_finished(
         &self,
-        agent_id: &str,
-        _origin: ferroclaw_runtime::Origin,
+        run: &ferroclaw_runtime::RunInfo,
         result: &Result<ferroclaw_agent::RunOutput, ferroclaw_agent::RunError>,
         elapsed: std::time::Duration,
     ) {
@@ -231,10 +230,10 @@ impl ferroclaw_runtime::RunObserver for Metrics {
             }
             Err(e) => e.kind(),
         };
-        Metrics::run_finished(self, agent_id, outcome, elapsed.as_secs_f64());
+        Metrics::run_finished(self, &run.agent_id, outcome, elapsed.as_secs_f64());
     }
 
-    fn event(&self, event: &ferroclaw_types::RunEvent) {
+    fn event(&self, _run: &ferroclaw_runtime::RunInfo, event: &ferroclaw_types::RunEvent) {
         if let ferroclaw_types::EventKind::ToolResult { name, is_error, .. } = &event.kind {
             self.tool_call(name, *is_error);
         }

@@ -172,7 +172,7 @@ impl AppState {
         let runtime = Runtime::build(&settings, store, options)
             .map_err(|e| GatewayError::Runtime(Box::new(e)))?;
         let metrics = Arc::new(Metrics::new());
-        runtime.set_observer(metrics.clone());
+        runtime.add_observer(metrics.clone());
         let config = settings.gateway;
         let (auth, token) = credentials(&settings.home, &config)?;
         Ok(Arc::new(AppState {

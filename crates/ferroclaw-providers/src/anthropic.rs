@@ -576,6 +576,11 @@ async fn read_stream(s: StreamCtx<'_>) -> Result<Turn, ProviderError> {
                     (Block::Tool { json, .. }, BlockDelta::InputJsonDelta { partial_json }) => {
                         budget.take(partial_json.len())?;
                         json.push_str(&partial_json);
+                        if !partial_json.is_empty() {
+                            sink.delta(StreamDelta::ToolCallArguments {
+                                bytes: partial_json.len(),
+                            });
+                        }
                     }
                     // Deltas for blocks we do not model, or new delta kinds.
                     _ => {}

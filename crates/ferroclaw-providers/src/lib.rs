@@ -103,6 +103,11 @@ pub enum StreamDelta {
         id: String,
         name: String,
     },
+    /// More of a started tool call's arguments arrived (`bytes` of them): the model is
+    /// still writing, though nothing of it is shown yet.
+    ToolCallArguments {
+        bytes: usize,
+    },
     /// Attempt `attempt` failed with a transient fault; the call is tried again after
     /// `delay`. Nothing of the failed attempt reached the sink.
     Retrying {

@@ -584,6 +584,7 @@ fn apply_tool_fragment(
     if let Some(id) = id {
         call.id = id;
     }
+    let mut arg_bytes = 0;
     if let Some(f) = tc.function {
         if let Some(name) = f.name.filter(|n| !n.is_empty()) {
             budget.take(name.len())?;
@@ -597,6 +598,7 @@ fn apply_tool_fragment(
         };
         budget.take(args.len())?;
         call.args.push_str(&args);
+        arg_bytes = args.len();
     }
     if !call.announced && !call.name.is_empty() {
         call.announced = true;
@@ -606,6 +608,9 @@ fn apply_tool_fragment(
             id: call.id.clone(),
             name: call.name.clone(),
         });
+    }
+    if call.announced && arg_bytes > 0 {
+        sink.delta(StreamDelta::ToolCallArguments { bytes: arg_bytes });
     }
     Ok(())
 }

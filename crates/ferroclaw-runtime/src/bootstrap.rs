@@ -115,6 +115,7 @@ pub fn settings_for(agent: &cfg::AgentSettings, tool_slots: ToolSlots) -> AgentS
         model: agent.model().to_string(),
         max_iterations: agent.max_iterations,
         timeout: agent.timeout,
+        stall_timeout: agent.stall_timeout,
         max_tokens: agent.max_tokens,
         temperature: agent.temperature,
         stream: agent.stream,

@@ -4,7 +4,7 @@
 //! the same time), then runs the agent. Maintenance writes take the same door.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use ferroclaw_agent::{Agent, EventSink, RunError, RunOptions, RunOutput, RunRequest};
@@ -18,18 +18,31 @@ use crate::handle::{ChannelSink, RunFailure, RunHandle};
 use crate::origin::Origin;
 use crate::scheduler::{QueueMode, RunFn, Scheduler, Submission, SubmitError};
 
-/// Told about every run, whoever started it (the gateway's metrics).
+/// A run as its observers see it: whose, which session, from where, under which run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub agent_id: String,
+    /// The session key as stored (scoped to the user on a per-user agent).
+    pub session_key: String,
+    pub user: Option<String>,
+    pub origin: Origin,
+    /// The run whose tool started this one (a subagent, `sessions_send`).
+    pub parent_run_id: Option<String>,
+}
+
+/// Told about every run, whoever started it (the gateway's metrics, the trace
+/// collector, the record of stalled runs). Called inline from the run: must not block.
 pub trait RunObserver: Send + Sync {
-    fn run_started(&self, _agent_id: &str, _origin: Origin) {}
+    fn run_started(&self, _run: &RunInfo) {}
     fn run_finished(
         &self,
-        _agent_id: &str,
-        _origin: Origin,
+        _run: &RunInfo,
         _result: &Result<RunOutput, RunError>,
         _elapsed: Duration,
     ) {
     }
-    fn event(&self, _event: &RunEvent) {}
+    fn event(&self, _run: &RunInfo, _event: &RunEvent) {}
 }
 
 /// The scheduler's queue key: sessions of different agents never share a queue.
@@ -41,9 +54,12 @@ pub fn queue_key(agent_id: &str, stored_key: &str) -> String {
 pub(crate) struct Core {
     pub scheduler: Arc<Scheduler>,
     pub store: Arc<dyn SessionStore>,
-    observer: OnceLock<Arc<dyn RunObserver>>,
+    /// Each run takes a snapshot at its start (the list only grows at startup).
+    observers: RwLock<Vec<Arc<dyn RunObserver>>>,
     /// Every run's events, for the watchers of its session.
     pub watch: crate::watch::Watch,
+    /// The runs the stall watchdog cut short lately.
+    pub stalls: Arc<crate::stalls::Stalls>,
 }
 
 /// One agent run to submit.
@@ -56,20 +72,34 @@ pub(crate) struct RunSpec {
     pub mode: QueueMode,
     pub origin: Origin,
     pub options: RunOptions,
+    /// The run whose tool submits this one.
+    pub parent_run_id: Option<String>,
 }
 
 impl Core {
     pub fn new(scheduler: Arc<Scheduler>, store: Arc<dyn SessionStore>) -> Arc<Self> {
+        let stalls = Arc::new(crate::stalls::Stalls::default());
         Arc::new(Core {
             scheduler,
             store,
-            observer: OnceLock::new(),
+            observers: RwLock::new(vec![stalls.clone() as Arc<dyn RunObserver>]),
             watch: crate::watch::Watch::new(),
+            stalls,
         })
     }
 
-    pub fn set_observer(&self, observer: Arc<dyn RunObserver>) -> bool {
-        self.observer.set(observer).is_ok()
+    pub fn add_observer(&self, observer: Arc<dyn RunObserver>) {
+        self.observers
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(observer);
+    }
+
+    fn observers(&self) -> Vec<Arc<dyn RunObserver>> {
+        self.observers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Queues an agent run; never waits for it.
@@ -84,13 +114,14 @@ impl Core {
         let run = agent_run(AgentRun {
             agent: spec.agent,
             store: self.store.clone(),
-            observer: self.observer.get().cloned(),
+            observers: self.observers(),
             watch: self.watch.clone(),
             stored_key: stored.clone(),
             session_key: spec.session_key,
             user: spec.user,
             origin,
             options: spec.options,
+            parent_run_id: spec.parent_run_id,
         });
         self.enqueue(&agent_id, &stored, spec.message, spec.mode, origin, run)
     }
@@ -201,59 +232,58 @@ impl Core {
 struct AgentRun {
     agent: Arc<Agent>,
     store: Arc<dyn SessionStore>,
-    observer: Option<Arc<dyn RunObserver>>,
+    observers: Vec<Arc<dyn RunObserver>>,
     watch: crate::watch::Watch,
     stored_key: String,
     session_key: String,
     user: Option<String>,
     origin: Origin,
     options: RunOptions,
+    parent_run_id: Option<String>,
 }
 
 /// The closure the scheduler calls for an agent run: lease, observe, run.
 fn agent_run(r: AgentRun) -> RunFn {
-    let origin = r.origin;
+    let r = Arc::new(r);
     Arc::new(move |run_id, message, sink, cancel| {
-        let (agent, store, observer, watch, stored, key, user, options) = (
-            r.agent.clone(),
-            r.store.clone(),
-            r.observer.clone(),
-            r.watch.clone(),
-            r.stored_key.clone(),
-            r.session_key.clone(),
-            r.user.clone(),
-            r.options.clone(),
-        );
+        let r = r.clone();
         let fut: BoxFuture<'static, Result<RunOutput, RunError>> = Box::pin(async move {
-            let agent_id = agent.settings().id.clone();
-            let _lease = lease(&store, &agent_id, &stored, &cancel).await?;
+            let agent_id = r.agent.settings().id.clone();
+            let _lease = lease(&r.store, &agent_id, &r.stored_key, &cancel).await?;
             let started = Instant::now();
-            let sink: Arc<dyn EventSink> = match &observer {
-                Some(o) => {
-                    o.run_started(&agent_id, origin);
-                    Arc::new(ObservedSink {
-                        inner: sink,
-                        observer: o.clone(),
-                    })
-                }
-                None => sink,
-            };
-            let sink: Arc<dyn EventSink> = Arc::new(crate::watch::WatchedSink {
-                inner: sink,
-                watch,
+            let info = Arc::new(RunInfo {
+                run_id: run_id.clone(),
                 agent_id: agent_id.clone(),
-                stored_key: stored.clone(),
+                session_key: r.stored_key.clone(),
+                user: r.user.clone(),
+                origin: r.origin,
+                parent_run_id: r.parent_run_id.clone(),
+            });
+            for o in &r.observers {
+                o.run_started(&info);
+            }
+            let sink: Arc<dyn EventSink> = Arc::new(crate::watch::WatchedSink {
+                inner: Arc::new(ObservedSink {
+                    inner: sink,
+                    observers: r.observers.clone(),
+                    run: info.clone(),
+                }),
+                watch: r.watch.clone(),
+                agent_id: agent_id.clone(),
+                stored_key: r.stored_key.clone(),
             });
             let req = RunRequest {
-                session_key: key,
+                session_key: r.session_key.clone(),
                 message,
-                options,
+                options: r.options.clone(),
             };
-            let result = agent
-                .run_with_id(run_id, req, user.as_deref(), sink, cancel)
+            let result = r
+                .agent
+                .run_with_id(run_id, req, r.user.as_deref(), sink, cancel)
                 .await;
-            if let Some(o) = &observer {
-                o.run_finished(&agent_id, origin, &result, started.elapsed());
+            let elapsed = started.elapsed();
+            for o in &r.observers {
+                o.run_finished(&info, &result, elapsed);
             }
             result
         });
@@ -292,12 +322,15 @@ fn quiet_output(run_id: String) -> RunOutput {
 
 struct ObservedSink {
     inner: Arc<dyn EventSink>,
-    observer: Arc<dyn RunObserver>,
+    observers: Vec<Arc<dyn RunObserver>>,
+    run: Arc<RunInfo>,
 }
 
 impl EventSink for ObservedSink {
     fn emit(&self, event: RunEvent) {
-        self.observer.event(&event);
+        for o in &self.observers {
+            o.event(&self.run, &event);
+        }
         self.inner.emit(event);
     }
 }

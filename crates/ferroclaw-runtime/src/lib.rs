@@ -21,10 +21,11 @@ mod relay;
 mod runtime;
 pub mod scheduler;
 pub mod session_tools;
+pub mod stalls;
 mod tenants;
 mod watch;
 
-pub use door::{queue_key, RunObserver};
+pub use door::{queue_key, RunInfo, RunObserver};
 pub use ferroclaw_agent::RunOptions;
 pub use handle::{Aborter, RunFailure, RunHandle};
 pub use origin::Origin;

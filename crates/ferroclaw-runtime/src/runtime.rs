@@ -296,9 +296,14 @@ impl Runtime {
         self.mcp_servers.as_ref()
     }
 
-    /// Tells `observer` about every run from now on (set once; `false` if already set).
-    pub fn set_observer(&self, observer: Arc<dyn RunObserver>) -> bool {
-        self.core.set_observer(observer)
+    /// Tells `observer` about every run from now on.
+    pub fn add_observer(&self, observer: Arc<dyn RunObserver>) {
+        self.core.add_observer(observer)
+    }
+
+    /// The runs the stall watchdog cut short lately, newest first.
+    pub fn recent_stalls(&self) -> Vec<crate::stalls::StalledRun> {
+        self.core.stalls.recent()
     }
 
     /// The configured agents (users' agents: [`Runtime::visible_agents`]).
@@ -410,6 +415,7 @@ impl Runtime {
             mode: s.mode,
             origin: s.origin,
             options: s.options,
+            parent_run_id: None,
         })?;
         Ok(Submitted::Run(handle))
     }

@@ -364,7 +364,7 @@ impl SessionHub {
         session_key: &str,
         user: Option<&str>,
         message: String,
-        origin: Origin,
+        from: StartedBy,
         cancel: CancellationToken,
     ) -> Result<String, String> {
         let handle = self
@@ -375,8 +375,9 @@ impl SessionHub {
                 user: user.map(str::to_string),
                 message,
                 mode: QueueMode::Queue,
-                origin,
+                origin: from.origin,
                 options: Default::default(),
+                parent_run_id: from.parent_run_id,
             })
             .map_err(|e| e.to_string())?;
         let aborter = handle.aborter();
@@ -398,7 +399,7 @@ impl SessionHub {
         agent: Agent,
         info: SubagentInfo,
         message: String,
-        origin: Origin,
+        from: StartedBy,
         cancel: CancellationToken,
     ) {
         let hub = self.clone();
@@ -409,7 +410,7 @@ impl SessionHub {
                     info.client_key(),
                     info.user.as_deref(),
                     message,
-                    origin,
+                    from,
                     cancel.clone(),
                 )
                 .await;
@@ -683,7 +684,7 @@ impl SessionTool {
                 &key,
                 caller(ctx),
                 message,
-                Origin::SessionsSend,
+                StartedBy::tool(ctx, Origin::SessionsSend),
                 ctx.cancel.child_token(),
             )
             .await
@@ -772,7 +773,7 @@ impl SessionTool {
                         info.client_key(),
                         info.user.as_deref(),
                         task,
-                        Origin::SessionsSpawn,
+                        StartedBy::tool(ctx, Origin::SessionsSpawn),
                         cancel.clone(),
                     )
                     .await;
@@ -789,8 +790,13 @@ impl SessionTool {
                     info.id,
                     info.client_key()
                 );
-                self.hub
-                    .start_background(agent, info, task, Origin::SessionsSpawn, cancel);
+                self.hub.start_background(
+                    agent,
+                    info,
+                    task,
+                    StartedBy::tool(ctx, Origin::SessionsSpawn),
+                    cancel,
+                );
                 Ok(reply)
             }
         }
@@ -851,8 +857,13 @@ impl SessionTool {
                     "Subagent {} ({}) is working on the follow-up; its result will be posted here.",
                     next.label, next.id
                 );
-                self.hub
-                    .start_background(agent, next, message, Origin::SubagentSteer, cancel);
+                self.hub.start_background(
+                    agent,
+                    next,
+                    message,
+                    StartedBy::tool(ctx, Origin::SubagentSteer),
+                    cancel,
+                );
                 Ok(reply)
             }
             other => Err(format!(
@@ -898,6 +909,21 @@ async fn existing(
 }
 
 /// The user a call acts for, if its agent keeps users apart.
+/// Where a run a session tool submits comes from: its origin and the calling run.
+struct StartedBy {
+    origin: Origin,
+    parent_run_id: Option<String>,
+}
+
+impl StartedBy {
+    fn tool(ctx: &ToolContext, origin: Origin) -> Self {
+        Self {
+            origin,
+            parent_run_id: Some(ctx.run_id.clone()).filter(|id| !id.is_empty()),
+        }
+    }
+}
+
 fn caller(ctx: &ToolContext) -> Option<&str> {
     ctx.user.as_ref().map(|u| u.id.as_str())
 }

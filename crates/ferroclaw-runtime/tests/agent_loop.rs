@@ -2,6 +2,8 @@
 
 #[path = "agent_loop/limits.rs"]
 mod limits;
+#[path = "agent_loop/stall.rs"]
+mod stall;
 
 use std::sync::Arc;
 

@@ -100,6 +100,8 @@ pub struct Reply {
     pub(crate) repeat: Option<(String, usize)>,
     /// Streamed repeated text goes out as one SSE event instead of one per piece.
     pub(crate) one_event: bool,
+    /// Streaming: the wait before each event.
+    pub(crate) pace: Option<Duration>,
 }
 
 impl Reply {
@@ -118,6 +120,7 @@ impl Reply {
             finish: None,
             repeat: None,
             one_event: false,
+            pace: None,
         }
     }
 
@@ -216,6 +219,13 @@ impl Reply {
     /// Wait this long before sending the response headers.
     pub fn delay(mut self, d: Duration) -> Reply {
         self.delay = Some(d);
+        self
+    }
+
+    /// Streaming: wait `d` before each event, so a long answer arrives slowly but
+    /// steadily.
+    pub fn pace(mut self, d: Duration) -> Reply {
+        self.pace = Some(d);
         self
     }
 
@@ -633,7 +643,7 @@ fn render(
             Protocol::OpenAi => "data: {\"choices\": [{\"delta\": {not json\n\n",
             Protocol::Anthropic => "event: content_block_delta\ndata: {\"type\": not json\n\n",
         };
-        let body = body_stream(shared, events, reply.fault, malformed);
+        let body = body_stream(shared, events, reply.fault, malformed, reply.pace);
         let mut resp = raw_response(StatusCode::OK, "text/event-stream", body);
         resp.headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -652,7 +662,7 @@ fn render(
             Body::from(chars[..chars.len() / 2].iter().collect::<String>())
         }
         Fault::Malformed => Body::from("{\"id\": \"scripted\", this is not json"),
-        Fault::Hang(_) => body_stream(shared, Vec::new(), Fault::Hang(0), ""),
+        Fault::Hang(_) => body_stream(shared, Vec::new(), Fault::Hang(0), "", None),
     };
     raw_response(StatusCode::OK, "application/json", body)
 }
@@ -722,7 +732,13 @@ fn render_repeated(
 
 /// Builds the SSE body, applying the fault. An `Err` item makes hyper drop
 /// the connection without the terminating chunk: an abrupt close.
-fn body_stream(shared: &Arc<Shared>, events: Vec<String>, fault: Fault, malformed: &str) -> Body {
+fn body_stream(
+    shared: &Arc<Shared>,
+    events: Vec<String>,
+    fault: Fault,
+    malformed: &str,
+    pace: Option<Duration>,
+) -> Body {
     type Item = Result<String, std::io::Error>;
     let abort = || std::io::Error::other("scripted LLM: connection cut");
     let s: BoxStream<'static, Item> = match fault {
@@ -751,6 +767,15 @@ fn body_stream(shared: &Arc<Shared>, events: Vec<String>, fault: Fault, malforme
                 }))
                 .boxed()
         }
+    };
+    let s = match pace {
+        Some(d) => s
+            .then(move |item| async move {
+                tokio::time::sleep(d).await;
+                item
+            })
+            .boxed(),
+        None => s,
     };
     Body::from_stream(s)
 }

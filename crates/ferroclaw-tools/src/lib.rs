@@ -12,6 +12,7 @@ pub mod path_guard;
 pub mod paths;
 pub mod policy;
 pub mod process;
+pub mod progress;
 pub mod rate_limit;
 mod registry;
 pub mod sandbox;
@@ -23,6 +24,7 @@ pub use input_guard::{InputGuardAction, InputVerdict};
 pub use path_guard::{user_workspace, DeniedPaths};
 pub use paths::{resolve_in_workspace, PathError};
 pub use policy::{Decision, PolicyContext, PolicyEngine};
+pub use progress::{Progress, ProgressHold};
 pub use rate_limit::RateLimiter;
 pub use registry::ToolRegistry;
 pub use scrub::scrub;
@@ -51,6 +53,12 @@ pub struct ToolContext {
     pub acting_user: Option<String>,
     /// The run answers a group chat: the `tools.group_chat` policy level applies too.
     pub group_chat: bool,
+    /// The run's progress clock: tick it when the work shows signs of life, hold it
+    /// while waiting on a person (see [`progress`]).
+    pub progress: Progress,
+    /// The run that makes the call (empty outside a run): what a run started by a tool
+    /// names as its parent.
+    pub run_id: String,
 }
 
 /// The user a tool call acts for (see [`ToolContext::user`]).

@@ -346,13 +346,13 @@ impl ToolRegistry {
         let started = Instant::now();
         let result = async {
             if ctx.cancel.is_cancelled() {
-                return aborted(tool.name());
+                return aborted(tool.name(), ctx);
             }
             let run = self.guards.denied.clone().scope(tool.execute(ctx, args));
             tokio::select! {
                 // Checked first so an already-fired abort never starts side effects.
                 biased;
-                _ = ctx.cancel.cancelled() => aborted(tool.name()),
+                _ = ctx.cancel.cancelled() => aborted(tool.name(), ctx),
                 r = run => r,
             }
         }
@@ -439,8 +439,11 @@ fn scrub_result(name: &str, ctx: &ToolContext, mut result: ToolResult) -> ToolRe
     result
 }
 
-fn aborted(name: &str) -> ToolResult {
-    ToolResult::error(format!("tool \"{name}\" aborted: the run was cancelled"))
+fn aborted(name: &str, ctx: &ToolContext) -> ToolResult {
+    match ctx.progress.interrupted() {
+        Some(why) => ToolResult::error(format!("tool \"{name}\" interrupted: {why}")),
+        None => ToolResult::error(format!("tool \"{name}\" aborted: the run was cancelled")),
+    }
 }
 
 /// `null` (no arguments) becomes `{}`, and an object encoded a second time as a JSON string

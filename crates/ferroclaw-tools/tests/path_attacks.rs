@@ -108,6 +108,8 @@ fn ctx(ws: &Path) -> ToolContext {
         user: None,
         acting_user: None,
         group_chat: false,
+        progress: Default::default(),
+        run_id: String::new(),
     }
 }
 
@@ -588,6 +590,8 @@ async fn a_directory_swapped_for_a_symlink_mid_call_never_leads_out() {
         user: None,
         acting_user: None,
         group_chat: false,
+        progress: Default::default(),
+        run_id: String::new(),
     };
     let mut inside_reads = 0;
     let mut last_patch = String::new();

@@ -535,6 +535,8 @@ fn ctx(ws: &std::path::Path) -> ToolContext {
         user: None,
         acting_user: None,
         group_chat: false,
+        progress: Default::default(),
+        run_id: String::new(),
     }
 }
 

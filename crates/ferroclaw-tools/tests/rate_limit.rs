@@ -82,6 +82,8 @@ async fn registry_refuses_over_the_limit() {
         user: None,
         acting_user: None,
         group_chat: false,
+        progress: Default::default(),
+        run_id: String::new(),
     };
     for _ in 0..2 {
         let r = reg.execute("ls", &ctx("s1"), json!({})).await;

@@ -305,6 +305,8 @@ async fn registry_scrubs_both_channels_of_every_result() {
         user: None,
         acting_user: None,
         group_chat: false,
+        progress: Default::default(),
+        run_id: String::new(),
     };
     for error in [false, true] {
         let r = reg.execute("leaky", &ctx, json!({"error": error})).await;
@@ -330,6 +332,8 @@ async fn core_read_of_a_dotenv_is_scrubbed() {
         user: None,
         acting_user: None,
         group_chat: false,
+        progress: Default::default(),
+        run_id: String::new(),
     };
     let r = ToolRegistry::with_core_tools()
         .execute("read", &ctx, json!({"path": ".env"}))

@@ -79,6 +79,19 @@ pub enum EventKind {
         names: Vec<String>,
         strategy: String,
     },
+    /// Nothing progressed (no stream delta, no tool output) for `idle_ms`: the stall
+    /// watchdog is cutting the run short. `waiting_on` is `model` or `tools`.
+    RunStalled {
+        idle_ms: u64,
+        waiting_on: String,
+    },
+    /// A stalled run was cut short cleanly: the interrupted model call and every tool
+    /// call that had no result yet are recorded as interrupted, and the session is free
+    /// for its next turn.
+    RunRecovered {
+        idle_ms: u64,
+        interrupted_tools: usize,
+    },
     /// Older tool results were shortened (`omitted: false`) or replaced by a note
     /// (`omitted: true`) so the request fits the agent's context budget.
     ContextTrimmed {

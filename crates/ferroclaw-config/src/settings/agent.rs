@@ -23,6 +23,8 @@ pub struct AgentSettings {
     pub providers: ProviderChainSettings,
     pub max_iterations: u32,
     pub timeout: Duration,
+    /// `None`: no stall watchdog (see `agents.defaults.stall_timeout_seconds`).
+    pub stall_timeout: Option<Duration>,
     /// `None`: the request carries no `max_tokens` (the model's own limit applies).
     pub max_tokens: Option<u32>,
     /// `None`: the provider's default temperature.

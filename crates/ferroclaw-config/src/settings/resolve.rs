@@ -142,6 +142,7 @@ impl LoadedConfig {
             home: self.home.clone(),
             max_iterations: r.max_iterations,
             timeout: r.timeout,
+            stall_timeout: r.stall_timeout,
             max_tokens: r.max_tokens,
             temperature: r.temperature,
             stream: r.stream,

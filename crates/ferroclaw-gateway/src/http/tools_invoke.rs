@@ -174,6 +174,8 @@ async fn invoke(
         user: tool_user,
         acting_user,
         group_chat: false,
+        progress: Default::default(),
+        run_id: String::new(),
     };
     let result = agent
         .agent

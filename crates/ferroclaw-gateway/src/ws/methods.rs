@@ -105,6 +105,7 @@ fn status(state: &AppState, auth: &ConnAuth) -> Value {
         "defaultAgentId": state.runtime.default_agent_id(),
         "connections": state.ws_client_count(),
         "activeRuns": state.runtime.active_runs(),
+        "stalledRuns": state.runtime.recent_stalls(),
         "queued": state.runtime.queued(),
         "mcp": mcp_status(state),
         "channels": state.channels.get().map(|c| c.list()).unwrap_or_default(),
@@ -271,6 +272,20 @@ pub fn event_frame(ev: &RunEvent, stream: bool) -> Option<(&'static str, Value)>
         } => (
             "agent",
             json!({"type": "model.retry", "runId": run_id, "attempt": attempt, "delayMs": delay_ms, "status": status, "error": error}),
+        ),
+        EventKind::RunStalled {
+            idle_ms,
+            waiting_on,
+        } => (
+            "agent",
+            json!({"type": "run.stalled", "runId": run_id, "idleMs": idle_ms, "waitingOn": waiting_on}),
+        ),
+        EventKind::RunRecovered {
+            idle_ms,
+            interrupted_tools,
+        } => (
+            "agent",
+            json!({"type": "run.recovered", "runId": run_id, "idleMs": idle_ms, "interruptedTools": interrupted_tools}),
         ),
         // Per-call bookkeeping: for surfaces that account tokens per call (the
         // executor), not part of the WebSocket protocol.

@@ -40,6 +40,9 @@ pub enum IssueKind {
     /// Load only: a well-formed line of a type or shape this build cannot model; it is
     /// kept on disk but left out of the context. Never repaired, never counted by scans.
     SkippedEntry,
+    /// Not a transcript fault: a run in which nothing progressed was stopped by the
+    /// stall watchdog (runtime incidents only; scans never report it).
+    StalledRun,
 }
 
 impl IssueKind {
@@ -54,6 +57,7 @@ impl IssueKind {
             IssueKind::BadParent => "bad_parent",
             IssueKind::BadHeader => "bad_header",
             IssueKind::SkippedEntry => "skipped_entry",
+            IssueKind::StalledRun => "stalled_run",
         }
     }
 }

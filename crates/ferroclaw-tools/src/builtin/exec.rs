@@ -209,11 +209,14 @@ impl Tool for ExecTool {
                 Err(e) => return e,
             },
         };
-        if let Err(denied) = self
+        // A person deciding on an approval is not the run stalling.
+        let waiting = ctx.progress.hold();
+        let authorized = self
             .guard
             .authorize(ctx.session_display(), &ctx.agent_id, command)
-            .await
-        {
+            .await;
+        drop(waiting);
+        if let Err(denied) = authorized {
             return ToolResult::error(format!("{denied}. The command was not run."));
         }
 
@@ -389,11 +392,17 @@ pub(crate) async fn run_foreground(
     while out_open || err_open || status.is_none() {
         tokio::select! {
             r = stdout.read(&mut out_buf), if out_open => match r {
-                Ok(n) if n > 0 => output.push(&out_buf[..n]),
+                Ok(n) if n > 0 => {
+                    ctx.progress.tick();
+                    output.push(&out_buf[..n]);
+                }
                 _ => out_open = false,
             },
             r = stderr.read(&mut err_buf), if err_open => match r {
-                Ok(n) if n > 0 => output.push(&err_buf[..n]),
+                Ok(n) if n > 0 => {
+                    ctx.progress.tick();
+                    output.push(&err_buf[..n]);
+                }
                 _ => err_open = false,
             },
             s = child.wait(), if status.is_none() => {

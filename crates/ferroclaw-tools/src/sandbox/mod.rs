@@ -493,6 +493,8 @@ mod tests {
             user: None,
             acting_user: None,
             group_chat: false,
+            progress: Default::default(),
+            run_id: String::new(),
         };
         let e = s
             .spawn(&ctx, ws.path(), "touch ran", ws.path(), false, &[])
@@ -517,6 +519,8 @@ mod tests {
             }),
             acting_user: None,
             group_chat: false,
+            progress: Default::default(),
+            run_id: String::new(),
         };
         let hidden = hidden_paths(&ctx);
         assert!(hidden.contains(&PathBuf::from("/srv/ws")));

@@ -15,6 +15,8 @@ pub fn ctx(ws: &Path) -> ToolContext {
         user: None,
         acting_user: None,
         group_chat: false,
+        progress: Default::default(),
+        run_id: String::new(),
     }
 }
 
