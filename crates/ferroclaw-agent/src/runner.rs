@@ -723,6 +723,8 @@ impl Agent {
             answered_by = (response.provider.clone(), response.model.clone());
             emitter.emit(EventKind::ModelResponse {
                 iteration,
+                provider: response.provider.clone(),
+                model: response.model.clone(),
                 usage: response.usage,
                 stop_reason: response.stop_reason,
                 output_chars: output_chars(&response.content),
@@ -1392,6 +1394,7 @@ impl Agent {
             name: name.to_string(),
             is_error: result.is_error,
             duration_ms: started.elapsed().as_millis() as u64,
+            preview: truncate_chars(&result.for_llm, 500).to_string(),
         });
         let mut message = ToolResultMessage {
             tool_call_id: id.to_string(),

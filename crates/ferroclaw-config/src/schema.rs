@@ -25,6 +25,44 @@ pub struct Config {
     pub mcp: McpConfig,
     /// Chat platforms (see `channels_config.rs`).
     pub channels: crate::channels_config::ChannelsConfig,
+    /// What is kept of each run: traces, spans and usage.
+    pub tracing: TracingConfig,
+}
+
+/// `tracing`: one trace per run with spans for the agent, each model call and each tool
+/// call, kept in the storage (`GET /v1/traces`, `usage.*`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TracingConfig {
+    pub enabled: bool,
+    /// Keep the whole user message and tool arguments (else 500-character previews).
+    pub verbose: bool,
+    /// Traces older than this are forgotten; 0 keeps them for ever.
+    pub retention_days: u32,
+    /// Traces waiting to be written; past it new ones are dropped (and counted), a run
+    /// never waits for the storage.
+    pub queue: usize,
+}
+
+impl Default for TracingConfig {
+    fn default() -> Self {
+        TracingConfig {
+            enabled: true,
+            verbose: false,
+            retention_days: 30,
+            queue: 4096,
+        }
+    }
+}
+
+/// What a model costs, in US dollars per million tokens (for the usage summaries).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelCost {
+    pub input: f64,
+    pub output: f64,
+    /// Prompt tokens read from the provider's cache (billed at `input` when 0).
+    pub cached: f64,
 }
 
 /// `mcp`: the MCP servers whose tools the agents get, by name.
@@ -509,6 +547,8 @@ pub struct ModelConfig {
     pub max_tokens: Option<u32>,
     /// Overrides the provider's `tool_mode` for this model.
     pub tool_mode: Option<ToolMode>,
+    /// Prices for the usage summaries.
+    pub cost: Option<ModelCost>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

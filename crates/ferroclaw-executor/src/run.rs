@@ -673,6 +673,7 @@ impl<'a> Accounting<'a> {
                 stop_reason,
                 output_chars,
                 elapsed_ms,
+                ..
             } => {
                 if self.retries > 0 {
                     self.logs.record(Entry {

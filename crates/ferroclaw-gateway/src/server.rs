@@ -83,6 +83,8 @@ pub fn router(state: Arc<AppState>) -> Router {
                 .put(http::mcp_servers::replace)
                 .delete(http::mcp_servers::delete),
         )
+        .route("/v1/traces", get(http::traces::list))
+        .route("/v1/traces/{id}", get(http::traces::get_one))
         .route("/v1/chat/completions", post(http::chat_completions::handle))
         .route("/v1/responses", post(http::responses::handle))
         .route("/tools/invoke", post(http::tools_invoke::handle))

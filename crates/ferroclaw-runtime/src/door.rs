@@ -29,6 +29,8 @@ pub struct RunInfo {
     pub origin: Origin,
     /// The run whose tool started this one (a subagent, `sessions_send`).
     pub parent_run_id: Option<String>,
+    /// The message the run answers (several merged into one when they queued).
+    pub message: String,
 }
 
 /// Told about every run, whoever started it (the gateway's metrics, the trace
@@ -258,6 +260,7 @@ fn agent_run(r: AgentRun) -> RunFn {
                 user: r.user.clone(),
                 origin: r.origin,
                 parent_run_id: r.parent_run_id.clone(),
+                message: message.clone(),
             });
             for o in &r.observers {
                 o.run_started(&info);

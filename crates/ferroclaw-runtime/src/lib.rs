@@ -23,6 +23,7 @@ pub mod scheduler;
 pub mod session_tools;
 pub mod stalls;
 mod tenants;
+pub mod traces;
 mod watch;
 
 pub use door::{queue_key, RunInfo, RunObserver};

@@ -110,6 +110,11 @@ pub struct Runtime {
     /// Where text delivered to a chat channel's session also goes out (set by the
     /// surface that runs the channels).
     chat_sink: std::sync::OnceLock<Arc<dyn ChatSink>>,
+    /// Runs' traces (`None`: tracing off, or a store that keeps none).
+    traces: Option<(
+        Arc<crate::traces::TraceCollector>,
+        Arc<dyn ferroclaw_store::TraceStore>,
+    )>,
 }
 
 /// `(channel, "direct" | "group", chat or peer id)` of a chat channel's session key
@@ -229,6 +234,16 @@ impl Runtime {
                 }
             });
         }
+        // Needs a Tokio runtime for its writer; a process without one keeps no traces.
+        let traces = match (store.traces(), tokio::runtime::Handle::try_current()) {
+            (Some(stored), Ok(_)) if settings.tracing.enabled => {
+                let collector =
+                    crate::traces::TraceCollector::start(stored.clone(), &settings.tracing);
+                core.add_observer(collector.clone());
+                Some((collector, stored))
+            }
+            _ => None,
+        };
         let signals = crate::relay::start(
             store.as_ref(),
             core.scheduler.clone(),
@@ -247,6 +262,7 @@ impl Runtime {
             cron,
             mcp_servers,
             chat_sink: std::sync::OnceLock::new(),
+            traces,
         })
     }
 
@@ -277,6 +293,78 @@ impl Runtime {
             cron: None,
             mcp_servers: None,
             chat_sink: std::sync::OnceLock::new(),
+            traces: None,
+        }
+    }
+
+    /// Where runs' traces are kept (`None`: tracing is off).
+    pub fn trace_store(&self) -> Option<&Arc<dyn ferroclaw_store::TraceStore>> {
+        self.traces.as_ref().map(|(_, store)| store)
+    }
+
+    /// The traces `reader` may see that match `filter`, newest first.
+    pub async fn list_traces(
+        &self,
+        reader: crate::traces::TraceReader<'_>,
+        filter: ferroclaw_store::TraceFilter,
+    ) -> Result<ferroclaw_store::TracePage, crate::traces::TraceError> {
+        let store = self.trace_store().ok_or(crate::traces::TraceError::Off)?;
+        store
+            .list(&reader.scope(filter)?)
+            .await
+            .map_err(|e| match e {
+                // A cursor this API did not give is the caller's mistake.
+                ferroclaw_store::StoreError::InvalidKey(why) => {
+                    crate::traces::TraceError::Invalid(why)
+                }
+                e => e.into(),
+            })
+    }
+
+    /// One trace with its spans and the traces it started (`None`: no such trace, or
+    /// not `reader`'s).
+    pub async fn trace(
+        &self,
+        reader: crate::traces::TraceReader<'_>,
+        id: &str,
+    ) -> Result<
+        Option<(
+            ferroclaw_store::TraceRecord,
+            Vec<ferroclaw_store::SpanRecord>,
+            Vec<String>,
+        )>,
+        crate::traces::TraceError,
+    > {
+        let store = self.trace_store().ok_or(crate::traces::TraceError::Off)?;
+        Ok(store.get(id).await?.filter(|(t, _, _)| reader.may_read(t)))
+    }
+
+    /// Token and cost sums of the model calls `reader` may see, by `group`.
+    pub async fn usage(
+        &self,
+        reader: crate::traces::TraceReader<'_>,
+        group: ferroclaw_store::UsageGroup,
+        since: Option<i64>,
+        until: Option<i64>,
+    ) -> Result<Vec<ferroclaw_store::UsageRow>, crate::traces::TraceError> {
+        let store = self.trace_store().ok_or(crate::traces::TraceError::Off)?;
+        let query = ferroclaw_store::UsageQuery {
+            since,
+            until,
+            user_id: reader.user,
+        };
+        Ok(store.usage(group, query).await?)
+    }
+
+    /// What the trace collector wrote, dropped and failed to write so far.
+    pub fn trace_stats(&self) -> Option<crate::traces::TraceStats> {
+        self.traces.as_ref().map(|(c, _)| c.stats())
+    }
+
+    /// Waits until the traces of finished runs are written (before the process exits).
+    pub async fn flush_traces(&self) {
+        if let Some((c, _)) = &self.traces {
+            c.flush().await;
         }
     }
 
@@ -560,6 +648,7 @@ impl Runtime {
     /// Stops accepting; aborts still-running turns after `grace`; resolves when all ended.
     pub async fn shutdown(&self, grace: Duration) {
         self.core.scheduler.shutdown(grace).await;
+        self.flush_traces().await;
     }
 }
 

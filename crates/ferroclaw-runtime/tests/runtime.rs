@@ -13,3 +13,4 @@ mod run_options;
 mod scheduler;
 mod session_tools;
 mod tool_modes;
+mod traces;

@@ -51,6 +51,7 @@ pub struct FileSessionStore {
     cron: Arc<crate::sqlite::cron::SqliteCron>,
     mcp_servers: Arc<crate::sqlite::mcp_servers::SqliteMcpServers>,
     channels: Arc<crate::sqlite::channels::SqliteChannels>,
+    traces: Arc<crate::sqlite::traces::SqliteTraces>,
 }
 
 /// Identity of a file's current contents: any rewrite (rename) changes the inode, any
@@ -112,6 +113,9 @@ impl FileSessionStore {
                 records.clone(),
             )),
             channels: Arc::new(crate::sqlite::channels::SqliteChannels::new(records)),
+            traces: Arc::new(crate::sqlite::traces::SqliteTraces::new(
+                crate::sqlite::records::RecordsDb::traces(&home),
+            )),
         }
     }
 
@@ -351,6 +355,10 @@ impl SessionStore for FileSessionStore {
 
     fn channels(&self) -> Option<Arc<dyn crate::ChannelStore>> {
         Some(self.channels.clone())
+    }
+
+    fn traces(&self) -> Option<Arc<dyn crate::TraceStore>> {
+        Some(self.traces.clone())
     }
 
     async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {

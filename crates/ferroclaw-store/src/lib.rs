@@ -27,6 +27,7 @@ mod postgres;
 mod secret;
 mod signals;
 mod sqlite;
+mod traces;
 mod transcript;
 
 pub use channels::{
@@ -47,6 +48,9 @@ pub use migration::MigrationState;
 pub use postgres::PgSessionStore;
 pub use secret::{mask, SecretError, SecretKey, SEALED_PREFIX};
 pub use signals::{Signal, SignalBus};
+pub use traces::{
+    SpanRecord, TraceFilter, TracePage, TraceRecord, TraceStore, UsageGroup, UsageQuery, UsageRow,
+};
 pub use transcript::{
     active_branch, build_context, effective_branch, read_transcript, EffectiveBranch, LoadProblem,
     LoadProblemKind, SUMMARY_PREFIX,
@@ -198,6 +202,10 @@ pub trait SessionStore: Integrity + Send + Sync {
     /// Chat channels' pairing, account leases and handled messages, in the same storage
     /// (`None`: a store that keeps none).
     fn channels(&self) -> Option<std::sync::Arc<dyn ChannelStore>> {
+        None
+    }
+    /// Runs' traces in the same storage (`None`: a store that keeps none).
+    fn traces(&self) -> Option<std::sync::Arc<dyn TraceStore>> {
         None
     }
 }

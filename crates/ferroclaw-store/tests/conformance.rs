@@ -1294,3 +1294,250 @@ async fn a_channel_account_is_held_by_one_instance_and_each_message_is_handled_o
         );
     }
 }
+
+fn trace(
+    id: &str,
+    agent: &str,
+    user: Option<&str>,
+    at: i64,
+    status: &str,
+) -> ferroclaw_store::TraceRecord {
+    ferroclaw_store::TraceRecord {
+        id: id.into(),
+        parent_id: None,
+        agent_id: agent.into(),
+        session_key: format!("s-{agent}"),
+        user_id: user.map(str::to_string),
+        origin: "http".into(),
+        status: status.into(),
+        error: None,
+        started_at: at,
+        ended_at: Some(at + 500),
+        provider: Some("p".into()),
+        model: Some("m".into()),
+        input_tokens: 0,
+        output_tokens: 0,
+        cached_tokens: 0,
+        cost_usd: 0.0,
+        llm_calls: 0,
+        tool_calls: 0,
+        input: "question".into(),
+        output: "answer".into(),
+    }
+}
+
+fn llm_span(
+    trace: &str,
+    id: &str,
+    at: i64,
+    model: &str,
+    tokens: (u64, u64, u64),
+    cost: f64,
+) -> ferroclaw_store::SpanRecord {
+    ferroclaw_store::SpanRecord {
+        trace_id: trace.into(),
+        span_id: id.into(),
+        parent_span: Some(trace.into()),
+        kind: "llm".into(),
+        name: "llm.call".into(),
+        started_at: at,
+        ended_at: Some(at + 100),
+        status: "ok".into(),
+        error: None,
+        provider: Some("p".into()),
+        model: Some(model.into()),
+        input_tokens: tokens.0,
+        output_tokens: tokens.1,
+        cached_tokens: tokens.2,
+        cost_usd: cost,
+        attrs: serde_json::json!({"iteration": 1, "finishReason": "stop"}),
+    }
+}
+
+#[tokio::test]
+async fn traces_are_replaced_paged_filtered_summed_and_pruned() {
+    use ferroclaw_store::{TraceFilter, UsageGroup, UsageQuery};
+    const DAY: i64 = 86_400_000;
+    let day1 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+    for s in Subject::all().await {
+        let n = s.name;
+        let traces = s.store.traces().expect("trace store");
+        // A running trace, then its finished version with spans.
+        let mut running = trace("t1", "main", Some("alice"), day1, "running");
+        running.ended_at = None;
+        traces.record(vec![(running, Vec::new())]).await.unwrap();
+        let page = traces.list(&TraceFilter::default()).await.unwrap();
+        assert_eq!(page.traces[0].status, "running", "{n}");
+        let mut done = trace("t1", "main", Some("alice"), day1, "ok");
+        done.input_tokens = 30;
+        let spans = vec![
+            llm_span("t1", "t1.1", day1 + 1, "m", (10, 5, 2), 0.01),
+            llm_span("t1", "t1.2", day1 + 2, "m2", (20, 7, 0), 0.02),
+        ];
+        traces.record(vec![(done, spans)]).await.unwrap();
+        // Two more days, two agents, a child of t1.
+        let mut child = trace("t2", "helper", Some("bob"), day1 + DAY, "stalled");
+        child.parent_id = Some("t1".into());
+        traces
+            .record(vec![
+                (
+                    child,
+                    vec![llm_span("t2", "t2.1", day1 + DAY, "m", (1, 1, 0), 0.5)],
+                ),
+                (trace("t3", "main", None, day1 + 2 * DAY, "ok"), Vec::new()),
+            ])
+            .await
+            .unwrap();
+
+        let (t1, spans, children) = traces.get("t1").await.unwrap().expect("t1");
+        assert_eq!(
+            (t1.status.as_str(), t1.input_tokens),
+            ("ok", 30),
+            "{n}: replaced"
+        );
+        assert_eq!(spans.len(), 2, "{n}");
+        assert_eq!(spans[0].attrs["finishReason"], "stop", "{n}");
+        assert_eq!(children, ["t2"], "{n}");
+        assert!(traces.get("nope").await.unwrap().is_none(), "{n}");
+
+        // Newest first, one per page, the cursor walking on to the end.
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = traces
+                .list(&TraceFilter {
+                    limit: 1,
+                    cursor: cursor.clone(),
+                    ..TraceFilter::default()
+                })
+                .await
+                .unwrap();
+            seen.extend(page.traces.iter().map(|t| t.id.clone()));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(seen, ["t3", "t2", "t1"], "{n}");
+        let by = |f: TraceFilter| {
+            let traces = traces.clone();
+            async move {
+                traces
+                    .list(&f)
+                    .await
+                    .unwrap()
+                    .traces
+                    .into_iter()
+                    .map(|t| t.id)
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(
+            by(TraceFilter {
+                agent_id: Some("main".into()),
+                ..Default::default()
+            })
+            .await,
+            ["t3", "t1"],
+            "{n}"
+        );
+        assert_eq!(
+            by(TraceFilter {
+                user_id: Some("bob".into()),
+                ..Default::default()
+            })
+            .await,
+            ["t2"],
+            "{n}"
+        );
+        assert_eq!(
+            by(TraceFilter {
+                status: Some("stalled".into()),
+                ..Default::default()
+            })
+            .await,
+            ["t2"],
+            "{n}"
+        );
+        assert_eq!(
+            by(TraceFilter {
+                session_key: Some("s-main".into()),
+                ..Default::default()
+            })
+            .await,
+            ["t3", "t1"],
+            "{n}"
+        );
+        assert_eq!(
+            by(TraceFilter {
+                since: Some(day1 + DAY),
+                until: Some(day1 + 2 * DAY),
+                ..Default::default()
+            })
+            .await,
+            ["t2"],
+            "{n}"
+        );
+        let bad = traces
+            .list(&TraceFilter {
+                cursor: Some("not a cursor".into()),
+                ..Default::default()
+            })
+            .await;
+        assert!(bad.is_err(), "{n}");
+
+        // Usage sums the model calls.
+        let q = UsageQuery::default();
+        let by_model = traces.usage(UsageGroup::Model, q).await.unwrap();
+        let m = by_model.iter().find(|r| r.key == "p/m").expect("p/m");
+        assert_eq!(
+            (m.calls, m.input_tokens, m.output_tokens, m.cached_tokens),
+            (2, 11, 6, 2),
+            "{n}"
+        );
+        assert!((m.cost_usd - 0.51).abs() < 1e-9, "{n}: {}", m.cost_usd);
+        let by_agent = traces.usage(UsageGroup::Agent, q).await.unwrap();
+        assert_eq!(by_agent[0].key, "helper", "{n}: largest cost first");
+        let by_day = traces.usage(UsageGroup::Day, q).await.unwrap();
+        let mut days: Vec<&str> = by_day.iter().map(|r| r.key.as_str()).collect();
+        days.sort();
+        assert_eq!(days, ["2026-01-01", "2026-01-02"], "{n}");
+        let alice = traces
+            .usage(
+                UsageGroup::User,
+                UsageQuery {
+                    user_id: Some("alice"),
+                    ..q
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(alice.len(), 1, "{n}");
+        assert_eq!(
+            (alice[0].key.as_str(), alice[0].input_tokens),
+            ("alice", 30),
+            "{n}"
+        );
+        let later = traces
+            .usage(
+                UsageGroup::Agent,
+                UsageQuery {
+                    since: Some(day1 + DAY),
+                    ..q
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(later.len(), 1, "{n}");
+
+        // Pruning forgets old traces and their spans.
+        assert_eq!(traces.prune(day1 + DAY).await.unwrap(), 1, "{n}");
+        assert!(traces.get("t1").await.unwrap().is_none(), "{n}");
+        let after = traces.usage(UsageGroup::Model, q).await.unwrap();
+        assert_eq!(
+            after.iter().map(|r| r.calls).sum::<u64>(),
+            1,
+            "{n}: t1's calls went with it"
+        );
+    }
+}

@@ -49,6 +49,10 @@ pub enum EventKind {
         name: String,
         is_error: bool,
         duration_ms: u64,
+        /// The start of what the tool returned (its error, when it failed), at most 500
+        /// characters.
+        #[serde(default)]
+        preview: String,
     },
     /// A model call is about to be made (iteration `iteration` of the run).
     ModelRequest {
@@ -60,6 +64,11 @@ pub enum EventKind {
     /// `output_chars` lets a surface estimate what it did not report.
     ModelResponse {
         iteration: u32,
+        /// Who answered (a fallback's name when the primary failed).
+        #[serde(default)]
+        provider: String,
+        #[serde(default)]
+        model: String,
         usage: Usage,
         stop_reason: StopReason,
         output_chars: usize,

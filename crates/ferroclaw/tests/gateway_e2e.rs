@@ -3679,3 +3679,209 @@ async fn stored_mcp_servers_reach_every_instance_and_their_grants_decide_who_use
     let (st, _) = call_as(&a, &a.token, Method::DELETE, "/v1/mcp/servers/every", None).await;
     assert_eq!(st, 404);
 }
+
+/// Lists traces with `token` until `pred` holds (the collector writes behind the runs).
+async fn traces_until(
+    gw: &Gateway,
+    token: &str,
+    query: &str,
+    pred: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let resp = gw
+            .anon
+            .get(gw.url(&format!("/v1/traces{query}")))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let body: Value = resp.json().await.unwrap();
+        let data = body["data"].as_array().cloned().unwrap_or_default();
+        if pred(&data) {
+            return data;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "traces never matched: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn traces_and_usage_are_served_and_each_user_sees_their_own() {
+    let token = "trace-admin-token";
+    let gw = Gateway::start(
+        r#"users: [{ id: "alice", token_env: "ALICE_T" }, { id: "bob", token_env: "BOB_T" }]"#,
+        &[
+            ("FERROCLAW_GATEWAY_TOKEN", token),
+            ("ALICE_T", "alice-token"),
+            ("BOB_T", "bob-token"),
+        ],
+    )
+    .await;
+    let chat = |t: &'static str| {
+        gw.anon
+            .post(gw.url("/v1/chat/completions"))
+            .bearer_auth(t)
+            .json(&json!({"messages": [{"role": "user", "content": format!("hello from {t}")}]}))
+            .send()
+    };
+    gw.llm.push(Reply::text("for alice").with_usage(12, 3));
+    assert_eq!(chat("alice-token").await.unwrap().status(), 200);
+    gw.llm.push(Reply::text("for bob").with_usage(7, 1));
+    assert_eq!(chat("bob-token").await.unwrap().status(), 200);
+    let finished = |d: &[Value]| d.len() == 2 && d.iter().all(|t| t["status"] == "ok");
+    let all = traces_until(&gw, token, "", finished).await;
+    let of = |user: &str| {
+        all.iter()
+            .find(|t| t["userId"] == user)
+            .unwrap_or_else(|| panic!("{user}'s trace in {all:?}"))
+            .clone()
+    };
+    let (alice, bob) = (of("alice"), of("bob"));
+    assert_eq!(alice["input"], "hello from alice-token");
+    assert_eq!(alice["output"], "for alice");
+    assert_eq!(
+        (
+            alice["inputTokens"].as_u64(),
+            alice["outputTokens"].as_u64()
+        ),
+        (Some(12), Some(3))
+    );
+    assert_eq!(alice["origin"], "http");
+
+    // One trace with its spans.
+    let id = alice["id"].as_str().unwrap();
+    let one: Value = gw
+        .http
+        .get(gw.url(&format!("/v1/traces/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = one["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["agent", "llm"], "{one}");
+    assert_eq!(one["spans"][1]["attrs"]["finishReason"], "stop");
+
+    // Filters and paging.
+    let only = traces_until(&gw, token, "?user=bob", |d| d.len() == 1).await;
+    assert_eq!(only[0]["id"], bob["id"]);
+    let page: Value = gw
+        .http
+        .get(gw.url("/v1/traces?limit=1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let cursor = page["nextCursor"]
+        .as_str()
+        .expect("a second page")
+        .to_string();
+    let next: Value = gw
+        .http
+        .get(gw.url("/v1/traces"))
+        .query(&[("limit", "1"), ("cursor", cursor.as_str())])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_ne!(next["data"][0]["id"], page["data"][0]["id"]);
+    assert!(next["nextCursor"].is_null(), "{next}");
+
+    // A user reads their own traces only.
+    let mine = traces_until(&gw, "alice-token", "", |d| !d.is_empty()).await;
+    assert_eq!(mine.len(), 1);
+    assert_eq!(mine[0]["id"], alice["id"]);
+    let get_as = |t: &'static str, path: String| gw.anon.get(gw.url(&path)).bearer_auth(t).send();
+    let resp = get_as(
+        "alice-token",
+        format!("/v1/traces/{}", bob["id"].as_str().unwrap()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        resp.status(),
+        404,
+        "another user's trace is reported as missing"
+    );
+    let resp = get_as("alice-token", "/v1/traces?user=bob".into())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let resp = gw.anon.get(gw.url("/v1/traces")).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+
+    // Bad input is named.
+    for (query, needle) in [
+        ("?limit=0", "limit"),
+        ("?since=yesterday", "since"),
+        ("?colour=red", "colour"),
+        ("?cursor=garbage", "cursor"),
+    ] {
+        let resp = gw
+            .http
+            .get(gw.url(&format!("/v1/traces{query}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400, "{query}");
+        let body: Value = resp.json().await.unwrap();
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(needle),
+            "{query}: {body}"
+        );
+    }
+    let resp = gw
+        .http
+        .get(gw.url("/v1/traces/no-such-trace"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+
+    // Usage over the WebSocket: everyone's for the operator, their own for a user.
+    let mut ws = gw.ws().await;
+    assert_eq!(
+        ws.call("connect", json!({"token": token})).await["ok"],
+        true
+    );
+    let sum = ws.call("usage.summary", json!({})).await;
+    assert_eq!(sum["payload"]["total"]["inputTokens"], 19, "{sum}");
+    let users: Vec<&str> = sum["payload"]["byUser"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(users.len(), 2, "{sum}");
+    let by_model = ws.call("usage.get", json!({"groupBy": "model"})).await;
+    assert_eq!(
+        by_model["payload"]["rows"][0]["key"], "scripted/model-a",
+        "{by_model}"
+    );
+    let bad = ws.call("usage.get", json!({"groupBy": "colour"})).await;
+    assert_eq!(bad["ok"], false);
+    let mut alice_ws = gw.ws().await;
+    assert_eq!(
+        alice_ws
+            .call("connect", json!({"token": "alice-token"}))
+            .await["ok"],
+        true
+    );
+    let hers = alice_ws.call("usage.summary", json!({})).await;
+    assert_eq!(hers["payload"]["total"]["inputTokens"], 12, "{hers}");
+}

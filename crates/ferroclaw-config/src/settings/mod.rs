@@ -59,6 +59,44 @@ pub struct Settings {
     pub mcp: crate::McpConfig,
     /// `channels`, with their tokens read from the environment.
     pub channels: ChannelsSettings,
+    pub tracing: TracingSettings,
+}
+
+/// What is kept of each run (`tracing`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracingSettings {
+    pub enabled: bool,
+    pub verbose: bool,
+    /// `None`: kept for ever.
+    pub retention: Option<std::time::Duration>,
+    pub queue: usize,
+    /// `providers.<name>.models[].cost`, for every model that has one.
+    pub prices: Vec<ModelPrice>,
+}
+
+impl Default for TracingSettings {
+    fn default() -> Self {
+        let c = crate::schema::TracingConfig::default();
+        TracingSettings {
+            enabled: c.enabled,
+            verbose: c.verbose,
+            retention: Some(std::time::Duration::from_secs(
+                u64::from(c.retention_days) * 86_400,
+            )),
+            queue: c.queue,
+            prices: Vec::new(),
+        }
+    }
+}
+
+/// One model's price, US dollars per million tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelPrice {
+    pub provider: String,
+    pub model: String,
+    pub input: f64,
+    pub output: f64,
+    pub cached: f64,
 }
 
 /// The chat platforms this process answers on.

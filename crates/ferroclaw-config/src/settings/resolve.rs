@@ -73,6 +73,28 @@ impl LoadedConfig {
             gateway: gateway(&cfg.gateway, &self.env),
             cron: cfg.cron.clone(),
             mcp: cfg.mcp.clone(),
+            tracing: TracingSettings {
+                enabled: cfg.tracing.enabled,
+                verbose: cfg.tracing.verbose,
+                retention: (cfg.tracing.retention_days > 0)
+                    .then(|| Duration::from_secs(u64::from(cfg.tracing.retention_days) * 86_400)),
+                queue: cfg.tracing.queue.max(1),
+                prices: cfg
+                    .providers
+                    .iter()
+                    .flat_map(|(name, p)| {
+                        p.models.iter().filter_map(move |m| {
+                            m.cost.map(|c| ModelPrice {
+                                provider: name.clone(),
+                                model: m.id.clone(),
+                                input: c.input,
+                                output: c.output,
+                                cached: if c.cached > 0.0 { c.cached } else { c.input },
+                            })
+                        })
+                    })
+                    .collect(),
+            },
             channels: ChannelsSettings {
                 telegram: cfg.channels.telegram.as_ref().map(|t| ChannelSettings {
                     config: t.clone(),

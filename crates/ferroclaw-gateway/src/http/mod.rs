@@ -9,6 +9,7 @@ pub mod mcp_servers;
 pub mod models;
 pub mod responses;
 pub mod tools_invoke;
+pub mod traces;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

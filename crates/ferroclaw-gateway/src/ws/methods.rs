@@ -51,6 +51,8 @@ pub async fn dispatch(
         Method::DevicePairList => super::channels::pair_list(state).await,
         Method::DevicePairApprove => super::channels::pair_approve(state, &params, None).await,
         Method::DevicePairRevoke => super::channels::pair_revoke(state, &params).await,
+        Method::UsageGet => super::usage::get(state, &params, who).await,
+        Method::UsageSummary => super::usage::summary(state, &params, who).await,
         Method::CronList => super::cron::list(state, who).await,
         Method::CronStatus => super::cron::status(state, params, who).await,
         Method::CronRuns => super::cron::runs(state, params, who).await,
@@ -106,6 +108,7 @@ fn status(state: &AppState, auth: &ConnAuth) -> Value {
         "connections": state.ws_client_count(),
         "activeRuns": state.runtime.active_runs(),
         "stalledRuns": state.runtime.recent_stalls(),
+        "traces": state.runtime.trace_stats(),
         "queued": state.runtime.queued(),
         "mcp": mcp_status(state),
         "channels": state.channels.get().map(|c| c.list()).unwrap_or_default(),
@@ -248,6 +251,7 @@ pub fn event_frame(ev: &RunEvent, stream: bool) -> Option<(&'static str, Value)>
             name,
             is_error,
             duration_ms,
+            ..
         } => (
             "agent",
             json!({"type": "tool.result", "runId": run_id, "id": call_id, "name": name, "isError": is_error, "durationMs": duration_ms}),

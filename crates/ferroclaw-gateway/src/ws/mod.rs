@@ -9,6 +9,7 @@ pub mod frames;
 pub mod methods;
 pub mod params;
 pub mod table;
+pub mod usage;
 pub mod watch;
 
 use std::sync::Arc;

@@ -50,6 +50,8 @@ pub enum Method {
     DevicePairList,
     DevicePairApprove,
     DevicePairRevoke,
+    UsageGet,
+    UsageSummary,
 }
 
 /// (wire name, role needed, handler).
@@ -90,6 +92,8 @@ pub const METHODS: &[(&str, Role, Method)] = &[
     ),
     ("device.pair.revoke", Role::Admin, Method::DevicePairRevoke),
     ("sessions.preview", Role::Viewer, Method::SessionsPreview),
+    ("usage.get", Role::Viewer, Method::UsageGet),
+    ("usage.summary", Role::Viewer, Method::UsageSummary),
     ("integrity.status", Role::Viewer, Method::IntegrityStatus),
     ("chat.send", Role::Operator, Method::ChatSend),
     ("chat.history", Role::Operator, Method::ChatHistory),

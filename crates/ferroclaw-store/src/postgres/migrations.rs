@@ -170,6 +170,60 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
     );
     CREATE INDEX channel_deliveries_by_age ON channel_deliveries (account, seen_at);",
     ),
+    (
+        6,
+        "traces",
+        "CREATE TABLE traces (
+        id            TEXT PRIMARY KEY,
+        parent_id     TEXT,
+        agent_id      TEXT NOT NULL,
+        session_key   TEXT NOT NULL,
+        user_id       TEXT,
+        origin        TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        error         TEXT,
+        started_at    BIGINT NOT NULL,
+        ended_at      BIGINT,
+        provider      TEXT,
+        model         TEXT,
+        input_tokens  BIGINT NOT NULL,
+        output_tokens BIGINT NOT NULL,
+        cached_tokens BIGINT NOT NULL,
+        cost_usd      DOUBLE PRECISION NOT NULL,
+        llm_calls     BIGINT NOT NULL,
+        tool_calls    BIGINT NOT NULL,
+        input         TEXT NOT NULL,
+        output        TEXT NOT NULL
+    );
+    CREATE INDEX traces_by_time ON traces (started_at DESC, id DESC);
+    CREATE INDEX traces_by_agent ON traces (agent_id, started_at DESC, id DESC);
+    CREATE INDEX traces_by_user ON traces (user_id, started_at DESC, id DESC);
+    CREATE INDEX traces_by_session ON traces (session_key, started_at DESC, id DESC);
+    CREATE INDEX traces_by_status ON traces (status, started_at DESC, id DESC);
+    CREATE INDEX traces_by_parent ON traces (parent_id) WHERE parent_id IS NOT NULL;
+    CREATE TABLE trace_spans (
+        trace_id      TEXT NOT NULL,
+        span_id       TEXT NOT NULL,
+        parent_span   TEXT,
+        kind          TEXT NOT NULL,
+        name          TEXT NOT NULL,
+        started_at    BIGINT NOT NULL,
+        ended_at      BIGINT,
+        status        TEXT NOT NULL,
+        error         TEXT,
+        agent_id      TEXT NOT NULL,
+        user_id       TEXT,
+        provider      TEXT,
+        model         TEXT,
+        input_tokens  BIGINT NOT NULL,
+        output_tokens BIGINT NOT NULL,
+        cached_tokens BIGINT NOT NULL,
+        cost_usd      DOUBLE PRECISION NOT NULL,
+        attrs         TEXT NOT NULL,
+        PRIMARY KEY (trace_id, span_id)
+    );
+    CREATE INDEX trace_llm_calls_by_time ON trace_spans (started_at) WHERE kind = 'llm';",
+    ),
 ];
 
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -17,6 +17,7 @@ mod mcp_servers;
 pub(crate) mod migrations;
 mod signals;
 mod tls;
+mod traces;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -696,6 +697,10 @@ impl SessionStore for PgSessionStore {
     }
 
     fn channels(&self) -> Option<std::sync::Arc<dyn crate::ChannelStore>> {
+        Some(std::sync::Arc::new(self.clone()))
+    }
+
+    fn traces(&self) -> Option<std::sync::Arc<dyn crate::TraceStore>> {
         Some(std::sync::Arc::new(self.clone()))
     }
 

@@ -13,6 +13,7 @@ pub(crate) mod directory;
 pub(crate) mod mcp_servers;
 pub(crate) mod migrations;
 pub(crate) mod records;
+pub(crate) mod traces;
 
 use std::collections::{HashMap, HashSet};
 use std::fs;

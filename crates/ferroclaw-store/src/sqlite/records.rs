@@ -139,11 +139,75 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
-/// The records database of a home, shared by the stores that keep tables in it.
+pub(crate) const TRACES_PATH: &str = "data/traces.db";
+
+/// The traces of runs: telemetry, kept apart from the records so their volume never
+/// slows a record's commit, and not synced on every commit (a power loss may cost the
+/// last traces, never a record).
+const TRACE_MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "traces",
+    "CREATE TABLE traces (
+        id            TEXT PRIMARY KEY,
+        parent_id     TEXT,
+        agent_id      TEXT NOT NULL,
+        session_key   TEXT NOT NULL,
+        user_id       TEXT,
+        origin        TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        error         TEXT,
+        started_at    INTEGER NOT NULL,
+        ended_at      INTEGER,
+        provider      TEXT,
+        model         TEXT,
+        input_tokens  INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cached_tokens INTEGER NOT NULL,
+        cost_usd      REAL NOT NULL,
+        llm_calls     INTEGER NOT NULL,
+        tool_calls    INTEGER NOT NULL,
+        input         TEXT NOT NULL,
+        output        TEXT NOT NULL
+    );
+    CREATE INDEX traces_by_time ON traces (started_at DESC, id DESC);
+    CREATE INDEX traces_by_agent ON traces (agent_id, started_at DESC, id DESC);
+    CREATE INDEX traces_by_user ON traces (user_id, started_at DESC, id DESC);
+    CREATE INDEX traces_by_session ON traces (session_key, started_at DESC, id DESC);
+    CREATE INDEX traces_by_status ON traces (status, started_at DESC, id DESC);
+    CREATE INDEX traces_by_parent ON traces (parent_id) WHERE parent_id IS NOT NULL;
+    CREATE TABLE trace_spans (
+        trace_id      TEXT NOT NULL,
+        span_id       TEXT NOT NULL,
+        parent_span   TEXT,
+        kind          TEXT NOT NULL,
+        name          TEXT NOT NULL,
+        started_at    INTEGER NOT NULL,
+        ended_at      INTEGER,
+        status        TEXT NOT NULL,
+        error         TEXT,
+        agent_id      TEXT NOT NULL,
+        user_id       TEXT,
+        provider      TEXT,
+        model         TEXT,
+        input_tokens  INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cached_tokens INTEGER NOT NULL,
+        cost_usd      REAL NOT NULL,
+        attrs         TEXT NOT NULL,
+        PRIMARY KEY (trace_id, span_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX trace_llm_calls_by_time ON trace_spans (started_at) WHERE kind = 'llm';",
+)];
+
+/// The records database of a home, shared by the stores that keep tables in it (and,
+/// built by [`RecordsDb::traces`], the traces database).
 #[derive(Clone)]
 pub(crate) struct RecordsDb {
     path: PathBuf,
     conn: Arc<Mutex<Option<Connection>>>,
+    migrations: &'static [(i64, &'static str, &'static str)],
+    /// Every commit synced before it returns.
+    durable: bool,
 }
 
 impl RecordsDb {
@@ -151,6 +215,18 @@ impl RecordsDb {
         RecordsDb {
             path: home.join(RECORDS_PATH),
             conn: Arc::default(),
+            migrations: MIGRATIONS,
+            durable: true,
+        }
+    }
+
+    /// `data/traces.db`, opened on first use like the records.
+    pub(crate) fn traces(home: &Path) -> RecordsDb {
+        RecordsDb {
+            path: home.join(TRACES_PATH),
+            conn: Arc::default(),
+            migrations: TRACE_MIGRATIONS,
+            durable: false,
         }
     }
 
@@ -161,10 +237,11 @@ impl RecordsDb {
         F: FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
     {
         let (path, slot) = (self.path.clone(), self.conn.clone());
+        let (migrations, durable) = (self.migrations, self.durable);
         blocking(path.clone(), move || {
             let mut guard = lock(&slot);
             if guard.is_none() {
-                *guard = Some(open(&path)?);
+                *guard = Some(open(&path, migrations, durable)?);
             }
             match guard.as_mut() {
                 Some(conn) => f(conn).map_err(|e| db_error(&path, e)),
@@ -188,7 +265,7 @@ pub(crate) fn migration_states(
         return Ok(Vec::new());
     }
     let conn = if apply {
-        open(&path)?
+        open(&path, MIGRATIONS, true)?
     } else {
         super::connect(&path).map_err(|e| db_error(&path, e))?
     };
@@ -205,15 +282,17 @@ pub(crate) fn migration_states(
         .collect())
 }
 
-fn open(path: &Path) -> Result<Connection, StoreError> {
+fn open(path: &Path, list: &[(i64, &str, &str)], durable: bool) -> Result<Connection, StoreError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
     }
     let mut conn = super::connect(path).map_err(|e| db_error(path, e))?;
-    // Not derivable from anything else: a commit is on disk before it returns.
-    conn.pragma_update(None, "synchronous", "FULL")
-        .map_err(|e| db_error(path, e))?;
-    migrations::migrate_up_with(&mut conn, MIGRATIONS).map_err(|e| StoreError::Database {
+    if durable {
+        // Not derivable from anything else: a commit is on disk before it returns.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| db_error(path, e))?;
+    }
+    migrations::migrate_up_with(&mut conn, list).map_err(|e| StoreError::Database {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;

@@ -34,10 +34,13 @@ pub async fn run(ctx: &AppContext, args: ChatArgs) -> anyhow::Result<ExitCode> {
         agent: &agent,
         args: &args,
     };
-    match &args.message {
+    let done = match &args.message {
         Some(message) => chat.one_shot(message).await,
         None => chat.repl(ctx).await,
-    }
+    };
+    // The runs' traces are written before the process ends.
+    runtime.flush_traces().await;
+    done
 }
 
 /// One chat session of the CLI: every message goes through the runtime's door, like a
