@@ -19,6 +19,7 @@ use ferroclaw_types::{
 use futures_util::future::join_all;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::compaction::{self, CompactionSettings};
 use crate::events::{Emitter, EventSink};
@@ -636,7 +637,42 @@ impl Agent {
                     estimated_tokens: estimate as u64,
                 });
                 let call_started = Instant::now();
-                match self.provider.chat(&chat, &sink, cancel).await {
+                let span = tracing::info_span!(
+                    "llm.call",
+                    otel.name = %format_args!("chat {}", chat.model),
+                    otel.kind = "client",
+                    gen_ai.operation.name = "chat",
+                    gen_ai.request.model = %chat.model,
+                    iteration,
+                    gen_ai.system = tracing::field::Empty,
+                    gen_ai.response.model = tracing::field::Empty,
+                    gen_ai.usage.input_tokens = tracing::field::Empty,
+                    gen_ai.usage.output_tokens = tracing::field::Empty,
+                    gen_ai.response.finish_reasons = tracing::field::Empty,
+                    error = tracing::field::Empty,
+                );
+                let answer = self
+                    .provider
+                    .chat(&chat, &sink, cancel)
+                    .instrument(span.clone())
+                    .await;
+                match &answer {
+                    Ok(r) => {
+                        span.record("gen_ai.system", r.provider.as_str());
+                        span.record("gen_ai.response.model", r.model.as_str());
+                        span.record("gen_ai.usage.input_tokens", r.usage.input);
+                        span.record("gen_ai.usage.output_tokens", r.usage.output);
+                        span.record(
+                            "gen_ai.response.finish_reasons",
+                            tracing::field::debug(r.stop_reason),
+                        );
+                    }
+                    Err(e) => {
+                        span.record("error", tracing::field::display(e));
+                    }
+                }
+                drop(span);
+                match answer {
                     Ok(r) => break (r, call_started.elapsed()),
                     Err(_) if cancel.is_cancelled() => {
                         let text = partial.into_inner().unwrap_or_default();

@@ -376,6 +376,15 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
         }
     }
 
+    if let Some(o) = &config.tracing.otlp {
+        if let Err((field, message)) = o.check() {
+            return Err(invalid(format!("tracing.otlp.{field}"), message));
+        }
+    }
+    if config.tracing.queue == 0 {
+        return Err(invalid("tracing.queue".into(), "must be at least 1".into()));
+    }
+
     let threshold = config.agents.defaults.compaction.threshold;
     if !(threshold > 0.0 && threshold <= 1.0) {
         return Err(invalid(

@@ -42,6 +42,9 @@ pub struct TracingConfig {
     /// Traces waiting to be written; past it new ones are dropped (and counted), a run
     /// never waits for the storage.
     pub queue: usize,
+    /// Export the process's spans (requests, runs, model and tool calls) to an
+    /// OpenTelemetry collector.
+    pub otlp: Option<OtlpConfig>,
 }
 
 impl Default for TracingConfig {
@@ -51,6 +54,61 @@ impl Default for TracingConfig {
             verbose: false,
             retention_days: 30,
             queue: 4096,
+            otlp: None,
+        }
+    }
+}
+
+/// `tracing.otlp`: where spans go, over OTLP.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtlpConfig {
+    /// The collector: `http://host:4318` (HTTP; `/v1/traces` is added) or
+    /// `http://host:4317` (gRPC).
+    pub endpoint: String,
+    /// `http` (protobuf over HTTP) or `grpc`.
+    pub protocol: String,
+    pub service_name: String,
+    /// Headers sent with every export (not secrets: those go in `headers_env`).
+    pub headers: BTreeMap<String, String>,
+    /// A variable holding more headers as `key=value,key2=value2` (the OpenTelemetry
+    /// format), e.g. an API key.
+    pub headers_env: String,
+    pub timeout_seconds: u64,
+}
+
+impl OtlpConfig {
+    /// The field at fault and why.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let e = self.endpoint.trim();
+        if !(e.starts_with("http://") || e.starts_with("https://")) || e.len() < 10 {
+            return Err((
+                "endpoint",
+                format!("expected the collector's http:// or https:// URL, got {e:?}"),
+            ));
+        }
+        if !matches!(self.protocol.to_ascii_lowercase().as_str(), "http" | "grpc") {
+            return Err((
+                "protocol",
+                format!("expected \"http\" or \"grpc\", got {:?}", self.protocol),
+            ));
+        }
+        if self.service_name.trim().is_empty() {
+            return Err(("service_name", "must not be empty".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Default for OtlpConfig {
+    fn default() -> Self {
+        OtlpConfig {
+            endpoint: String::new(),
+            protocol: "http".into(),
+            service_name: "ferroclaw".into(),
+            headers: BTreeMap::new(),
+            headers_env: "OTEL_EXPORTER_OTLP_HEADERS".into(),
+            timeout_seconds: 10,
         }
     }
 }

@@ -1010,3 +1010,65 @@ fn a_telegram_channel_is_checked_and_its_token_comes_from_the_environment() {
         .expect("configured");
     assert!(unset.token.is_none());
 }
+
+#[test]
+fn tracing_is_checked_and_resolved_with_its_prices_and_otlp_headers() {
+    let h = Home::new();
+    for (text, field, why) in [
+        (
+            "{ tracing: { otlp: { endpoint: \"127.0.0.1:4317\" } } }",
+            "tracing.otlp.endpoint",
+            "http:// or https://",
+        ),
+        (
+            "{ tracing: { otlp: { endpoint: \"http://127.0.0.1:4317\", protocol: \"thrift\" } } }",
+            "tracing.otlp.protocol",
+            "\"http\" or \"grpc\"",
+        ),
+        ("{ tracing: { queue: 0 } }", "tracing.queue", "at least 1"),
+    ] {
+        h.write("config.json5", text);
+        let (f, m) = invalid(h.load(&[]).expect_err(text));
+        assert_eq!(f, field, "{text}");
+        assert!(m.contains(why), "{text}: {m}");
+    }
+    // An unknown key inside tracing is refused, not ignored.
+    h.write("config.json5", "{ tracing: { verbos: true } }");
+    assert!(h.load(&[]).is_err());
+
+    h.write(
+        "config.json5",
+        r#"{ agents: { defaults: { provider: "p", model: "m" } },
+             providers: { p: { type: "openai_compat", base_url: "http://127.0.0.1:9/v1",
+               models: [{ id: "m", cost: { input: 2, output: 8 } }] } },
+             tracing: { retention_days: 0, verbose: true,
+               otlp: { endpoint: "http://collector:4318/", headers: { "X-Team": "a", "authorization": "file" } } } }"#,
+    );
+    let s = h
+        .load_ok(&[("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer k, x-more = 1")])
+        .settings();
+    let t = &s.tracing;
+    assert!(t.enabled && t.verbose);
+    assert_eq!(t.retention, None, "0 keeps traces for ever");
+    assert_eq!(t.prices.len(), 1);
+    assert_eq!(
+        (t.prices[0].input, t.prices[0].output, t.prices[0].cached),
+        (2.0, 8.0, 2.0),
+        "cached tokens cost the input price unless priced"
+    );
+    let o = t.otlp.as_ref().expect("otlp");
+    assert_eq!(o.endpoint, "http://collector:4318/v1/traces");
+    assert_eq!(o.service_name, "ferroclaw");
+    let mut headers = o.headers.clone();
+    headers.sort();
+    assert_eq!(
+        headers,
+        [
+            ("authorization".to_string(), "Bearer k".to_string()),
+            ("x-more".into(), "1".into()),
+            ("x-team".into(), "a".into()),
+        ],
+        "the variable's headers win over the file's"
+    );
+    assert_eq!(s.agents[0].stall_timeout, Some(std::time::Duration::from_secs(300)));
+}

@@ -13,6 +13,7 @@ use ferroclaw_types::{RunEvent, StopReason, Usage};
 use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::handle::{ChannelSink, RunFailure, RunHandle};
 use crate::origin::Origin;
@@ -124,6 +125,9 @@ impl Core {
             origin,
             options: spec.options,
             parent_run_id: spec.parent_run_id,
+            // The submitter's span (an HTTP or WebSocket request, a parent run's tool
+            // call): the run's span hangs under it in exported traces.
+            submitted_in: tracing::Span::current(),
         });
         self.enqueue(&agent_id, &stored, spec.message, spec.mode, origin, run)
     }
@@ -242,12 +246,23 @@ struct AgentRun {
     origin: Origin,
     options: RunOptions,
     parent_run_id: Option<String>,
+    submitted_in: tracing::Span,
 }
 
 /// The closure the scheduler calls for an agent run: lease, observe, run.
 fn agent_run(r: AgentRun) -> RunFn {
     let r = Arc::new(r);
     Arc::new(move |run_id, message, sink, cancel| {
+        let span = tracing::info_span!(
+            parent: &r.submitted_in,
+            "agent.run",
+            otel.name = %format_args!("agent {}", r.agent.settings().id),
+            run.id = %run_id,
+            agent.id = %r.agent.settings().id,
+            session.key = %r.stored_key,
+            origin = r.origin.as_str(),
+            run.status = tracing::field::Empty,
+        );
         let r = r.clone();
         let fut: BoxFuture<'static, Result<RunOutput, RunError>> = Box::pin(async move {
             let agent_id = r.agent.settings().id.clone();
@@ -288,9 +303,14 @@ fn agent_run(r: AgentRun) -> RunFn {
             for o in &r.observers {
                 o.run_finished(&info, &result, elapsed);
             }
+            let status = match &result {
+                Ok(_) => "ok",
+                Err(e) => e.kind(),
+            };
+            tracing::Span::current().record("run.status", status);
             result
         });
-        fut
+        Box::pin(fut.instrument(span)) as BoxFuture<'static, Result<RunOutput, RunError>>
     })
 }
 

@@ -14,6 +14,7 @@ mod openai;
 pub mod discord;
 pub mod feishu;
 pub mod mcp;
+pub mod otlp;
 pub mod pg;
 pub mod slack;
 pub mod telegram;

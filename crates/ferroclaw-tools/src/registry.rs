@@ -337,6 +337,7 @@ impl ToolRegistry {
         }
         let span = tracing::info_span!(
             "tool",
+            otel.name = %format_args!("tool {}", tool.name()),
             tool = tool.name(),
             agent = %ctx.agent_id,
             session = %ctx.session_key,

@@ -3885,3 +3885,98 @@ async fn traces_and_usage_are_served_and_each_user_sees_their_own() {
     let hers = alice_ws.call("usage.summary", json!({})).await;
     assert_eq!(hers["payload"]["total"]["inputTokens"], 12, "{hers}");
 }
+
+/// `tracing.otlp`: a request's spans reach a collector as one trace — the HTTP request,
+/// the run under it, each model call and tool call under the run — with the service
+/// name and the headers configured, over HTTP and over gRPC.
+#[tokio::test]
+async fn spans_are_exported_over_otlp_as_one_trace_per_request() {
+    use ferroclaw_testkit::otlp::{OtlpReceiver, ReceivedSpan};
+    for protocol in ["http", "grpc"] {
+        let receiver = match protocol {
+            "grpc" => OtlpReceiver::grpc().await,
+            _ => OtlpReceiver::http().await,
+        }
+        .expect("receiver");
+        let top = format!(
+            r#"tracing: {{ otlp: {{ endpoint: "{}", protocol: "{protocol}", service_name: "ferroclaw-under-test",
+                headers: {{ "x-team": "blue" }}, headers_env: "OTLP_TEST_HEADERS" }} }},"#,
+            receiver.endpoint()
+        );
+        let gw = Gateway::start_with(
+            "",
+            &top,
+            "",
+            &[
+                ("OTLP_TEST_HEADERS", "authorization=Bearer otlp-secret"),
+                // Batches leave every 50 ms instead of every 5 s.
+                ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+            ],
+        )
+        .await;
+        gw.llm.push(Reply::tool_call(
+            "c1",
+            "exec",
+            json!({"command": "echo traced"}),
+        ));
+        gw.llm.push(Reply::text("done").with_usage(11, 4));
+        let resp = gw
+            .post(
+                "/v1/chat/completions",
+                &json!({"messages": [{"role": "user", "content": "trace me"}]}),
+            )
+            .await;
+        assert_eq!(resp.status(), 200, "{protocol}");
+        let wanted = ["POST /v1/chat/completions", "agent main", "tool exec"];
+        let complete = |spans: &[ReceivedSpan]| {
+            wanted.iter().all(|w| spans.iter().any(|s| s.name == *w))
+                && spans.iter().filter(|s| s.name == "chat model-a").count() == 2
+        };
+        assert!(
+            receiver.wait_for(WAIT, complete).await,
+            "{protocol}: {:#?}\n{}",
+            receiver.spans(),
+            gw.stderr()
+        );
+        let spans = receiver.spans();
+        let one = |name: &str| spans.iter().find(|s| s.name == name).unwrap().clone();
+        let (request, run, tool) = (
+            one("POST /v1/chat/completions"),
+            one("agent main"),
+            one("tool exec"),
+        );
+        assert_eq!(
+            request.parent_span_id, "",
+            "{protocol}: the request is the root"
+        );
+        assert_eq!(request.attributes["http.response.status_code"], "200");
+        assert_eq!(
+            run.parent_span_id, request.span_id,
+            "{protocol}: the run is the request's"
+        );
+        assert_eq!(run.attributes["run.status"], "ok");
+        assert_eq!(tool.parent_span_id, run.span_id, "{protocol}");
+        let calls: Vec<&ReceivedSpan> = spans.iter().filter(|s| s.name == "chat model-a").collect();
+        for s in &calls {
+            assert_eq!(s.parent_span_id, run.span_id, "{protocol}");
+            assert_eq!(s.attributes["gen_ai.request.model"], "model-a");
+        }
+        assert!(
+            calls.iter().any(|s| s
+                .attributes
+                .get("gen_ai.usage.input_tokens")
+                .map(String::as_str)
+                == Some("11")),
+            "{calls:?}"
+        );
+        for s in [&request, &run, &tool] {
+            assert_eq!(s.trace_id, request.trace_id, "{protocol}: one trace");
+            assert_eq!(s.service_name, "ferroclaw-under-test");
+            assert_eq!(s.headers.get("x-team").map(String::as_str), Some("blue"));
+            assert_eq!(
+                s.headers.get("authorization").map(String::as_str),
+                Some("Bearer otlp-secret")
+            );
+        }
+    }
+}

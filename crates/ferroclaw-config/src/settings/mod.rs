@@ -72,6 +72,26 @@ pub struct TracingSettings {
     pub queue: usize,
     /// `providers.<name>.models[].cost`, for every model that has one.
     pub prices: Vec<ModelPrice>,
+    /// `None`: no OpenTelemetry export.
+    pub otlp: Option<OtlpSettings>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    Http,
+    Grpc,
+}
+
+/// Where the process's spans are exported (`tracing.otlp`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtlpSettings {
+    /// For HTTP, the full URL of the traces resource (`…/v1/traces`).
+    pub endpoint: String,
+    pub protocol: OtlpProtocol,
+    pub service_name: String,
+    /// `headers`, then those of `headers_env` (which win).
+    pub headers: Vec<(String, String)>,
+    pub timeout: std::time::Duration,
 }
 
 impl Default for TracingSettings {
@@ -85,6 +105,7 @@ impl Default for TracingSettings {
             )),
             queue: c.queue,
             prices: Vec::new(),
+            otlp: None,
         }
     }
 }

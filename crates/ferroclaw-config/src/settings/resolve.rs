@@ -94,6 +94,7 @@ impl LoadedConfig {
                         })
                     })
                     .collect(),
+                otlp: cfg.tracing.otlp.as_ref().map(|o| self.otlp(o)),
             },
             channels: ChannelsSettings {
                 telegram: cfg.channels.telegram.as_ref().map(|t| ChannelSettings {
@@ -127,6 +128,42 @@ impl LoadedConfig {
                     app_token: self.token(&f.verification_token_env),
                 }),
             },
+        }
+    }
+
+    fn otlp(&self, o: &schema::OtlpConfig) -> OtlpSettings {
+        let protocol = if o.protocol.eq_ignore_ascii_case("grpc") {
+            OtlpProtocol::Grpc
+        } else {
+            OtlpProtocol::Http
+        };
+        let base = o.endpoint.trim_end_matches('/');
+        let endpoint = match protocol {
+            OtlpProtocol::Http if !base.ends_with("/v1/traces") => format!("{base}/v1/traces"),
+            _ => base.to_string(),
+        };
+        let mut headers: Vec<(String, String)> = o
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect();
+        // `key=value` pairs separated by commas.
+        for pair in self.env.get(&o.headers_env).unwrap_or_default().split(',') {
+            if let Some((k, v)) = pair.split_once('=') {
+                let k = k.trim().to_ascii_lowercase();
+                let v = v.trim().to_string();
+                if !k.is_empty() {
+                    headers.retain(|(name, _)| *name != k);
+                    headers.push((k, v));
+                }
+            }
+        }
+        OtlpSettings {
+            endpoint,
+            protocol,
+            service_name: o.service_name.clone(),
+            headers,
+            timeout: Duration::from_secs(o.timeout_seconds.max(1)),
         }
     }
 

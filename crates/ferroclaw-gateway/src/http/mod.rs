@@ -23,6 +23,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::auth::{Caller, Role};
 use crate::error::{ApiError, ErrorShape};
@@ -176,7 +177,17 @@ pub async fn track(State(state): State<Arc<AppState>>, req: Request, next: Next)
         .map(|m| m.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
     let method = req.method().clone();
-    let resp = next.run(req).await;
+    // The request's span: the run it starts is its child in exported traces.
+    let span = tracing::info_span!(
+        "http.request",
+        otel.name = %format_args!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = %method,
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+    );
+    let resp = next.run(req).instrument(span.clone()).await;
+    span.record("http.response.status_code", resp.status().as_u16());
     state
         .metrics
         .http_request(&route, method.as_str(), resp.status().as_u16());

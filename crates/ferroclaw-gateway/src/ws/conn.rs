@@ -9,6 +9,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::frames::{self, str_param, RequestFrame};
 use super::{methods, MAX_FRAME_BYTES, PING_INTERVAL, SEND_BUFFER};
@@ -333,23 +334,38 @@ async fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
     // the tracker lets shutdown wait for their final answers.
     let conn = conn.clone();
     let tracker = conn.state.ws_tasks.clone();
+    // The request's span: the runs it starts are its children in exported traces.
+    let span = tracing::info_span!(
+        "ws.request",
+        otel.name = %format_args!("ws {}", frame.method),
+        otel.kind = "server",
+        rpc.method = %frame.method,
+    );
     if method == super::table::Method::ChatSend {
         // Submitted here, in frame order; only the wait runs on its own task.
-        let run = methods::chat_send(&conn, &frame.params, auth.requester()).await;
-        tracker.spawn(async move {
-            match run.await {
+        let run = methods::chat_send(&conn, &frame.params, auth.requester())
+            .instrument(span.clone())
+            .await;
+        tracker.spawn(
+            async move {
+                match run.await {
+                    Ok(payload) => conn.send_ok(&frame.id, payload),
+                    Err(e) => conn.send_err(&frame.id, &e),
+                }
+            }
+            .instrument(span),
+        );
+        return None;
+    }
+    tracker.spawn(
+        async move {
+            match methods::dispatch(&conn, method, frame.params, auth).await {
                 Ok(payload) => conn.send_ok(&frame.id, payload),
                 Err(e) => conn.send_err(&frame.id, &e),
             }
-        });
-        return None;
-    }
-    tracker.spawn(async move {
-        match methods::dispatch(&conn, method, frame.params, auth).await {
-            Ok(payload) => conn.send_ok(&frame.id, payload),
-            Err(e) => conn.send_err(&frame.id, &e),
         }
-    });
+        .instrument(span),
+    );
     None
 }
 

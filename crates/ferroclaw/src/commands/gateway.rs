@@ -17,6 +17,11 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
         return print_token(global);
     }
     let ctx = AppContext::load_for_server(global).await?;
+    // Before anything is served, so the first request's spans are exported too.
+    let telemetry = match &ctx.settings.tracing.otlp {
+        Some(otlp) => Some(crate::logging::export(otlp)?),
+        None => None,
+    };
     let providers = ctx.loaded.providers();
     let gateway = Gateway::bind(
         ctx.settings,
@@ -85,6 +90,9 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
     drop(out);
 
     gateway.serve(shutdown_signal()).await?;
+    if let Some(t) = telemetry {
+        t.shutdown().await;
+    }
     eprintln!("gateway stopped");
     Ok(ExitCode::SUCCESS)
 }
