@@ -1045,7 +1045,10 @@ fn tracing_is_checked_and_resolved_with_its_prices_and_otlp_headers() {
                otlp: { endpoint: "http://collector:4318/", headers: { "X-Team": "a", "authorization": "file" } } } }"#,
     );
     let s = h
-        .load_ok(&[("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer k, x-more = 1")])
+        .load_ok(&[(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "authorization=Bearer k, x-more = 1",
+        )])
         .settings();
     let t = &s.tracing;
     assert!(t.enabled && t.verbose);
@@ -1070,5 +1073,8 @@ fn tracing_is_checked_and_resolved_with_its_prices_and_otlp_headers() {
         ],
         "the variable's headers win over the file's"
     );
-    assert_eq!(s.agents[0].stall_timeout, Some(std::time::Duration::from_secs(300)));
+    assert_eq!(
+        s.agents[0].stall_timeout,
+        Some(std::time::Duration::from_secs(300))
+    );
 }

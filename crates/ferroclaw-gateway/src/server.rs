@@ -92,6 +92,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route_layer(from_fn_with_state(state.clone(), http::guard));
     Router::new()
         .route("/health", get(http::health::health))
+        // The dashboard's files; the page signs in with a token like any client.
+        .route("/", get(http::dashboard::index))
+        .route("/ui/app.css", get(http::dashboard::css))
+        .route("/ui/app.js", get(http::dashboard::js))
         // WebSocket auth happens in `connect`, per protocol.
         .route("/ws", get(ws::upgrade))
         // A platform's events prove themselves with the platform's token.

@@ -609,13 +609,14 @@ impl SessionTool {
         let handle = self.hub.handle(&ctx.agent_id)?;
         let stored = stored_key(ctx, &key);
         existing(&handle, &ctx.agent_id, &stored, &key).await?;
-        let log = handle
+        // A read: the other session may be running and must not be repaired under it.
+        let entries = handle
             .store
-            .open(&ctx.agent_id, &stored)
+            .read(&ctx.agent_id, &stored)
             .await
-            .map_err(|e| store_message(&e))?;
-        let mut rows: Vec<Value> = log
-            .context()
+            .map_err(|e| store_message(&e))?
+            .unwrap_or_default();
+        let mut rows: Vec<Value> = ferroclaw_store::build_context(&entries)
             .iter()
             .filter_map(|m| message_json(m, tools))
             .collect();

@@ -273,6 +273,23 @@ impl SessionStore for FileSessionStore {
         Ok(Box::new(log))
     }
 
+    async fn read(&self, agent_id: &str, key: &str) -> Result<Option<Vec<Entry>>, StoreError> {
+        validate_session_key(key)?;
+        let Some(meta) = self.get(agent_id, key).await? else {
+            return Ok(None);
+        };
+        let path = transcript_path_in(&self.sessions_dir(agent_id)?, &meta.session_id)?;
+        blocking(path.clone(), move || match fs::read(&path) {
+            Ok(bytes) if !bytes.is_empty() => Ok(Some(
+                crate::transcript::parse_transcript(&bytes, &path)?.entries,
+            )),
+            Ok(_) => Ok(Some(Vec::new())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Some(Vec::new())),
+            Err(e) => Err(StoreError::io(&path, e)),
+        })
+        .await
+    }
+
     async fn get(&self, agent_id: &str, key: &str) -> Result<Option<SessionMeta>, StoreError> {
         let key = key.to_owned();
         let agent = agent_id.to_owned();

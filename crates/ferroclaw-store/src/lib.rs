@@ -152,6 +152,12 @@ impl StoreError {
 pub trait SessionStore: Integrity + Send + Sync {
     /// Opens (creating if absent) the session `key` of `agent_id` and loads its transcript.
     async fn open(&self, agent_id: &str, key: &str) -> Result<Box<dyn SessionLog>, StoreError>;
+    /// A session's entries for a reader (history, previews, the session tools): never
+    /// creates the session and never writes — a run may be appending to it this very
+    /// moment, and a repair on load would replace the transcript under that run's feet.
+    /// Lines a reader cannot use (one being written, a damaged one) are left out of the
+    /// copy; the transcript itself is the next writer's to repair. `None`: no such session.
+    async fn read(&self, agent_id: &str, key: &str) -> Result<Option<Vec<Entry>>, StoreError>;
     async fn get(&self, agent_id: &str, key: &str) -> Result<Option<SessionMeta>, StoreError>;
     /// Newest `updated_at` first.
     async fn list(&self, agent_id: &str) -> Result<Vec<SessionMeta>, StoreError>;

@@ -107,6 +107,13 @@ impl SessionLog for MemoryLog {
 
 #[async_trait]
 impl SessionStore for MemoryStore {
+    async fn read(&self, agent_id: &str, key: &str) -> Result<Option<Vec<Entry>>, StoreError> {
+        let sessions = lock(&self.sessions);
+        Ok(sessions
+            .get(&(agent_id.to_string(), key.to_string()))
+            .map(|s| lock(&s.entries).clone()))
+    }
+
     async fn open(&self, agent_id: &str, key: &str) -> Result<Box<dyn SessionLog>, StoreError> {
         validate_agent_id(agent_id)?;
         validate_session_key(key)?;

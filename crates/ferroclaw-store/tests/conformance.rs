@@ -1541,3 +1541,69 @@ async fn traces_are_replaced_paged_filtered_summed_and_pruned() {
         );
     }
 }
+
+fn message(v: serde_json::Value) -> EntryBody {
+    EntryBody::Message {
+        message: serde_json::from_value(v).expect("message"),
+    }
+}
+
+/// A reader (history, previews, another session's tool) that comes by while a run waits
+/// on a tool call sees the call as it is, and the run's later writes all stay: reading
+/// never creates, repairs or replaces a transcript. (It once did, through `open`: the
+/// pending call looked like a missing result, the file was repaired under the run, and
+/// the run's next lines went to the replaced file.)
+#[tokio::test]
+async fn reading_a_session_while_its_run_waits_on_a_tool_leaves_the_run_s_writes() {
+    for s in Subject::all().await {
+        let n = s.name;
+        let mut run = s.store.open(AGENT, "busy").await.unwrap();
+        run.append(user("run it")).await.unwrap();
+        run.append(message(serde_json::json!({"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "exec", "arguments": {"command": "sleep 5"}}], "provider": "p", "model": "m", "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2}, "stopReason": "toolUse", "timestamp": 2})))
+            .await
+            .unwrap();
+        run.flush().await.unwrap();
+
+        let seen = s
+            .store
+            .read(AGENT, "busy")
+            .await
+            .unwrap()
+            .expect("the session");
+        assert_eq!(
+            seen.len(),
+            2,
+            "{n}: the call as it is, no placeholder result"
+        );
+        assert!(
+            s.store.read(AGENT, "nobody").await.unwrap().is_none(),
+            "{n}"
+        );
+        assert!(
+            s.store.get(AGENT, "nobody").await.unwrap().is_none(),
+            "{n}: not created"
+        );
+
+        run.append(message(serde_json::json!({"role": "toolResult", "toolCallId": "c1", "toolName": "exec", "content": [{"type": "text", "text": "slept"}], "isError": false, "timestamp": 3})))
+            .await
+            .unwrap();
+        run.append(message(serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": "done"}], "provider": "p", "model": "m", "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2}, "stopReason": "stop", "timestamp": 4})))
+            .await
+            .unwrap();
+        run.flush().await.unwrap();
+        drop(run);
+
+        let after = s
+            .store
+            .read(AGENT, "busy")
+            .await
+            .unwrap()
+            .expect("the session");
+        assert_eq!(after.len(), 4, "{n}: every line of the run is there");
+        let reopened = s.store.open(AGENT, "busy").await.unwrap();
+        let context = reopened.context();
+        assert_eq!(context.len(), 4, "{n}");
+        assert_eq!(text_of(&context[3]), "done", "{n}");
+        assert!(reopened.problems().is_empty(), "{n}: nothing needed repair");
+    }
+}

@@ -11,6 +11,7 @@ mod anthropic;
 mod killable;
 mod openai;
 
+pub mod browser;
 pub mod discord;
 pub mod feishu;
 pub mod mcp;

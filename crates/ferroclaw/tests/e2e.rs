@@ -5,6 +5,7 @@
 mod channels_e2e;
 mod cli;
 mod crash_safety;
+mod dashboard_e2e;
 mod executor_e2e;
 mod first_run;
 mod gateway_e2e;

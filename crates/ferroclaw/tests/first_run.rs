@@ -52,6 +52,14 @@ async fn the_gateway_starts_without_a_provider_and_says_what_is_missing() {
         .await
         .unwrap();
     assert_eq!(health["status"], "ok", "{health}");
+    // The dashboard loads, and the start-up lines say where it is.
+    let page = http.get(format!("http://{addr}/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("Gateway token"));
+    assert!(
+        startup.contains(&format!("dashboard: http://{addr}/")),
+        "{startup}"
+    );
 
     let token = std::fs::read_to_string(home.path().join("data/gateway.token")).unwrap();
     let resp = http

@@ -32,19 +32,19 @@ const PROVIDER_VARS: [&str; 10] = [
 /// hanging it. Never used to let something "settle".
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Gateway {
+pub(crate) struct Gateway {
     child: tokio::process::Child,
-    base: String,
+    pub(crate) base: String,
     ws_url: String,
     home: tempfile::TempDir,
-    llm: ScriptedLlm,
+    pub(crate) llm: ScriptedLlm,
     /// Sends the gateway token with every request.
     http: reqwest::Client,
     /// Sends no credential.
     anon: reqwest::Client,
     /// The operator token: from the environment given, else the one the gateway
     /// generated into its home on first start.
-    token: String,
+    pub(crate) token: String,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -55,7 +55,7 @@ impl Gateway {
     }
 
     /// As `start`, with `defaults` added to `agents.defaults` and `top` to the top level.
-    async fn start_with(
+    pub(crate) async fn start_with(
         defaults: &str,
         top: &str,
         gateway_cfg: &str,
@@ -198,7 +198,7 @@ impl Gateway {
         assert_eq!(rc, 0, "kill({pid}, {sig})");
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 }

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod channel_events;
 pub mod chat_completions;
+pub mod dashboard;
 pub mod health;
 pub mod mcp_servers;
 pub mod models;

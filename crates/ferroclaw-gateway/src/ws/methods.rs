@@ -522,9 +522,14 @@ async fn read_messages(
     agent_id: &str,
     key: &str,
 ) -> Result<Vec<Message>, WsError> {
-    let log = state.store().open(agent_id, key).await.map_err(store_err)?;
-    Ok(log
-        .entries()
+    // A read, not an open: it never creates the session nor repairs it under a run.
+    let entries = state
+        .store()
+        .read(agent_id, key)
+        .await
+        .map_err(store_err)?
+        .unwrap_or_default();
+    Ok(entries
         .iter()
         .filter_map(|e| e.message().cloned())
         .collect())

@@ -575,6 +575,27 @@ impl SessionStore for PgSessionStore {
         }))
     }
 
+    async fn read(&self, agent_id: &str, key: &str) -> Result<Option<Vec<Entry>>, StoreError> {
+        validate_agent_id(agent_id)?;
+        validate_session_key(key)?;
+        let client = self.client().await?;
+        let Some(row) = client
+            .query_opt(
+                "SELECT session_id, header FROM sessions WHERE agent_id = $1 AND key = $2",
+                &[&agent_id, &key],
+            )
+            .await
+            .map_err(db_error)?
+        else {
+            return Ok(None);
+        };
+        let session_id: String = row.get(0);
+        let (bytes, _) = Self::with_lines(&client, &session_id, row.get(1)).await?;
+        drop(client);
+        let parsed = parse_transcript(&bytes, std::path::Path::new("postgresql"))?;
+        Ok(Some(parsed.entries))
+    }
+
     async fn get(&self, agent_id: &str, key: &str) -> Result<Option<SessionMeta>, StoreError> {
         let client = self.client().await?;
         Ok(client

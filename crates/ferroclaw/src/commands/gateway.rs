@@ -85,6 +85,10 @@ pub async fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<ExitC
         }
         Err(e) => writeln!(out, "  integrity: scan failed: {e}")?,
     }
+    writeln!(
+        out,
+        "  dashboard: http://{addr}/ (sign in with the token; `ferroclaw gateway token` prints it)"
+    )?;
     writeln!(out, "listening on http://{addr}")?;
     out.flush()?;
     drop(out);
