@@ -404,21 +404,76 @@ async function sessionsPage(main) {
   add(main, sessions.length ? table(['Session', 'Agent', 'Updated', 'Tokens in / out', ''], rows) : el('p', { class: 'muted', text: 'No sessions yet.' }), detail);
 }
 
+async function apiSend(method, path, body) {
+  const r = await fetch(path, {
+    method,
+    headers: { Authorization: `Bearer ${S.token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const out = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error((out.error && out.error.message) || `HTTP ${r.status}`);
+  return out;
+}
+
 async function agentsPage(main) {
   add(main, el('h1', { text: 'Agents' }));
   const { agents = [], defaultId } = await call('agents.list');
-  const detail = el('section', { 'aria-label': 'Agent details' });
+  const detail = el('section', { 'aria-label': 'Agent details', id: 'agent-detail' });
+  const edit = (a) => {
+    const name = el('input', { value: a.name || '' });
+    const model = el('input', { value: (a.settings && a.settings.model) || '', placeholder: 'as the default agent' });
+    const user = el('input', { placeholder: 'user id' });
+    const role = el('select', {}, el('option', { value: 'user', text: 'user' }), el('option', { value: 'editor', text: 'editor' }));
+    const save = el('form', { class: 'row' }, field('Name', name), field('Model', model),
+      el('button', { type: 'submit', text: 'Save' }));
+    save.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const settings = Object.assign({}, a.settings || {}, { name: name.value });
+      if (model.value.trim()) settings.model = model.value.trim(); else delete settings.model;
+      try { await call('agents.update', { agentId: a.id, settings }); say(`Saved ${a.id}`); route(); } catch (err) { say(err.message); }
+    });
+    const share = el('form', { class: 'row' }, field('Share with', user), field('As', role),
+      el('button', { type: 'submit', text: 'Share' }));
+    share.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      try {
+        await apiSend('POST', `/v1/agents/${encodeURIComponent(a.id)}/sharing`, { user: user.value.trim(), role: role.value });
+        say(`Shared ${a.id} with ${user.value.trim()}`);
+      } catch (err) { say(err.message); }
+    });
+    return [el('h2', { text: `Edit ${a.id}` }), save, share];
+  };
   const rows = agents.map((a) => {
     const id = a.id || a.agentId;
     const b = el('button', { type: 'button', class: 'ghost', text: 'Configuration' });
     b.addEventListener('click', async () => {
       const info = await call('agent', { agentId: id });
-      put(detail, el('h2', { text: id }), el('pre', { text: JSON.stringify(info, null, 2) }));
+      put(detail, el('h2', { text: id }), el('pre', { text: JSON.stringify(info, null, 2) }),
+        a.source === 'database' && a.settings ? edit(a) : null);
     });
     return el('tr', {}, el('td', {}, el('code', { text: id }), id === defaultId ? ' (default)' : ''),
-      el('td', { text: a.name || '' }), el('td', { text: `${a.provider || ''}/${a.model || ''}` }), el('td', {}, b));
+      el('td', { text: a.name || '' }), el('td', { text: `${a.provider || ''}/${a.model || ''}` }),
+      el('td', { text: a.source === 'database' ? `${a.owner ? `${a.owner}'s` : 'stored'} (${a.access || ''})` : 'config file' }),
+      el('td', {}, b));
   });
-  add(main, table(['Agent', 'Name', 'Model', ''], rows), detail);
+  add(main, table(['Agent', 'Name', 'Model', 'Kept in', ''], rows), detail);
+  if (S.role === 'viewer') return;
+  // Users' agents live in the storage: anyone may make one for themselves.
+  const id = el('input', { id: 'new-agent-id', required: true, pattern: '[a-z0-9][a-z0-9_-]{0,63}' });
+  const name = el('input', { id: 'new-agent-name' });
+  const kind = el('select', { id: 'new-agent-kind' }, el('option', { value: 'open', text: 'open (each user shapes it)' }),
+    el('option', { value: 'predefined', text: 'predefined (its files are yours)' }));
+  const form = el('form', { class: 'row', id: 'new-agent' }, field('New agent id', id), field('Name', name), field('Kind', kind),
+    el('button', { type: 'submit', text: 'Create agent' }));
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    try {
+      await call('agents.create', { id: id.value.trim(), kind: kind.value, settings: { name: name.value.trim() || id.value.trim() } });
+      say(`Created ${id.value.trim()}`);
+      route();
+    } catch (err) { say(err.message); }
+  });
+  add(main, el('h2', { text: 'New agent' }), form);
 }
 
 function stuck(t) {
@@ -615,7 +670,22 @@ async function systemPage(main) {
       add(main, el('p', { class: 'muted', text: e.message }));
     }
   };
-  await section('Providers and models', 'models.list', (r) => table(['Model', 'Provider'],
+  await section('Providers', 'providers.status', (r) => {
+    const rows = (r.providers || []).map((p) => el('tr', {},
+      el('td', { text: p.name }), el('td', {}, el('code', { text: p.baseUrl })),
+      el('td', {}, el('span', { class: `pill ${p.reachable && !p.error ? 'ok' : 'bad'}`, text: p.reachable && !p.error ? 'reachable' : 'unreachable' })),
+      el('td', { text: p.error || `${p.models.length} models, ${fmtDur(p.latencyMs)}` })));
+    const wrap = el('div', {}, rows.length ? table(['Provider', 'Address', 'State', 'Details'], rows)
+      : el('p', { class: 'muted', text: 'No provider is configured yet.' }));
+    for (const l of r.local || []) {
+      add(wrap, el('p', { class: 'offer', role: 'note' },
+        `A local model server answers: ${l.name} at `, el('code', { text: l.baseUrl }),
+        ` with ${l.models.length} model(s) (${l.models.slice(0, 3).join(', ')}). Run `,
+        el('code', { text: 'ferroclaw onboard' }), ' to use it (gpt-oss models get tool_mode auto).'));
+    }
+    return wrap;
+  });
+  await section('Models', 'models.list', (r) => table(['Model', 'Provider'],
     (r.models || []).map((m) => el('tr', {}, el('td', {}, el('code', { text: m.model })), el('td', { text: m.provider })))));
   await section('MCP servers', 'mcp.status', (r) => (r.servers || []).length
     ? table(['Server', 'State', 'Tools', 'Last error'], r.servers.map((s) => el('tr', {}, el('td', { text: s.name }),
@@ -625,6 +695,11 @@ async function systemPage(main) {
     const list = Array.isArray(r) ? r : (r.channels || []);
     return list.length ? el('pre', { text: JSON.stringify(list, null, 2) }) : el('p', { class: 'muted', text: 'None configured.' });
   });
+  if (S.role === 'admin') {
+    await section('Configuration (secrets masked)', 'config.get', (r) =>
+      el('details', {}, el('summary', { text: 'The configuration as loaded' }),
+        el('pre', { id: 'config-view', text: JSON.stringify(r.config, null, 2) })));
+  }
   await section('Scheduled jobs', 'cron.list', (r) => (r.jobs || []).length
     ? table(['Job', 'Agent', 'Next run', 'Enabled'], r.jobs.map((j) => el('tr', {}, el('td', { text: j.name || j.id }),
       el('td', { text: j.agentId || '' }), el('td', { text: fmtTime(j.nextRunAt) }), el('td', { text: j.enabled ? 'yes' : 'no' }))))

@@ -118,6 +118,10 @@ pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(600);
 pub struct AppState {
     /// The ferroclaw home (integrity scans, scan status).
     pub home: std::path::PathBuf,
+    /// The configuration as loaded, secrets masked (`config.get`).
+    pub shown: Arc<serde_json::Value>,
+    /// The providers the agents talk to (`providers.status` asks each).
+    pub providers: Vec<ferroclaw_config::settings::ProviderSettings>,
     pub config: GatewaySettings,
     /// The agents, their shared services, the store and the scheduler: every run this
     /// gateway starts goes through it.
@@ -173,9 +177,12 @@ impl AppState {
             .map_err(|e| GatewayError::Runtime(Box::new(e)))?;
         let metrics = Arc::new(Metrics::new());
         runtime.add_observer(metrics.clone());
+        let providers = settings.providers_in_use().into_iter().cloned().collect();
         let config = settings.gateway;
         let (auth, token) = credentials(&settings.home, &config)?;
         Ok(Arc::new(AppState {
+            shown: settings.shown.clone(),
+            providers,
             cron_running: settings.cron.enabled && runtime.cron().is_some(),
             channel_settings: settings.channels.clone(),
             channels: std::sync::OnceLock::new(),

@@ -28,6 +28,7 @@ mod error;
 pub mod fallback;
 mod http_error;
 pub mod openai_compat;
+pub mod probe;
 pub mod retry;
 pub mod schema;
 mod shell;

@@ -219,6 +219,67 @@ async fn the_dashboard_signs_in_chats_approves_and_shows_the_run() {
         accessible(&mut b, &tab, &axe, name).await;
         shot(&mut b, &tab, name).await;
     }
+    // System: the provider answers, and the operator sees the configuration masked.
+    go(
+        &mut b,
+        &tab,
+        "#/system",
+        "document.querySelector('#config-view')",
+    )
+    .await;
+    let system = b
+        .eval(&tab, "document.querySelector('main').innerText")
+        .await;
+    let system = system.as_str().unwrap_or_default();
+    assert!(
+        system.contains("reachable") && !system.contains("unreachable"),
+        "{system}"
+    );
+
+    // Agents: make one, rename it, share it.
+    go(
+        &mut b,
+        &tab,
+        "#/agents",
+        "document.querySelector('#new-agent')",
+    )
+    .await;
+    b.eval(&tab, "document.querySelector('#new-agent-id').focus()")
+        .await;
+    b.type_text(&tab, "notes").await;
+    b.eval(&tab, "document.querySelector('#new-agent-name').focus()")
+        .await;
+    b.type_text(&tab, "Notes").await;
+    b.eval(&tab, "document.querySelector('#new-agent button').click()")
+        .await;
+    b.wait_for(
+        &tab,
+        "[...document.querySelectorAll('main table code')].some(c => c.textContent === 'notes')",
+    )
+    .await;
+    b.eval(&tab, "[...document.querySelectorAll('main table tr')].find(r => r.textContent.startsWith('notes')).querySelector('button').click()").await;
+    b.wait_for(&tab, "[...document.querySelectorAll('#agent-detail h2')].some(h => h.textContent === 'Edit notes')")
+        .await;
+    accessible(&mut b, &tab, &axe, "agents, editing").await;
+    b.eval(&tab, "const i = document.querySelector('#agent-detail form input'); i.value = 'Notes v2'; i.form.querySelector('button').click()").await;
+    b.wait_for(
+        &tab,
+        "[...document.querySelectorAll('main table td')].some(c => c.textContent === 'Notes v2')",
+    )
+    .await;
+    b.eval(&tab, "[...document.querySelectorAll('main table tr')].find(r => r.textContent.startsWith('notes')).querySelector('button').click()").await;
+    b.wait_for(
+        &tab,
+        "document.querySelectorAll('#agent-detail form').length === 2",
+    )
+    .await;
+    b.eval(&tab, "const f = document.querySelectorAll('#agent-detail form')[1]; f.querySelector('input').value = 'bob'; f.querySelector('button').click()").await;
+    b.wait_for(
+        &tab,
+        "document.querySelector('#status-line').textContent === 'Shared notes with bob'",
+    )
+    .await;
+
     // A session's history shows the tool call folded.
     go(
         &mut b,

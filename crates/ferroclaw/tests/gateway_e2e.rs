@@ -3980,3 +3980,71 @@ async fn spans_are_exported_over_otlp_as_one_trace_per_request() {
         }
     }
 }
+
+/// `providers.status` asks each provider in use for its models (a dead address says
+/// why), and `config.get` shows the configuration with its secrets masked, to the
+/// operator only.
+#[tokio::test]
+async fn providers_are_probed_and_the_configuration_is_shown_masked() {
+    let secret = "sk-scripted-secret-0123456789";
+    let gw = Gateway::start(
+        "",
+        &[
+            ("FERROCLAW_GATEWAY_TOKEN", "probe-admin"),
+            ("FERROCLAW_GATEWAY_VIEWER_TOKEN", "probe-viewer"),
+            ("FERROCLAW_SCRIPTED_API_KEY", secret),
+        ],
+    )
+    .await;
+    gw.llm.set_models(vec!["model-a".into(), "model-b".into()]);
+    let mut ws = gw.ws().await;
+    assert_eq!(
+        ws.call("connect", json!({"token": "probe-admin"})).await["ok"],
+        true
+    );
+    let st = ws.call("providers.status", json!({})).await;
+    let p = &st["payload"]["providers"][0];
+    assert_eq!(p["name"], "scripted", "{st}");
+    assert_eq!(p["reachable"], true, "{st}");
+    assert_eq!(p["models"], json!(["model-a", "model-b"]), "{st}");
+    assert!(p["error"].is_null(), "{st}");
+    let cfg = ws.call("config.get", json!({})).await;
+    let text = cfg["payload"]["config"].to_string();
+    assert!(cfg["ok"] == true && text.contains("scripted"), "{cfg}");
+    assert!(!text.contains(secret), "the key is masked: {text}");
+    let mut viewer = gw.ws().await;
+    assert_eq!(
+        viewer
+            .call("connect", json!({"token": "probe-viewer"}))
+            .await["ok"],
+        true
+    );
+    let refused = viewer.call("config.get", json!({})).await;
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(viewer.call("providers.status", json!({})).await["ok"], true);
+
+    // A provider whose address answers nothing is reported so.
+    let dead = Gateway::start(
+        "",
+        &[
+            ("FERROCLAW_GATEWAY_TOKEN", "probe-admin"),
+            ("FERROCLAW_SCRIPTED_BASE_URL", "http://127.0.0.1:9/v1"),
+        ],
+    )
+    .await;
+    let mut ws = dead.ws().await;
+    assert_eq!(
+        ws.call("connect", json!({"token": "probe-admin"})).await["ok"],
+        true
+    );
+    let st = ws.call("providers.status", json!({})).await;
+    let p = &st["payload"]["providers"][0];
+    assert_eq!(p["reachable"], false, "{st}");
+    assert!(
+        p["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nothing listens"),
+        "{st}"
+    );
+}

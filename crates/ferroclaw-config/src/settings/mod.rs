@@ -60,6 +60,24 @@ pub struct Settings {
     /// `channels`, with their tokens read from the environment.
     pub channels: ChannelsSettings,
     pub tracing: TracingSettings,
+    /// The configuration as loaded, every secret masked: for display (`config.get`).
+    pub shown: std::sync::Arc<serde_json::Value>,
+}
+
+impl Settings {
+    /// Every provider some agent talks to (primary or fallback), once each, by name.
+    pub fn providers_in_use(&self) -> Vec<&ProviderSettings> {
+        let mut seen: Vec<&ProviderSettings> = Vec::new();
+        for a in &self.agents {
+            let chain = std::iter::once(&a.providers.primary).chain(a.providers.fallbacks.iter());
+            for c in chain {
+                if !seen.iter().any(|p| p.name == c.provider.name) {
+                    seen.push(&c.provider);
+                }
+            }
+        }
+        seen
+    }
 }
 
 /// What is kept of each run (`tracing`).

@@ -73,6 +73,7 @@ impl LoadedConfig {
             gateway: gateway(&cfg.gateway, &self.env),
             cron: cfg.cron.clone(),
             mcp: cfg.mcp.clone(),
+            shown: Arc::new(self.masked_json()),
             tracing: TracingSettings {
                 enabled: cfg.tracing.enabled,
                 verbose: cfg.tracing.verbose,

@@ -52,6 +52,8 @@ pub async fn dispatch(
         Method::DevicePairApprove => super::channels::pair_approve(state, &params, None).await,
         Method::DevicePairRevoke => super::channels::pair_revoke(state, &params).await,
         Method::UsageGet => super::usage::get(state, &params, who).await,
+        Method::ProvidersStatus => Ok(providers_status(state).await),
+        Method::ConfigGet => Ok(json!({"config": *state.shown})),
         Method::UsageSummary => super::usage::summary(state, &params, who).await,
         Method::CronList => super::cron::list(state, who).await,
         Method::CronStatus => super::cron::status(state, params, who).await,
@@ -115,6 +117,37 @@ fn status(state: &AppState, auth: &ConnAuth) -> Value {
         "shuttingDown": state.shutting_down.is_cancelled(),
         "role": auth.role.as_str(),
     })
+}
+
+/// Each provider an agent uses, asked for its models now (3 s at most each, all at
+/// once), and the local model servers answering on their usual ports that no agent uses
+/// yet: what a first run can switch to with `ferroclaw onboard`.
+async fn providers_status(state: &AppState) -> Value {
+    use ferroclaw_providers::probe::{client, find_local, probe, Wire};
+    let http = client();
+    let configured = futures_util::future::join_all(state.providers.iter().map(|p| {
+        let wire = match p.kind {
+            ferroclaw_config::settings::ProviderKind::Anthropic => Wire::Anthropic,
+            ferroclaw_config::settings::ProviderKind::OpenaiCompat => Wire::OpenAi,
+        };
+        probe(
+            &http,
+            &p.name,
+            &p.base_url,
+            wire,
+            p.api_key.as_deref(),
+            std::time::Duration::from_secs(3),
+        )
+    }));
+    let (configured, local) = tokio::join!(
+        configured,
+        find_local(&http, std::time::Duration::from_secs(1))
+    );
+    let local: Vec<_> = local
+        .into_iter()
+        .filter(|l| !state.providers.iter().any(|p| p.base_url == l.base_url))
+        .collect();
+    json!({"providers": configured, "local": local})
 }
 
 fn models(state: &AppState) -> Value {

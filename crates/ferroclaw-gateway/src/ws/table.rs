@@ -52,6 +52,8 @@ pub enum Method {
     DevicePairRevoke,
     UsageGet,
     UsageSummary,
+    ProvidersStatus,
+    ConfigGet,
 }
 
 /// (wire name, role needed, handler).
@@ -94,6 +96,9 @@ pub const METHODS: &[(&str, Role, Method)] = &[
     ("sessions.preview", Role::Viewer, Method::SessionsPreview),
     ("usage.get", Role::Viewer, Method::UsageGet),
     ("usage.summary", Role::Viewer, Method::UsageSummary),
+    ("providers.status", Role::Viewer, Method::ProvidersStatus),
+    // The whole configuration, masked: the operator's own view.
+    ("config.get", Role::Admin, Method::ConfigGet),
     ("integrity.status", Role::Viewer, Method::IntegrityStatus),
     ("chat.send", Role::Operator, Method::ChatSend),
     ("chat.history", Role::Operator, Method::ChatHistory),

@@ -9,17 +9,10 @@ use ferroclaw_config::{Env, LoadOptions};
 
 use crate::cli::{GlobalArgs, OnboardArgs};
 
-/// Local OpenAI-compatible servers looked for on their usual ports when no key is set.
-const LOCAL: [(&str, &str); 3] = [
-    ("ollama", "http://127.0.0.1:11434/v1"),
-    ("vllm", "http://127.0.0.1:8000/v1"),
-    ("lmstudio", "http://127.0.0.1:1234/v1"),
-];
-
 /// A local server that answered with its models.
 struct Local {
-    name: &'static str,
-    base_url: &'static str,
+    name: String,
+    base_url: String,
     models: Vec<String>,
 }
 
@@ -35,34 +28,19 @@ impl Local {
     }
 }
 
-/// The first local server that lists at least one model (each asked for a second).
+/// The first local server (Ollama, vLLM, LM Studio on their usual ports) that lists at
+/// least one model (each asked for a second).
 async fn find_local() -> Option<Local> {
-    let http = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(1))
-        .build()
-        .ok()?;
-    for (name, base_url) in LOCAL {
-        let Ok(resp) = http.get(format!("{base_url}/models")).send().await else {
-            continue;
-        };
-        let Ok(body) = resp.json::<serde_json::Value>().await else {
-            continue;
-        };
-        let models: Vec<String> = body["data"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["id"].as_str().map(str::to_string))
-            .collect();
-        if !models.is_empty() {
-            return Some(Local {
-                name,
-                base_url,
-                models,
-            });
-        }
-    }
-    None
+    let http = reqwest::Client::new();
+    ferroclaw_providers::probe::find_local(&http, std::time::Duration::from_secs(1))
+        .await
+        .into_iter()
+        .next()
+        .map(|p| Local {
+            name: p.name,
+            base_url: p.base_url,
+            models: p.models,
+        })
 }
 
 /// Providers detected from the environment, in order of preference, with a default model.
