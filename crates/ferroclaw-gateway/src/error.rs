@@ -262,6 +262,8 @@ pub struct WsError {
     pub message: String,
     pub retryable: bool,
     pub retry_after_ms: u64,
+    /// Machine-readable particulars (`details.code` for OpenClaw's clients).
+    pub details: Option<Value>,
 }
 
 impl WsError {
@@ -271,7 +273,13 @@ impl WsError {
             message: message.into(),
             retryable: false,
             retry_after_ms: 0,
+            details: None,
         }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -285,12 +293,16 @@ impl WsError {
     }
 
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "code": self.code.as_str(),
             "message": self.message,
             "retryable": self.retryable,
             "retryAfterMs": self.retry_after_ms,
-        })
+        });
+        if let Some(d) = &self.details {
+            v["details"] = d.clone();
+        }
+        v
     }
 
     pub fn from_submit(e: &SubmitError) -> Self {

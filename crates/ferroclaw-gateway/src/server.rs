@@ -93,7 +93,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/health", get(http::health::health))
         // The dashboard's files; the page signs in with a token like any client.
-        .route("/", get(http::dashboard::index))
+        .route("/", get(ws::root))
         .route("/ui/app.css", get(http::dashboard::css))
         .route("/ui/app.js", get(http::dashboard::js))
         // WebSocket auth happens in `connect`, per protocol.

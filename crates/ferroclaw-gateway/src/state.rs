@@ -136,6 +136,8 @@ pub struct AppState {
     pub queue_mode: QueueMode,
     pub tool_policy: ToolPolicy,
     pub started: Instant,
+    /// Tells this process's start from the next (`hello-ok` v4 `server.bootId`).
+    pub boot_id: String,
     /// Cancelled when shutdown begins: WebSocket clients are told, new runs refused.
     pub shutting_down: CancellationToken,
     /// Cancelled when running turns are over: WebSocket connections flush and close.
@@ -195,6 +197,7 @@ impl AppState {
             queue_mode: queue_mode(config.queue_mode),
             tool_policy: ToolPolicy::new(&config.http_tools_allow, &config.http_tools_deny),
             started: Instant::now(),
+            boot_id: uuid::Uuid::new_v4().to_string(),
             shutting_down: CancellationToken::new(),
             closing: CancellationToken::new(),
             ws_tasks: TaskTracker::new(),

@@ -11,3 +11,4 @@ mod first_run;
 mod gateway_e2e;
 mod gateway_services;
 mod integrity;
+mod openclaw_e2e;

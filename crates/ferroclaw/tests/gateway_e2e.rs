@@ -953,6 +953,17 @@ async fn ws_connect_both_dialects() {
         .unwrap()
         .contains(&json!("read")));
 
+    // No protocol in common (this gateway speaks 3 and 4).
+    let mut ws = gw.ws().await;
+    let res = ws
+        .call(
+            "connect",
+            json!({"minProtocol": 5, "maxProtocol": 6, "client": {"id": "future"}}),
+        )
+        .await;
+    assert_eq!(res["error"]["code"], "INVALID_REQUEST");
+    assert_eq!(res["error"]["details"]["code"], "PROTOCOL_MISMATCH");
+    // Protocol 4 in common, but no token: refused for that.
     let mut ws = gw.ws().await;
     let res = ws
         .call(
@@ -960,7 +971,8 @@ async fn ws_connect_both_dialects() {
             json!({"minProtocol": 4, "maxProtocol": 5, "client": {"id": "future"}}),
         )
         .await;
-    assert_eq!(res["error"]["code"], "INVALID_REQUEST");
+    assert_eq!(res["error"]["code"], "UNAUTHORIZED");
+    assert_eq!(res["error"]["details"]["code"], "AUTH_TOKEN_MISSING");
 }
 
 #[tokio::test]
@@ -1487,6 +1499,8 @@ async fn websocket_origin_is_checked() {
         ))
         .await
         .unwrap();
+        let challenge = ok.next().await.unwrap().unwrap();
+        assert!(challenge.to_text().unwrap().contains("connect.challenge"));
         let reply = ok.next().await.unwrap().unwrap();
         assert!(reply.to_text().unwrap().contains("\"ok\":true"), "{origin}");
     }
@@ -1745,8 +1759,11 @@ async fn attack_slow_clients_are_cut_off() {
     let answer = raw_exchange(&addr, req.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("body_timeout"), "{answer}");
-    // A WebSocket that never sends `connect` is closed with the reason.
+    // A WebSocket that never sends `connect` is closed with the reason (after the
+    // challenge every connection is greeted with).
     let mut ws = gw.ws().await;
+    let challenge = ws.read().await.expect("the challenge");
+    assert_eq!(challenge["event"], "connect.challenge");
     let closed = tokio::time::timeout(WAIT, ws.stream.next())
         .await
         .expect("closed in time");

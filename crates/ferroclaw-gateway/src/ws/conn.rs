@@ -23,6 +23,8 @@ use crate::state::AppState;
 pub struct ConnAuth {
     pub role: Role,
     pub user_id: Option<String>,
+    /// 3, or 4 for today's OpenClaw clients (its `agent` method, `tick` events).
+    pub protocol: u64,
 }
 
 impl ConnAuth {
@@ -49,6 +51,8 @@ pub struct Conn {
     auth: Mutex<Option<ConnAuth>>,
     /// Sessions watched (`sessions.subscribe`) and runs started here.
     pub watching: super::watch::Watching,
+    /// What a protocol 4 client's device signs.
+    challenge: super::v4::Challenge,
 }
 
 impl Conn {
@@ -60,7 +64,14 @@ impl Conn {
             closed: CancellationToken::new(),
             auth: Mutex::new(None),
             watching: Default::default(),
+            challenge: super::v4::Challenge::new(),
         }
+    }
+
+    /// A frame outside the numbered events (the connect challenge).
+    fn send_raw(&self, text: String) {
+        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        self.push(&out, text);
     }
 
     pub fn auth(&self) -> Option<ConnAuth> {
@@ -123,6 +134,8 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
     let connect_limit = state.config.limits.connect_timeout;
     let connect_deadline = tokio::time::sleep(connect_limit);
     tokio::pin!(connect_deadline);
+    // Protocol 4 clients wait for this before they connect; older ones ignore it.
+    conn.send_raw(conn.challenge.frame());
     let mut told_shutdown = state.shutting_down.is_cancelled();
     if told_shutdown {
         conn.send_event("shutdown", &json!({"reason": "gateway shutting down"}));
@@ -165,8 +178,12 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
                         break;
                     }
                     if let Some(refused) = handle_text(&conn, text.as_str()).await {
+                        // What was queued before (the challenge) goes first.
+                        while let Ok(msg) = rx.try_recv() {
+                            let _ = socket.send(msg).await;
+                        }
                         let _ = socket.send(Message::Text(refused.answer.into())).await;
-                        let _ = socket.send(Message::Close(Some(CloseFrame { code: 1008, reason: refused.reason.into() }))).await;
+                        let _ = socket.send(Message::Close(Some(CloseFrame { code: refused.close, reason: refused.reason.into() }))).await;
                         break;
                     }
                 }
@@ -204,6 +221,11 @@ pub async fn serve(mut socket: WebSocket, state: Arc<AppState>, permit: ConnPerm
             _ = ping.tick() => {
                 if socket.send(Message::Ping(Bytes::new())).await.is_err() {
                     break;
+                }
+                // OpenClaw's clients drop a connection that shows no frame for two
+                // tick intervals; WebSocket pings are not frames to them.
+                if conn.auth().is_some_and(|a| a.protocol >= 4) {
+                    conn.send_event("tick", &json!({"ts": ferroclaw_types::now_millis()}));
                 }
             }
         }
@@ -246,6 +268,8 @@ async fn too_big(socket: &mut WebSocket, conn: &Conn) {
 struct Refused {
     answer: String,
     reason: &'static str,
+    /// 1008 (policy: a credential), 1002 (protocol: no version in common).
+    close: u16,
 }
 
 async fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
@@ -273,6 +297,18 @@ async fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
                 return Some(Refused {
                     answer: frames::res_err(&frame.id, &e),
                     reason: "unauthorized",
+                    close: 1008,
+                })
+            }
+            Err(e)
+                if e.details
+                    .as_ref()
+                    .is_some_and(|d| d["code"] == "PROTOCOL_MISMATCH") =>
+            {
+                return Some(Refused {
+                    answer: frames::res_err(&frame.id, &e),
+                    reason: "protocol mismatch",
+                    close: 1002,
                 })
             }
             Err(e) => conn.send_err(&frame.id, &e),
@@ -286,6 +322,27 @@ async fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
         );
         return None;
     };
+    // Protocol 4's `agent` runs a turn (protocol 3's returns an agent's details).
+    if auth.protocol >= 4 && frame.method == "agent" {
+        if auth.role < Role::Operator {
+            conn.send_err(
+                &frame.id,
+                &WsError::new(
+                    WsCode::Unauthorized,
+                    format!(
+                        "`agent` needs the operator role; this connection is {}",
+                        auth.role.as_str()
+                    ),
+                ),
+            );
+            return None;
+        }
+        let tracker = conn.state.ws_tasks.clone();
+        let run =
+            methods::agent_turn(conn, frame.id.clone(), &frame.params, auth.requester()).await;
+        tracker.spawn(run);
+        return None;
+    }
     let Some((method, needed)) = super::table::lookup(&frame.method) else {
         conn.send_err(
             &frame.id,
@@ -379,22 +436,13 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
         || params.get("maxProtocol").is_some()
         || params.get("client").is_some()
         || params.get("auth").is_some();
-    if openclaw {
-        let min = params
-            .get("minProtocol")
-            .and_then(Value::as_u64)
-            .unwrap_or(3);
-        let max = params
-            .get("maxProtocol")
-            .and_then(Value::as_u64)
-            .unwrap_or(3);
-        let ours = u64::from(crate::PROTOCOL_VERSION);
-        if min > ours || max < ours {
-            return Err(WsError::invalid(format!(
-                "protocol mismatch: client supports {min}..={max}, gateway speaks {ours}"
-            )));
-        }
-    }
+    let protocol = if openclaw {
+        super::v4::negotiate(params).inspect_err(|_| {
+            tracing::warn!(conn = %conn.id, "WebSocket connect with no protocol in common: closing");
+        })?
+    } else {
+        3
+    };
     let token = str_param(params, &["token"])
         .or_else(|| params.get("auth").and_then(|a| str_param(a, &["token"])));
     let Some(caller) = token.and_then(|t| state.auth.identify(t)) else {
@@ -405,14 +453,29 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
             token_present = token.is_some(),
             "WebSocket connect without a valid token: closing"
         );
-        return Err(WsError::new(
-            WsCode::Unauthorized,
-            if token.is_some() {
-                "the token is not valid for this gateway"
-            } else {
-                "a token is required: send it as `token` (or `auth.token`) in `connect`"
-            },
-        ));
+        let (detail, message) = if token.is_some() {
+            (
+                "AUTH_TOKEN_MISMATCH",
+                "the token is not valid for this gateway",
+            )
+        } else {
+            (
+                "AUTH_TOKEN_MISSING",
+                "a token is required: send it as `token` (or `auth.token`) in `connect`",
+            )
+        };
+        return Err(if openclaw {
+            super::v4::refusal(WsCode::Unauthorized, detail, message, json!({}))
+        } else {
+            WsError::new(WsCode::Unauthorized, message)
+        });
+    };
+    // A device block is checked whenever one comes: a bad signature is refused even
+    // though the token alone would have done.
+    let device = if protocol >= 4 && params.get("device").is_some_and(Value::is_object) {
+        Some(super::v4::verify_device(params, &conn.challenge)?)
+    } else {
+        None
     };
     let named = str_param(params, &["user_id", "userId", "sender_id"]);
     let user_id = caller.user_for(named).map_err(|reason| {
@@ -420,19 +483,66 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
         WsError::new(WsCode::Unauthorized, reason)
     })?;
     let mut role = caller.role;
-    // A client may ask for less than it could have (e.g. a read-only dashboard).
-    if let Some(asked) = str_param(params, &["role"]).and_then(Role::parse) {
+    if protocol >= 4 {
+        // OpenClaw's `role` names the kind of client (operator, node); what it may do
+        // is in its scopes, never more than the credential gives.
+        let scopes: Vec<String> = params["scopes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        if let Some(asked) = super::v4::role_for_scopes(&scopes) {
+            role = role.min(asked);
+        }
+    } else if let Some(asked) = str_param(params, &["role"]).and_then(Role::parse) {
+        // A client may ask for less than it could have (e.g. a read-only dashboard).
         role = role.min(asked);
     }
     *conn.auth.lock().unwrap_or_else(|e| e.into_inner()) = Some(ConnAuth {
         role,
         user_id: user_id.clone(),
+        protocol,
     });
     let server_name = "ferroclaw";
-    if openclaw {
+    if protocol >= 4 {
         Ok(json!({
             "type": "hello-ok",
-            "protocol": crate::PROTOCOL_VERSION,
+            "protocol": protocol,
+            "server": {
+                "name": server_name,
+                "version": crate::VERSION,
+                "bootId": state.boot_id.as_str(),
+                "connId": conn.id,
+            },
+            "features": {
+                "methods": super::table::names(),
+                "events": EVENTS.iter().copied().chain(["tick", "connect.challenge"]).collect::<Vec<_>>(),
+                "capabilities": [],
+            },
+            "snapshot": {
+                "agents": state.runtime.agents().iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+                "defaultAgentId": state.runtime.default_agent_id(),
+                "uptimeMs": u64::try_from(state.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "presence": [],
+                "stateVersion": {"presence": 0, "health": 0},
+            },
+            "auth": {
+                "method": if device.is_some() { "device-token" } else { "token" },
+                "role": "operator",
+                "scopes": super::v4::scopes_of(role),
+                "deviceId": device,
+            },
+            "policy": {
+                "maxPayload": MAX_FRAME_BYTES,
+                "maxBufferedBytes": MAX_FRAME_BYTES * super::SEND_BUFFER,
+                "tickIntervalMs": u64::try_from(PING_INTERVAL.as_millis()).unwrap_or(30_000),
+            },
+        }))
+    } else if openclaw {
+        Ok(json!({
+            "type": "hello-ok",
+            "protocol": protocol,
             "role": role.as_str(),
             "server": {"name": server_name, "version": crate::VERSION, "connId": conn.id},
             "features": {

@@ -28,7 +28,7 @@ pub async fn dispatch(
     match method {
         Method::Health => Ok(json!({
             "status": "ok",
-            "protocol": crate::PROTOCOL_VERSION,
+            "protocol": auth.protocol,
             "version": crate::VERSION,
         })),
         Method::Status => Ok(status(state, &auth)),
@@ -332,6 +332,63 @@ pub fn event_frame(ev: &RunEvent, stream: bool) -> Option<(&'static str, Value)>
         | EventKind::ContextTrimmed { .. } => return None,
     };
     Some((event, payload))
+}
+
+/// Protocol 4's `agent` (OpenClaw's CLI, `openclaw agent --message`): the turn is
+/// submitted in frame order like `chat.send`, answered at once with `status:
+/// "accepted"`, and again under the same request id when it ends, with the answer in
+/// `result.payloads`. The returned future sends the second answer.
+pub async fn agent_turn(
+    conn: &Arc<Conn>,
+    id: Value,
+    params: &Value,
+    who: Requester<'_>,
+) -> BoxFuture<'static, ()> {
+    let run_id = params
+        .get("idempotencyKey")
+        .and_then(Value::as_str)
+        .filter(|k| !k.trim().is_empty())
+        .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_string);
+    let session = params
+        .get("sessionKey")
+        .and_then(Value::as_str)
+        .filter(|k| !k.trim().is_empty())
+        .unwrap_or("main");
+    let mut send = json!({
+        "sessionKey": session,
+        "message": params.get("message").cloned().unwrap_or(Value::Null),
+        "idempotencyKey": run_id,
+    });
+    if let Some(agent) = params.get("agentId").and_then(Value::as_str) {
+        send["agentId"] = json!(agent);
+    }
+    let started = std::time::Instant::now();
+    let run = chat_send(conn, &send, who).await;
+    conn.send_ok(
+        &id,
+        json!({"runId": run_id, "status": "accepted", "acceptedAt": ferroclaw_types::now_millis(), "sessionKey": session}),
+    );
+    let conn = conn.clone();
+    Box::pin(async move {
+        match run.await {
+            Ok(done) => conn.send_ok(
+                &id,
+                json!({
+                    "runId": run_id,
+                    "status": "ok",
+                    "summary": "completed",
+                    "result": {
+                        "payloads": [{"text": done["content"]}],
+                        "meta": {
+                            "durationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                            "usage": done["usage"],
+                        },
+                    },
+                }),
+            ),
+            Err(e) => conn.send_err(&id, &e),
+        }
+    })
 }
 
 /// `chat.send`. Everything up to the scheduler submission happens before the returned

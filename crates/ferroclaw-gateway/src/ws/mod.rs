@@ -1,4 +1,4 @@
-//! The WebSocket surface at `/ws`: upgrade (connection caps) → [`conn`] (frames, seq,
+//! The WebSocket surface at `/ws` (and `/`, where OpenClaw's clients open it): upgrade (connection caps) → [`conn`] (frames, seq,
 //! send buffer, keep-alive, auth state) → [`methods`] (one handler per RPC method).
 
 pub mod agents;
@@ -10,6 +10,7 @@ pub mod methods;
 pub mod params;
 pub mod table;
 pub mod usage;
+pub mod v4;
 pub mod watch;
 
 use std::sync::Arc;
@@ -33,6 +34,19 @@ pub const SEND_BUFFER: usize = 256;
 pub const IO_BUFFER: usize = 4 * 1024;
 /// Keep-alive ping period.
 pub const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `/`: OpenClaw's clients open their WebSocket at the root; a browser gets the
+/// dashboard there.
+pub async fn root(
+    state: State<Arc<AppState>>,
+    peer: ConnectInfo<SocketAddr>,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    match ws {
+        Ok(ws) => upgrade(state, peer, ws).await,
+        Err(_) => crate::http::dashboard::index().await,
+    }
+}
 
 pub async fn upgrade(
     State(state): State<Arc<AppState>>,

