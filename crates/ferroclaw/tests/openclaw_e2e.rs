@@ -339,3 +339,111 @@ async fn protocol_4_handshakes_are_checked_as_openclaw_checks_them() {
     let hello = next_json(&mut ws).await.expect("hello");
     assert_eq!(hello["payload"]["protocol"], 3, "{hello}");
 }
+
+/// Runs tmux on a server of its own (`-L`), so tests never touch anyone's sessions.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux (apt-get install tmux, what .ci/run does)")
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "tui"]).stdout).into_owned()
+    }
+
+    /// Waits until the terminal shows `text`.
+    async fn wait_for(&self, text: &str) -> String {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the terminal never showed {text:?}:\n{screen}"
+            );
+            // A terminal UI is watched by looking at it.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+/// OpenClaw's terminal UI in tmux: it connects over protocol 4 with a signed device
+/// block, sends what is typed, and shows the streamed answer and the tool call.
+#[tokio::test]
+async fn openclaw_s_terminal_ui_chats_through_ferroclaw() {
+    let gw = Gateway::start_with("", "", "", &[("FERROCLAW_GATEWAY_TOKEN", "tui-token")]).await;
+    let url = gw.base.replacen("http://", "ws://", 1);
+    let (node, cli) = openclaw();
+    let home = tempfile::tempdir().expect("home");
+    let tmux = Tmux {
+        socket: format!("ferroclaw-tui-{}", std::process::id()),
+    };
+    let command = format!(
+        "env HOME={} PATH={}:/usr/bin:/bin NO_COLOR=1 {} {} tui --url {url} --token tui-token",
+        home.path().display(),
+        node.parent().unwrap().display(),
+        node.display(),
+        cli.display()
+    );
+    let started = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "tui",
+        "-x",
+        "160",
+        "-y",
+        "45",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    tmux.wait_for("connected").await;
+    // Tool calls are shown once the session is verbose.
+    tmux.cmd(&["send-keys", "-t", "tui", "/verbose on", "Enter"]);
+    tmux.wait_for("| verbose on |").await;
+
+    gw.llm.push(Reply::tool_call(
+        "c1",
+        "exec",
+        json!({"command": "echo seen-by-the-tui"}),
+    ));
+    gw.llm.push(
+        Reply::text("The terminal UI got this answer, streamed in pieces.")
+            .chunk_size(5)
+            .pace(Duration::from_millis(30)),
+    );
+    tmux.cmd(&["send-keys", "-t", "tui", "run the echo", "Enter"]);
+    let screen = tmux
+        .wait_for("The terminal UI got this answer, streamed in pieces.")
+        .await;
+    assert!(screen.contains("run the echo"), "{screen}");
+    assert!(
+        screen.contains("Exec") && screen.contains("echo seen-by-the-tui"),
+        "the tool call is shown:\n{screen}"
+    );
+    // And the run ends there as well.
+    tmux.wait_for("connected | idle").await;
+    let sent = gw.llm.requests();
+    assert!(sent
+        .last()
+        .unwrap()
+        .body
+        .to_string()
+        .contains("seen-by-the-tui"));
+}

@@ -398,6 +398,67 @@ async fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
         otel.kind = "server",
         rpc.method = %frame.method,
     );
+    if method == super::table::Method::ChatSend && auth.protocol >= 4 {
+        // Protocol 4 answers `chat.send` at once with the run id the client chose; the
+        // answer arrives as `chat` events.
+        let mut params = frame.params;
+        let run_id = params
+            .get("idempotencyKey")
+            .and_then(Value::as_str)
+            .filter(|k| !k.trim().is_empty())
+            .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_string);
+        params["idempotencyKey"] = json!(run_id);
+        let mut run = methods::chat_send(&conn, &params, auth.requester())
+            .instrument(span.clone())
+            .await;
+        // Refused at once (an unknown agent, a full queue), or a command answered at
+        // once (`/stop`): that is the answer.
+        match futures_util::future::poll_immediate(&mut run).await {
+            Some(Err(e)) => {
+                conn.send_err(&frame.id, &e);
+                return None;
+            }
+            Some(Ok(done)) => {
+                conn.send_ok(&frame.id, done);
+                return None;
+            }
+            None => {}
+        }
+        conn.send_ok(&frame.id, json!({"runId": run_id, "status": "started"}));
+        tracker.spawn(
+            async move {
+                let _ = run.await;
+            }
+            .instrument(span),
+        );
+        return None;
+    }
+    if method == super::table::Method::SessionsSubscribe
+        && auth.protocol >= 4
+        && frame.params.get("sessionKey").is_none()
+    {
+        // OpenClaw's clients subscribe to every session's list changes this way; those
+        // are not sent (yet): the acknowledgement says so.
+        conn.send_ok(&frame.id, json!({"subscribed": false, "reason": "session list events are not sent by this gateway"}));
+        return None;
+    }
+    if method == super::table::Method::SessionsPatch
+        && auth.protocol >= 4
+        && frame.params.get("verboseLevel").is_some()
+        && frame.params.get("label").is_none()
+    {
+        // The terminal UI's `/verbose`: whether it shows tool calls, which it keeps for
+        // itself; the gateway sends tool events to protocol 4 clients either way.
+        let key = frame
+            .params
+            .get("key")
+            .or_else(|| frame.params.get("sessionKey"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let entry = json!({"verboseLevel": frame.params["verboseLevel"], "updatedAt": ferroclaw_types::now_millis()});
+        conn.send_ok(&frame.id, json!({"ok": true, "key": key, "entry": entry}));
+        return None;
+    }
     if method == super::table::Method::ChatSend {
         // Submitted here, in frame order; only the wait runs on its own task.
         let run = methods::chat_send(&conn, &frame.params, auth.requester())

@@ -239,11 +239,21 @@ async fn agent_details(
 struct WsSink {
     conn: Arc<Conn>,
     stream: bool,
+    /// A protocol 4 client's run: its events in that protocol's shapes.
+    v4: Option<std::sync::Mutex<super::v4::RunEvents>>,
 }
 
 impl WsSink {
     fn emit(&self, ev: RunEvent) {
-        if let Some((event, payload)) = event_frame(&ev, self.stream) {
+        if let Some(v4) = &self.v4 {
+            let frames = v4
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .frames(&ev.kind);
+            for (event, payload) in frames {
+                self.conn.send_event(event, &payload);
+            }
+        } else if let Some((event, payload)) = event_frame(&ev, self.stream) {
             self.conn.send_event(event, &payload);
         }
     }
@@ -435,7 +445,7 @@ fn chat_send_start(
     let stream = p.stream.unwrap_or(true);
 
     let Some(idem) = p.idempotency_key.as_deref() else {
-        return Ok(start_chat(conn, agent, &key, message, mode, stream));
+        return Ok(start_chat(conn, agent, &key, message, mode, stream, None));
     };
     let slot_key = format!("{}:{}:{}", agent.id, key, idem);
     let existing = {
@@ -454,7 +464,7 @@ fn chat_send_start(
                         result: rx,
                     },
                 );
-                let run = start_chat(conn, agent, &key, message, mode, stream);
+                let run = start_chat(conn, agent, &key, message, mode, stream, Some(idem));
                 return Ok(Box::pin(async move {
                     let result = run.await;
                     tx.send_replace(Some(result.clone()));
@@ -497,11 +507,20 @@ fn start_chat(
     message: &str,
     mode: QueueMode,
     stream: bool,
+    client_run: Option<&str>,
 ) -> BoxFuture<'static, Result<Value, WsError>> {
     let state = conn.state.clone();
+    let v4 = conn.auth().is_some_and(|a| a.protocol >= 4).then(|| {
+        std::sync::Mutex::new(super::v4::RunEvents::new(
+            client_run.map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_string),
+            agent.id.clone(),
+            key.to_string(),
+        ))
+    });
     let sink = WsSink {
         conn: conn.clone(),
         stream,
+        v4,
     };
     let agent_id = agent.id.clone();
     let key_owned = key.to_string();

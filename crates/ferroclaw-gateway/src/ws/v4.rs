@@ -210,6 +210,114 @@ pub fn verify_device(params: &Value, challenge: &Challenge) -> Result<String, Ws
     Ok(expected)
 }
 
+/// One run's events as protocol 4 sends them: `agent` events by stream (`lifecycle`,
+/// `tool`) and `chat` events whose `message` holds the answer so far (`delta`), then
+/// whole (`final`), or why it ended (`error`, `aborted`). `runId` is the id the client
+/// chose (its idempotency key), so it can match events to what it sent.
+pub struct RunEvents {
+    pub run_id: String,
+    pub agent_id: String,
+    pub session_key: String,
+    text: String,
+    seq: u64,
+}
+
+impl RunEvents {
+    pub fn new(run_id: String, agent_id: String, session_key: String) -> Self {
+        RunEvents {
+            run_id,
+            agent_id,
+            session_key,
+            text: String::new(),
+            seq: 0,
+        }
+    }
+
+    fn message(&self, text: &str) -> Value {
+        json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": ferroclaw_types::now_millis()})
+    }
+
+    fn chat(&mut self, state: &str, extra: Value) -> (&'static str, Value) {
+        self.seq += 1;
+        let mut v = json!({
+            "runId": self.run_id, "sessionKey": self.session_key, "agentId": self.agent_id,
+            "seq": self.seq, "state": state,
+        });
+        if let (Value::Object(m), Value::Object(e)) = (&mut v, extra) {
+            m.extend(e);
+        }
+        ("chat", v)
+    }
+
+    fn agent(&mut self, stream: &str, data: Value) -> (&'static str, Value) {
+        self.seq += 1;
+        (
+            "agent",
+            json!({
+                "runId": self.run_id, "sessionKey": self.session_key, "agentId": self.agent_id,
+                "seq": self.seq, "stream": stream, "ts": ferroclaw_types::now_millis(), "data": data,
+            }),
+        )
+    }
+
+    /// The frames one run event becomes (most become one; the end becomes two).
+    pub fn frames(&mut self, kind: &ferroclaw_types::EventKind) -> Vec<(&'static str, Value)> {
+        use ferroclaw_types::EventKind as K;
+        match kind {
+            K::LifecycleStart { .. } => vec![self.agent(
+                "lifecycle",
+                json!({"phase": "start", "startedAt": ferroclaw_types::now_millis()}),
+            )],
+            K::AssistantDelta { text } => {
+                self.text.push_str(text);
+                let message = self.message(&self.text.clone());
+                vec![self.chat("delta", json!({"message": message}))]
+            }
+            K::ToolStart {
+                call_id,
+                name,
+                arguments,
+            } => vec![self.agent(
+                "tool",
+                json!({"phase": "start", "name": name, "toolCallId": call_id, "args": arguments}),
+            )],
+            K::ToolResult {
+                call_id,
+                name,
+                is_error,
+                duration_ms,
+                preview,
+            } => vec![self.agent(
+                "tool",
+                json!({"phase": "result", "name": name, "toolCallId": call_id, "isError": is_error,
+                       "durationMs": duration_ms, "result": preview}),
+            )],
+            K::LifecycleEnd { text, usage, .. } => {
+                let message = self.message(text);
+                vec![
+                    self.agent("lifecycle", json!({"phase": "end", "usage": usage})),
+                    self.chat("final", json!({"message": message})),
+                ]
+            }
+            K::LifecycleError { message } => {
+                let aborted = message == "run aborted";
+                let partial = self.message(&self.text.clone());
+                vec![
+                    self.agent(
+                        "lifecycle",
+                        json!({"phase": if aborted { "end" } else { "error" }, "error": message}),
+                    ),
+                    self.chat(
+                        if aborted { "aborted" } else { "error" },
+                        json!({"errorMessage": message, "message": partial}),
+                    ),
+                ]
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +345,44 @@ mod tests {
             assert_eq!(e.to_json()["details"]["code"], "PROTOCOL_MISMATCH", "{gap}");
             assert_eq!(e.to_json()["details"]["expectedProtocol"], 4);
         }
+    }
+
+    #[test]
+    fn a_run_streams_the_answer_so_far_and_ends_once() {
+        use ferroclaw_types::EventKind as K;
+        let mut r = RunEvents::new("client-run".into(), "main".into(), "agent:main:main".into());
+        let start = r.frames(&K::LifecycleStart {
+            agent_id: "main".into(),
+            session_key: "s".into(),
+            model: "m".into(),
+        });
+        assert_eq!(start[0].1["data"]["phase"], "start");
+        r.frames(&K::AssistantDelta { text: "Hel".into() });
+        let d = r.frames(&K::AssistantDelta { text: "lo".into() });
+        assert_eq!(d[0].0, "chat");
+        assert_eq!(d[0].1["state"], "delta");
+        assert_eq!(
+            d[0].1["message"]["content"][0]["text"], "Hello",
+            "the answer so far"
+        );
+        assert_eq!(d[0].1["runId"], "client-run");
+        let end = r.frames(&K::LifecycleEnd {
+            stop_reason: ferroclaw_types::StopReason::Stop,
+            usage: Default::default(),
+            text: "Hello".into(),
+        });
+        assert_eq!((end[0].0, end[1].0), ("agent", "chat"));
+        assert_eq!(end[1].1["state"], "final");
+        assert!(end[1].1["seq"].as_u64() > d[0].1["seq"].as_u64());
+        let aborted = r.frames(&K::LifecycleError {
+            message: "run aborted".into(),
+        });
+        assert_eq!(aborted[1].1["state"], "aborted");
+        let failed = r.frames(&K::LifecycleError {
+            message: "provider down".into(),
+        });
+        assert_eq!(failed[1].1["state"], "error");
+        assert_eq!(failed[1].1["errorMessage"], "provider down");
     }
 
     #[test]
