@@ -560,7 +560,8 @@ function barChart(rows) {
   svg.setAttribute('role', 'img');
   svg.setAttribute('aria-label', `Tokens per day: ${rows.map((r) => `${r.key} ${r.inputTokens + r.outputTokens}`).join(', ') || 'none'}`);
   const max = Math.max(1, ...rows.map((r) => r.inputTokens + r.outputTokens));
-  const w = 560 / Math.max(1, rows.length);
+  // At least a week of slots, so one day is a bar, not a wall.
+  const w = 560 / Math.max(7, rows.length);
   rows.forEach((r, i) => {
     const hgt = ((r.inputTokens + r.outputTokens) / max) * 170;
     const rect = document.createElementNS(ns, 'rect');

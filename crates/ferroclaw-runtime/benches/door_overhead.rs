@@ -4,7 +4,8 @@
 //! allocator. Prints figures; never fails on them.
 //!
 //! Run: `cargo bench -p ferroclaw-runtime --bench door_overhead`
-//! (`FERROCLAW_BENCH_DIR=/dev/shm` keeps disk fsync latency out of the figures).
+//! (`FERROCLAW_BENCH_DIR=/dev/shm` keeps disk fsync latency out of the figures;
+//! `FERROCLAW_BENCH_TRACING=off` turns the trace collector off, to see what it costs).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench: a failed fixture should stop it
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -98,10 +99,12 @@ async fn bench() {
         Ok(dir) => tempfile::tempdir_in(dir).expect("tempdir in FERROCLAW_BENCH_DIR"),
         Err(_) => tempfile::tempdir().expect("tempdir"),
     };
+    let tracing = std::env::var("FERROCLAW_BENCH_TRACING").map_or(true, |v| v != "off");
     let config = format!(
         r#"{{
   agents: {{ defaults: {{ provider: "scripted", model: "bench-model", stream: true }} }},
   providers: {{ scripted: {{ type: "openai_compat", base_url: "{}" }} }},
+  tracing: {{ enabled: {tracing} }},
 }}"#,
         llm.openai_base_url()
     );
@@ -164,8 +167,9 @@ async fn bench() {
         submit(format!("warm-b-{i}")).await;
     }
     println!(
-        "ferroclaw runtime door overhead, {turns} turns each, streaming OpenAI wire, scripted LLM on 127.0.0.1, home in {}\n",
-        home.path().parent().map_or_else(String::new, |p| p.display().to_string())
+        "ferroclaw runtime door overhead, {turns} turns each, streaming OpenAI wire, scripted LLM on 127.0.0.1, home in {}, traces {}\n",
+        home.path().parent().map_or_else(String::new, |p| p.display().to_string()),
+        if tracing { "kept" } else { "off" }
     );
     let mut rows = Vec::new();
     for (label, same) in [("new session", false), ("same session", true)] {
