@@ -52,6 +52,7 @@ pub struct FileSessionStore {
     mcp_servers: Arc<crate::sqlite::mcp_servers::SqliteMcpServers>,
     channels: Arc<crate::sqlite::channels::SqliteChannels>,
     traces: Arc<crate::sqlite::traces::SqliteTraces>,
+    devices: Arc<crate::sqlite::devices::SqliteDevices>,
 }
 
 /// Identity of a file's current contents: any rewrite (rename) changes the inode, any
@@ -112,7 +113,10 @@ impl FileSessionStore {
             mcp_servers: Arc::new(crate::sqlite::mcp_servers::SqliteMcpServers::new(
                 records.clone(),
             )),
-            channels: Arc::new(crate::sqlite::channels::SqliteChannels::new(records)),
+            channels: Arc::new(crate::sqlite::channels::SqliteChannels::new(
+                records.clone(),
+            )),
+            devices: Arc::new(crate::sqlite::devices::SqliteDevices::new(records)),
             traces: Arc::new(crate::sqlite::traces::SqliteTraces::new(
                 crate::sqlite::records::RecordsDb::traces(&home),
             )),
@@ -376,6 +380,10 @@ impl SessionStore for FileSessionStore {
 
     fn traces(&self) -> Option<Arc<dyn crate::TraceStore>> {
         Some(self.traces.clone())
+    }
+
+    fn devices(&self) -> Option<Arc<dyn crate::DeviceStore>> {
+        Some(self.devices.clone())
     }
 
     async fn export(&self, agent_id: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 mod channels;
 mod cron;
+mod devices;
 mod directory;
 mod file;
 mod file_integrity;
@@ -34,6 +35,7 @@ pub use channels::{
     ApprovedSender, ChannelStore, PairingOutcome, PairingRequest, DELIVERY_MEMORY_MS,
 };
 pub use cron::{CronJob, CronRun, CronStore, RUNS_KEPT_PER_JOB};
+pub use devices::{DeviceRecord, DeviceStore};
 pub use directory::{
     AgentKind, AgentRecord, Directory, FileScope, ProviderRecord, Share, ShareRole, StoredFile,
 };
@@ -212,6 +214,10 @@ pub trait SessionStore: Integrity + Send + Sync {
     }
     /// Runs' traces in the same storage (`None`: a store that keeps none).
     fn traces(&self) -> Option<std::sync::Arc<dyn TraceStore>> {
+        None
+    }
+    /// Devices paired with the gateway (`None`: a store that keeps none).
+    fn devices(&self) -> Option<std::sync::Arc<dyn DeviceStore>> {
         None
     }
 }

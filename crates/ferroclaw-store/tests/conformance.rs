@@ -1607,3 +1607,64 @@ async fn reading_a_session_while_its_run_waits_on_a_tool_leaves_the_run_s_writes
         assert!(reopened.problems().is_empty(), "{n}: nothing needed repair");
     }
 }
+
+#[tokio::test]
+async fn devices_are_paired_once_listed_touched_and_revoked_for_good() {
+    use ferroclaw_store::DeviceRecord;
+    for s in Subject::all().await {
+        let n = s.name;
+        let devices = s.store.devices().expect("device store");
+        let other = s.another().await.devices().expect("device store");
+        let d = |id: &str, at: i64| DeviceRecord {
+            id: id.into(),
+            public_key: format!("key-of-{id}"),
+            client_id: "openclaw-tui".into(),
+            platform: "linux".into(),
+            user_id: Some("alice".into()),
+            role: "operator".into(),
+            token_hash: format!("hash-of-{id}"),
+            paired_at: at,
+            last_seen_at: at,
+            revoked_at: None,
+        };
+        assert!(devices.pair_device(&d("d1", 10)).await.unwrap(), "{n}");
+        // A second pairing of the same id changes nothing (from any instance).
+        let mut again = d("d1", 20);
+        again.token_hash = "another".into();
+        assert!(!other.pair_device(&again).await.unwrap(), "{n}");
+        assert_eq!(
+            devices.device("d1").await.unwrap().unwrap().token_hash,
+            "hash-of-d1",
+            "{n}"
+        );
+        assert!(devices.pair_device(&d("d2", 30)).await.unwrap(), "{n}");
+        let ids: Vec<String> = other
+            .devices()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.id)
+            .collect();
+        assert_eq!(
+            ids,
+            ["d2", "d1"],
+            "{n}: newest first, seen by every instance"
+        );
+        devices.touch_device("d1", 99).await.unwrap();
+        assert_eq!(
+            other.device("d1").await.unwrap().unwrap().last_seen_at,
+            99,
+            "{n}"
+        );
+        assert!(other.revoke_device("d1", 100).await.unwrap(), "{n}");
+        assert!(
+            !devices.revoke_device("d1", 101).await.unwrap(),
+            "{n}: once"
+        );
+        let revoked = devices.device("d1").await.unwrap().unwrap();
+        assert_eq!(revoked.revoked_at, Some(100), "{n}");
+        // Revoked stays revoked: pairing the key again is refused.
+        assert!(!devices.pair_device(&d("d1", 200)).await.unwrap(), "{n}");
+        assert!(devices.device("nope").await.unwrap().is_none(), "{n}");
+    }
+}

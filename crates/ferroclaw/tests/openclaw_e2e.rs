@@ -159,6 +159,16 @@ async fn next_json(ws: &mut Socket) -> Result<Value, Option<u16>> {
     }
 }
 
+/// The next response, skipping events.
+async fn response(ws: &mut Socket) -> Value {
+    loop {
+        let f = next_json(ws).await.expect("frame");
+        if f["type"] == "res" {
+            return f;
+        }
+    }
+}
+
 /// A raw client at the root path: the challenge comes first.
 async fn open(gw: &Gateway) -> (Socket, Value) {
     let url = gw.base.replacen("http://", "ws://", 1);
@@ -194,6 +204,26 @@ fn signed_connect(
     nonce: &str,
     tamper: bool,
 ) -> Value {
+    signed_with(
+        json!({"token": token}),
+        token,
+        challenge,
+        key,
+        nonce,
+        tamper,
+    )
+}
+
+/// A connect whose `auth` is `auth`, signed over `sign_token` (what OpenClaw signs: the
+/// shared token, else the device's own).
+fn signed_with(
+    auth: Value,
+    sign_token: &str,
+    challenge: &Value,
+    key: &ring::signature::Ed25519KeyPair,
+    nonce: &str,
+    tamper: bool,
+) -> Value {
     let public = key.public_key().as_ref();
     let id: String = ring::digest::digest(&ring::digest::SHA256, public)
         .as_ref()
@@ -215,7 +245,7 @@ fn signed_connect(
         "operator",
         &scopes.join(","),
         &ts.to_string(),
-        token,
+        sign_token,
         nonce,
         "linux",
         "linux",
@@ -226,7 +256,7 @@ fn signed_connect(
         "minProtocol": 4, "maxProtocol": 4,
         "client": {"id": "openclaw-tui", "version": "2026.9.6", "platform": "linux", "deviceFamily": "Linux", "mode": "ui", "instanceId": "t"},
         "caps": ["agent-kind", "tool-events"],
-        "auth": {"token": token},
+        "auth": auth,
         "role": "operator",
         "scopes": if tamper { json!(["operator.admin"]) } else { json!(scopes) },
         "device": {"id": id, "publicKey": b64(public), "signature": b64(signature.as_ref()), "signedAt": ts, "nonce": nonce},
@@ -282,6 +312,108 @@ async fn protocol_4_handshakes_are_checked_as_openclaw_checks_them() {
         .contains(&json!("operator.admin")));
     assert!(hello["payload"]["policy"]["tickIntervalMs"].is_u64());
 
+    // First sight with a credential pairs the device: it gets a token of its own.
+    let device_token = hello["payload"]["auth"]["deviceToken"]
+        .as_str()
+        .expect("a device token for a newly paired device")
+        .to_string();
+    assert_eq!(device_token.len(), 64);
+
+    // Back with its own token only: signed over it, accepted as the device.
+    let (mut ws, ch) = open(&gw).await;
+    let nonce = ch["nonce"].as_str().unwrap().to_string();
+    send(
+        &mut ws,
+        signed_with(
+            json!({"deviceToken": device_token}),
+            &device_token,
+            &ch,
+            &key,
+            &nonce,
+            false,
+        ),
+    )
+    .await;
+    let hello = next_json(&mut ws).await.expect("hello");
+    assert_eq!(hello["ok"], true, "{hello}");
+    assert_eq!(hello["payload"]["auth"]["method"], "device-token");
+    assert!(
+        hello["payload"]["auth"]["deviceToken"].is_null(),
+        "issued once only"
+    );
+    // A wrong device token is refused as OpenClaw refuses it.
+    let (mut ws2, ch) = open(&gw).await;
+    let nonce = ch["nonce"].as_str().unwrap().to_string();
+    let wrong = "0".repeat(64);
+    send(
+        &mut ws2,
+        signed_with(
+            json!({"deviceToken": wrong}),
+            &wrong,
+            &ch,
+            &key,
+            &nonce,
+            false,
+        ),
+    )
+    .await;
+    let res = next_json(&mut ws2).await.expect("answer");
+    assert_eq!(
+        res["error"]["details"]["code"], "AUTH_DEVICE_TOKEN_MISMATCH",
+        "{res}"
+    );
+    // The operator sees it, and revokes it: neither its token nor the shared token with
+    // its key gets it back in.
+    ws.send(Message::text(
+        json!({"type": "req", "id": "3:l", "method": "devices.list", "params": {}}).to_string(),
+    ))
+    .await
+    .unwrap();
+    let listed = response(&mut ws).await;
+    let id = listed["payload"]["devices"][0]["id"]
+        .as_str()
+        .expect("the device")
+        .to_string();
+    assert_eq!(listed["payload"]["devices"][0]["clientId"], "openclaw-tui");
+    assert!(
+        listed["payload"]["devices"][0].get("tokenHash").is_none(),
+        "no token material listed"
+    );
+    ws.send(Message::text(
+        json!({"type": "req", "id": "4:r", "method": "devices.revoke", "params": {"id": id}})
+            .to_string(),
+    ))
+    .await
+    .unwrap();
+    let revoked = response(&mut ws).await;
+    assert_eq!(revoked["payload"]["revoked"], true, "{revoked}");
+    for auth in [
+        json!({"deviceToken": device_token}),
+        json!({"token": "p4-token"}),
+    ] {
+        let sign = auth
+            .as_object()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (mut ws, ch) = open(&gw).await;
+        let nonce = ch["nonce"].as_str().unwrap().to_string();
+        send(
+            &mut ws,
+            signed_with(auth.clone(), &sign, &ch, &key, &nonce, false),
+        )
+        .await;
+        let res = next_json(&mut ws).await.expect("answer");
+        assert_eq!(
+            res["error"]["details"]["code"], "DEVICE_AUTH_INVALID",
+            "{auth}: {res}"
+        );
+    }
+
     // The same, signed for another nonce (a replay): refused.
     let (mut ws, ch) = open(&gw).await;
     send(
@@ -324,12 +456,7 @@ async fn protocol_4_handshakes_are_checked_as_openclaw_checks_them() {
     ws.send(Message::text(json!({"type": "req", "id": "2:x", "method": "agent", "params": {"message": "hi", "idempotencyKey": "k"}}).to_string()))
         .await
         .unwrap();
-    let res = loop {
-        let f = next_json(&mut ws).await.expect("frame");
-        if f["type"] == "res" {
-            break f;
-        }
-    };
+    let res = response(&mut ws).await;
     assert_eq!(res["ok"], false, "{res}");
     assert_eq!(res["error"]["code"], "UNAUTHORIZED");
 

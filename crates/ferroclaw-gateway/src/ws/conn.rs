@@ -291,7 +291,7 @@ async fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
         return None;
     }
     if frame.method == "connect" {
-        match connect(conn, &frame.params) {
+        match connect(conn, &frame.params).await {
             Ok(payload) => conn.send_ok(&frame.id, payload),
             Err(e) if e.code == WsCode::Unauthorized => {
                 return Some(Refused {
@@ -488,7 +488,7 @@ async fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
 }
 
 /// The handshake, in either dialect.
-fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
+async fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
     if conn.auth().is_some() {
         return Err(WsError::invalid("already connected"));
     }
@@ -506,7 +506,26 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
     };
     let token = str_param(params, &["token"])
         .or_else(|| params.get("auth").and_then(|a| str_param(a, &["token"])));
-    let Some(caller) = token.and_then(|t| state.auth.identify(t)) else {
+    let device_token = params
+        .get("auth")
+        .and_then(|a| str_param(a, &["deviceToken"]));
+    // A device block is checked whenever one comes: a bad signature is refused even
+    // though the token alone would have done.
+    let device = if protocol >= 4 && params.get("device").is_some_and(Value::is_object) {
+        Some(super::v4::verify_device(params, &conn.challenge)?)
+    } else {
+        None
+    };
+    let caller = match token.and_then(|t| state.auth.identify(t)) {
+        Some(c) => Some(c),
+        // A paired device may come back with the token it was given instead.
+        None if token.is_none() => match (&device, device_token) {
+            (Some(id), Some(t)) => Some(super::devices::sign_in(state, id, t).await?),
+            _ => None,
+        },
+        None => None,
+    };
+    let Some(caller) = caller else {
         tracing::warn!(
             target: "security.auth",
             event = "security.auth_failed",
@@ -531,13 +550,6 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
             WsError::new(WsCode::Unauthorized, message)
         });
     };
-    // A device block is checked whenever one comes: a bad signature is refused even
-    // though the token alone would have done.
-    let device = if protocol >= 4 && params.get("device").is_some_and(Value::is_object) {
-        Some(super::v4::verify_device(params, &conn.challenge)?)
-    } else {
-        None
-    };
     let named = str_param(params, &["user_id", "userId", "sender_id"]);
     let user_id = caller.user_for(named).map_err(|reason| {
         tracing::warn!(target: "security.auth", event = "security.user_refused", conn = %conn.id, %reason, "WebSocket connect names a user it may not act for");
@@ -560,6 +572,12 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
         // A client may ask for less than it could have (e.g. a read-only dashboard).
         role = role.min(asked);
     }
+    // A device seen for the first time with a credential is paired: it gets a token
+    // of its own (shown once); a revoked one is refused whatever else it brings.
+    let device_token_issued = match &device {
+        Some(id) => super::devices::pair(state, id, params, role, user_id.as_deref()).await?,
+        None => None,
+    };
     *conn.auth.lock().unwrap_or_else(|e| e.into_inner()) = Some(ConnAuth {
         role,
         user_id: user_id.clone(),
@@ -589,10 +607,11 @@ fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
                 "stateVersion": {"presence": 0, "health": 0},
             },
             "auth": {
-                "method": if device.is_some() { "device-token" } else { "token" },
+                "method": if token.is_none() && device.is_some() { "device-token" } else { "token" },
                 "role": "operator",
                 "scopes": super::v4::scopes_of(role),
                 "deviceId": device,
+                "deviceToken": device_token_issued,
             },
             "policy": {
                 "maxPayload": MAX_FRAME_BYTES,

@@ -54,6 +54,8 @@ pub async fn dispatch(
         Method::UsageGet => super::usage::get(state, &params, who).await,
         Method::ProvidersStatus => Ok(providers_status(state).await),
         Method::ConfigGet => Ok(json!({"config": *state.shown})),
+        Method::DevicesList => super::devices::list(state).await,
+        Method::DevicesRevoke => super::devices::revoke(state, &params).await,
         Method::UsageSummary => super::usage::summary(state, &params, who).await,
         Method::CronList => super::cron::list(state, who).await,
         Method::CronStatus => super::cron::status(state, params, who).await,

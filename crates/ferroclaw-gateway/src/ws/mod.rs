@@ -5,6 +5,7 @@ pub mod agents;
 pub mod channels;
 pub mod conn;
 pub mod cron;
+pub mod devices;
 pub mod frames;
 pub mod methods;
 pub mod params;

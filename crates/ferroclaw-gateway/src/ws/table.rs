@@ -54,6 +54,8 @@ pub enum Method {
     UsageSummary,
     ProvidersStatus,
     ConfigGet,
+    DevicesList,
+    DevicesRevoke,
 }
 
 /// (wire name, role needed, handler).
@@ -99,6 +101,9 @@ pub const METHODS: &[(&str, Role, Method)] = &[
     ("providers.status", Role::Viewer, Method::ProvidersStatus),
     // The whole configuration, masked: the operator's own view.
     ("config.get", Role::Admin, Method::ConfigGet),
+    // Devices paired through protocol 4 connects.
+    ("devices.list", Role::Admin, Method::DevicesList),
+    ("devices.revoke", Role::Admin, Method::DevicesRevoke),
     ("integrity.status", Role::Viewer, Method::IntegrityStatus),
     ("chat.send", Role::Operator, Method::ChatSend),
     ("chat.history", Role::Operator, Method::ChatHistory),

@@ -175,9 +175,10 @@ pub fn verify_device(params: &Value, challenge: &Challenge) -> Result<String, Ws
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let token = params["auth"]
-        .get("token")
-        .and_then(Value::as_str)
+    // What OpenClaw's clients sign: the shared token, else the device's own.
+    let token = ["token", "deviceToken"]
+        .iter()
+        .find_map(|k| params["auth"].get(*k).and_then(Value::as_str))
         .unwrap_or_default();
     let payload = [
         "v3",

@@ -224,6 +224,22 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
     );
     CREATE INDEX trace_llm_calls_by_time ON trace_spans (started_at) WHERE kind = 'llm';",
     ),
+    (
+        7,
+        "devices",
+        "CREATE TABLE gateway_devices (
+        id           TEXT PRIMARY KEY,
+        public_key   TEXT NOT NULL,
+        client_id    TEXT NOT NULL,
+        platform     TEXT NOT NULL,
+        user_id      TEXT,
+        role         TEXT NOT NULL,
+        token_hash   TEXT NOT NULL,
+        paired_at    BIGINT NOT NULL,
+        last_seen_at BIGINT NOT NULL,
+        revoked_at   BIGINT
+    );",
+    ),
 ];
 
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (

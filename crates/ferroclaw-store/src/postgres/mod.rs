@@ -11,6 +11,7 @@
 
 mod channels;
 mod cron;
+mod devices;
 mod directory;
 mod integrity;
 mod mcp_servers;
@@ -722,6 +723,10 @@ impl SessionStore for PgSessionStore {
     }
 
     fn traces(&self) -> Option<std::sync::Arc<dyn crate::TraceStore>> {
+        Some(std::sync::Arc::new(self.clone()))
+    }
+
+    fn devices(&self) -> Option<std::sync::Arc<dyn crate::DeviceStore>> {
         Some(std::sync::Arc::new(self.clone()))
     }
 

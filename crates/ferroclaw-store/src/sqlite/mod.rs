@@ -9,6 +9,7 @@
 
 pub(crate) mod channels;
 pub(crate) mod cron;
+pub(crate) mod devices;
 pub(crate) mod directory;
 pub(crate) mod mcp_servers;
 pub(crate) mod migrations;

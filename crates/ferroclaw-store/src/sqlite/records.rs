@@ -137,6 +137,22 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     );
     CREATE INDEX channel_deliveries_by_age ON channel_deliveries (account, seen_at);",
     ),
+    (
+        5,
+        "devices",
+        "CREATE TABLE gateway_devices (
+        id           TEXT PRIMARY KEY,
+        public_key   TEXT NOT NULL,
+        client_id    TEXT NOT NULL,
+        platform     TEXT NOT NULL,
+        user_id      TEXT,
+        role         TEXT NOT NULL,
+        token_hash   TEXT NOT NULL,
+        paired_at    INTEGER NOT NULL,
+        last_seen_at INTEGER NOT NULL,
+        revoked_at   INTEGER
+    );",
+    ),
 ];
 
 pub(crate) const TRACES_PATH: &str = "data/traces.db";

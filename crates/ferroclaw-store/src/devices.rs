@@ -1,0 +1,44 @@
+//! Devices paired with the gateway (OpenClaw's clients sign their connects with a device
+//! key), in both backends: the key, who it acts for, what it may do, and the hash of the
+//! device token it was given — never the token itself. A revoked device stays listed,
+//! so the same key cannot simply pair again with a shared token.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::StoreError;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceRecord {
+    /// SHA-256 hex of the raw Ed25519 public key.
+    pub id: String,
+    /// base64url of the raw public key.
+    pub public_key: String,
+    pub client_id: String,
+    pub platform: String,
+    /// The user a per-user token paired it for (`None`: the operator).
+    pub user_id: Option<String>,
+    /// `admin`, `operator` or `viewer`: at most what the pairing credential gave.
+    pub role: String,
+    /// SHA-256 hex of the device token.
+    #[serde(skip)]
+    pub token_hash: String,
+    /// Epoch ms.
+    pub paired_at: i64,
+    pub last_seen_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+#[async_trait]
+pub trait DeviceStore: Send + Sync {
+    /// Records a newly paired device; `false` when the id is already known (paired or
+    /// revoked), in which case nothing changes.
+    async fn pair_device(&self, device: &DeviceRecord) -> Result<bool, StoreError>;
+    async fn device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError>;
+    /// Newest pairing first.
+    async fn devices(&self) -> Result<Vec<DeviceRecord>, StoreError>;
+    async fn touch_device(&self, id: &str, at: i64) -> Result<(), StoreError>;
+    /// Whether a paired (not yet revoked) device was revoked now.
+    async fn revoke_device(&self, id: &str, at: i64) -> Result<bool, StoreError>;
+}

@@ -1,0 +1,102 @@
+//! The embedded backend's [`DeviceStore`]: a table in the records database.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
+
+use super::records::RecordsDb;
+use crate::devices::{DeviceRecord, DeviceStore};
+use crate::StoreError;
+
+pub(crate) struct SqliteDevices {
+    db: RecordsDb,
+}
+
+impl SqliteDevices {
+    pub(crate) fn new(db: RecordsDb) -> SqliteDevices {
+        SqliteDevices { db }
+    }
+}
+
+const COLUMNS: &str = "id, public_key, client_id, platform, user_id, role, token_hash, paired_at, last_seen_at, revoked_at";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeviceRecord> {
+    Ok(DeviceRecord {
+        id: r.get(0)?,
+        public_key: r.get(1)?,
+        client_id: r.get(2)?,
+        platform: r.get(3)?,
+        user_id: r.get(4)?,
+        role: r.get(5)?,
+        token_hash: r.get(6)?,
+        paired_at: r.get(7)?,
+        last_seen_at: r.get(8)?,
+        revoked_at: r.get(9)?,
+    })
+}
+
+#[async_trait]
+impl DeviceStore for SqliteDevices {
+    async fn pair_device(&self, d: &DeviceRecord) -> Result<bool, StoreError> {
+        let d = d.clone();
+        self.db
+            .with(move |conn| {
+                let n = conn.execute(
+                    &format!("INSERT OR IGNORE INTO gateway_devices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+                    params![d.id, d.public_key, d.client_id, d.platform, d.user_id, d.role, d.token_hash, d.paired_at, d.last_seen_at, d.revoked_at],
+                )?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError> {
+        let id = id.to_owned();
+        self.db
+            .with(move |conn| {
+                conn.prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM gateway_devices WHERE id = ?1"
+                ))?
+                .query_row([&id], row)
+                .optional()
+            })
+            .await
+    }
+
+    async fn devices(&self) -> Result<Vec<DeviceRecord>, StoreError> {
+        self.db
+            .with(|conn| {
+                conn.prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM gateway_devices ORDER BY paired_at DESC, id"
+                ))?
+                .query_map([], row)?
+                .collect()
+            })
+            .await
+    }
+
+    async fn touch_device(&self, id: &str, at: i64) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.db
+            .with(move |conn| {
+                conn.execute(
+                    "UPDATE gateway_devices SET last_seen_at = ?2 WHERE id = ?1",
+                    params![id, at],
+                )
+                .map(drop)
+            })
+            .await
+    }
+
+    async fn revoke_device(&self, id: &str, at: i64) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.db
+            .with(move |conn| {
+                let n = conn.execute(
+                    "UPDATE gateway_devices SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                    params![id, at],
+                )?;
+                Ok(n == 1)
+            })
+            .await
+    }
+}
