@@ -272,7 +272,11 @@ impl RunEvents {
             K::AssistantDelta { text } => {
                 self.text.push_str(text);
                 let message = self.message(&self.text.clone());
-                vec![self.chat("delta", json!({"message": message}))]
+                let so_far = self.text.clone();
+                vec![
+                    self.agent("assistant", json!({"text": so_far, "delta": text})),
+                    self.chat("delta", json!({"message": message})),
+                ]
             }
             K::ToolStart {
                 call_id,
@@ -296,6 +300,10 @@ impl RunEvents {
             K::LifecycleEnd { text, usage, .. } => {
                 let message = self.message(text);
                 vec![
+                    self.agent(
+                        "usage",
+                        json!({"input": usage.input, "output": usage.output, "cacheRead": usage.cache_read, "total": usage.total_tokens}),
+                    ),
                     self.agent("lifecycle", json!({"phase": "end", "usage": usage})),
                     self.chat("final", json!({"message": message})),
                 ]
@@ -360,21 +368,30 @@ mod tests {
         assert_eq!(start[0].1["data"]["phase"], "start");
         r.frames(&K::AssistantDelta { text: "Hel".into() });
         let d = r.frames(&K::AssistantDelta { text: "lo".into() });
-        assert_eq!(d[0].0, "chat");
-        assert_eq!(d[0].1["state"], "delta");
         assert_eq!(
-            d[0].1["message"]["content"][0]["text"], "Hello",
+            (d[0].0, d[0].1["stream"].as_str()),
+            ("agent", Some("assistant"))
+        );
+        assert_eq!(d[0].1["data"]["text"], "Hello");
+        assert_eq!(d[1].0, "chat");
+        assert_eq!(d[1].1["state"], "delta");
+        assert_eq!(
+            d[1].1["message"]["content"][0]["text"], "Hello",
             "the answer so far"
         );
-        assert_eq!(d[0].1["runId"], "client-run");
+        assert_eq!(d[1].1["runId"], "client-run");
         let end = r.frames(&K::LifecycleEnd {
             stop_reason: ferroclaw_types::StopReason::Stop,
             usage: Default::default(),
             text: "Hello".into(),
         });
-        assert_eq!((end[0].0, end[1].0), ("agent", "chat"));
-        assert_eq!(end[1].1["state"], "final");
-        assert!(end[1].1["seq"].as_u64() > d[0].1["seq"].as_u64());
+        let streams: Vec<&str> = end
+            .iter()
+            .map(|f| f.1["stream"].as_str().unwrap_or(f.0))
+            .collect();
+        assert_eq!(streams, ["usage", "lifecycle", "chat"]);
+        assert_eq!(end[2].1["state"], "final");
+        assert!(end[2].1["seq"].as_u64() > d[1].1["seq"].as_u64());
         let aborted = r.frames(&K::LifecycleError {
             message: "run aborted".into(),
         });
