@@ -166,6 +166,7 @@ async fn bench() {
         stream: true,
         extra_body: Default::default(),
         max_reply_bytes: None,
+        thinking_budget: None,
     };
     println!(
         "ferroclaw loop overhead, {turns} turns each, streaming OpenAI wire, scripted LLM on 127.0.0.1, home in {}\n",

@@ -44,6 +44,8 @@ pub fn estimate_message_tokens(m: &Message, model: &str) -> usize {
         n += match block {
             ContentBlock::Text { text } => estimate_text_tokens(text, model),
             ContentBlock::Thinking { thinking, .. } => estimate_text_tokens(thinking, model),
+            // Encrypted reasoning is billed by what it stood for, not by its base64.
+            ContentBlock::RedactedThinking { data } => data.len() / 4,
             ContentBlock::ToolCall {
                 name, arguments, ..
             } => {
@@ -211,6 +213,7 @@ async fn summarize_once(
         stream: false,
         extra_body: Default::default(),
         max_reply_bytes: None,
+        thinking_budget: None,
     };
     let resp = provider.chat(&req, &NoSink, cancel).await?;
     let summary = resp

@@ -44,6 +44,8 @@ pub struct AgentSettings {
     pub timeout: Duration,
     /// Nothing progressed for this long: the run is cut short (see [`crate::watchdog`]).
     pub stall_timeout: Option<Duration>,
+    /// Extended thinking budget (Anthropic's wire).
+    pub thinking_budget: Option<u32>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
     pub stream: bool,
@@ -159,6 +161,7 @@ impl AgentSettings {
             timeout: Duration::from_secs(defaults.timeout_seconds),
             stall_timeout: Some(Duration::from_secs(defaults.stall_timeout_seconds))
                 .filter(|d| !d.is_zero()),
+            thinking_budget: defaults.thinking_budget_tokens,
             max_tokens: None,
             temperature: None,
             stream: true,
@@ -281,6 +284,7 @@ fn output_chars(content: &[ContentBlock]) -> usize {
         .map(|b| match b {
             ContentBlock::Text { text } => text.len(),
             ContentBlock::Thinking { thinking, .. } => thinking.len(),
+            ContentBlock::RedactedThinking { data } => data.len(),
             ContentBlock::ToolCall {
                 name, arguments, ..
             } => name.len() + arguments.to_string().len(),
@@ -569,6 +573,7 @@ impl Agent {
             stream: s.stream,
             extra_body,
             max_reply_bytes: Some(s.max_reply_bytes),
+            thinking_budget: s.thinking_budget,
         };
         // Per run, not per turn: only one turn's tools run at a time anyway.
         let run_slots = tokio::sync::Semaphore::new(s.max_concurrent_tools.max(1));
@@ -1271,6 +1276,7 @@ impl Agent {
                 stream: false,
                 extra_body: Default::default(),
                 max_reply_bytes: Some(s.max_reply_bytes),
+                thinking_budget: None,
             };
             let resp = match self
                 .provider

@@ -93,6 +93,7 @@ pub struct ResolvedAgent {
     pub timeout: Duration,
     /// `None`: no stall watchdog.
     pub stall_timeout: Option<Duration>,
+    pub thinking_budget: Option<u32>,
     /// Tool allow list; `None` means every tool.
     pub tools: Option<Vec<String>>,
     /// The agent's level of the tool policy (`tools` as allow list, `tools_deny`,
@@ -307,6 +308,7 @@ impl LoadedConfig {
             temperature: d.temperature,
             max_iterations: a.max_iterations.unwrap_or(d.max_iterations),
             timeout: Duration::from_secs(a.timeout_seconds.unwrap_or(d.timeout_seconds)),
+            thinking_budget: a.thinking_budget_tokens.or(d.thinking_budget_tokens),
             stall_timeout: Some(a.stall_timeout_seconds.unwrap_or(d.stall_timeout_seconds))
                 .filter(|s| *s > 0)
                 .map(Duration::from_secs),

@@ -542,6 +542,24 @@ fn validate(config: &Config, env: &Env, path: &Path) -> Result<(), ConfigError> 
             "must be at least 1".into(),
         ));
     }
+    let budgets = std::iter::once((
+        "agents.defaults.thinking_budget_tokens".to_string(),
+        d.thinking_budget_tokens,
+    ))
+    .chain(config.agents.list.iter().enumerate().map(|(i, a)| {
+        (
+            format!("agents.list[{i}].thinking_budget_tokens"),
+            a.thinking_budget_tokens,
+        )
+    }));
+    for (field, budget) in budgets {
+        if budget.is_some_and(|b| b < 1024) {
+            return Err(invalid(
+                field,
+                "Anthropic's extended thinking needs a budget of at least 1024 tokens".into(),
+            ));
+        }
+    }
     if d.context_window == 0 {
         return Err(invalid(
             "agents.defaults.context_window".into(),

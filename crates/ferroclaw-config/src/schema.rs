@@ -241,6 +241,9 @@ pub struct AgentDefaults {
     /// long is cut short and its session freed; waits on a person (exec approvals) or
     /// on other runs do not count. 0 turns the watchdog off.
     pub stall_timeout_seconds: u64,
+    /// Extended thinking with this many tokens of budget (Anthropic models; at least
+    /// 1,024). Unset: the model's default.
+    pub thinking_budget_tokens: Option<u32>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
     pub prompt_mode: PromptMode,
@@ -383,6 +386,7 @@ impl Default for AgentDefaults {
             max_iterations: 20,
             timeout_seconds: 600,
             stall_timeout_seconds: 300,
+            thinking_budget_tokens: None,
             max_tokens: None,
             temperature: None,
             prompt_mode: PromptMode::Full,
@@ -422,6 +426,7 @@ pub struct AgentConfig {
     pub max_iterations: Option<u32>,
     pub timeout_seconds: Option<u64>,
     pub stall_timeout_seconds: Option<u64>,
+    pub thinking_budget_tokens: Option<u32>,
     pub context_window: Option<u32>,
     pub prompt_mode: Option<PromptMode>,
     /// Overrides `agents.defaults.per_user_workspace` for this agent.

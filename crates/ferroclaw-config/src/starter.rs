@@ -96,7 +96,42 @@ pub fn starter_config(provider: &str, model: &str, base_url: Option<&str>) -> St
     )
 }
 
-/// Models known to write tool calls as text at times (the gpt-oss family).
+/// Local reasoning models known to write tool calls as text at times, as Ollama, vLLM
+/// and LM Studio name them: gpt-oss, Qwen3 (`qwen3:8b`, `Qwen/Qwen3-8B`,
+/// `qwen/qwen3-coder-30b`) and DeepSeek-R1 with its distills (`deepseek-r1:14b`,
+/// `deepseek-ai/DeepSeek-R1-Distill-Qwen-7B`).
 pub fn needs_auto_tool_mode(model: &str) -> bool {
-    model.to_ascii_lowercase().contains("gpt-oss")
+    let m = model.to_ascii_lowercase();
+    ["gpt-oss", "qwen3", "deepseek-r1"]
+        .iter()
+        .any(|family| m.contains(family))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::needs_auto_tool_mode;
+
+    #[test]
+    fn the_local_reasoning_models_get_auto_and_look_alikes_do_not() {
+        for m in [
+            "openai/gpt-oss-20b",
+            "gpt-oss:120b",
+            "qwen3:8b",
+            "Qwen/Qwen3-8B",
+            "qwen/qwen3-coder-30b",
+            "deepseek-r1:14b",
+            "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+        ] {
+            assert!(needs_auto_tool_mode(m), "{m}");
+        }
+        for m in [
+            "gpt-4o-mini",
+            "qwen2.5:7b",
+            "deepseek-chat",
+            "llama3.1:8b",
+            "deepseek-v3",
+        ] {
+            assert!(!needs_auto_tool_mode(m), "{m}");
+        }
+    }
 }

@@ -682,7 +682,7 @@ async function systemPage(main) {
       add(wrap, el('p', { class: 'offer', role: 'note' },
         `A local model server answers: ${l.name} at `, el('code', { text: l.baseUrl }),
         ` with ${l.models.length} model(s) (${l.models.slice(0, 3).join(', ')}). Run `,
-        el('code', { text: 'ferroclaw onboard' }), ' to use it (gpt-oss models get tool_mode auto).'));
+        el('code', { text: 'ferroclaw onboard' }), ' to use it (gpt-oss, Qwen3 and DeepSeek-R1 models get tool_mode auto).'));
     }
     return wrap;
   });

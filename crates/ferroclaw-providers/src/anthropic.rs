@@ -116,10 +116,19 @@ impl Wire for Anthropic {
 pub(crate) fn build_body(req: &ChatRequest, default_max_tokens: u32) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), Value::String(req.model.clone()));
-    body.insert(
-        "max_tokens".into(),
-        req.max_tokens.unwrap_or(default_max_tokens).into(),
-    );
+    let budget = req.thinking_budget.filter(|b| *b >= 1024);
+    let mut max_tokens = req.max_tokens.unwrap_or(default_max_tokens);
+    if let Some(b) = budget {
+        // The budget is spent out of `max_tokens`, which must leave room for an answer.
+        if max_tokens <= b {
+            max_tokens = b.saturating_add(default_max_tokens);
+        }
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": b}),
+        );
+    }
+    body.insert("max_tokens".into(), max_tokens.into());
     if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
         body.insert("system".into(), Value::String(system.to_owned()));
     }
@@ -142,7 +151,8 @@ pub(crate) fn build_body(req: &ChatRequest, default_max_tokens: u32) -> Value {
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    if let Some(t) = req.temperature {
+    // Extended thinking takes no temperature other than the default.
+    if let (Some(t), None) = (req.temperature, budget) {
         body.insert("temperature".into(), json!(t));
     }
     if req.stream {
@@ -218,6 +228,9 @@ fn assistant_block(b: &ContentBlock) -> Option<Value> {
         } if !sig.is_empty() => Some(json!({
             "type": "thinking", "thinking": thinking, "signature": sig,
         })),
+        ContentBlock::RedactedThinking { data } if !data.is_empty() => {
+            Some(json!({"type": "redacted_thinking", "data": data}))
+        }
         ContentBlock::ToolCall {
             id,
             name,
@@ -251,7 +264,9 @@ enum Block {
         /// `input` from the block start (used when no fragments follow).
         initial: Value,
     },
-    /// Block types we do not model (`redacted_thinking`, server tools, ...).
+    /// `redacted_thinking`: opaque, echoed back as it came.
+    Redacted(String),
+    /// Block types we do not model (server tools, ...).
     Other,
 }
 
@@ -273,6 +288,7 @@ impl Block {
                 };
                 name.len() + json.len() + initial
             }
+            Block::Redacted(data) => data.len(),
             Block::Other => 0,
         }
     }
@@ -313,6 +329,9 @@ impl WireTurn for Turn {
                     thinking: text,
                     thinking_signature: (!signature.is_empty()).then_some(signature),
                 }),
+                Block::Redacted(data) if !data.is_empty() => {
+                    content.push(ContentBlock::RedactedThinking { data })
+                }
                 Block::Tool {
                     id,
                     name,
@@ -383,6 +402,7 @@ fn start_block(content_block: &Value) -> Block {
             text: s("thinking"),
             signature: s("signature"),
         },
+        Some("redacted_thinking") => Block::Redacted(s("data")),
         Some("tool_use") => Block::Tool {
             id: s("id"),
             name: s("name"),
@@ -614,6 +634,76 @@ mod tests {
             error_message: None,
             timestamp: 0,
         })
+    }
+
+    #[test]
+    fn a_thinking_budget_turns_extended_thinking_on_with_room_for_the_answer() {
+        let req = |budget: Option<u32>, max: Option<u32>| ChatRequest {
+            model: "claude".into(),
+            messages: vec![Message::user("q")],
+            max_tokens: max,
+            temperature: Some(0.2),
+            thinking_budget: budget,
+            ..Default::default()
+        };
+        let body = build_body(&req(Some(4000), Some(2000)), 1024);
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 4000})
+        );
+        assert_eq!(
+            body["max_tokens"], 5024,
+            "the budget plus room for the answer"
+        );
+        assert!(body.get("temperature").is_none());
+        let body = build_body(&req(Some(4000), Some(16000)), 1024);
+        assert_eq!(body["max_tokens"], 16000);
+        let body = build_body(&req(None, None), 1024);
+        assert!(body.get("thinking").is_none());
+        assert_eq!(body["temperature"], json!(0.2f32));
+    }
+
+    #[test]
+    fn redacted_thinking_is_kept_and_sent_back_as_it_came() {
+        let turn = parse_response(&json!({
+            "type": "message",
+            "content": [
+                {"type": "thinking", "thinking": "plain", "signature": "sig"},
+                {"type": "redacted_thinking", "data": "EncryptedBlob=="},
+                {"type": "text", "text": "answer"},
+            ],
+            "stop_reason": "end_turn",
+        }))
+        .unwrap();
+        let resp = turn.into_response("anthropic", "claude");
+        assert!(resp.content.contains(&ContentBlock::RedactedThinking {
+            data: "EncryptedBlob==".into()
+        }));
+        let req = ChatRequest {
+            model: "claude".into(),
+            messages: vec![
+                Message::user("q"),
+                Message::Assistant(AssistantMessage {
+                    content: resp.content,
+                    provider: "anthropic".into(),
+                    model: "claude".into(),
+                    usage: Usage::default(),
+                    stop_reason: StopReason::Stop,
+                    error_message: None,
+                    timestamp: 0,
+                }),
+                Message::user("more"),
+            ],
+            ..Default::default()
+        };
+        let body = build_body(&req, 1024);
+        let blocks = &body["messages"][1]["content"];
+        assert_eq!(
+            blocks[1],
+            json!({"type": "redacted_thinking", "data": "EncryptedBlob=="}),
+            "{blocks}"
+        );
+        assert_eq!(blocks[0]["type"], "thinking");
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct ChatRequest {
     /// (the error is [`ErrorKind::ReplyTooLarge`]), so a runaway or hostile upstream
     /// cannot make us buffer an unbounded answer.
     pub max_reply_bytes: Option<usize>,
+    /// Extended thinking with this many tokens of budget (Anthropic's wire; at least
+    /// 1,024). `None`: the model's own default.
+    pub thinking_budget: Option<u32>,
 }
 
 /// 1 MiB. A long legitimate turn (a few thousand lines of code in a file write, or a

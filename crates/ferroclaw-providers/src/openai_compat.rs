@@ -115,8 +115,35 @@ pub(crate) fn build_body(req: &ChatRequest, flavor: SchemaFlavor) -> Value {
     if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
         messages.push(json!({"role": "system", "content": system}));
     }
+    // A `tool` message carries text only: the images a tool returned follow the last
+    // tool message of the turn as a user message of their own (tool messages must stay
+    // together, right after the call).
+    let mut images: Vec<Value> = Vec::new();
     for m in &req.messages {
+        if !matches!(m, Message::ToolResult(_)) && !images.is_empty() {
+            messages.push(json!({"role": "user", "content": std::mem::take(&mut images)}));
+        }
         messages.push(wire_message(m));
+        if let Message::ToolResult(r) = m {
+            let mut first = true;
+            for b in &r.content {
+                if let ContentBlock::Image { data, mime_type } = b {
+                    if first {
+                        images.push(json!({"type": "text", "text": format!(
+                            "Image(s) returned by the tool call {} ({}):", r.tool_call_id, r.tool_name
+                        )}));
+                        first = false;
+                    }
+                    images.push(json!({
+                        "type": "image_url",
+                        "image_url": {"url": format!("data:{mime_type};base64,{data}")},
+                    }));
+                }
+            }
+        }
+    }
+    if !images.is_empty() {
+        messages.push(json!({"role": "user", "content": images}));
     }
 
     let mut body = Map::new();
@@ -218,11 +245,16 @@ fn wire_message(m: &Message) -> Value {
             }
             Value::Object(out)
         }
-        Message::ToolResult(r) => json!({
-            "role": "tool",
-            "tool_call_id": r.tool_call_id,
-            "content": joined_text(&r.content),
-        }),
+        Message::ToolResult(r) => {
+            let mut text = joined_text(&r.content);
+            if r.content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::Image { .. }))
+            {
+                text.push_str("\n[the image(s) this call returned follow in a user message]");
+            }
+            json!({"role": "tool", "tool_call_id": r.tool_call_id, "content": text})
+        }
     }
 }
 
@@ -621,6 +653,76 @@ mod tests {
     use ferroclaw_types::{AssistantMessage, ToolDefinition};
 
     #[test]
+    fn images_from_tools_follow_the_turn_s_tool_messages_as_a_user_message() {
+        let result = |id: &str, content: Vec<ContentBlock>| {
+            Message::ToolResult(ferroclaw_types::ToolResultMessage {
+                tool_call_id: id.into(),
+                tool_name: "screenshot".into(),
+                content,
+                is_error: false,
+                timestamp: 0,
+            })
+        };
+        let req = ChatRequest {
+            model: "m".into(),
+            messages: vec![
+                Message::user("look"),
+                Message::Assistant(AssistantMessage {
+                    content: vec![
+                        ContentBlock::ToolCall {
+                            id: "c1".into(),
+                            name: "screenshot".into(),
+                            arguments: json!({}),
+                        },
+                        ContentBlock::ToolCall {
+                            id: "c2".into(),
+                            name: "screenshot".into(),
+                            arguments: json!({}),
+                        },
+                    ],
+                    provider: String::new(),
+                    model: String::new(),
+                    usage: Usage::default(),
+                    stop_reason: StopReason::ToolUse,
+                    error_message: None,
+                    timestamp: 0,
+                }),
+                result(
+                    "c1",
+                    vec![
+                        ContentBlock::text("shot 1"),
+                        ContentBlock::Image {
+                            data: "AAAA".into(),
+                            mime_type: "image/png".into(),
+                        },
+                    ],
+                ),
+                result("c2", vec![ContentBlock::text("no image")]),
+                Message::user("what do you see?"),
+            ],
+            ..Default::default()
+        };
+        let body = build_body(&req, SchemaFlavor::OpenAi);
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user", "user"]);
+        let tool = &body["messages"][2];
+        assert!(
+            tool["content"].as_str().unwrap().starts_with("shot 1"),
+            "{tool}"
+        );
+        let images = &body["messages"][4]["content"];
+        assert_eq!(images[1]["type"], "image_url");
+        assert_eq!(images[1]["image_url"]["url"], "data:image/png;base64,AAAA");
+        assert!(images[0]["text"].as_str().unwrap().contains("c1"));
+        assert_eq!(body["messages"][5]["content"], "what do you see?");
+    }
+
+    #[test]
     fn body_maps_transcript_messages() {
         let req = ChatRequest {
             model: "m".into(),
@@ -658,6 +760,7 @@ mod tests {
             stream: true,
             extra_body: Default::default(),
             max_reply_bytes: None,
+            thinking_budget: None,
         };
         let b = build_body(&req, SchemaFlavor::OpenAi);
         let m = &b["messages"];

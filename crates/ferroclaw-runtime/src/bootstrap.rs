@@ -116,6 +116,7 @@ pub fn settings_for(agent: &cfg::AgentSettings, tool_slots: ToolSlots) -> AgentS
         max_iterations: agent.max_iterations,
         timeout: agent.timeout,
         stall_timeout: agent.stall_timeout,
+        thinking_budget: agent.thinking_budget,
         max_tokens: agent.max_tokens,
         temperature: agent.temperature,
         stream: agent.stream,

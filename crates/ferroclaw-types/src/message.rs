@@ -17,6 +17,11 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thinking_signature: Option<String>,
     },
+    /// Reasoning the provider encrypted (Anthropic's `redacted_thinking`): kept as it
+    /// came and sent back with the turn it belongs to, never shown.
+    RedactedThinking {
+        data: String,
+    },
     ToolCall {
         id: String,
         name: String,

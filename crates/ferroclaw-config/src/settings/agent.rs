@@ -25,6 +25,8 @@ pub struct AgentSettings {
     pub timeout: Duration,
     /// `None`: no stall watchdog (see `agents.defaults.stall_timeout_seconds`).
     pub stall_timeout: Option<Duration>,
+    /// Extended thinking budget in tokens (Anthropic's wire).
+    pub thinking_budget: Option<u32>,
     /// `None`: the request carries no `max_tokens` (the model's own limit applies).
     pub max_tokens: Option<u32>,
     /// `None`: the provider's default temperature.

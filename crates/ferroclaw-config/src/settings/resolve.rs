@@ -203,6 +203,7 @@ impl LoadedConfig {
             max_iterations: r.max_iterations,
             timeout: r.timeout,
             stall_timeout: r.stall_timeout,
+            thinking_budget: r.thinking_budget,
             max_tokens: r.max_tokens,
             temperature: r.temperature,
             stream: r.stream,

@@ -57,6 +57,7 @@ pub fn request(model: &str, stream: bool) -> ChatRequest {
         stream,
         extra_body: Default::default(),
         max_reply_bytes: None,
+        thinking_budget: None,
     }
 }
 

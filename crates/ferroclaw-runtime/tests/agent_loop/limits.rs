@@ -444,3 +444,43 @@ async fn a_stalled_stream_fails_after_the_configured_idle_time() {
         );
     }
 }
+
+/// `thinking_budget_tokens` reaches Anthropic's wire as extended thinking, with room for
+/// the answer; a budget under Anthropic's minimum is refused when the config loads.
+#[tokio::test]
+async fn a_thinking_budget_reaches_the_anthropic_wire() {
+    let h = Harness::new(
+        Protocol::Anthropic,
+        Options {
+            defaults_extra: "thinking_budget_tokens: 2048, max_tokens: 1000,",
+            ..Options::default()
+        },
+    )
+    .await;
+    h.llm.push(Reply::text("thought it through"));
+    let (res, _) = run(&h.agent(), "s1", "think").await;
+    assert_eq!(res.expect("answer").text, "thought it through");
+    let body = &h.llm.requests()[0].body;
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048}),
+        "{body}"
+    );
+    assert!(body["max_tokens"].as_u64().unwrap() > 2048, "{body}");
+
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.json5"),
+        "{ agents: { defaults: { thinking_budget_tokens: 100 } } }",
+    )
+    .unwrap();
+    let err = ferroclaw_config::load(
+        &ferroclaw_config::LoadOptions {
+            home: Some(home.path().to_path_buf()),
+            config_path: None,
+        },
+        ferroclaw_config::Env::from_pairs::<[(&str, &str); 0], _, _>([]),
+    )
+    .expect_err("too small a budget");
+    assert!(err.to_string().contains("at least 1024"), "{err}");
+}

@@ -22,7 +22,7 @@ impl Local {
     fn model(&self) -> Option<&str> {
         self.models
             .iter()
-            .find(|m| ferroclaw_config::needs_auto_tool_mode(m))
+            .find(|m| m.to_ascii_lowercase().contains("gpt-oss"))
             .or(self.models.first())
             .map(String::as_str)
     }
