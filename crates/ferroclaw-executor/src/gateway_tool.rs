@@ -94,6 +94,39 @@ impl GatewayTool {
         }
     }
 
+    /// `tools.<name>.max_results` / `max_chars` cap what the model asks for (and fill in
+    /// what it did not); `extract_mode` is the default when it names none. Each reaches
+    /// the tool under the argument name the gateway's tools read.
+    fn with_settings(&self, mut args: Value) -> Value {
+        let (Some(s), Value::Object(map)) = (&self.policy, &mut args) else {
+            return args;
+        };
+        let mut cap = |canonical: &str, aliases: &[&str], limit: Option<u64>| {
+            let Some(limit) = limit else { return };
+            let asked = std::iter::once(canonical)
+                .chain(aliases.iter().copied())
+                .find_map(|k| map.get(k).and_then(Value::as_u64));
+            for k in aliases {
+                map.remove(*k);
+            }
+            map.insert(
+                canonical.into(),
+                json!(asked.map_or(limit, |a| a.min(limit))),
+            );
+        };
+        cap("count", &["maxResults", "max_results"], s.max_results);
+        cap("maxChars", &["max_chars"], s.max_chars);
+        if let Some(mode) = &s.extract_mode {
+            let named = ["extractMode", "extract_mode", "mode", "format"]
+                .iter()
+                .any(|k| map.contains_key(*k));
+            if !named {
+                map.insert("extractMode".into(), json!(mode));
+            }
+        }
+        args
+    }
+
     /// `tools.<name>.allowed_commands` / `blocked_commands`, checked before the gateway.
     fn exec_policy(&self, args: &Value) -> Option<String> {
         let settings = self.policy.as_ref()?;
@@ -171,6 +204,7 @@ impl Tool for GatewayTool {
             );
             return ToolResult::error(why);
         }
+        let args = self.with_settings(args);
         let attempts = self.gateway.retry.attempts.max(1);
         for attempt in 1..=attempts {
             let t0 = Instant::now();

@@ -251,3 +251,75 @@ tools:
         assert!((body["top_p"].as_f64().unwrap() - 0.9).abs() < 1e-6);
     }
 }
+
+/// `tools.<name>.max_results`, `max_chars` and `extract_mode` reach the gateway's tools:
+/// caps on what the model asks for, defaults for what it leaves out.
+#[tokio::test]
+async fn per_tool_settings_reach_the_tools() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let (gw, calls) = stub_gateway().await;
+    let exec = executor(&format!(
+        r#"
+executor:
+  gpt_oss_url: "{}"
+  openclaw_gateway_url: "{gw}"
+parser:
+  native_tools: true
+tools:
+  allowed: [web_search, web_fetch]
+  web_search:
+    max_results: 3
+  web_fetch:
+    max_chars: 2000
+    extract_mode: text
+"#,
+        llm.base_url()
+    ));
+    llm.push(Reply::tool_calls(vec![
+        (
+            "c1".into(),
+            "web_search".into(),
+            json!({"query": "rust", "max_results": 9}),
+        ),
+        (
+            "c2".into(),
+            "web_fetch".into(),
+            json!({"url": "https://example.com/a"}),
+        ),
+        (
+            "c3".into(),
+            "web_fetch".into(),
+            json!({"url": "https://example.com/b", "maxChars": 500, "extractMode": "markdown"}),
+        ),
+    ]));
+    llm.push(Reply::text("done"));
+    let out = exec.run(ask("look it up")).await.unwrap();
+    assert_eq!(out.content, "done");
+    let bodies = calls.lock().unwrap().clone();
+    let args = |tool: &str, url: Option<&str>| {
+        bodies
+            .iter()
+            .find(|b| {
+                b["dryRun"] != true
+                    && b["tool"] == tool
+                    && url.is_none_or(|u| b["args"]["url"] == u)
+            })
+            .unwrap_or_else(|| panic!("{tool} {url:?} in {bodies:?}"))["args"]
+            .clone()
+    };
+    let search = args("web_search", None);
+    assert_eq!(search["count"], 3, "capped: {search}");
+    assert!(search.get("max_results").is_none());
+    let a = args("web_fetch", Some("https://example.com/a"));
+    assert_eq!(
+        (a["maxChars"].as_u64(), a["extractMode"].as_str()),
+        (Some(2000), Some("text")),
+        "defaults: {a}"
+    );
+    let b = args("web_fetch", Some("https://example.com/b"));
+    assert_eq!(
+        (b["maxChars"].as_u64(), b["extractMode"].as_str()),
+        (Some(500), Some("markdown")),
+        "the model's own, under the cap: {b}"
+    );
+}
