@@ -22,6 +22,7 @@ pub mod error;
 pub mod errors_log;
 pub mod events;
 mod gateway_tool;
+mod listener;
 pub mod run;
 pub mod server;
 pub mod tools_client;

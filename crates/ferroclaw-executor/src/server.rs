@@ -48,6 +48,7 @@ pub enum ServeError {
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
+    let timeouts = crate::listener::Timeouts::of(&state.exec.config().http_server);
     Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/chat/completions", post(chat))
@@ -55,6 +56,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/models", get(models))
         .route("/health", get(health))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(move |req, next| {
+            crate::listener::deadlines(timeouts, req, next)
+        }))
         .with_state(state)
 }
 
@@ -118,25 +122,25 @@ impl Server {
             "http_server_start",
             json!({"addr": self.addr.to_string(), "upstream": events_state.exec.config().upstream_base(), "gateway": events_state.exec.config().executor.openclaw_gateway_url}),
         );
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let serve = axum::serve(self.listener, router(self.state.clone())).with_graceful_shutdown(
-            async move {
-                shutdown.await;
-                let _ = tx.send(());
-            },
+        let timeouts = crate::listener::Timeouts::of(&self.state.exec.config().http_server);
+        let stop = tokio_util::sync::CancellationToken::new();
+        let serve = crate::listener::serve(
+            self.listener,
+            router(self.state.clone()),
+            timeouts,
+            stop.clone(),
         );
+        tokio::pin!(serve);
         let grace = self.shutdown_timeout;
-        let result = tokio::select! {
-            r = serve => r,
-            _ = async move {
-                // Only a real shutdown signal starts the grace period.
-                if rx.await.is_ok() {
-                    tokio::time::sleep(grace).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            } => Ok(()),
-        };
+        tokio::select! {
+            _ = serve.as_mut() => {}
+            _ = shutdown => {
+                // Running requests get the grace period to finish, then are dropped.
+                stop.cancel();
+                let _ = tokio::time::timeout(grace, serve).await;
+            }
+        }
+        let result: std::io::Result<()> = Ok(());
         events_state
             .exec
             .events()

@@ -323,3 +323,106 @@ tools:
         "the model's own, under the cap: {b}"
     );
 }
+
+/// `http_server`'s time-outs on the executor's own endpoint: headers or a body that drip
+/// in are cut off, an answer that takes too long is a 504, a kept-alive connection with
+/// nothing in flight is closed when idle — and a request that takes longer than the idle
+/// time is not.
+#[tokio::test]
+async fn the_http_server_applies_its_read_write_and_idle_time_outs() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let llm = ScriptedLlm::start().await.unwrap();
+    let (gw, _calls) = stub_gateway().await;
+    let exec = executor(&format!(
+        r#"
+executor:
+  gpt_oss_url: "{}"
+  openclaw_gateway_url: "{gw}"
+http_server:
+  read_timeout_seconds: 1
+  write_timeout_seconds: 3
+  idle_timeout_seconds: 1
+tools:
+  allowed: [read]
+"#,
+        llm.base_url()
+    ));
+    let server = ferroclaw_executor::server::Server::bind(exec, Some(0))
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    tokio::spawn(server.serve(std::future::pending()));
+    let limit = std::time::Duration::from_secs(15);
+    // The server's answer (or its closing the connection) to what was written.
+    async fn answer(s: &mut tokio::net::TcpStream, limit: std::time::Duration) -> String {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match tokio::time::timeout(limit, s.read(&mut buf))
+                .await
+                .expect("the server acted in time")
+            {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    out.extend_from_slice(&buf[..n]);
+                    if out.windows(4).any(|w| w == b"\r\n\r\n")
+                        && String::from_utf8_lossy(&out).contains("\"error\"")
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    // Headers that never end: the connection is dropped.
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let got = answer(&mut s, limit).await;
+    assert!(!got.contains("200 OK"), "{got}");
+
+    // A body that never arrives in full: 408, with the reason.
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"messages\":")
+        .await
+        .unwrap();
+    let got = answer(&mut s, limit).await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains("read_timeout"), "{got}");
+
+    let http = reqwest::Client::new();
+    let url = format!("http://{addr}/v1/chat/completions");
+    let ask = json!({"model": "gpt-oss", "messages": [{"role": "user", "content": "hi"}]});
+    // Slower than the idle time, within the write time: answered.
+    llm.push(Reply::text("in time").delay(std::time::Duration::from_millis(1500)));
+    let resp = http.post(&url).json(&ask).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
+    // Slower than the write time: 504 with the reason.
+    llm.push(Reply::text("too late").delay(std::time::Duration::from_secs(5)));
+    let resp = http.post(&url).json(&ask).send().await.unwrap();
+    assert_eq!(resp.status(), 504);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "write_timeout", "{body}");
+
+    // Kept alive after an answer, then idle: closed by the server.
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = s.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1"));
+    let closed = tokio::time::timeout(limit, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "an idle kept-alive connection is closed");
+}
