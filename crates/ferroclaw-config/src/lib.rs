@@ -374,6 +374,37 @@ impl LoadedConfig {
             );
         }
         root.insert("providers".into(), Value::Object(providers));
+        // MCP servers' environment (any value may be a key) and their sensitive headers,
+        // and the OTLP exporter's: shown masked too.
+        let mask_map = |m: &mut Value, all: bool| {
+            if let Value::Object(map) = m {
+                for (k, v) in map.iter_mut() {
+                    if let Value::String(s) = v {
+                        if all || providers::is_sensitive_header(k) {
+                            *s = mask_secret(s);
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(Value::Object(servers)) = root.get_mut("mcp").and_then(|m| m.get_mut("servers"))
+        {
+            for server in servers.values_mut() {
+                if let Some(env) = server.get_mut("env") {
+                    mask_map(env, true);
+                }
+                if let Some(h) = server.get_mut("headers") {
+                    mask_map(h, false);
+                }
+            }
+        }
+        if let Some(h) = root
+            .get_mut("tracing")
+            .and_then(|t| t.get_mut("otlp"))
+            .and_then(|o| o.get_mut("headers"))
+        {
+            mask_map(h, false);
+        }
         root.insert(
             "_source".into(),
             json!({

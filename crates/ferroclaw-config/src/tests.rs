@@ -566,6 +566,27 @@ fn masked_output_never_contains_the_key() {
     assert_eq!(shown["gateway"]["port"], 18789);
     assert_eq!(mask_secret("abc"), "***");
     assert_eq!(mask_secret("ééééééééééééé"), "ééé…éééé", "char-safe");
+
+    // MCP servers' environment and sensitive headers, and the OTLP exporter's.
+    h.write(
+        "config.json5",
+        r#"{ mcp: { servers: { s: { command: "x", env: { API_TOKEN: "env-secret-0987654321" } },
+                              h: { transport: "streamable-http", url: "http://127.0.0.1:9/mcp",
+                                   headers: { Authorization: "Bearer mcp-secret-1234567", "X-Team": "json" } } } },
+             tracing: { otlp: { endpoint: "http://127.0.0.1:4318", headers: { "x-api-key": "otlp-secret-1234567" } } } }"#,
+    );
+    let text = h.load_ok(&[]).masked_json().to_string();
+    for secret in [
+        "env-secret-0987654321",
+        "mcp-secret-1234567",
+        "otlp-secret-1234567",
+    ] {
+        assert!(!text.contains(secret), "{secret} shown: {text}");
+    }
+    assert!(
+        text.contains("\"X-Team\":\"json\""),
+        "harmless headers stay: {text}"
+    );
 }
 
 // ------------------------------------------------------------- resolution

@@ -61,14 +61,16 @@ pub async fn deadlines(t: Timeouts, req: Request, next: axum::middleware::Next) 
                 format!("cannot read the body: {e}"),
             )
         }
-        Err(_) => return refusal(
-            StatusCode::REQUEST_TIMEOUT,
-            "read_timeout",
-            format!(
+        Err(_) => {
+            return refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                "read_timeout",
+                format!(
                 "the request body did not arrive within {} s (http_server.read_timeout_seconds)",
                 t.read.as_secs_f64()
             ),
-        ),
+            )
+        }
     };
     let req = Request::from_parts(parts, Body::from(bytes));
     match tokio::time::timeout(t.write, next.run(req)).await {

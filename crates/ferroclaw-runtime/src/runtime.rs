@@ -564,6 +564,13 @@ impl Runtime {
             .map_err(RunFailure::Submit)?;
         let existed = op.await?;
         self.forget_session(agent_id, stored_key);
+        // What the session said goes with it: its traces hold previews of it.
+        if let Some(traces) = self.trace_store() {
+            self.flush_traces().await;
+            if let Err(e) = traces.forget_session(agent_id, stored_key).await {
+                tracing::warn!(agent = %agent_id, session = %stored_key, error = %e, "the traces of a deleted session could not be removed");
+            }
+        }
         Ok((existed, stopped))
     }
 

@@ -186,6 +186,17 @@ async fn a_run_with_parallel_tools_and_a_subagent_is_one_trace_tree_with_its_sum
         .unwrap();
     assert_eq!(listed.traces.len(), 2, "parent and subagent run for alice");
     assert_eq!(runtime.trace_stats().expect("stats").dropped, 0);
+
+    // Deleting the session takes its traces with it.
+    let (existed, _) = runtime
+        .delete_session("main", &trace.session_key)
+        .await
+        .expect("delete");
+    assert!(existed);
+    assert!(
+        store.get(&run_id).await.unwrap().is_none(),
+        "the session's trace is gone"
+    );
 }
 
 /// A storage whose writes never finish.
@@ -209,6 +220,9 @@ impl TraceStore for Stuck {
         std::future::pending().await
     }
     async fn prune(&self, _: i64) -> Result<u64, StoreError> {
+        std::future::pending().await
+    }
+    async fn forget_session(&self, _: &str, _: &str) -> Result<u64, StoreError> {
         std::future::pending().await
     }
 }

@@ -154,6 +154,8 @@ pub trait TraceStore: Send + Sync {
     ) -> Result<Vec<UsageRow>, StoreError>;
     /// Forgets traces that started before `before` (epoch ms); returns how many.
     async fn prune(&self, before: i64) -> Result<u64, StoreError>;
+    /// Forgets every trace of a session (it was deleted: what it said goes with it).
+    async fn forget_session(&self, agent_id: &str, session_key: &str) -> Result<u64, StoreError>;
 }
 
 /// The keyset cursor after `t`: its start and id.

@@ -1530,6 +1530,25 @@ async fn traces_are_replaced_paged_filtered_summed_and_pruned() {
             .unwrap();
         assert_eq!(later.len(), 1, "{n}");
 
+        // A deleted session's traces go, others stay.
+        assert_eq!(
+            traces.forget_session("main", "s-main").await.unwrap(),
+            2,
+            "{n}"
+        );
+        assert!(traces.get("t3").await.unwrap().is_none(), "{n}");
+        assert!(traces.get("t2").await.unwrap().is_some(), "{n}");
+        traces
+            .record(vec![
+                (
+                    trace("t1", "main", Some("alice"), day1, "ok"),
+                    vec![llm_span("t1", "t1.1", day1 + 1, "m", (10, 5, 2), 0.01)],
+                ),
+                (trace("t3", "main", None, day1 + 2 * DAY, "ok"), Vec::new()),
+            ])
+            .await
+            .unwrap();
+
         // Pruning forgets old traces and their spans.
         assert_eq!(traces.prune(day1 + DAY).await.unwrap(), 1, "{n}");
         assert!(traces.get("t1").await.unwrap().is_none(), "{n}");

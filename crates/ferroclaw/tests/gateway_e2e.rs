@@ -1470,13 +1470,23 @@ async fn websocket_origin_is_checked() {
         req.headers_mut().insert("origin", origin.parse().unwrap());
         req
     };
+    // The socket OpenClaw's clients open at the root is guarded the same way.
+    let root = gw.base.replacen("http://", "ws://", 1);
+    let at_root = |origin: &str| {
+        let mut req = root.as_str().into_client_request().unwrap();
+        req.headers_mut().insert("origin", origin.parse().unwrap());
+        req
+    };
     let own = gw.base.clone();
-    for origin in [
+    for (origin, req) in [
         "http://evil.example",
         "null",
         "http://good.example.evil.example",
-    ] {
-        let err = tokio_tungstenite::connect_async(with_origin(origin))
+    ]
+    .into_iter()
+    .flat_map(|o| [(o, with_origin(o)), (o, at_root(o))])
+    {
+        let err = tokio_tungstenite::connect_async(req)
             .await
             .expect_err("foreign origin refused");
         match err {
@@ -1486,7 +1496,7 @@ async fn websocket_origin_is_checked() {
                     String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default()).to_string();
                 assert!(body.contains("origin_not_allowed"), "{body}");
             }
-            other => panic!("expected HTTP 403, got {other:?}"),
+            other => panic!("{origin}: expected HTTP 403, got {other:?}"),
         }
     }
     for origin in ["http://good.example", own.as_str()] {

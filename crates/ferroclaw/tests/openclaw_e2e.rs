@@ -574,3 +574,38 @@ async fn openclaw_s_terminal_ui_chats_through_ferroclaw() {
         .to_string()
         .contains("seen-by-the-tui"));
 }
+
+/// Protocol 4's `agent` goes through the same rate limit as every other call.
+#[tokio::test]
+async fn protocol_4_agent_calls_are_rate_limited() {
+    let gw = Gateway::start_with(
+        "",
+        "",
+        "rate_limit_rpm: 1",
+        &[("FERROCLAW_GATEWAY_TOKEN", "rl-token")],
+    )
+    .await;
+    let (mut ws, _) = open(&gw).await;
+    send(&mut ws, json!({"minProtocol": 4, "maxProtocol": 4, "client": {"id": "cli", "mode": "cli"}, "auth": {"token": "rl-token"}, "scopes": ["operator.write"]})).await;
+    assert_eq!(response(&mut ws).await["ok"], true);
+    for i in 0..8 {
+        let frame = json!({"type": "req", "id": format!("a{i}"), "method": "agent", "params": {"message": "hi", "idempotencyKey": format!("k{i}")}});
+        ws.send(Message::text(frame.to_string())).await.unwrap();
+    }
+    // Each call ends with one answer that is not `accepted`: its result or its error.
+    let mut ended = std::collections::HashMap::new();
+    while ended.len() < 8 {
+        let f = response(&mut ws).await;
+        if f["payload"]["status"] != "accepted" {
+            ended.insert(f["id"].to_string(), f);
+        }
+    }
+    let limited = ended
+        .values()
+        .filter(|f| f["error"]["code"] == "RESOURCE_EXHAUSTED")
+        .count();
+    assert!(
+        limited > 0,
+        "8 turns at once under 1 per minute (burst 5) must meet the limit"
+    );
+}

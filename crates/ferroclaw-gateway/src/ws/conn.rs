@@ -322,27 +322,6 @@ async fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
         );
         return None;
     };
-    // Protocol 4's `agent` runs a turn (protocol 3's returns an agent's details).
-    if auth.protocol >= 4 && frame.method == "agent" {
-        if auth.role < Role::Operator {
-            conn.send_err(
-                &frame.id,
-                &WsError::new(
-                    WsCode::Unauthorized,
-                    format!(
-                        "`agent` needs the operator role; this connection is {}",
-                        auth.role.as_str()
-                    ),
-                ),
-            );
-            return None;
-        }
-        let tracker = conn.state.ws_tasks.clone();
-        let run =
-            methods::agent_turn(conn, frame.id.clone(), &frame.params, auth.requester()).await;
-        tracker.spawn(run);
-        return None;
-    }
     let Some((method, needed)) = super::table::lookup(&frame.method) else {
         conn.send_err(
             &frame.id,
@@ -385,6 +364,27 @@ async fn handle_text(conn: &Arc<Conn>, text: &str) -> Option<Refused> {
             &frame.id,
             &WsError::new(WsCode::ResourceExhausted, "rate limit exceeded").retry_after(ms),
         );
+        return None;
+    }
+    // Protocol 4's `agent` runs a turn (protocol 3's returns an agent's details).
+    if auth.protocol >= 4 && frame.method == "agent" {
+        if auth.role < Role::Operator {
+            conn.send_err(
+                &frame.id,
+                &WsError::new(
+                    WsCode::Unauthorized,
+                    format!(
+                        "`agent` needs the operator role; this connection is {}",
+                        auth.role.as_str()
+                    ),
+                ),
+            );
+            return None;
+        }
+        let tracker = conn.state.ws_tasks.clone();
+        let run =
+            methods::agent_turn(conn, frame.id.clone(), &frame.params, auth.requester()).await;
+        tracker.spawn(run);
         return None;
     }
     // Handlers run on their own tasks so a long `chat.send` never blocks the reader;

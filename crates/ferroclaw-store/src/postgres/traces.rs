@@ -264,6 +264,27 @@ impl TraceStore for PgSessionStore {
             .collect())
     }
 
+    async fn forget_session(&self, agent_id: &str, session_key: &str) -> Result<u64, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.execute(
+            "DELETE FROM trace_spans WHERE trace_id IN
+               (SELECT id FROM traces WHERE session_key = $2 AND agent_id = $1)",
+            &[&agent_id, &session_key],
+        )
+        .await
+        .map_err(db_error)?;
+        let n = tx
+            .execute(
+                "DELETE FROM traces WHERE session_key = $2 AND agent_id = $1",
+                &[&agent_id, &session_key],
+            )
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(n)
+    }
+
     async fn prune(&self, before: i64) -> Result<u64, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;

@@ -235,6 +235,26 @@ impl TraceStore for SqliteTraces {
             .await
     }
 
+    async fn forget_session(&self, agent_id: &str, session_key: &str) -> Result<u64, StoreError> {
+        let (agent, key) = (agent_id.to_owned(), session_key.to_owned());
+        self.db
+            .with(move |conn| {
+                let tx = conn.transaction()?;
+                tx.execute(
+                    "DELETE FROM trace_spans WHERE trace_id IN
+                       (SELECT id FROM traces WHERE session_key = ?2 AND agent_id = ?1)",
+                    params![agent, key],
+                )?;
+                let n = tx.execute(
+                    "DELETE FROM traces WHERE session_key = ?2 AND agent_id = ?1",
+                    params![agent, key],
+                )?;
+                tx.commit()?;
+                Ok(n as u64)
+            })
+            .await
+    }
+
     async fn prune(&self, before: i64) -> Result<u64, StoreError> {
         self.db
             .with(move |conn| {
