@@ -484,7 +484,7 @@ async function tracesPage(main, id) {
   if (id) return traceDetail(main, id);
   add(main, el('h1', { text: 'Runs and traces' }));
   const status = el('select', { id: 'trace-status' },
-    ['', 'running', 'ok', 'stalled', 'aborted', 'timeout', 'provider_error'].map((s) => el('option', { value: s, text: s || 'any' })));
+    ['', 'running', 'ok', 'stalled', 'aborted', 'timeout', 'provider_error', 'lost'].map((s) => el('option', { value: s, text: s || 'any' })));
   const agent = el('input', { id: 'trace-agent', placeholder: 'any' });
   const list = el('div');
   add(main, el('div', { class: 'row' }, field('Status', status), field('Agent', agent)), list);

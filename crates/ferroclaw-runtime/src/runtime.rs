@@ -237,8 +237,19 @@ impl Runtime {
         // Needs a Tokio runtime for its writer; a process without one keeps no traces.
         let traces = match (store.traces(), tokio::runtime::Handle::try_current()) {
             (Some(stored), Ok(_)) if settings.tracing.enabled => {
-                let collector =
-                    crate::traces::TraceCollector::start(stored.clone(), &settings.tracing);
+                // Twice the longest run any agent may make, and a minute.
+                let longest = settings
+                    .agents
+                    .iter()
+                    .map(|a| a.timeout)
+                    .max()
+                    .unwrap_or_default();
+                let stale_after = longest * 2 + Duration::from_secs(60);
+                let collector = crate::traces::TraceCollector::start(
+                    stored.clone(),
+                    &settings.tracing,
+                    stale_after,
+                );
                 core.add_observer(collector.clone());
                 Some((collector, stored))
             }

@@ -75,11 +75,23 @@ struct RunTrace {
 }
 
 impl TraceCollector {
-    /// Starts the writer task on the current runtime.
-    pub fn start(store: Arc<dyn TraceStore>, settings: &TracingSettings) -> Arc<TraceCollector> {
+    /// Starts the writer task on the current runtime. A trace still `running` after
+    /// `stale_after` (longer than any run may last) belonged to a process that ended
+    /// mid-run: the writer marks it `lost`.
+    pub fn start(
+        store: Arc<dyn TraceStore>,
+        settings: &TracingSettings,
+        stale_after: Duration,
+    ) -> Arc<TraceCollector> {
         let (tx, rx) = mpsc::channel(settings.queue.max(1));
         let counters = Arc::new(Counters::default());
-        tokio::spawn(writer(store, rx, counters.clone(), settings.retention));
+        tokio::spawn(writer(
+            store,
+            rx,
+            counters.clone(),
+            settings.retention,
+            stale_after,
+        ));
         Arc::new(TraceCollector {
             tx,
             runs: Mutex::new(HashMap::new()),
@@ -436,6 +448,7 @@ async fn writer(
     mut rx: mpsc::Receiver<Job>,
     counters: Arc<Counters>,
     retention: Option<Duration>,
+    stale_after: Duration,
 ) {
     let mut prune = tokio::time::interval(PRUNE_EVERY);
     let mut jobs = Vec::with_capacity(BATCH);
@@ -468,6 +481,13 @@ async fn writer(
                 }
             }
             _ = prune.tick() => {
+                let stale = ferroclaw_types::now_millis()
+                    - i64::try_from(stale_after.as_millis()).unwrap_or(i64::MAX);
+                match store.abandon(stale).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::warn!(traces = n, "runs left unfinished by an ended process marked lost"),
+                    Err(e) => tracing::warn!(error = %e, "unfinished traces could not be marked"),
+                }
                 if let Some(keep) = retention {
                     let before = ferroclaw_types::now_millis()
                         - i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);

@@ -225,6 +225,9 @@ impl TraceStore for Stuck {
     async fn forget_session(&self, _: &str, _: &str) -> Result<u64, StoreError> {
         std::future::pending().await
     }
+    async fn abandon(&self, _: i64) -> Result<u64, StoreError> {
+        std::future::pending().await
+    }
 }
 
 #[tokio::test]
@@ -237,7 +240,7 @@ async fn a_storage_that_hangs_never_holds_up_a_run() {
     );
     let mut tracing = h.loaded.settings().tracing;
     tracing.queue = 2;
-    let collector = TraceCollector::start(Arc::new(Stuck), &tracing);
+    let collector = TraceCollector::start(Arc::new(Stuck), &tracing, Duration::from_secs(3600));
     runtime.add_observer(collector.clone());
     const RUNS: usize = 12;
     for i in 0..RUNS {

@@ -154,9 +154,15 @@ pub trait TraceStore: Send + Sync {
     ) -> Result<Vec<UsageRow>, StoreError>;
     /// Forgets traces that started before `before` (epoch ms); returns how many.
     async fn prune(&self, before: i64) -> Result<u64, StoreError>;
+    /// Marks traces still `running` that started before `before` as `lost` (the process
+    /// running them ended without finishing them); returns how many.
+    async fn abandon(&self, before: i64) -> Result<u64, StoreError>;
     /// Forgets every trace of a session (it was deleted: what it said goes with it).
     async fn forget_session(&self, agent_id: &str, session_key: &str) -> Result<u64, StoreError>;
 }
+
+/// Why a trace is `lost`.
+pub(crate) const LOST: &str = "the process running it ended before the run did";
 
 /// The keyset cursor after `t`: its start and id.
 pub(crate) fn cursor_after(t: &TraceRecord) -> String {

@@ -1530,6 +1530,22 @@ async fn traces_are_replaced_paged_filtered_summed_and_pruned() {
             .unwrap();
         assert_eq!(later.len(), 1, "{n}");
 
+        // A trace left running by a process that ended is marked lost once stale.
+        let mut orphan = trace("t9", "main", None, day1, "running");
+        orphan.ended_at = None;
+        orphan.session_key = "s-orphan".into();
+        traces.record(vec![(orphan, Vec::new())]).await.unwrap();
+        assert_eq!(
+            traces.abandon(day1 - 1).await.unwrap(),
+            0,
+            "{n}: not stale yet"
+        );
+        assert_eq!(traces.abandon(day1 + 1).await.unwrap(), 1, "{n}");
+        let (lost, _, _) = traces.get("t9").await.unwrap().unwrap();
+        assert_eq!(lost.status, "lost", "{n}");
+        assert!(lost.error.is_some(), "{n}");
+        traces.forget_session("main", "s-orphan").await.unwrap();
+
         // A deleted session's traces go, others stay.
         assert_eq!(
             traces.forget_session("main", "s-main").await.unwrap(),

@@ -8,7 +8,7 @@ use tokio_postgres::Row;
 use super::{db_error, PgSessionStore};
 use crate::traces::{
     into_page, list_statement, usage_statement, Arg, SpanRecord, Statement, TraceFilter, TracePage,
-    TraceRecord, TraceStore, UsageGroup, UsageQuery, UsageRow,
+    TraceRecord, TraceStore, UsageGroup, UsageQuery, UsageRow, LOST,
 };
 use crate::StoreError;
 
@@ -262,6 +262,18 @@ impl TraceStore for PgSessionStore {
                 cost_usd: r.get(5),
             })
             .collect())
+    }
+
+    async fn abandon(&self, before: i64) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE traces SET status = 'lost', error = $2
+                 WHERE status = 'running' AND started_at < $1",
+                &[&before, &LOST],
+            )
+            .await
+            .map_err(db_error)
     }
 
     async fn forget_session(&self, agent_id: &str, session_key: &str) -> Result<u64, StoreError> {

@@ -9,7 +9,7 @@ use rusqlite::{params, params_from_iter, OptionalExtension};
 use super::records::RecordsDb;
 use crate::traces::{
     into_page, list_statement, usage_statement, Arg, SpanRecord, TraceFilter, TracePage,
-    TraceRecord, TraceStore, UsageGroup, UsageQuery, UsageRow,
+    TraceRecord, TraceStore, UsageGroup, UsageQuery, UsageRow, LOST,
 };
 use crate::StoreError;
 
@@ -231,6 +231,19 @@ impl TraceStore for SqliteTraces {
                     })
                 })?;
                 rows.collect()
+            })
+            .await
+    }
+
+    async fn abandon(&self, before: i64) -> Result<u64, StoreError> {
+        self.db
+            .with(move |conn| {
+                let n = conn.execute(
+                    "UPDATE traces SET status = 'lost', error = ?2
+                     WHERE status = 'running' AND started_at < ?1",
+                    params![before, LOST],
+                )?;
+                Ok(n as u64)
             })
             .await
     }
