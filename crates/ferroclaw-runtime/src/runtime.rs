@@ -575,14 +575,20 @@ impl Runtime {
             .map_err(RunFailure::Submit)?;
         let existed = op.await?;
         self.forget_session(agent_id, stored_key);
-        // What the session said goes with it: its traces hold previews of it.
+        Ok((existed, stopped))
+    }
+
+    /// Deletes a session's traces: when a person deletes or resets a conversation,
+    /// what it said goes with it (the traces hold previews of it). Not for the
+    /// sessions a surface removes after each request (one-off HTTP, the executor):
+    /// their runs' traces are the only record left of them.
+    pub async fn forget_traces(&self, agent_id: &str, stored_key: &str) {
         if let Some(traces) = self.trace_store() {
             self.flush_traces().await;
             if let Err(e) = traces.forget_session(agent_id, stored_key).await {
                 tracing::warn!(agent = %agent_id, session = %stored_key, error = %e, "the traces of a deleted session could not be removed");
             }
         }
-        Ok((existed, stopped))
     }
 
     /// Kills a session's background processes and drops its tool rate-limit history.

@@ -187,12 +187,18 @@ async fn a_run_with_parallel_tools_and_a_subagent_is_one_trace_tree_with_its_sum
     assert_eq!(listed.traces.len(), 2, "parent and subagent run for alice");
     assert_eq!(runtime.trace_stats().expect("stats").dropped, 0);
 
-    // Deleting the session takes its traces with it.
+    // Removing the session (as a surface removes a one-off session) keeps its traces;
+    // a person deleting it (`forget_traces`, what `sessions.delete` adds) takes them too.
     let (existed, _) = runtime
         .delete_session("main", &trace.session_key)
         .await
         .expect("delete");
     assert!(existed);
+    assert!(
+        store.get(&run_id).await.unwrap().is_some(),
+        "kept when only the session is removed"
+    );
+    runtime.forget_traces("main", &trace.session_key).await;
     assert!(
         store.get(&run_id).await.unwrap().is_none(),
         "the session's trace is gone"

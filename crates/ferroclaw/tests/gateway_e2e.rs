@@ -3911,6 +3911,30 @@ async fn traces_and_usage_are_served_and_each_user_sees_their_own() {
     );
     let hers = alice_ws.call("usage.summary", json!({})).await;
     assert_eq!(hers["payload"]["total"]["inputTokens"], 12, "{hers}");
+
+    // A conversation a person deletes takes its traces with it.
+    gw.llm.push(Reply::text("kept for now"));
+    let resp = gw
+        .anon
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth("alice-token")
+        .header("X-Ferroclaw-Session-Key", "diary")
+        .json(&json!({"messages": [{"role": "user", "content": "dear diary"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    traces_until(&gw, "alice-token", "", |d| {
+        d.iter()
+            .any(|t| t["input"] == "dear diary" && t["status"] == "ok")
+    })
+    .await;
+    let deleted = alice_ws
+        .call("sessions.delete", json!({"sessionKey": "diary"}))
+        .await;
+    assert_eq!(deleted["payload"]["deleted"], true, "{deleted}");
+    let left = traces_until(&gw, "alice-token", "", |_| true).await;
+    assert!(left.iter().all(|t| t["input"] != "dear diary"), "{left:?}");
 }
 
 /// `tracing.otlp`: a request's spans reach a collector as one trace — the HTTP request,

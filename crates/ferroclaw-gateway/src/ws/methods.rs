@@ -837,6 +837,7 @@ async fn sessions_delete(
         Err(RunFailure::Submit(e)) => return Err(WsError::from_submit(&e)),
         Err(f) => return Err(WsError::new(WsCode::Internal, f.to_string())),
     };
+    state.runtime.forget_traces(&agent.id, &key).await;
     if reset {
         Ok(json!({"reset": true, "existed": deleted, "stoppedRuns": stopped, "sessionKey": named}))
     } else {
