@@ -6,6 +6,7 @@
 pub mod compaction;
 pub mod events;
 pub mod history;
+pub mod intent_confirm;
 pub mod prompt;
 pub mod runner;
 pub mod sanitize;

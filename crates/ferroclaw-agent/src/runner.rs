@@ -24,6 +24,7 @@ use tracing::Instrument;
 use crate::compaction::{self, CompactionSettings};
 use crate::events::{Emitter, EventSink};
 use crate::history::{self, HistoryLimits};
+use crate::intent_confirm::{self, ConfirmForm};
 use crate::prompt::{self, PromptInput, PromptMode};
 use crate::sanitize::{is_silent, sanitize_output};
 use crate::tool_intent::{self, IntentSettings};
@@ -278,6 +279,16 @@ pub struct Agent {
 const OMITTED_TOOL_RESULT: &str = "[earlier tool output omitted to stay within the context window]";
 
 /// Characters of text, reasoning and tool-call arguments in a reply.
+/// The newest user message of a request, for a confirmation's context.
+fn last_user_text(chat: &ChatRequest) -> String {
+    chat.messages
+        .iter()
+        .rev()
+        .find(|m| matches!(m, Message::User(_)))
+        .map(Message::text)
+        .unwrap_or_default()
+}
+
 fn output_chars(content: &[ContentBlock]) -> usize {
     content
         .iter()
@@ -799,13 +810,46 @@ impl Agent {
                 });
             } else if intent.mode != ToolMode::Native {
                 let salt = format!("{}{iteration}", &run_id[run_id.len().saturating_sub(8)..]);
-                let strategy = tool_intent::apply_intents(
+                let found = tool_intent::apply_intents(
                     &mut content,
                     &mut stop_reason,
                     &specs,
                     &intent.parser,
                     &salt,
                 );
+                let mut strategy = found.strategy.map(|s| s.as_str());
+                if strategy.is_some()
+                    && !self
+                        .complete_intents(
+                            &specs,
+                            &chat,
+                            text_tools,
+                            &mut content,
+                            &mut stop_reason,
+                            &mut usage,
+                            cancel,
+                        )
+                        .await
+                {
+                    strategy = None;
+                }
+                if strategy.is_none() {
+                    if let Some(u) = found.unsure.first() {
+                        strategy = self
+                            .confirm_intent(
+                                u,
+                                &specs,
+                                &chat,
+                                text_tools,
+                                &mut content,
+                                &mut stop_reason,
+                                &salt,
+                                &mut usage,
+                                cancel,
+                            )
+                            .await;
+                    }
+                }
                 if let Some(strategy) = strategy {
                     emitter.emit(EventKind::ToolIntents {
                         iteration,
@@ -816,7 +860,7 @@ impl Agent {
                                 _ => None,
                             })
                             .collect(),
-                        strategy: strategy.as_str().to_string(),
+                        strategy: strategy.to_string(),
                     });
                 }
             }
@@ -946,6 +990,129 @@ impl Agent {
             )
             .await?;
         Err(RunError::IterationLimit(s.max_iterations))
+    }
+
+    /// `intent.confirm` for calls read from text without a required argument: the model
+    /// is asked for each (at most two a turn); a confirmed call gets the answer's
+    /// arguments, a declined one is dropped, and a failed confirmation leaves the call
+    /// as it was (the tool then says what is missing). Returns whether any call is left.
+    #[allow(clippy::too_many_arguments)]
+    async fn complete_intents(
+        &self,
+        specs: &[ferroclaw_intent::ToolSpec],
+        chat: &ChatRequest,
+        text_tools: bool,
+        content: &mut Vec<ContentBlock>,
+        stop: &mut StopReason,
+        usage: &mut Usage,
+        cancel: &CancellationToken,
+    ) -> bool {
+        let intent = &self.settings.intent;
+        let Some(form) = ConfirmForm::choose(intent.confirm, intent.guided, !text_tools) else {
+            return true;
+        };
+        let incomplete: Vec<usize> = content
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match b {
+                ContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } if tool_intent::is_text_call(id) => {
+                    let spec = specs.iter().find(|s| &s.name == name)?;
+                    (!intent_confirm::has_required(arguments, spec)).then_some(i)
+                }
+                _ => None,
+            })
+            .take(2)
+            .collect();
+        if incomplete.is_empty() {
+            return true;
+        }
+        let user_text = last_user_text(chat);
+        let answer = tool_intent::turn_text(content);
+        let mut dropped = Vec::new();
+        for i in incomplete {
+            let ContentBlock::ToolCall {
+                name, arguments, ..
+            } = &content[i]
+            else {
+                continue;
+            };
+            let Some(spec) = specs.iter().find(|s| &s.name == name) else {
+                continue;
+            };
+            let unsure = ferroclaw_intent::Unsure {
+                name: name.clone(),
+                arguments: arguments.clone(),
+                strategy: ferroclaw_intent::Strategy::Fuzzy,
+                source: ferroclaw_intent::Source::Content,
+                excerpt: String::new(),
+            };
+            let question = intent_confirm::Question {
+                model: &chat.model,
+                unsure: &unsure,
+                spec,
+                user_text: &user_text,
+                answer_text: &answer,
+            };
+            let done = intent_confirm::confirm(&*self.provider, &question, form, cancel).await;
+            usage.add(&done.usage);
+            match (done.call, done.form) {
+                (Some((_, args)), _) => {
+                    if let ContentBlock::ToolCall { arguments, .. } = &mut content[i] {
+                        *arguments = args;
+                    }
+                }
+                (None, Some(_)) => dropped.push(i),
+                (None, None) => {}
+            }
+        }
+        for i in dropped.into_iter().rev() {
+            content.remove(i);
+        }
+        let left = content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
+        if !left {
+            *stop = StopReason::Stop;
+        }
+        left
+    }
+
+    /// `intent.confirm`: asks the model for the call its text was unsure about and, when
+    /// it answers with one, adds it to the turn. Returns the strategy name for the event.
+    #[allow(clippy::too_many_arguments)]
+    async fn confirm_intent(
+        &self,
+        unsure: &ferroclaw_intent::Unsure,
+        specs: &[ferroclaw_intent::ToolSpec],
+        chat: &ChatRequest,
+        text_tools: bool,
+        content: &mut Vec<ContentBlock>,
+        stop: &mut StopReason,
+        salt: &str,
+        usage: &mut Usage,
+        cancel: &CancellationToken,
+    ) -> Option<&'static str> {
+        let intent = &self.settings.intent;
+        let form = ConfirmForm::choose(intent.confirm, intent.guided, !text_tools)?;
+        let spec = specs.iter().find(|s| s.name == unsure.name)?;
+        let user_text = last_user_text(chat);
+        let answer = tool_intent::turn_text(content);
+        let question = intent_confirm::Question {
+            model: &chat.model,
+            unsure,
+            spec,
+            user_text: &user_text,
+            answer_text: &answer,
+        };
+        let done = intent_confirm::confirm(&*self.provider, &question, form, cancel).await;
+        usage.add(&done.usage);
+        let (name, arguments) = done.call?;
+        tool_intent::push_confirmed(content, stop, name, arguments, salt);
+        Some("confirm")
     }
 
     /// The system prompt for a request: with the tool-calling section when tools are

@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
-use ferroclaw_config::settings::{GuidedDecoding, ToolCallingSettings, ToolMode};
-use ferroclaw_intent::{ParserConfig, Strategy, ToolSpec};
+use ferroclaw_config::settings::{GuidedDecoding, IntentConfirm, ToolCallingSettings, ToolMode};
+use ferroclaw_intent::{ParserConfig, Strategy, ToolSpec, Unsure};
 use ferroclaw_tools::ToolRegistry;
 use ferroclaw_types::{ContentBlock, Message, StopReason, ToolDefinition, UserMessage};
 use serde_json::{json, Map, Value};
@@ -27,6 +27,8 @@ pub struct IntentSettings {
     /// A schema given by the deployment for guided decoding (the executor's
     /// `guided_json_schema_path`); otherwise one is made from the tools.
     pub guided_schema: Option<Value>,
+    /// What to do with an intent whose arguments could not be read.
+    pub confirm: IntentConfirm,
 }
 
 impl Default for IntentSettings {
@@ -39,6 +41,7 @@ impl Default for IntentSettings {
             prompt_template: None,
             guided: GuidedDecoding::Off,
             guided_schema: None,
+            confirm: IntentConfirm::Off,
         }
     }
 }
@@ -79,6 +82,7 @@ impl IntentSettings {
             prompt_template: None,
             guided: cfg.guided,
             guided_schema: None,
+            confirm: cfg.confirm,
         }
     }
 }
@@ -171,6 +175,11 @@ pub fn downgrade_text_calls(messages: Vec<Message>, strategy: Strategy) -> Vec<M
 /// Ids of the calls [`apply_intents`] makes from text.
 const INTENT_ID_PREFIX: &str = "intent_";
 
+/// The call was read from text (not made natively).
+pub fn is_text_call(id: &str) -> bool {
+    id.starts_with(INTENT_ID_PREFIX)
+}
+
 fn downgrade(
     messages: Vec<Message>,
     strategy: Strategy,
@@ -236,6 +245,16 @@ fn render_calls(calls: &[(String, Value)], strategy: Strategy) -> String {
             })
             .collect::<Vec<_>>()
             .join("\n"),
+        Strategy::NativeText => calls
+            .iter()
+            .map(|(n, a)| {
+                format!(
+                    "<tool_call>\n{}\n</tool_call>",
+                    json!({"name": n, "arguments": a})
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
         _ => json!({
             "tool_calls": calls.iter().map(|(n, a)| json!({"name": n, "arguments": a})).collect::<Vec<_>>(),
             "done": false,
@@ -256,17 +275,25 @@ fn joined(content: &[ContentBlock], thinking: bool) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// What [`apply_intents`] found.
+#[derive(Debug, Default)]
+pub struct Intents {
+    /// The strategy that found the calls added; `None` when none were.
+    pub strategy: Option<Strategy>,
+    /// Intents that did not become calls (see `intent.confirm`).
+    pub unsure: Vec<Unsure>,
+}
+
 /// Parses the turn's reasoning and text for tool intents and, when there are some, adds
 /// them as tool calls (ids `intent_<n>_<run-unique>`). Harmony markup leaked into the text
-/// is replaced by its final-channel text either way. Returns the strategy that found
-/// the calls added, `None` when none were.
+/// is replaced by its final-channel text either way.
 pub fn apply_intents(
     content: &mut Vec<ContentBlock>,
     stop: &mut StopReason,
     specs: &[ToolSpec],
     parser: &ParserConfig,
     id_salt: &str,
-) -> Option<Strategy> {
+) -> Intents {
     let reasoning = joined(content, true);
     let text = joined(content, false);
     let outcome = ferroclaw_intent::parse(reasoning.as_deref(), text.as_deref(), specs, parser);
@@ -278,8 +305,12 @@ pub fn apply_intents(
     let finished_with_answer =
         outcome.calls.is_empty() && outcome.done && outcome.final_text.is_some();
     if outcome.calls.is_empty() && !leaked_markup && !finished_with_answer {
-        return None;
+        return Intents {
+            strategy: None,
+            unsure: outcome.unsure,
+        };
     }
+    let unsure = outcome.unsure;
     // Text that carried the calls (or leaked markup) is replaced by what is left for the
     // user; intents read from the reasoning leave the visible text alone.
     let calls_from_content = outcome
@@ -304,7 +335,35 @@ pub fn apply_intents(
     if strategy.is_some() {
         *stop = StopReason::ToolUse;
     }
-    strategy
+    Intents { strategy, unsure }
+}
+
+/// Adds a confirmed call (see [`crate::intent_confirm`]) as a tool call.
+pub fn push_confirmed(
+    content: &mut Vec<ContentBlock>,
+    stop: &mut StopReason,
+    name: String,
+    arguments: Value,
+    id_salt: &str,
+) {
+    content.push(ContentBlock::ToolCall {
+        id: format!("{INTENT_ID_PREFIX}c_{id_salt}"),
+        name,
+        arguments,
+    });
+    *stop = StopReason::ToolUse;
+}
+
+/// The text of the turn (reasoning first), for a confirmation request.
+pub fn turn_text(content: &[ContentBlock]) -> String {
+    let mut s = joined(content, true).unwrap_or_default();
+    if let Some(t) = joined(content, false) {
+        if !s.is_empty() {
+            s.push_str("\n\n");
+        }
+        s.push_str(&t);
+    }
+    s
 }
 
 #[cfg(test)]
@@ -334,7 +393,7 @@ mod tests {
             &ParserConfig::default(),
             "x",
         );
-        assert_eq!(found, Some(Strategy::Harmony));
+        assert_eq!(found.strategy, Some(Strategy::Harmony));
         assert_eq!(stop, StopReason::ToolUse);
         assert!(content.iter().any(|b| matches!(b, ContentBlock::ToolCall { name, arguments, .. } if name == "exec" && arguments["command"] == "ls")));
         assert!(!content
@@ -354,7 +413,8 @@ mod tests {
                 &specs(),
                 &ParserConfig::default(),
                 "x"
-            ),
+            )
+            .strategy,
             None
         );
         assert_eq!(content, before);

@@ -536,16 +536,39 @@ pub struct ProviderConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct IntentConfig {
-    /// Strategies in the order they are tried: harmony, guided_json, react, markers, fuzzy.
+    /// Strategies in the order they are tried: harmony, native_text, guided_json, react,
+    /// markers, fuzzy.
     pub order: Vec<String>,
     /// Where intents are looked for, first first: reasoning, content.
     pub sources: Vec<String>,
     /// The format the model is taught in `intent` mode (one of the strategies).
     pub prompt: String,
+    /// When the text names a call but its arguments cannot be read with confidence:
+    /// `off` (no call), `guided` (a second, small request for exactly that call with the
+    /// server's guided decoding, falling back to `ask` when the server refuses it) or
+    /// `ask` (the same request with a strict format and no guided fields).
+    pub confirm: IntentConfirm,
+}
+
+/// See [`IntentConfig::confirm`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntentConfirm {
+    #[default]
+    Off,
+    Guided,
+    Ask,
 }
 
 /// Names the intent settings accept.
-pub const INTENT_STRATEGIES: [&str; 5] = ["harmony", "guided_json", "react", "markers", "fuzzy"];
+pub const INTENT_STRATEGIES: [&str; 6] = [
+    "harmony",
+    "native_text",
+    "guided_json",
+    "react",
+    "markers",
+    "fuzzy",
+];
 pub const INTENT_SOURCES: [&str; 2] = ["reasoning", "content"];
 
 impl Default for IntentConfig {
@@ -554,6 +577,7 @@ impl Default for IntentConfig {
             order: INTENT_STRATEGIES.iter().map(|s| (*s).to_string()).collect(),
             sources: INTENT_SOURCES.iter().map(|s| (*s).to_string()).collect(),
             prompt: "guided_json".into(),
+            confirm: IntentConfirm::Off,
         }
     }
 }

@@ -780,6 +780,27 @@ fn tool_mode_and_intent_settings_resolve_and_validate() {
     );
     assert_eq!(a.intent.order, ["harmony", "react"]);
     assert_eq!(a.intent.prompt, "react");
+    assert_eq!(
+        a.intent.confirm,
+        crate::schema::IntentConfirm::Off,
+        "off unless asked"
+    );
+
+    h.write(
+        "config.json5",
+        r#"{ agents: { defaults: { provider: "local", model: "qwen3" } },
+             providers: { local: { base_url: "http://127.0.0.1:8000/v1", tool_mode: "auto",
+               intent: { order: ["harmony", "native_text", "fuzzy"], prompt: "native_text", confirm: "guided" } } } }"#,
+    );
+    let a = h.load_ok(&[]).resolve_agent("main").expect("main");
+    assert_eq!(a.intent.confirm, crate::schema::IntentConfirm::Guided);
+    assert_eq!(a.intent.order, ["harmony", "native_text", "fuzzy"]);
+    h.write(
+        "config.json5",
+        r#"{ providers: { local: { base_url: "http://127.0.0.1:8000/v1", intent: { confirm: "maybe" } } } }"#,
+    );
+    let err = h.load(&[]).expect_err("unknown confirm mode").to_string();
+    assert!(err.contains("maybe") && err.contains("guided"), "{err}");
 
     for (snippet, field) in [
         (

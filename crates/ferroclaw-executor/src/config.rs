@@ -502,7 +502,9 @@ impl Config {
                 .map_err(|e| ConfigError::Invalid(format!("parser.{key}: {e}")))
         };
         let primary = parse("strategy", &self.parser.strategy)?;
-        let mut order = vec![Strategy::Harmony, primary];
+        // Leaked Harmony and other families' own call markup are read whatever the
+        // configured format.
+        let mut order = vec![Strategy::Harmony, Strategy::NativeText, primary];
         if !self.parser.fallback_strategy.trim().is_empty() {
             order.push(parse("fallback_strategy", &self.parser.fallback_strategy)?);
         }
@@ -775,7 +777,12 @@ mod tests {
         assert_eq!(c.upstream_base(), "http://127.0.0.1:8000/v1");
         assert_eq!(
             c.strategies().unwrap(),
-            vec![Strategy::Harmony, Strategy::React, Strategy::Fuzzy]
+            vec![
+                Strategy::Harmony,
+                Strategy::NativeText,
+                Strategy::React,
+                Strategy::Fuzzy
+            ]
         );
         assert!(l.warnings.is_empty(), "{:?}", l.warnings);
     }

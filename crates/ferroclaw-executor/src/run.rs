@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use ferroclaw_agent::tool_intent::IntentSettings;
 use ferroclaw_agent::{AgentSettings, ContextBudget, RunError, RunOptions};
-use ferroclaw_config::settings::{GuidedDecoding, PromptMode, ToolMode};
+use ferroclaw_config::settings::{GuidedDecoding, IntentConfirm, PromptMode, ToolMode};
 use ferroclaw_intent::{default_aliases, prompts, ParserConfig, Strategy, ToolSpec};
 use ferroclaw_providers::{
     ErrorKind, OpenAiCompat, OpenAiCompatConfig, Provider, RetryingProvider,
@@ -567,6 +567,7 @@ fn agent_settings(cfg: &Config) -> Result<AgentSettings, InitError> {
             GuidedDecoding::Off
         },
         guided_schema,
+        confirm: IntentConfirm::Off,
     };
     s.context_budget = Some(ContextBudget {
         tokens: cfg.available_tokens(),

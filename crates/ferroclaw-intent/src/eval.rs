@@ -94,6 +94,15 @@ pub struct Expected {
     pub arguments: Value,
 }
 
+/// A tool of a case: a name from the standard set, or a whole definition (real cases
+/// carry the tools that were offered to the model).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum CaseTool {
+    Standard(String),
+    Defined(ToolSpec),
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Case {
     pub id: String,
@@ -102,27 +111,68 @@ pub struct Case {
     #[serde(default)]
     pub content: Option<String>,
     #[serde(default)]
-    pub tools: Option<Vec<String>>,
+    pub tools: Option<Vec<CaseTool>>,
     #[serde(default)]
     pub expected: Vec<Expected>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Real cases: where the output was published (issue URL or `github:repo:path@commit`).
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Real cases: the model that wrote it (`gpt-oss-20b`, `qwen3`, `llama3.2`, …).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Real cases: how the call (or non-call) is written (`harmony`, `qwen_xml`, `prose`…).
+    #[serde(default)]
+    pub format: Option<String>,
 }
 
 impl Case {
-    /// The case's tools: the named subset of the standard set (all when absent).
+    /// The case's tools: its own definitions, the named subset of the standard set, or
+    /// the whole standard set when absent.
     pub fn tool_specs(&self, all: &[ToolSpec]) -> Vec<ToolSpec> {
         match &self.tools {
-            Some(names) => all
+            Some(list) => list
                 .iter()
-                .filter(|t| names.contains(&t.name))
-                .cloned()
+                .filter_map(|t| match t {
+                    CaseTool::Standard(name) => all.iter().find(|s| &s.name == name).cloned(),
+                    CaseTool::Defined(spec) => Some(spec.clone()),
+                })
                 .collect(),
             None => all.to_vec(),
         }
     }
     pub fn is_negative(&self) -> bool {
         self.expected.is_empty()
+    }
+    /// The model family, for per-family rows: gpt-oss, qwen, llama, deepseek, mistral…
+    pub fn family(&self) -> String {
+        let m = self
+            .model
+            .as_deref()
+            .unwrap_or("unknown")
+            .to_ascii_lowercase();
+        let m = m.strip_prefix("other:").unwrap_or(&m);
+        for (prefix, family) in [
+            ("gpt-oss", "gpt-oss"),
+            ("qwen", "qwen"),
+            ("qwq", "qwen"),
+            ("llama", "llama"),
+            ("deepseek", "deepseek"),
+            ("mistral", "mistral"),
+            ("devstral", "mistral"),
+            ("magistral", "mistral"),
+            ("hermes", "hermes"),
+            ("glm", "glm"),
+            ("granite", "granite"),
+            ("gemma", "gemma"),
+            ("phi", "phi"),
+        ] {
+            if m.starts_with(prefix) {
+                return family.to_string();
+            }
+        }
+        "other".to_string()
     }
 }
 
@@ -136,15 +186,27 @@ pub fn load_corpus(dir: &Path) -> Result<Vec<Case>, String> {
     files.sort();
     let mut cases = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-        for (n, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let c: Case = serde_json::from_str(line)
-                .map_err(|e| format!("{}:{}: {e}", f.display(), n + 1))?;
-            cases.push(c);
+        cases.extend(load_file(&f)?);
+    }
+    Ok(cases)
+}
+
+/// The real-output corpus: `dev.jsonl` (tuned on) and `heldout.jsonl` (scored only).
+pub fn real_corpus_dir() -> std::path::PathBuf {
+    default_corpus_dir().join("real")
+}
+
+/// Load one JSONL file of cases.
+pub fn load_file(path: &Path) -> Result<Vec<Case>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut cases = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
         }
+        let c: Case =
+            serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?;
+        cases.push(c);
     }
     Ok(cases)
 }
@@ -335,20 +397,38 @@ pub fn evaluate(cases: &[Case], cfg: &ParserConfig) -> Report {
     report
 }
 
+impl Row {
+    /// The row under [`header`]'s columns.
+    fn line(&self) -> String {
+        format!(
+            "{:<26} {:>5} {:>5} {:>5} {:>5} {:>9.3} {:>7.3}",
+            self.label,
+            self.cases,
+            self.counts.tp,
+            self.counts.fp,
+            self.counts.fn_,
+            self.counts.precision(),
+            self.counts.recall()
+        )
+    }
+}
+
+/// The columns every table shares.
+fn header() -> String {
+    format!(
+        "{:<26} {:>5} {:>5} {:>5} {:>5} {:>9} {:>7}",
+        "row", "cases", "TP", "FP", "FN", "precision", "recall"
+    )
+}
+
 impl Report {
     /// A plain-text table.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "corpus: {} cases ({} negative)\n{:<26} {:>5} {:>5} {:>5} {:>5} {:>9} {:>7} {:>10}\n",
+            "corpus: {} cases ({} negative)\n{} {:>10}\n",
             self.total_cases,
             self.negative_cases,
-            "row",
-            "cases",
-            "TP",
-            "FP",
-            "FN",
-            "precision",
-            "recall",
+            header(),
             "cases/s"
         );
         let rows = self.strategies.iter().chain([
@@ -358,17 +438,64 @@ impl Report {
         ]);
         for r in rows {
             let secs = r.elapsed.as_secs_f64().max(1e-9);
-            s.push_str(&format!(
-                "{:<26} {:>5} {:>5} {:>5} {:>5} {:>9.3} {:>7.3} {:>10.0}\n",
-                r.label,
-                r.cases,
-                r.counts.tp,
-                r.counts.fp,
-                r.counts.fn_,
-                r.counts.precision(),
-                r.counts.recall(),
-                r.cases as f64 / secs
-            ));
+            s.push_str(&format!("{} {:>10.0}\n", r.line(), r.cases as f64 / secs));
+        }
+        s
+    }
+}
+
+/// The full parser on real model output: one overall row, then one row per model
+/// family and one per format (a row's cases are those of its family or format).
+#[derive(Debug, Clone, Default)]
+pub struct RealReport {
+    pub overall: Row,
+    pub families: Vec<Row>,
+    pub formats: Vec<Row>,
+    pub negative_cases: usize,
+}
+
+pub fn evaluate_real(cases: &[Case], cfg: &ParserConfig) -> RealReport {
+    let all_tools = standard_tools();
+    let parse_case = |c: &Case| {
+        let tools = c.tool_specs(&all_tools);
+        crate::parse(c.reasoning.as_deref(), c.content.as_deref(), &tools, cfg).calls
+    };
+    let all: Vec<&Case> = cases.iter().collect();
+    let grouped = |key: &dyn Fn(&Case) -> String| {
+        let mut keys: Vec<String> = cases.iter().map(key).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .map(|k| {
+                let subset: Vec<&Case> = cases.iter().filter(|c| key(c) == k).collect();
+                run_row(&k, &subset, parse_case)
+            })
+            .collect::<Vec<Row>>()
+    };
+    RealReport {
+        overall: run_row("overall", &all, parse_case),
+        families: grouped(&|c: &Case| format!("model {}", c.family())),
+        formats: grouped(&|c: &Case| {
+            format!("format {}", c.format.as_deref().unwrap_or("unknown"))
+        }),
+        negative_cases: cases.iter().filter(|c| c.is_negative()).count(),
+    }
+}
+
+impl RealReport {
+    pub fn table(&self, title: &str) -> String {
+        let mut s = format!(
+            "{title}: {} cases ({} without a call)\n{}\n",
+            self.overall.cases,
+            self.negative_cases,
+            header()
+        );
+        for r in std::iter::once(&self.overall)
+            .chain(&self.families)
+            .chain(&self.formats)
+        {
+            s.push_str(&r.line());
+            s.push('\n');
         }
         s
     }

@@ -117,6 +117,49 @@ const CONCEPTS: &[Concept] = &[
     },
 ];
 
+/// Words of tool names that say what is done, not to what.
+const NAME_VERBS: &[&str] = &[
+    "get",
+    "set",
+    "fetch",
+    "find",
+    "search",
+    "lookup",
+    "look",
+    "check",
+    "create",
+    "delete",
+    "update",
+    "list",
+    "send",
+    "run",
+    "read",
+    "write",
+    "query",
+    "calculate",
+    "compute",
+    "convert",
+    "translate",
+    "add",
+    "remove",
+    "make",
+    "do",
+    "call",
+    "post",
+    "put",
+    "load",
+    "open",
+    "show",
+    "current",
+    "tool",
+    "api",
+    "function",
+];
+/// Verbs that ask a look-up tool for something.
+const LOOKUP_VERBS: &[&str] = &[
+    "check", "get", "fetch", "look up", "find", "retrieve", "find out",
+];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Url,
@@ -141,6 +184,8 @@ struct Profile<'a> {
     primary: String,
     kind: Kind,
     needs_noun: bool,
+    /// The generic look-up verbs count only with a noun of the tool's name.
+    lookup_needs_noun: bool,
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -188,8 +233,9 @@ fn kind_of(tool: &ToolSpec, prop: &str) -> Kind {
 fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
     tools
         .iter()
-        .filter_map(|t| {
-            let primary = t.primary_property()?.to_string();
+        .map(|t| {
+            // A tool without arguments (`get_todays_date`) is called by its name alone.
+            let primary = t.primary_property().unwrap_or_default().to_string();
             let kind = kind_of(t, &primary);
             let mut names: Vec<String> = vec![t.name.to_lowercase()];
             names.extend(t.aliases.iter().map(|a| a.to_lowercase()));
@@ -228,18 +274,38 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     nouns.extend(c.nouns.iter().map(|s| s.to_string()));
                 }
             }
-            // Unknown tools: the first word of the name (often a verb) triggers too.
-            if verbs.is_empty() {
-                if let Some(w) = words(&t.name).first() {
-                    verbs.push(vec![w.clone()]);
-                }
-            }
-            // A verb shared with many tools (search) is not enough for a tool whose
-            // defining word is a noun (memory): require that noun.
+            // Unknown tools (`get_weather`, `weather`, `get_boiling_point`): the verb of
+            // the name and the usual look-up verbs trigger, but only together with a
+            // noun of the name ("check the weather in Florence").
             let needs_noun = keys
                 .iter()
                 .any(|k| ["memory", "memories", "notes"].contains(&k.as_str()));
-            Some(Profile {
+            let mut lookup_needs_noun = false;
+            if verbs.is_empty() {
+                let name_words = words(&t.name);
+                if let Some(w) = name_words.first() {
+                    verbs.push(vec![w.clone()]);
+                }
+                let name_nouns: Vec<String> = name_words
+                    .iter()
+                    .filter(|w| !NAME_VERBS.contains(&w.as_str()) && w.len() > 2)
+                    .cloned()
+                    .collect();
+                if let Some(w) = name_words.first() {
+                    own_verbs.push(vec![w.clone()]);
+                }
+                if !name_nouns.is_empty() {
+                    for v in LOOKUP_VERBS {
+                        let v: Vec<String> = v.split(' ').map(str::to_string).collect();
+                        if !verbs.contains(&v) {
+                            verbs.push(v);
+                        }
+                    }
+                    nouns.extend(name_nouns);
+                    lookup_needs_noun = true;
+                }
+            }
+            Profile {
                 tool: t,
                 verbs,
                 own_verbs,
@@ -248,7 +314,8 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 primary,
                 kind,
                 needs_noun,
-            })
+                lookup_needs_noun,
+            }
         })
         .collect()
 }
@@ -518,6 +585,8 @@ const HYP: &[&str] = &[
     "unless",
 ];
 const POST_PAST: &[&str] = &["already", "earlier", "previously"];
+/// A call already made: "I called get_x for now and get_y for tomorrow".
+const PRE_PAST: &[&str] = &["called", "used", "invoked", "ran", "executed", "tried"];
 const BEFORE_BLOCK: &[&str] = &[
     "have", "has", "had", "was", "were", "been", "is", "are", "be", "being", "the", "a", "an",
     "this", "that", "its", "our", "his", "her", "their", "to-be", "of",
@@ -587,7 +656,7 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         .take(24);
     for p in &pre_toks {
         let w = p.lower.as_str();
-        if NEG.contains(&w) || w.ends_with("n't") || HYP.contains(&w) {
+        if NEG.contains(&w) || w.ends_with("n't") || HYP.contains(&w) || PRE_PAST.contains(&w) {
             return false;
         }
     }
@@ -600,7 +669,7 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         let followed_by_tool = toks[t..]
             .iter()
             .find(|x| x.range.start >= t_end)
-            .is_some_and(|x| x.lower == "tool");
+            .is_some_and(|x| matches!(x.lower.as_str(), "tool" | "function" | "functions"));
         if BEFORE_BLOCK.contains(&prev.lower.as_str()) && !followed_by_tool {
             return false;
         }
@@ -794,6 +863,132 @@ const QUERY_REJECT: &[&str] = &[
     "memory",
 ];
 
+/// Words that say nothing of what to look for: a phrase of only these ("now", "the
+/// time correctly", "the top result") is a fragment of the sentence, not an argument.
+const GENERIC_WORDS: &[&str] = &[
+    "the",
+    "a",
+    "an",
+    "to",
+    "of",
+    "for",
+    "it",
+    "this",
+    "that",
+    "them",
+    "now",
+    "next",
+    "then",
+    "again",
+    "first",
+    "here",
+    "there",
+    "soon",
+    "later",
+    "instead",
+    "too",
+    "also",
+    "result",
+    "results",
+    "top",
+    "answer",
+    "answers",
+    "question",
+    "info",
+    "information",
+    "data",
+    "details",
+    "time",
+    "correctly",
+    "properly",
+    "tool",
+    "function",
+    "call",
+    "more",
+    "user",
+    "request",
+    "query",
+    "correct",
+    "right",
+    "exact",
+    "same",
+    "one",
+    "some",
+    "any",
+    "all",
+    "our",
+    "my",
+    "your",
+    "their",
+    "its",
+    "his",
+    "her",
+    "we",
+    "us",
+    "you",
+    "i",
+    "me",
+    "so",
+    "and",
+    "or",
+    "with",
+    "please",
+    "just",
+    "quickly",
+    "immediately",
+    "once",
+    "twice",
+    "web",
+    "internet",
+    "online",
+    "search",
+    "it's",
+    "accordingly",
+    "each",
+    "every",
+    "both",
+    "other",
+    "another",
+    "remaining",
+    "rest",
+    "given",
+    "specified",
+    "requested",
+    "relevant",
+    "needed",
+    "location",
+    "city",
+    "place",
+    "country",
+    "file",
+    "path",
+    "url",
+    "command",
+    "name",
+    "value",
+    "input",
+    "argument",
+    "arguments",
+    "parameter",
+    "parameters",
+    "date",
+    "day",
+    "them",
+    "those",
+    "these",
+    "appropriate",
+    "proper",
+    "necessary",
+    "following",
+];
+
+fn generic_phrase(lower: &str) -> bool {
+    lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .all(|w| GENERIC_WORDS.contains(&w))
+}
+
 fn path_like(s: &str) -> bool {
     if s.is_empty() || s.len() > 260 || s.contains("://") || s.chars().any(char::is_whitespace) {
         return false;
@@ -960,9 +1155,18 @@ fn command_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found
             break;
         }
     }
-    let v = trim_token(&text[r0.start..end]).to_string();
+    // "run date command": the noun is not part of the command line.
+    let mut v = trim_token(&text[r0.start..end]);
+    for tail in [" command", " cmd"] {
+        if let Some(stem) = v.strip_suffix(tail) {
+            if !stem.trim().is_empty() {
+                v = stem.trim_end();
+                end = r0.start + v.len();
+            }
+        }
+    }
     Some(Found {
-        value: v,
+        value: v.to_string(),
         range: r0.start..end,
     })
 }
@@ -1071,6 +1275,7 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
     if q.chars().count() < 2
         || QUERY_REJECT.contains(&ql.as_str())
         || q.split_whitespace().count() > 12
+        || generic_phrase(&ql)
     {
         return None;
     }
@@ -1166,7 +1371,13 @@ fn in_dir(text: &str, prot: &[Protected], from: usize, end: usize) -> Option<Fou
     None
 }
 
-fn extract_primary(kind: Kind, text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
+fn extract_primary(
+    kind: Kind,
+    text: &str,
+    prot: &[Protected],
+    win: Range<usize>,
+    param: &str,
+) -> Option<Found> {
     match kind {
         Kind::Url => {
             let near = win.start..floor(text, (win.start + 100).min(win.end));
@@ -1188,8 +1399,125 @@ fn extract_primary(kind: Kind, text: &str, prot: &[Protected], win: Range<usize>
                 near,
                 &[Quote::Double, Quote::Single, Quote::Backtick],
             )
+            .or_else(|| bare_value_in(text, win, param))
         }
     }
+}
+
+/// A value written without quotes right after the tool's name: "… function for Paris",
+/// "… for New York". (Values stated with their property's name are `bind`'s.)
+fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
+    let s = &text[win.clone()];
+    let lower = s.to_ascii_lowercase();
+    let _ = param; // named statements are read by `bind`
+    let mut at: Option<usize> = None;
+    // Named: "<param> set to X", "<param>=X", "<param>: X", "<param> X".
+    // Positional: right after the name (and "function"/"tool"), a preposition.
+    if at.is_none() {
+        let t = lower.trim_start();
+        let mut j = lower.len() - t.len();
+        for noun in ["function ", "tool "] {
+            if lower[j..].starts_with(noun) {
+                j += noun.len();
+            }
+        }
+        for prep in ["for ", "in ", "on ", "about "] {
+            if lower[j..].starts_with(prep) {
+                at = Some(j + prep.len());
+                break;
+            }
+        }
+    }
+    let Some(j) = at else {
+        return proper_noun_in(text, win);
+    };
+    let rest = &s[j..];
+    let lead = rest.len() - rest.trim_start().len();
+    let rest = rest.trim_start();
+    let mut end = rest.len();
+    for (i, c) in rest.char_indices() {
+        let next = rest[i + c.len_utf8()..].chars().next();
+        if matches!(c, ';' | '\n' | '(' | '"' | '`' | '!' | '?')
+            || (matches!(c, '.' | ',')
+                && next.is_none_or(char::is_whitespace)
+                && !is_place_comma(rest, i))
+        {
+            end = i;
+            break;
+        }
+    }
+    let mut v = rest[..end].trim();
+    for stop in [
+        " and ",
+        " to ",
+        " so ",
+        " then ",
+        " because ",
+        " first",
+        " now",
+        " next",
+        " again",
+    ] {
+        if let Some(i) = v.to_ascii_lowercase().find(stop) {
+            v = v[..i].trim();
+        }
+    }
+    let v = v.trim_start_matches("the ").trim();
+    if v.is_empty() || v.split_whitespace().count() > 5 || generic_phrase(&v.to_ascii_lowercase()) {
+        return None;
+    }
+    let off = win.start + j + lead + (rest.find(v).unwrap_or(0));
+    Some(Found {
+        value: v.to_string(),
+        range: off..off + v.len(),
+    })
+}
+
+static PROPER_AFTER_PREP: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"\b(?:for|in|about|of|on|at)\s+((?:[A-Z](?:[\w'-]|\.\w)*)(?:,?[ \t]+[A-Z](?:[\w'-]|\.\w)*){0,3})",
+    )
+});
+
+/// "… the get_weather tool to check the weather in San Francisco": further on in the
+/// clause, a capitalised name after a preposition.
+fn proper_noun_in(text: &str, win: Range<usize>) -> Option<Found> {
+    // Up to the end of the sentence, not the clause: "in Florence, Italy" has a comma.
+    let rest = &text[win.start..floor(text, (win.start + 120).min(text.len()))];
+    let stop = rest
+        .char_indices()
+        .find(|&(i, c)| {
+            c == '\n'
+                || (matches!(c, '.' | '!' | '?' | ';')
+                    && rest[i + 1..].chars().next().is_none_or(char::is_whitespace))
+        })
+        .map_or(rest.len(), |(i, _)| i);
+    let s = &rest[..stop];
+    let caps = PROPER_AFTER_PREP.captures(s)?;
+    let m = caps.get(1)?;
+    let v = m.as_str().trim_end_matches(['.', ',']);
+    if generic_phrase(&v.to_ascii_lowercase()) || ["I", "We", "The", "This"].contains(&v) {
+        return None;
+    }
+    let off = win.start + m.start();
+    Some(Found {
+        value: v.to_string(),
+        range: off..off + v.len(),
+    })
+}
+
+/// "Florence, Italy": a comma between two capitalised words is part of a place name.
+fn is_place_comma(s: &str, i: usize) -> bool {
+    s[..i].chars().next_back().is_some_and(char::is_alphabetic)
+        && s[i + 1..]
+            .trim_start()
+            .chars()
+            .next()
+            .is_some_and(char::is_uppercase)
+        && s[..i]
+            .split_whitespace()
+            .last()
+            .is_some_and(|w| w.chars().next().is_some_and(char::is_uppercase))
 }
 
 /// Further values of the same kind joined by "and" / "," (`run `a` and `b``).
@@ -1315,6 +1643,16 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 if !context_ok(text, &clause, &toks, tok, t_end) {
                     continue;
                 }
+                // "I called get_x for now and get_y for tomorrow": the past reaches over
+                // the clause boundary.
+                let before_in_sentence =
+                    &text[sent.start.min(toks[tok].range.start)..toks[tok].range.start];
+                if words(before_in_sentence)
+                    .iter()
+                    .any(|w| PRE_PAST.contains(&w.as_str()))
+                {
+                    continue;
+                }
                 let verb_word = toks[tok].lower.as_str();
                 let mut best: Option<(i32, Vec<ParsedCall>)> = None;
                 for tr in &group {
@@ -1334,7 +1672,10 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         })
                         .filter(|&&j| p.nouns.contains(&toks[j].lower))
                         .count() as i32;
-                    if p.needs_noun && noun_hits == 0 && !tr.by_name {
+                    if (p.needs_noun || (p.lookup_needs_noun && !tr.own))
+                        && noun_hits == 0
+                        && !tr.by_name
+                    {
                         continue;
                     }
                     let alias_hit = cfg
@@ -1349,14 +1690,185 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         best = Some((score, calls));
                     }
                 }
-                if let Some((_, calls)) = best {
-                    out.calls.extend(calls);
+                match best {
+                    Some((_, calls)) => out.calls.extend(calls),
+                    // The tool is named in an intending clause but its arguments are not
+                    // in the text: not a call, but worth asking about.
+                    None => {
+                        if let Some(tr) = group.iter().find(|t| t.by_name) {
+                            out.unsure.push(crate::Unsure {
+                                name: profs[tr.profile].tool.name.clone(),
+                                arguments: Value::Object(Map::new()),
+                                strategy: crate::Strategy::Fuzzy,
+                                source: crate::Source::Content,
+                                excerpt: text[sent.clone()].trim().to_string(),
+                            });
+                        }
+                    }
                 }
             }
         }
     }
+    if out.calls.is_empty() {
+        inline_calls(text, tools, cfg, &mut out);
+    }
+    if out.calls.is_empty() {
+        the_function(text, cfg, tools, &mut out);
+    }
+    fill_bindings(text, tools, &mut out.calls);
     merge_subsets(&mut out.calls);
     out
+}
+
+/// Arguments stated elsewhere in the text ("the location parameter, which in this case
+/// is Tokyo"): looked for in the call's own sentence, and in the whole text when the
+/// call is the only one (with several, a value could belong to another call).
+fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
+    let single = calls.len() == 1;
+    for c in calls.iter_mut() {
+        let Some(tool) = tools.iter().find(|t| t.name == c.name) else {
+            continue;
+        };
+        let Some(args) = c.arguments.as_object_mut() else {
+            continue;
+        };
+        let sent_start = text[..c.span.start.min(text.len())]
+            .rfind(['.', '!', '?', '\n'])
+            .map_or(0, |i| i + 1);
+        let tail = &text[c.span.end.min(text.len())..];
+        let sent_end = tail
+            .char_indices()
+            .find(|&(i, ch)| {
+                ch == '\n'
+                    || (matches!(ch, '.' | '!' | '?')
+                        && tail[i + 1..].chars().next().is_none_or(char::is_whitespace))
+            })
+            .map_or(text.len(), |(i, _)| c.span.end + i);
+        let region = if single {
+            text
+        } else {
+            &text[sent_start..sent_end]
+        };
+        let found = crate::bind::bindings(region, tool);
+        if found.is_empty() {
+            continue;
+        }
+        // A value stated with its property's name beats one read by position.
+        for (k, v) in found {
+            args.insert(k, v);
+        }
+        c.arguments = crate::schema::coerce_args(std::mem::take(&mut c.arguments), tool);
+    }
+}
+
+static CALL_OPEN: LazyLock<Regex> =
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"([A-Za-z_][A-Za-z0-9_.]{1,80})\("));
+
+/// "Let's call get_weather(location="Paris")": a call written inline in a committing
+/// sentence.
+fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    for caps in CALL_OPEN.captures_iter(text) {
+        let Some(name) = caps.get(1) else { continue };
+        // The tool's own name: `open(…)` in an answer about Python is not the read tool.
+        if !tools
+            .iter()
+            .any(|t| t.name.eq_ignore_ascii_case(name.as_str()))
+        {
+            continue;
+        }
+        let sentence_start = text[..name.start()]
+            .rfind(['.', '!', '?', '\n'])
+            .map_or(0, |i| i + 1);
+        let before = text[sentence_start..name.start()]
+            .to_lowercase()
+            .replace('\u{2019}', "'");
+        let ws = words(&before);
+        let refused = ws.iter().any(|w| {
+            NEG.contains(&w.as_str())
+                || HYP.contains(&w.as_str())
+                || PRE_PAST.contains(&w.as_str())
+                || w.ends_with("n't")
+        });
+        let committed = POS.iter().any(|cue| has_phrase(&before, cue));
+        if refused || !committed {
+            continue;
+        }
+        let Some((calls, used)) = crate::native_text::pythonic_calls(&text[name.start()..]) else {
+            continue;
+        };
+        let span = name.start()..name.start() + used;
+        for (n, a) in calls.into_iter().take(1) {
+            if let Some(c) = make_call(&n, a, 0.7, span.clone(), tools, cfg) {
+                out.calls.push(c);
+            }
+        }
+    }
+}
+
+static THE_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?im)(?:^|[.!?]\s+)(?:so\s*,?\s+|now\s*,?\s+|then\s*,?\s+)?(?:we\s+need\s+to\s+|we\s+should\s+|let's\s+|let\s+me\s+|i'll\s+|we'll\s+|i\s+need\s+to\s+|i\s+should\s+|we\s+must\s+)?(?:use|call|invoke)\s+the\s+(?:function|tool)\b",
+    )
+});
+
+static QUOTED_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"(?i)\b(?:call|use|invoke)\s+(?:the\s+)?['"`]([A-Za-z_][\w.-]{0,80})['"`]\s+(?:function|tool)\b"#,
+    )
+});
+
+/// "Use the function." / "call the 'calculate' function with x=5": which tool is meant
+/// is settled by a quoted name, by there being one tool, or by the arguments the text
+/// states fitting exactly one tool.
+fn the_function(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    let (tool, span) = if let Some(c) = QUOTED_FUNCTION.captures(text) {
+        let (Some(m), Some(n)) = (c.get(0), c.get(1)) else {
+            return;
+        };
+        let Some(t) = crate::schema::resolve(n.as_str(), tools, &cfg.aliases) else {
+            return;
+        };
+        (t, m.range())
+    } else if let Some(m) = THE_FUNCTION.find(text) {
+        match tools {
+            [only] => (only, m.range()),
+            _ => {
+                let fitting: Vec<&ToolSpec> = tools
+                    .iter()
+                    .filter(|t| !crate::bind::bindings(text, t).is_empty())
+                    .collect();
+                match fitting.as_slice() {
+                    [one] => (*one, m.range()),
+                    _ => return,
+                }
+            }
+        }
+    } else {
+        return;
+    };
+    // Not a plan already carried out, nor one that is declined, nor a numbered step of
+    // a plan written out for the reader.
+    let line_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..span.start].trim_start_matches(['*', '#', '-', ' ', '\t']);
+    if line.to_ascii_lowercase().starts_with("step")
+        || line.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return;
+    }
+    let sentence_start = text[..span.start]
+        .rfind(['.', '!', '?', '\n'])
+        .map_or(0, |i| i + 1);
+    let before = text[sentence_start..span.start].to_lowercase();
+    if words(&before).iter().any(|w| {
+        NEG.contains(&w.as_str()) || HYP.contains(&w.as_str()) || PRE_PAST.contains(&w.as_str())
+    }) {
+        return;
+    }
+    let args = crate::bind::bindings(text, tool);
+    let conf = if args.is_empty() { 0.55 } else { 0.65 };
+    if let Some(c) = make_call(&tool.name, Value::Object(args), conf, span, tools, cfg) {
+        out.calls.push(c);
+    }
 }
 
 /// `open(` / `.read()` / `os.read` / `--run` are code, not verbs.
@@ -1396,7 +1908,52 @@ fn build_calls(
             }
         }
     }
-    let first = extract_primary(p.kind, text, prot, win.clone())?;
+    if p.primary.is_empty() {
+        if !tr.by_name {
+            return None;
+        }
+        let span = toks_start(tr, text)..tr.end;
+        return Some(vec![make_call(
+            &p.tool.name,
+            Value::Object(Map::new()),
+            0.7,
+            span,
+            tools,
+            cfg,
+        )?]);
+    }
+    // A tool's own name (`load_capability` in backticks) is not an argument.
+    let first = extract_primary(p.kind, text, prot, win.clone(), &p.primary).filter(|f| {
+        p.kind != Kind::Text
+            || !tools
+                .iter()
+                .any(|t| t.name.eq_ignore_ascii_case(f.value.trim()))
+    });
+    let Some(first) = first else {
+        if !tr.by_name || !named_as_tool(text, tr, sent) {
+            return None;
+        }
+        // "The user wants to search for 'x'. Use the search function.": the value was
+        // quoted just before; else the call is made without it (the tool says what is
+        // missing, or `intent.confirm` asks the model).
+        let args = quoted_before(text, prot, tr, p)
+            .map(|v| {
+                let mut m = Map::new();
+                m.insert(p.primary.clone(), Value::String(v));
+                m
+            })
+            .unwrap_or_default();
+        let conf = if args.is_empty() { 0.55 } else { 0.6 };
+        let span = toks_start(tr, text)..tr.end;
+        return Some(vec![make_call(
+            &p.tool.name,
+            Value::Object(args),
+            conf,
+            span,
+            tools,
+            cfg,
+        )?]);
+    };
     let mut found = vec![first];
     let last_end = found[0].range.end;
     found.extend(more_of_kind(p.kind, text, prot, last_end, clause.end));
@@ -1408,7 +1965,10 @@ fn build_calls(
     let mut calls = Vec::new();
     for f in &found {
         let mut args = Map::new();
-        args.insert(p.primary.clone(), Value::String(f.value.clone()));
+        args.insert(
+            fitting_property(p, &f.value),
+            Value::String(f.value.clone()),
+        );
         let mut span_end = f.range.end;
         for (prop, _) in p.tool.properties() {
             if prop == p.primary || args.contains_key(prop) {
@@ -1437,6 +1997,119 @@ fn build_calls(
         }
     }
     (!calls.is_empty()).then_some(calls)
+}
+
+/// Without an argument, a bare word is no evidence of a call ("then read the docs"):
+/// the name must read as a tool's — an identifier (`get_weather`, `getWeather`), a
+/// `functions.` prefix, or followed by "function"/"tool" — and not be one of a list.
+fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
+    let start = toks_start(tr, text);
+    let word = &text[start..tr.end];
+    let before = text[..start].trim_end();
+    let after = text[tr.end..].trim_start();
+    let listed = before.ends_with(',') || after.starts_with(',') || after.starts_with("and ");
+    // "I called get_x for now and get_y for tomorrow": done, not to do.
+    let sentence_before = text[sent.start.min(start)..start].to_ascii_lowercase();
+    if listed
+        || words(&sentence_before)
+            .iter()
+            .any(|w| PRE_PAST.contains(&w.as_str()))
+    {
+        return false;
+    }
+    let word = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+    let identifier = word.contains('_')
+        || word.chars().skip(1).any(|c| c.is_ascii_uppercase())
+        || word.chars().any(|c| c.is_ascii_digit());
+    let marked = before.ends_with("functions.")
+        || after
+            .split(|c: char| !c.is_alphanumeric())
+            .next()
+            .is_some_and(|w| matches!(w.to_ascii_lowercase().as_str(), "function" | "tool"));
+    // A plain word ("search") only right after a first-person commitment.
+    let lower_before = before.to_ascii_lowercase().replace('\u{2019}', "'");
+    // A plain word ("read") only as the object of call/use/invoke after a first-person
+    // commitment: "let's calculate 25% of 80" is the model doing the sum itself.
+    let committed = ["call the", "use the", "invoke the", "call", "use", "invoke"]
+        .iter()
+        .find_map(|v| lower_before.strip_suffix(v))
+        .map(str::trim_end)
+        .is_some_and(|stem| COMMIT_CUES.iter().any(|c| stem.ends_with(c)));
+    identifier || marked || committed
+}
+
+/// First-person commitments that make even a bare tool word an intended call.
+const COMMIT_CUES: &[&str] = &[
+    "we need to",
+    "i need to",
+    "let's",
+    "let me",
+    "i'll",
+    "we'll",
+    "we should",
+    "i should",
+    "we must",
+    "i must",
+    "we have to",
+    "i have to",
+    "i will",
+    "we will",
+];
+
+/// A quoted value in the sentence before the trigger that fits the tool's argument.
+fn quoted_before(text: &str, prot: &[Protected], tr: &Trigger, p: &Profile) -> Option<String> {
+    let from = floor(text, tr.end.saturating_sub(WINDOW));
+    let quoted = prot
+        .iter()
+        .rev()
+        .filter(|q| q.range.start >= from && q.range.end <= tr.end)
+        .find(|q| !matches!(q.kind, Quote::Backtick) || matches!(p.kind, Kind::Command))
+        .map(|q| text[q.inner.clone()].trim())
+        // The tool's own name in backticks is not its argument.
+        .filter(|v| !p.names.iter().any(|n| n.eq_ignore_ascii_case(v)))
+        .filter(|v| match p.kind {
+            Kind::Url => v.starts_with("http"),
+            Kind::Path | Kind::File => path_like(v),
+            Kind::Query | Kind::Text => v.split_whitespace().count() <= 12 && !v.ends_with('?'),
+            _ => false,
+        });
+    if let Some(v) = quoted.filter(|v| !v.is_empty()) {
+        return Some(v.to_string());
+    }
+    // "The user wants the weather in Florence, Italy. Let me call the weather function."
+    if p.kind == Kind::Text {
+        let back = &text[from..toks_start(tr, text)];
+        let last = PROPER_AFTER_PREP.captures_iter(back).last()?;
+        let v = last.get(1)?.as_str().trim_end_matches(['.', ',']);
+        if !generic_phrase(&v.to_ascii_lowercase()) && !["I", "We", "The", "This"].contains(&v) {
+            return Some(v.to_string());
+        }
+    }
+    None
+}
+
+/// The property a value read by position goes to: the primary one, unless the value is
+/// plainly a file or a URL and another required property is named for that
+/// ("check_file_access for secret_file.txt" → `filename`, not `user_id`).
+fn fitting_property(p: &Profile, value: &str) -> String {
+    let is_url = value.starts_with("http://") || value.starts_with("https://");
+    let is_file = !is_url && path_like(value) && value.contains('.');
+    if !(is_url || is_file) || matches!(p.kind, Kind::Url | Kind::Path | Kind::File) {
+        return p.primary.clone();
+    }
+    let wanted: &[&str] = if is_url {
+        &["url", "uri", "link"]
+    } else {
+        &["file", "path", "filename"]
+    };
+    p.tool
+        .required()
+        .into_iter()
+        .find(|r| {
+            let l = r.to_ascii_lowercase();
+            wanted.iter().any(|w| l.contains(w))
+        })
+        .map_or_else(|| p.primary.clone(), str::to_string)
 }
 
 fn toks_start(tr: &Trigger, text: &str) -> usize {

@@ -2,9 +2,20 @@
 
 use std::ops::Range;
 
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::Value;
 
 use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
+
+/// A call object too broken to parse still names its tool:
+/// `{"name": "date_ difference", "parameters": {"a": f(), …}}`.
+static BROKEN_CALL: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"\{\s*"name"\s*:\s*"([^"\n]{1,80})"\s*,\s*"(?:parameters|arguments)"\s*:\s*\{"#,
+    )
+});
 
 pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
     let mut out = StrategyOutput::default();
@@ -15,7 +26,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         if out.calls.len() >= crate::MAX_CALLS {
             break;
         }
-        let list = ["tool_calls", "calls", "tool_call", "actions"]
+        let list = ["tool_calls", "calls", "tool_call", "actions", "action"]
             .iter()
             .find_map(|k| obj.get(*k));
         let done = match obj.get("done") {
@@ -26,16 +37,12 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         let items: Vec<&Value> = match list {
             Some(Value::Array(a)) => a.iter().collect(),
             Some(v @ Value::Object(_)) => vec![v],
+            // `{"action": "get_weather", "action_input": {…}}` (LangChain's JSON agent).
+            Some(Value::String(_)) if obj.get("action_input").is_some() => vec![&obj],
             Some(_) => Vec::new(),
             None if done.is_some() => Vec::new(),
-            // A bare `{"name": …, "arguments": …}` object.
-            None if obj.get("name").is_some_and(|n| n.is_string())
-                && ["arguments", "args", "parameters"]
-                    .iter()
-                    .any(|k| obj.get(*k).is_some()) =>
-            {
-                vec![&obj]
-            }
+            // A bare `{"name": …, "arguments": …}` object, or one wrapped in `function`.
+            None if bare_call(&obj) => vec![&obj],
             None => continue,
         };
         if done == Some(true) {
@@ -60,26 +67,125 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             }
         }
     }
+    if out.calls.is_empty() {
+        for caps in BROKEN_CALL.captures_iter(text) {
+            let (Some(m), Some(name)) = (caps.get(0), caps.get(1)) else {
+                continue;
+            };
+            if out.calls.len() >= crate::MAX_CALLS {
+                break;
+            }
+            let args_at = m.end() - 1;
+            let args = jsonscan::value_at(text, args_at)
+                .map_or_else(|| simple_pairs(&text[args_at..]), |(_, v)| v);
+            if let Some(c) = make_call(name.as_str(), args, 0.6, m.start()..m.end(), tools, cfg) {
+                out.calls.push(c);
+            }
+        }
+    }
     out
 }
 
-fn name_and_args(item: &Value) -> (Option<String>, Value) {
+static PAIR: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(r#""([A-Za-z_][\w-]{0,40})"\s*:\s*"([^"\\\n]{0,500})"\s*[,}]"#)
+});
+
+/// The `"key": "plain value"` pairs of an arguments object too damaged to parse (an
+/// unescaped quote further on): what can be read for certain.
+fn simple_pairs(s: &str) -> Value {
+    let mut m = serde_json::Map::new();
+    for c in PAIR.captures_iter(&s[..s.len().min(8192)]) {
+        if let (Some(k), Some(v)) = (c.get(1), c.get(2)) {
+            m.entry(k.as_str().to_string())
+                .or_insert_with(|| Value::String(v.as_str().to_string()));
+        }
+    }
+    Value::Object(m)
+}
+
+fn bare_call(obj: &Value) -> bool {
+    let named = obj.get("name").is_some_and(Value::is_string)
+        || obj
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .is_some_and(Value::is_string);
+    named
+        && args_of(obj)
+            .or_else(|| obj.get("function").and_then(args_of))
+            .is_some()
+}
+
+pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
+    // Wrappers: `{"tool_call": {…}}`, `{"action": {"name": …, …}}`.
+    for key in ["tool_call", "action", "function_call"] {
+        if let Some(inner @ Value::Object(_)) = item.get(key) {
+            let (name, args) = name_and_args(inner);
+            if name.is_some() {
+                // Arguments may sit beside the wrapper instead of inside it.
+                let args = if args.is_null() {
+                    args_of(item).unwrap_or(Value::Null)
+                } else {
+                    args
+                };
+                return (name, args);
+            }
+        }
+    }
     let func = item.get("function");
     let name = item
         .get("name")
         .or_else(|| item.get("tool"))
         .or_else(|| item.get("tool_name"))
+        .or_else(|| {
+            item.get("action")
+                .filter(|_| item.get("action_input").is_some())
+        })
         .or_else(|| func.and_then(|f| f.get("name")))
         .or_else(|| func.filter(|f| f.is_string()))
         .and_then(|v| v.as_str())
         .map(str::to_string);
-    let args = ["arguments", "args", "parameters", "input", "params"]
-        .iter()
-        .find_map(|k| item.get(*k))
-        .or_else(|| func.and_then(|f| f.get("arguments")))
-        .cloned()
+    let args = args_of(item)
+        .or_else(|| func.and_then(args_of))
+        .or_else(|| inline_args(item))
         .unwrap_or(Value::Null);
     (name, args)
+}
+
+fn args_of(v: &Value) -> Option<Value> {
+    [
+        "arguments",
+        "args",
+        "parameters",
+        "input",
+        "params",
+        "tool_input",
+        "action_input",
+    ]
+    .iter()
+    .find_map(|k| v.get(*k))
+    .cloned()
+}
+
+/// `{"name": "kubectl", "reason": "…", "command": "get pods"}`: the arguments are the
+/// keys that are not about the call itself.
+fn inline_args(item: &Value) -> Option<Value> {
+    const ABOUT: &[&str] = &[
+        "name",
+        "type",
+        "id",
+        "reason",
+        "thought",
+        "description",
+        "function",
+        "tool",
+    ];
+    let obj = item.as_object()?;
+    let rest: serde_json::Map<String, Value> = obj
+        .iter()
+        .filter(|(k, _)| !ABOUT.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!rest.is_empty()).then_some(Value::Object(rest))
 }
 
 /// Grow a JSON range over a surrounding Markdown code fence.

@@ -16,7 +16,7 @@ static BETWEEN: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 static CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
-    ferroclaw_types::literal_regex(r"(?:<\|[a-z_]{1,20}\|>|commentary|assistant)\s*$")
+    ferroclaw_types::literal_regex(r"(?:<\|[a-z_]{1,20}\|>|commentary|analysis|assistant)\s*$")
 });
 static CALL_END: LazyLock<Regex> =
     LazyLock::new(|| ferroclaw_types::literal_regex(r"^\s*(?:<\|call\|>|<\|end\|>)"));
@@ -48,17 +48,27 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         let (Some(whole), Some(name)) = (caps.get(0), caps.get(1)) else {
             continue;
         };
-        let raw = name.as_str();
+        let mut raw = name.as_str();
+        let mut name_end = whole.end();
+        // A name with spaces (`to=functions.Web Search json`) runs past the match.
+        if crate::schema::resolve(raw, tools, &cfg.aliases).is_none() {
+            if let Some((long, end)) = spaced_name(text, name.start()) {
+                if crate::schema::resolve(long, tools, &cfg.aliases).is_some() {
+                    raw = long;
+                    name_end = end;
+                }
+            }
+        }
         let prefixed = raw.to_ascii_lowercase().starts_with("functions.");
         let before = &text[floor(text, whole.start().saturating_sub(48))..whole.start()];
         if !prefixed && !CONTEXT.is_match(before) {
             continue;
         }
-        let after = &text[whole.end()..];
+        let after = &text[name_end..];
         let gap = BETWEEN.find(after).map_or(0, |m| m.end());
         let gap_text = &after[..gap];
         let has_message = gap_text.contains("<|message|>");
-        let arg_start = whole.end() + gap;
+        let arg_start = name_end + gap;
         let (args, mut end) = if text[arg_start..].starts_with('{') {
             match jsonscan::value_at(text, arg_start) {
                 Some((r, v)) => (v, r.end),
@@ -99,6 +109,21 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         out.markup.push(0..text.len());
     }
     out
+}
+
+/// The recipient from `start` up to the next token, brace or line end, without a
+/// trailing `json`/`code`: `functions.Web Search`.
+fn spaced_name(text: &str, start: usize) -> Option<(&str, usize)> {
+    let rest = &text[start..];
+    let stop = rest.find(['<', '{', '\n']).unwrap_or(rest.len()).min(96);
+    let stop = floor(rest, stop);
+    let mut cand = rest[..stop].trim_end();
+    for tail in [" json", " code"] {
+        if let Some(s) = cand.strip_suffix(tail) {
+            cand = s.trim_end();
+        }
+    }
+    (cand.contains(' ') && !cand.is_empty()).then(|| (cand, start + cand.len()))
 }
 
 /// Start of the Harmony message that holds the recipient at `pos`.

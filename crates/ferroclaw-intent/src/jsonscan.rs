@@ -2,7 +2,25 @@
 
 use std::ops::Range;
 
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::Value;
+
+/// A call's argument key glued to its value by something other than `": "`:
+/// `"parameters>{`, `"parameters {`, `"parameters={`, `"arguments':{`.
+static ARG_KEY: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#""(parameters|arguments|args|params|input)\s*(?:['"]\s*)?(?:>|=|:|\\>)?\s*([\[{])"#,
+    )
+});
+/// `"name": get_weather,` — a bare word where a string belongs.
+static BARE_VALUE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(r#"(:\s*)([A-Za-z_][A-Za-z0-9_.\-]*)(\s*[,}\]])"#)
+});
+/// `{"name","get_x"` — a comma for the colon after `"name"`.
+static NAME_COMMA: LazyLock<Regex> =
+    LazyLock::new(|| ferroclaw_types::literal_regex(r#""name"\s*,\s*""#));
 
 /// Strict JSON first, then JSON5 (unquoted keys, single quotes, trailing commas).
 pub(crate) fn parse_lenient(s: &str) -> Option<Value> {
@@ -56,16 +74,198 @@ pub(crate) fn balanced_end(text: &str, start: usize, single_quotes: bool) -> Opt
     None
 }
 
-/// Parse the JSON value starting at `start` (which must be `{` or `[`).
+/// Parse the JSON value starting at `start` (which must be `{` or `[`). Damaged JSON
+/// is repaired ([`repair`]); an object left open at the end of the text is closed.
 pub(crate) fn value_at(text: &str, start: usize) -> Option<(Range<usize>, Value)> {
+    let mut ends = Vec::with_capacity(2);
     for sq in [false, true] {
         if let Some(end) = balanced_end(text, start, sq) {
             if let Some(v) = parse_lenient(&text[start..end]) {
                 return Some((start..end, v));
             }
+            ends.push(end);
+        }
+    }
+    for end in ends {
+        if let Some(v) = repair(&text[start..end]) {
+            return Some((start..end, v));
+        }
+    }
+    // Never closed: small models stop before the last braces. Only a short tail counts,
+    // so a stray `{` in prose does not swallow the rest of the answer; a code fence or a
+    // special token ends it.
+    let mut tail = &text[start..];
+    for stop in ["```", "<|", "</"] {
+        if let Some(i) = tail.find(stop) {
+            tail = &tail[..i];
+        }
+    }
+    if tail.len() <= 4096 {
+        // The object may be followed by prose: try it whole, then up to each line end.
+        let mut ends: Vec<usize> = vec![tail.trim_end().len()];
+        ends.extend(tail.match_indices('\n').map(|(i, _)| i).take(16));
+        for len in ends {
+            let end = start + tail[..len].trim_end().len();
+            if end <= start + 1 {
+                continue;
+            }
+            if let Some(v) = repair(&text[start..end]) {
+                return Some((start..end, v));
+            }
         }
     }
     None
+}
+
+/// Repairs the damage small models do to JSON: quotes of the wrong kind next to
+/// structure (`"parameters':{'city':'New York'}`), `>` or `=` for `:`
+/// (`"parameters>{`), Python literals, and brackets left open at the end.
+pub(crate) fn repair(s: &str) -> Option<Value> {
+    if s.len() > 64 * 1024 {
+        return None;
+    }
+    let keyed = ARG_KEY.replace_all(s, "\"$1\": $2");
+    let keyed = NAME_COMMA.replace_all(&keyed, "\"name\": \"");
+    // A stray `\>` before a key.
+    let keyed = keyed.replace("{\\>", "{");
+    let fixed = fix_structure(&keyed);
+    if let Some(v) = parse_lenient(&fixed) {
+        return Some(v);
+    }
+    let fixed = BARE_VALUE
+        .replace_all(&fixed, |c: &regex::Captures| {
+            let w = &c[2];
+            if matches!(w, "true" | "false" | "null") {
+                c[0].to_string()
+            } else {
+                format!("{}\"{w}\"{}", &c[1], &c[3])
+            }
+        })
+        .into_owned();
+    if let Some(v) = parse_lenient(&fixed) {
+        return Some(v);
+    }
+    if let Some(v) = parse_lenient(&close_open(&fixed)) {
+        return Some(v);
+    }
+    // Junk after the last brace (`}}"`): cut back to the last balanced object.
+    let t = fixed.trim_end_matches(|c: char| c != '}' && c != ']');
+    (t.len() < fixed.len()).then(|| parse_lenient(t)).flatten()
+}
+
+/// Structural characters a quote of either kind may sit next to.
+fn structural(c: Option<char>) -> bool {
+    matches!(c, None | Some('{' | '}' | '[' | ']' | ':' | ','))
+}
+
+fn fix_structure(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut in_str = false;
+    let prev_sig = |i: usize| {
+        chars[..i]
+            .iter()
+            .rev()
+            .find(|c| !c.is_whitespace())
+            .copied()
+    };
+    let next_sig = |i: usize| chars[i + 1..].iter().find(|c| !c.is_whitespace()).copied();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if in_str {
+            match c {
+                '\\' => {
+                    out.push(c);
+                    if let Some(n) = chars.get(i + 1) {
+                        out.push(*n);
+                    }
+                    i += 2;
+                    continue;
+                }
+                // A quote of either kind closes the string when structure follows it.
+                '"' | '\'' if structural(next_sig(i)) || next_sig(i) == Some('>') => {
+                    out.push('"');
+                    in_str = false;
+                    // `"key">{` → `"key":{`
+                    let mut j = i + 1;
+                    while j < chars.len() && chars[j].is_whitespace() {
+                        j += 1;
+                    }
+                    if chars.get(j) == Some(&'>') {
+                        out.push(':');
+                        i = j + 1;
+                        continue;
+                    }
+                }
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => {}
+                _ => out.push(c),
+            }
+        } else {
+            match c {
+                '"' | '\'' if structural(prev_sig(i)) => {
+                    out.push('"');
+                    in_str = true;
+                }
+                '=' if next_sig(i).is_some() => out.push(':'),
+                _ => out.push(c),
+            }
+        }
+        i += 1;
+    }
+    if in_str {
+        out.push('"');
+    }
+    // Python literals outside strings are rare enough in keys that a word swap is safe.
+    for (py, js) in [
+        (": True", ": true"),
+        (": False", ": false"),
+        (": None", ": null"),
+    ] {
+        if out.contains(py) {
+            out = out.replace(py, js);
+        }
+    }
+    out
+}
+
+/// Append the closers of the brackets still open at the end (string-aware).
+fn close_open(s: &str) -> String {
+    let mut stack = Vec::new();
+    let mut in_str = false;
+    let mut escaped = false;
+    for c in s.chars() {
+        if in_str {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' => stack.push('}'),
+            '[' => stack.push(']'),
+            '}' | ']' => {
+                stack.pop();
+            }
+            _ => {}
+        }
+    }
+    let mut out = s.trim_end().trim_end_matches(',').to_string();
+    if in_str {
+        out.push('"');
+    }
+    while let Some(c) = stack.pop() {
+        out.push(c);
+    }
+    out
 }
 
 /// All top-level JSON objects in `text`, in order.

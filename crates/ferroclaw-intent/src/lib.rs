@@ -5,12 +5,18 @@
 //!
 //! * [`Strategy::Harmony`] — leaked gpt-oss Harmony markup, intact or with its special
 //!   tokens stripped (`commentary to=functions.read json{…}`).
+//! * [`Strategy::NativeText`] — other families' own call formats written as text: Qwen XML,
+//!   Hermes `<tool_call>` JSON, Llama `<|python_tag|>`, Mistral `[TOOL_CALLS]`, DeepSeek
+//!   tokens, pythonic calls, tags named after a tool.
 //! * [`Strategy::GuidedJson`] — `{"tool_calls":[{"name","arguments"}],"done":bool}`,
 //!   bare, fenced or inside prose.
 //! * [`Strategy::React`] — `Thought:` / `Action:` / `Action Input:` blocks.
 //! * [`Strategy::Markers`] — `[TOOL:name|key=value|…]` and `[DONE]`.
 //! * [`Strategy::Fuzzy`] — natural-language intents ("let's read config.yaml"), with
 //!   negated, hypothetical and past-tense mentions rejected.
+//!
+//! Text is normalised first ([`normalize`]: wrapped reasoning pieces joined, escaped
+//! answers unescaped, full-width tokens made ASCII).
 //!
 //! Every call is mapped to a canonical tool name (aliases, leaked tokens), its
 //! arguments are coerced to the tool's JSON schema, and duplicates are removed.
@@ -24,12 +30,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod baseline;
+mod bind;
 pub mod eval;
 mod fuzzy;
 mod guided;
 mod harmony;
 mod jsonscan;
 mod markers;
+mod native_text;
+mod normalize;
 pub mod prompts;
 mod react;
 mod schema;
@@ -41,6 +50,7 @@ pub use schema::{clean_tool_name, default_aliases, ToolSpec};
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     Harmony,
+    NativeText,
     GuidedJson,
     React,
     Markers,
@@ -48,8 +58,9 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 5] = [
+    pub const ALL: [Strategy; 6] = [
         Strategy::Harmony,
+        Strategy::NativeText,
         Strategy::GuidedJson,
         Strategy::React,
         Strategy::Markers,
@@ -59,6 +70,7 @@ impl Strategy {
     pub fn as_str(self) -> &'static str {
         match self {
             Strategy::Harmony => "harmony",
+            Strategy::NativeText => "native_text",
             Strategy::GuidedJson => "guided_json",
             Strategy::React => "react",
             Strategy::Markers => "markers",
@@ -86,6 +98,7 @@ impl FromStr for Strategy {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
             "harmony" => Ok(Strategy::Harmony),
+            "native_text" | "native_formats" => Ok(Strategy::NativeText),
             "guided_json" | "json" | "guided" => Ok(Strategy::GuidedJson),
             "react" => Ok(Strategy::React),
             "markers" | "marker" => Ok(Strategy::Markers),
@@ -175,10 +188,28 @@ pub struct ParsedCall {
     pub span: Range<usize>,
 }
 
+/// A call the text points at without committing to it fully: a tool named in an
+/// intending sentence whose arguments could not be read, or a call below the confidence
+/// threshold. Never executed as it is; `intent.confirm` may ask the model for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unsure {
+    /// Canonical tool name.
+    pub name: String,
+    /// What was read with some confidence (may be empty).
+    pub arguments: Value,
+    pub strategy: Strategy,
+    pub source: Source,
+    /// The piece of text the intent was read from.
+    pub excerpt: String,
+}
+
 /// Result of [`parse`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ParseOutcome {
     pub calls: Vec<ParsedCall>,
+    /// Intents that did not become calls (only when `calls` is empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsure: Vec<Unsure>,
     /// A completion signal was seen (`"done": true`, `Action: done`, `[DONE]`,
     /// `Final Answer:`, a Harmony `final` channel).
     pub done: bool,
@@ -199,6 +230,28 @@ pub(crate) struct StrategyOutput {
     pub final_text: Option<String>,
     /// Byte ranges of recognised markup (removed from the content to get the final text).
     pub markup: Vec<Range<usize>>,
+    pub unsure: Vec<Unsure>,
+}
+
+static PAST_INTRO: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:calls? (?:i|we) (?:made|did|issued|sent)|(?:i|we) (?:previously |already |just )?(?:called|made|issued|sent|used)(?: the| a)? (?:call|function|tool)s?|(?:previous|earlier|last) (?:function |tool )?calls?)\s*(?:was|were|is)?\s*:?\s*$",
+    )
+});
+
+/// The call at `start` is quoted as one already made ("The function call I made was:
+/// <function_call>{…}"): a quotation, not a call.
+fn quoted_past(text: &str, start: usize) -> bool {
+    let from = harmony::floor(text, start.saturating_sub(120));
+    let mut before = text[from..harmony::floor(text, start)].trim_end();
+    // Opening tags between the introduction and the call.
+    while before.ends_with('>') {
+        match before.rfind('<') {
+            Some(i) => before = before[..i].trim_end(),
+            None => break,
+        }
+    }
+    PAST_INTRO.is_match(before)
 }
 
 pub(crate) fn run_strategy(
@@ -209,6 +262,7 @@ pub(crate) fn run_strategy(
 ) -> StrategyOutput {
     let mut out = match strategy {
         Strategy::Harmony => harmony::parse(text, tools, cfg),
+        Strategy::NativeText => native_text::parse(text, tools, cfg),
         Strategy::GuidedJson => guided::parse(text, tools, cfg),
         Strategy::React => react::parse(text, tools, cfg),
         Strategy::Markers => markers::parse(text, tools, cfg),
@@ -218,7 +272,21 @@ pub(crate) fn run_strategy(
     for c in &mut out.calls {
         c.strategy = strategy;
     }
-    out.calls.retain(|c| c.confidence >= cfg.min_confidence);
+    out.calls.retain(|c| !quoted_past(text, c.span.start));
+    let (sure, weak): (Vec<ParsedCall>, Vec<ParsedCall>) = std::mem::take(&mut out.calls)
+        .into_iter()
+        .partition(|c| c.confidence >= cfg.min_confidence);
+    out.calls = sure;
+    out.unsure.extend(weak.into_iter().map(|c| Unsure {
+        excerpt: text.get(c.span.clone()).unwrap_or_default().to_string(),
+        name: c.name,
+        arguments: c.arguments,
+        strategy,
+        source: c.source,
+    }));
+    for u in &mut out.unsure {
+        u.strategy = strategy;
+    }
     dedup(&mut out.calls);
     out
 }
@@ -230,7 +298,7 @@ pub fn parse_with(
     tools: &[ToolSpec],
     cfg: &ParserConfig,
 ) -> Vec<ParsedCall> {
-    run_strategy(strategy, text, tools, cfg).calls
+    run_strategy(strategy, &normalize::normalize(text), tools, cfg).calls
 }
 
 /// Parse a model answer for tool calls. Never panics.
@@ -240,9 +308,11 @@ pub fn parse(
     tools: &[ToolSpec],
     cfg: &ParserConfig,
 ) -> ParseOutcome {
+    let reasoning = reasoning.map(normalize::normalize);
+    let content = content.map(normalize::normalize);
     let text_of = |s: Source| match s {
-        Source::Reasoning => reasoning.filter(|t| !t.trim().is_empty()),
-        Source::Content => content.filter(|t| !t.trim().is_empty()),
+        Source::Reasoning => reasoning.as_deref().filter(|t| !t.trim().is_empty()),
+        Source::Content => content.as_deref().filter(|t| !t.trim().is_empty()),
     };
     let mut sources: Vec<Source> = Vec::new();
     for s in &cfg.sources {
@@ -256,6 +326,7 @@ pub fn parse(
     let mut content_markup: Vec<Range<usize>> = Vec::new();
     let mut harmony_final_in: Vec<Source> = Vec::new();
     let mut winner: Option<Vec<ParsedCall>> = None;
+    let mut unsure: Vec<Unsure> = Vec::new();
 
     let mut attempt = |strategy: Strategy, source: Source| -> Option<Vec<ParsedCall>> {
         let text = text_of(source)?;
@@ -276,6 +347,12 @@ pub fn parse(
         }
         for c in &mut out.calls {
             c.source = source;
+        }
+        for mut u in out.unsure {
+            u.source = source;
+            if unsure.len() < 8 && !unsure.iter().any(|o| o.name == u.name) {
+                unsure.push(u);
+            }
         }
         (!out.calls.is_empty()).then_some(out.calls)
     };
@@ -305,7 +382,7 @@ pub fn parse(
     let calls = winner.unwrap_or_default();
 
     if final_text.is_none() {
-        if let Some(c) = content {
+        if let Some(c) = content.as_deref() {
             let mut ranges = content_markup;
             ranges.extend(
                 calls
@@ -320,8 +397,12 @@ pub fn parse(
             }
         }
     }
+    if !calls.is_empty() {
+        unsure.clear();
+    }
     ParseOutcome {
         calls,
+        unsure,
         done,
         final_text,
     }
@@ -392,6 +473,9 @@ pub(crate) fn make_call(
     cfg: &ParserConfig,
 ) -> Option<ParsedCall> {
     let tool = schema::resolve(raw_name, tools, &cfg.aliases)?;
+    if schema::is_schema_echo(&args, tool) {
+        return None;
+    }
     let arguments = schema::coerce_args(args, tool);
     Some(ParsedCall {
         name: tool.name.clone(),

@@ -13,6 +13,7 @@ use crate::{Strategy, ToolSpec};
 pub fn template(strategy: Strategy) -> &'static str {
     match strategy {
         Strategy::Harmony => include_str!("../prompts/harmony.md"),
+        Strategy::NativeText => include_str!("../prompts/native_text.md"),
         Strategy::GuidedJson => include_str!("../prompts/guided_json.md"),
         Strategy::React => include_str!("../prompts/react.md"),
         Strategy::Markers => include_str!("../prompts/markers.md"),

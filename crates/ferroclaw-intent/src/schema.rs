@@ -128,6 +128,11 @@ pub fn default_aliases() -> BTreeMap<String, String> {
         ("run_command", "exec"),
         ("exec_command", "exec"),
         ("container.exec", "exec"),
+        ("terminal_command", "exec"),
+        ("run_terminal_command", "exec"),
+        ("run_terminal_cmd", "exec"),
+        ("shell_command", "exec"),
+        ("execute_command", "exec"),
         ("edit_file", "edit"),
         ("str_replace", "edit"),
         ("replace", "edit"),
@@ -202,6 +207,10 @@ pub(crate) fn resolve<'a>(
     if let Some(t) = resolve_exact(&cleaned, tools, aliases) {
         return Some(t);
     }
+    // Spelling variants of an offered name: `Web Search`, `getWeather`, `get-weather`.
+    if let Some(t) = resolve_compact(raw, tools) {
+        return Some(t);
+    }
     // Degraded Harmony: channel words glued to the name (`readcommentary`, `execjson`).
     let lower = cleaned.to_ascii_lowercase();
     for suffix in [
@@ -219,6 +228,48 @@ pub(crate) fn resolve<'a>(
         }
     }
     None
+}
+
+/// Letters and digits only, lower case: `Web Search` = `web_search` = `webSearch`.
+fn compact(s: &str) -> String {
+    s.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+fn resolve_compact<'a>(raw: &str, tools: &'a [ToolSpec]) -> Option<&'a ToolSpec> {
+    let mut s = raw.trim();
+    if let Some(m) = TOKEN_RE.find(s) {
+        s = if m.start() > 0 {
+            &s[..m.start()]
+        } else {
+            &s[m.end()..]
+        };
+    }
+    let s = s
+        .trim()
+        .trim_matches(|c: char| c == '"' || c == '\'' || c == '`' || c == '*');
+    let s = s.strip_prefix("to=").unwrap_or(s);
+    let s = ["functions.", "function.", "tools.", "tool."]
+        .iter()
+        .find_map(|p| {
+            s.get(..p.len())
+                .filter(|h| h.eq_ignore_ascii_case(p))
+                .map(|_| &s[p.len()..])
+        })
+        .unwrap_or(s);
+    if s.len() > 128 || s.contains(['\n', '{', '(']) {
+        return None;
+    }
+    let want = compact(s);
+    if want.len() < 3 {
+        return None;
+    }
+    let mut found = tools.iter().filter(|t| compact(&t.name) == want);
+    let first = found.next()?;
+    // Two tools that differ only in punctuation: the text does not say which.
+    found.next().is_none().then_some(first)
 }
 
 fn resolve_exact<'a>(
@@ -284,10 +335,28 @@ const KEY_SYNONYMS: &[(&str, &str)] = &[
     ("limit", "count"),
 ];
 
+/// Arguments that are a JSON schema (`{"type": "object", "properties": {…}}`): the
+/// model repeated a tool's definition, it did not call the tool.
+pub(crate) fn is_schema_echo(args: &Value, tool: &ToolSpec) -> bool {
+    let Some(o) = args.as_object() else {
+        return false;
+    };
+    let own = |k: &str| tool.properties().iter().any(|(p, _)| *p == k);
+    o.get("properties").is_some_and(Value::is_object)
+        && o.get("type").and_then(Value::as_str) == Some("object")
+        && !own("properties")
+        && !own("type")
+}
+
 /// Coerce arguments to the tool's schema. Always returns a JSON object.
 pub(crate) fn coerce_args(args: Value, tool: &ToolSpec) -> Value {
     let mut obj = match args {
         Value::Object(m) => m,
+        // `"parameters": [{"city": "Tokyo"}]`
+        Value::Array(mut a) if a.len() == 1 && a[0].is_object() => match a.pop() {
+            Some(Value::Object(m)) => m,
+            _ => Map::new(),
+        },
         Value::Null => Map::new(),
         Value::String(s) => {
             let t = s.trim();

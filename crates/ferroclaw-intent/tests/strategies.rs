@@ -449,3 +449,464 @@ fn guided_json_done_object_carries_the_answer() {
         Some("All files are listed above.")
     );
 }
+
+// ------------------------------------------------------------- native formats of other families
+
+fn weather_tools() -> Vec<ToolSpec> {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    vec![
+        ToolSpec::new(
+            "get_weather",
+            "Get the current weather for a location.",
+            obj(
+                json!({"location": {"type": "string"}, "unit": {"type": "string"}}),
+                &["location"],
+            ),
+        ),
+        ToolSpec::new("get_todays_date", "Today's date.", obj(json!({}), &[])),
+        ToolSpec::new(
+            "Web Search",
+            "Search the web.",
+            obj(json!({"query": {"type": "string"}}), &["query"]),
+        ),
+    ]
+}
+
+fn calls_in(
+    reasoning: Option<&str>,
+    content: Option<&str>,
+    tools: &[ToolSpec],
+) -> Vec<(String, Value)> {
+    parse(reasoning, content, tools, &ParserConfig::default())
+        .calls
+        .into_iter()
+        .map(|c| (c.name, c.arguments))
+        .collect()
+}
+
+fn weather(loc: &str) -> (String, Value) {
+    ("get_weather".to_string(), json!({"location": loc}))
+}
+
+#[test]
+fn qwen_xml_in_content_and_in_reasoning() {
+    let xml = "<tool_call>\n<function=get_weather>\n<parameter=location>\nDublin\n</parameter>\n</function>\n</tool_call>";
+    assert_eq!(
+        calls_in(None, Some(xml), &weather_tools()),
+        vec![weather("Dublin")]
+    );
+    let think = format!("<think>\nThe user wants the weather.\n{xml}\n</think>\n\n");
+    assert_eq!(
+        calls_in(None, Some(&think), &weather_tools()),
+        vec![weather("Dublin")]
+    );
+    assert_eq!(
+        calls_in(Some(xml), None, &weather_tools()),
+        vec![weather("Dublin")]
+    );
+    // Closing tags missing, two calls.
+    let open =
+        "<tool_call><function=get_weather><parameter=location>Paris<function=get_todays_date>";
+    let got = calls_in(None, Some(open), &weather_tools());
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], weather("Paris"));
+    assert_eq!(got[1].0, "get_todays_date");
+}
+
+#[test]
+fn hermes_json_with_damage() {
+    let tools = weather_tools();
+    for text in [
+        r#"<tool_call>
+{"name": "get_weather", "arguments": {"location": "Dublin"}}
+</tool_call>"#,
+        // No closing tag, no closing brace.
+        r#"<tool_call>{"name": "get_weather", "arguments": {"location": "Dublin"}"#,
+        // Mismatched quotes.
+        r#"<tool_call>{"name": "get_weather", "arguments':{'location':'Dublin'}}</tool_call>"#,
+        // `>` for `:`.
+        r#"<tool_call>{"name": "get_weather", "arguments">{"location": "Dublin"}}</tool_call>"#,
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &tools),
+            vec![weather("Dublin")],
+            "{text}"
+        );
+    }
+    // A name that is not offered is not a call.
+    assert!(calls_in(
+        None,
+        Some(r#"<tool_call>{"name": "get_stock_price", "arguments": {"ticker": "X"}}</tool_call>"#),
+        &tools
+    )
+    .is_empty());
+}
+
+#[test]
+fn bare_json_with_mismatched_quotes() {
+    let got = calls_in(
+        None,
+        Some(r#"{"name": "get_weather", "parameters':{'location':'New York'}}"#),
+        &weather_tools(),
+    );
+    assert_eq!(got, vec![weather("New York")]);
+}
+
+#[test]
+fn llama_python_tag_and_pythonic() {
+    let tools = weather_tools();
+    assert_eq!(
+        calls_in(
+            None,
+            Some(
+                r#"<|python_tag|>{"name": "get_weather", "parameters": {"location": "Dublin"}}; {"name": "get_todays_date", "parameters": {}}<|eom_id|>"#
+            ),
+            &tools
+        ),
+        vec![weather("Dublin"), ("get_todays_date".into(), json!({}))]
+    );
+    assert_eq!(
+        calls_in(None, Some(r#"get_weather(location="Dublin")"#), &tools),
+        vec![weather("Dublin")]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some(
+                r#"[get_todays_date(), get_weather(location="San Francisco, CA", unit='celsius')]"#
+            ),
+            &tools
+        ),
+        vec![
+            ("get_todays_date".into(), json!({})),
+            (
+                "get_weather".into(),
+                json!({"location": "San Francisco, CA", "unit": "celsius"})
+            )
+        ]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("```tool_code\nget_weather('Dublin')\n```"),
+            &tools
+        ),
+        vec![weather("Dublin")]
+    );
+    // Code for the reader is not a call: an unoffered function, or prose around it.
+    assert!(calls_in(
+        None,
+        Some("```python\nprint(get_weather('x'))\n```"),
+        &tools
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("You can call it like get_weather(location=\"Dublin\") from your script."),
+        &tools
+    )
+    .is_empty());
+}
+
+#[test]
+fn mistral_and_deepseek_tokens() {
+    let tools = weather_tools();
+    assert_eq!(
+        calls_in(
+            None,
+            Some(r#"[TOOL_CALLS][{"name": "get_weather", "arguments": {"location": "Paris"}}]"#),
+            &tools
+        ),
+        vec![weather("Paris")]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some(r#"[TOOL_CALLS]get_weather[ARGS]{"location": "Paris"}"#),
+            &tools
+        ),
+        vec![weather("Paris")]
+    );
+    let ds = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"location\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+    assert_eq!(calls_in(None, Some(ds), &tools), vec![weather("Paris")]);
+}
+
+#[test]
+fn tags_named_after_a_tool() {
+    let got = calls_in(
+        None,
+        Some("<terminal_command>ls -la</terminal_command>"),
+        &standard_tools(),
+    );
+    assert_eq!(
+        got,
+        vec![("exec".to_string(), json!({"command": "ls -la"}))]
+    );
+    // An HTML-ish tag that names no tool is text.
+    assert!(calls_in(None, Some("<summary>ls -la</summary>"), &standard_tools()).is_empty());
+}
+
+#[test]
+fn harmony_variants_real_models_write() {
+    let tools = weather_tools();
+    for text in [
+        // No <|call|>.
+        r#"<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"location":"Paris"}"#,
+        // No space before <|constrain|>.
+        r#"<|channel|>commentary to=functions.get_weather<|constrain|>json<|message|>{"location":"Paris"}<|call|>"#,
+        // `json` without <|constrain|>.
+        r#"<|channel|>commentary to=functions.get_weather json<|message|>{"location":"Paris"}<|call|>"#,
+        // No <|start|>assistant prefix, tokens stripped.
+        r#"commentary to=functions.get_weather json{"location":"Paris"}"#,
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &tools),
+            vec![weather("Paris")],
+            "{text}"
+        );
+    }
+    // A recipient without `functions.` and a name with a space.
+    let fetch = calls_in(
+        None,
+        Some(
+            r#"<|channel|>commentary to=fetch <|constrain|>json<|message|>{"url":"https://example.com"}<|call|>"#,
+        ),
+        &standard_tools(),
+    );
+    assert_eq!(
+        fetch,
+        vec![(
+            "web_fetch".to_string(),
+            json!({"url": "https://example.com"})
+        )]
+    );
+    let spaced = calls_in(
+        None,
+        Some(
+            r#"<|channel|>commentary to=functions.Web Search <|constrain|>json<|message|>{"query":"rust 2024"}<|call|>"#,
+        ),
+        &tools,
+    );
+    assert_eq!(
+        spaced,
+        vec![("Web Search".to_string(), json!({"query": "rust 2024"}))]
+    );
+}
+
+#[test]
+fn reasoning_streamed_in_wrapped_pieces() {
+    let text = "<reasoning>We need to call get_</reasoning><reasoning>weather for Paris.</reasoning><reasoning> <|channel|>commentary to=functions.get_</reasoning><reasoning>weather json{\"location\":\"Paris\"}</reasoning>";
+    assert_eq!(
+        calls_in(Some(text), None, &weather_tools()),
+        vec![weather("Paris")]
+    );
+}
+
+fn prose_tools() -> Vec<ToolSpec> {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    vec![
+        ToolSpec::new(
+            "get_weather",
+            "Get the current weather for a location.",
+            obj(json!({"location": {"type": "string"}}), &["location"]),
+        ),
+        ToolSpec::new(
+            "get_time",
+            "Current time in a timezone.",
+            obj(json!({"timezone": {"type": "string"}}), &["timezone"]),
+        ),
+        ToolSpec::new(
+            "web_search",
+            "Search the internet.",
+            obj(json!({"query": {"type": "string"}}), &["query"]),
+        ),
+        ToolSpec::new(
+            "get_boiling_point",
+            "Boiling point of a liquid.",
+            obj(json!({"liquid_name": {"type": "string"}}), &["liquid_name"]),
+        ),
+    ]
+}
+
+#[test]
+fn prose_intents_name_the_tool_and_its_argument() {
+    let tools = prose_tools();
+    let one = |t: &str| calls_in(Some(t), None, &tools);
+    assert_eq!(
+        one("We need to use the get_weather function for Paris."),
+        vec![("get_weather".to_string(), json!({"location": "Paris"}))]
+    );
+    assert_eq!(
+        one("I should call get_time with the timezone set to UTC."),
+        vec![("get_time".to_string(), json!({"timezone": "UTC"}))]
+    );
+    assert_eq!(
+        one("Search the internet using the query \"rust async book\"."),
+        vec![(
+            "web_search".to_string(),
+            json!({"query": "rust async book"})
+        )]
+    );
+    // Committed, argument not given: the call is made without it (the tool reports what
+    // is missing; `intent.confirm` asks the model instead).
+    assert_eq!(
+        one("We need to call the get_weather function."),
+        vec![("get_weather".to_string(), json!({}))]
+    );
+}
+
+#[test]
+fn prose_that_does_not_commit_is_no_call() {
+    let tools = prose_tools();
+    for text in [
+        "We used function get_boiling_point to find that polyjuice boils at -100 degrees.",
+        "We could call get_weather, but the user already told us it is raining; no need.",
+        "I'm not able to access real-time data, so I cannot tell you today's weather.",
+        "The get_weather function returned 18 degrees, so the answer is 18 degrees.",
+        "We need to answer the user politely.",
+        "We need to respond with the time correctly.",
+    ] {
+        assert!(calls_in(Some(text), None, &tools).is_empty(), "{text}");
+    }
+}
+
+#[test]
+fn glm_xml_and_single_tool_references() {
+    let tools = weather_tools();
+    let glm = "<tool_call>get_weather\n<arg_key>location</arg_key>\n<arg_value>Beijing</arg_value>\n</tool_call>";
+    assert_eq!(calls_in(None, Some(glm), &tools), vec![weather("Beijing")]);
+    let only = vec![ToolSpec::new(
+        "datetime",
+        "Current date and time.",
+        json!({"type": "object", "properties": {}}),
+    )];
+    assert_eq!(
+        calls_in(
+            Some("The user asks for the date. Use the function."),
+            None,
+            &only
+        ),
+        vec![("datetime".to_string(), json!({}))]
+    );
+    // With several tools "the function" does not say which.
+    assert!(calls_in(Some("Use the function."), None, &tools).is_empty());
+}
+
+#[test]
+fn more_prose_and_harmony_shapes() {
+    let mut tools = prose_tools();
+    tools.push(ToolSpec::new(
+        "get_stock_price",
+        "Price of a stock.",
+        json!({"type":"object","properties":{"symbol":{"type":"string"}},"required":["symbol"]}),
+    ));
+    let one = |t: &str| calls_in(Some(t), None, &tools);
+    let w = |l: &str| vec![("get_weather".to_string(), json!({"location": l}))];
+    assert_eq!(one("We need to call get_weather for Tokyo."), w("Tokyo"));
+    assert_eq!(
+        one("We should use functions.get_weather with location \"Boston, MA\"."),
+        w("Boston, MA")
+    );
+    assert_eq!(
+        one("Let's call get_weather(location=\"Paris\")."),
+        w("Paris")
+    );
+    assert_eq!(
+        one("We'll call get_stock_price with symbol AAPL."),
+        vec![("get_stock_price".to_string(), json!({"symbol": "AAPL"}))]
+    );
+    for text in [
+        "We have get_weather function available, but the user only said hello.",
+        "Should I call get_weather?",
+        "I cannot call get_weather because the location is unknown.",
+        "I used get_weather to find that it is sunny in Paris.",
+        "The function get_weather returned sunny for Paris.",
+    ] {
+        assert!(one(text).is_empty(), "{text}: {:?}", one(text));
+    }
+    // Harmony: the recipient in the role header, the analysis channel, no `functions.`.
+    for text in [
+        r#"<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"location":"Oslo"}<|call|>"#,
+        r#"<|channel|>analysis to=get_weather <|constrain|>json<|message|>{"location":"Oslo"}<|call|>"#,
+        r#"<|channel|>commentary to=get_weather code<|message|>{"location":"Oslo"}<|call|>"#,
+    ] {
+        assert_eq!(calls_in(None, Some(text), &tools), w("Oslo"), "{text}");
+    }
+    // A tool definition echoed back is not a call.
+    let echoed = r#"<tool_call>{"name": "get_weather", "parameters": {"type": "object", "properties": {"location": {"type": "string"}}}}</tool_call>"#;
+    assert!(calls_in(None, Some(echoed), &tools).is_empty());
+    // Mistral with a call id.
+    assert_eq!(
+        calls_in(
+            None,
+            Some(r#"[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{"location": "Lima"}"#),
+            &tools
+        ),
+        w("Lima")
+    );
+    // `<function>` with a JSON body naming the tool.
+    assert_eq!(
+        calls_in(
+            None,
+            Some(
+                r#"<function>{"name": "get_weather", "arguments": {"location": "Rome"}}</function>"#
+            ),
+            &tools
+        ),
+        w("Rome")
+    );
+}
+
+#[test]
+fn json_damage_small_models_do() {
+    let tools = weather_tools();
+    for text in [
+        r#"{"name": get_weather, "parameters": {"location": "Paris"}}"#,
+        "{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Paris\"}\nThat should give us the weather.",
+        r#"{"name":"get_weather","parameters={"location":"Paris"}}"#,
+        r#"{"name","get_weather","parameters":{"location":"Paris"}}}""#,
+        r#"{"name":"get_weather","parameters":[{"location":"Paris"}]}"#,
+        r#"{"action": "get_weather", "action_input": {"location": "Paris"}}"#,
+        r#"{"type": "function", "function": {"name": "get_weather", "parameters": {"location": "Paris"}}"#,
+    ] {
+        assert_eq!(calls_in(None, Some(text), &tools), vec![weather("Paris")], "{text}");
+    }
+}
+
+#[test]
+fn a_place_named_later_in_the_clause() {
+    let tools = prose_tools();
+    assert_eq!(
+        calls_in(
+            Some("I'll use the get_weather tool to check the weather in San Francisco."),
+            None,
+            &tools
+        ),
+        vec![(
+            "get_weather".to_string(),
+            json!({"location": "San Francisco"})
+        )]
+    );
+}
+
+#[test]
+fn placeholder_words_are_not_arguments() {
+    let tools = prose_tools();
+    for (text, want) in [
+        ("Next, I'll call get_weather for each city.", json!({})),
+        (
+            "We need to call get_weather for the given location.",
+            json!({}),
+        ),
+        (
+            "We need to call get_weather for the requested city now.",
+            json!({}),
+        ),
+    ] {
+        assert_eq!(
+            calls_in(Some(text), None, &tools),
+            vec![("get_weather".to_string(), want)],
+            "{text}"
+        );
+    }
+}

@@ -5,6 +5,18 @@ use ferroclaw_testkit::{Protocol, ReasoningField, Reply};
 use ferroclaw_types::{EventKind, Message};
 use serde_json::Value;
 
+/// A harness whose provider entry carries `extra` (tool mode, intent settings).
+async fn with_provider(extra: &'static str) -> Harness {
+    Harness::new(
+        Protocol::OpenAi,
+        Options {
+            provider_extra: extra,
+            ..Options::default()
+        },
+    )
+    .await
+}
+
 fn tool_results(body: &Value) -> Vec<String> {
     request_shape(Protocol::OpenAi, body)
         .into_iter()
@@ -27,14 +39,7 @@ fn text_tool_results(body: &Value, tool: &str) -> Vec<String> {
 #[tokio::test]
 async fn auto_mode_runs_a_tool_intent_found_only_in_the_reasoning() {
     for field in [ReasoningField::Reasoning, ReasoningField::ReasoningContent] {
-        let h = Harness::new(
-            Protocol::OpenAi,
-            Options {
-                provider_extra: r#"tool_mode: "auto","#,
-                ..Options::default()
-            },
-        )
-        .await;
+        let h = with_provider(r#"tool_mode: "auto","#).await;
         std::fs::create_dir_all(h.workspace()).expect("ws");
         std::fs::write(h.workspace().join("notes.md"), "remember the milk").expect("file");
         h.llm.push(Reply::text("").with_reasoning(
@@ -74,14 +79,7 @@ async fn auto_mode_runs_a_tool_intent_found_only_in_the_reasoning() {
 
 #[tokio::test]
 async fn intent_mode_never_sends_tools_and_keeps_history_as_text() {
-    let h = Harness::new(
-        Protocol::OpenAi,
-        Options {
-            provider_extra: r#"tool_mode: "intent", guided_decoding: "vllm","#,
-            ..Options::default()
-        },
-    )
-    .await;
+    let h = with_provider(r#"tool_mode: "intent", guided_decoding: "vllm","#).await;
     h.llm.push(Reply::text(
         r#"Sure. ```json
 {"tool_calls":[{"name":"write","arguments":{"path":"out.txt","content":"hello"}}],"done":false}
@@ -136,14 +134,7 @@ async fn intent_mode_never_sends_tools_and_keeps_history_as_text() {
 
 #[tokio::test]
 async fn harmony_markup_in_content_is_parsed_and_never_shown() {
-    let h = Harness::new(
-        Protocol::OpenAi,
-        Options {
-            provider_extra: r#"tool_mode: "auto","#,
-            ..Options::default()
-        },
-    )
-    .await;
+    let h = with_provider(r#"tool_mode: "auto","#).await;
     h.llm.push(Reply::text(
         "<|start|>assistant<|channel|>commentary to=functions.exec <|constrain|>json<|message|>{\"command\":\"echo harmony-ok\"}<|call|>",
     ));
@@ -165,14 +156,7 @@ async fn harmony_markup_in_content_is_parsed_and_never_shown() {
 
 #[tokio::test]
 async fn auto_mode_falls_back_to_text_when_the_server_refuses_tools() {
-    let h = Harness::new(
-        Protocol::OpenAi,
-        Options {
-            provider_extra: r#"tool_mode: "auto","#,
-            ..Options::default()
-        },
-    )
-    .await;
+    let h = with_provider(r#"tool_mode: "auto","#).await;
     h.llm.push(Reply::status(
         400,
         "\"auto\" tool choice requires --enable-auto-tool-choice; tools are not supported",
@@ -203,14 +187,7 @@ async fn native_mode_ignores_text_that_only_mentions_tools() {
 
 #[tokio::test]
 async fn the_configured_parser_order_and_prompt_are_used() {
-    let h = Harness::new(
-        Protocol::OpenAi,
-        Options {
-            provider_extra: r#"tool_mode: "intent", intent: { order: ["react"], sources: ["content"], prompt: "react" },"#,
-            ..Options::default()
-        },
-    )
-    .await;
+    let h = with_provider(r#"tool_mode: "intent", intent: { order: ["react"], sources: ["content"], prompt: "react" },"#).await;
     // Guided JSON is not in the configured order: it stays text.
     h.llm.push(Reply::text(
         r#"{"tool_calls":[{"name":"ls","arguments":{}}],"done":false}"#,
@@ -241,4 +218,277 @@ async fn the_configured_parser_order_and_prompt_are_used() {
         .body
         .to_string()
         .contains("[TOOL_RESULT: ls]"));
+}
+
+/// Every call format a model may fall back to, written as text, runs the tool through
+/// the same loop as a native call: one test per format, through the real HTTP wire.
+#[tokio::test]
+async fn every_text_call_format_runs_the_tool() {
+    let cases: &[(&str, &str, Option<&str>)] = &[
+        (
+            "qwen-xml",
+            "<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml\n</parameter>\n</function>\n</tool_call>",
+            None,
+        ),
+        (
+            "hermes",
+            "<tool_call>\n{\"name\": \"exec\", \"arguments\": {\"command\": \"echo fmt-hermes\"}}\n</tool_call>",
+            None,
+        ),
+        (
+            "python-tag",
+            "<|python_tag|>{\"name\": \"exec\", \"parameters\": {\"command\": \"echo fmt-python-tag\"}}<|eom_id|>",
+            None,
+        ),
+        ("pythonic", "[exec(command=\"echo fmt-pythonic\")]", None),
+        (
+            "mistral",
+            "[TOOL_CALLS][{\"name\": \"exec\", \"arguments\": {\"command\": \"echo fmt-mistral\"}}]",
+            None,
+        ),
+        (
+            "deepseek",
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>exec\n```json\n{\"command\": \"echo fmt-deepseek\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+            None,
+        ),
+        (
+            "harmony-no-call-token",
+            "<|channel|>commentary to=functions.exec<|constrain|>json<|message|>{\"command\":\"echo fmt-harmony-no-call-token\"}",
+            None,
+        ),
+        (
+            "tool-named-tag",
+            "<terminal_command>echo fmt-tool-named-tag</terminal_command>",
+            None,
+        ),
+        (
+            "broken-json",
+            "{\"name\": \"exec\", \"parameters':{'command':'echo fmt-broken-json'}",
+            None,
+        ),
+        (
+            "qwen-xml-in-reasoning",
+            "",
+            Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
+        ),
+        (
+            "wrapped-reasoning",
+            "",
+            Some("<reasoning>We need to run `echo fmt-wrapped-reasoning` with ex</reasoning><reasoning>ec. <|channel|>commentary to=functions.ex</reasoning><reasoning>ec json{\"command\":\"echo fmt-wrapped-reasoning\"}</reasoning>"),
+        ),
+    ];
+    for (name, content, reasoning) in cases {
+        let h = with_provider(r#"tool_mode: "auto","#).await;
+        let mut reply = Reply::text(*content);
+        if let Some(r) = reasoning {
+            reply = reply.with_reasoning(*r, ReasoningField::ReasoningContent);
+        }
+        h.llm.push(reply);
+        h.llm.push(Reply::text("Done."));
+        let (res, events) = run(&h.agent(), "s", "run the echo").await;
+        let out = res.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(out.text, "Done.", "{name}");
+        let reqs = h.llm.requests();
+        assert_eq!(
+            reqs.len(),
+            2,
+            "{name}: the call ran and the model saw its result"
+        );
+        let results = text_tool_results(&reqs[1].body, "exec");
+        assert_eq!(results.len(), 1, "{name}: {}", reqs[1].body);
+        assert!(
+            results[0].contains(&format!("fmt-{name}")),
+            "{name}: {results:?}"
+        );
+        assert!(
+            events.all().iter().any(|e| matches!(&e.kind, EventKind::ToolIntents { strategy, .. } if strategy != "native")),
+            "{name}: reported as a text intent: {:?}", events.all().iter().map(|e| format!("{:?}", e.kind)).collect::<Vec<_>>()
+        );
+        // The markup is not shown to the user as the turn's text.
+        let log = h.store.open("main", "s").await.expect("open");
+        let shown: String = log
+            .context()
+            .iter()
+            .filter_map(|m| match m {
+                Message::Assistant(a) => Some(a.text()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            !shown.contains("fmt-"),
+            "{name}: markup kept as text: {shown}"
+        );
+    }
+}
+
+/// A text that commits to a tool but gives no argument: without `intent.confirm` the
+/// call is made as read, and the tool's error says what is missing, so the model can
+/// correct itself on the next turn.
+#[tokio::test]
+async fn an_incomplete_call_without_confirmation_lets_the_tool_say_what_is_missing() {
+    let h = with_provider(r#"tool_mode: "auto","#).await;
+    h.llm.push(Reply::text("").with_reasoning(
+        "The user asks about the plan. We need to call read now.",
+        ReasoningField::ReasoningContent,
+    ));
+    h.llm.push(Reply::text("I need the file name."));
+    let (res, _) = run(&h.agent(), "s", "what does the plan say?").await;
+    assert_eq!(res.expect("run").text, "I need the file name.");
+    let reqs = h.llm.requests();
+    assert_eq!(reqs.len(), 2, "no confirmation request");
+    let results = text_tool_results(&reqs[1].body, "read");
+    let errors: Vec<String> = request_shape(Protocol::OpenAi, &reqs[1].body)
+        .into_iter()
+        .filter(|m| m.1.contains("[ERROR: read]"))
+        .map(|m| m.1)
+        .collect();
+    assert!(
+        results.is_empty() && errors.len() == 1 && errors[0].contains("path"),
+        "{}",
+        reqs[1].body
+    );
+}
+
+const AUTO_ASK: &str = r#"tool_mode: "auto", intent: { confirm: "ask" },"#;
+const AUTO_GUIDED: &str = r#"tool_mode: "auto", intent: { confirm: "guided" },"#;
+
+#[tokio::test]
+async fn confirmation_asks_the_model_for_exactly_the_unsure_call() {
+    // `ask`: the plain form, strictly read.
+    let h = with_provider(AUTO_ASK).await;
+    std::fs::create_dir_all(h.workspace()).expect("ws");
+    std::fs::write(h.workspace().join("plan.md"), "ship on friday").expect("file");
+    h.llm.push(Reply::text("").with_reasoning(
+        "The user asks about the plan. We need to call read now.",
+        ReasoningField::ReasoningContent,
+    ));
+    h.llm.push(Reply::text(
+        r#"{"name": "read", "arguments": {"path": "plan.md"}}"#,
+    ));
+    h.llm.push(Reply::text("The plan: ship on friday."));
+    let (res, events) = run(&h.agent(), "s", "what does plan.md say?").await;
+    assert_eq!(res.expect("run").text, "The plan: ship on friday.");
+    let reqs = h.llm.requests();
+    assert_eq!(reqs.len(), 3);
+    let ask = &reqs[1].body;
+    assert!(
+        ask.get("tools").is_none()
+            && ask.get("guided_json").is_none()
+            && ask.get("response_format").is_none(),
+        "{ask}"
+    );
+    assert_ne!(
+        ask["stream"],
+        Value::Bool(true),
+        "not streamed: nothing of it is shown"
+    );
+    let asked = ask.to_string();
+    assert!(
+        asked.contains("`read`") && asked.contains("what does plan.md say?"),
+        "{asked}"
+    );
+    assert!(events.all().iter().any(|e| matches!(&e.kind,
+        EventKind::ToolIntents { names, .. } if names == &["read"])));
+    let results = text_tool_results(&reqs[2].body, "read");
+    assert_eq!(results.len(), 1, "{}", reqs[2].body);
+    assert!(results[0].contains("ship on friday"));
+}
+
+/// A tool named without a commitment ("Next, read.") is no call by the rules; with
+/// `intent.confirm` the model is asked, and its answer decides.
+#[tokio::test]
+async fn an_unsure_mention_becomes_a_call_only_when_the_model_confirms_it() {
+    let h = with_provider(AUTO_ASK).await;
+    std::fs::create_dir_all(h.workspace()).expect("ws");
+    std::fs::write(h.workspace().join("todo.md"), "buy milk").expect("file");
+    h.llm
+        .push(Reply::text("").with_reasoning("Next, read.", ReasoningField::ReasoningContent));
+    h.llm.push(Reply::text(
+        r#"{"name": "read", "arguments": {"path": "todo.md"}}"#,
+    ));
+    h.llm.push(Reply::text("It says buy milk."));
+    let (res, events) = run(&h.agent(), "s", "what's in todo.md?").await;
+    assert_eq!(res.expect("run").text, "It says buy milk.");
+    assert!(events.all().iter().any(|e| matches!(&e.kind,
+        EventKind::ToolIntents { strategy, names, .. } if strategy == "confirm" && names == &["read"])));
+    let results = text_tool_results(&h.llm.requests()[2].body, "read");
+    assert!(
+        results.len() == 1 && results[0].contains("buy milk"),
+        "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn guided_confirmation_uses_what_the_server_supports() {
+    // Intent mode with vLLM guided decoding: `guided_json` with the tool's schema; the
+    // server refuses the field, so the plain form is asked once.
+    let extra = r#"tool_mode: "intent", guided_decoding: "vllm", intent: { confirm: "guided" },"#;
+    let h = with_provider(extra).await;
+    h.llm
+        .push(Reply::text("I should call exec to see the kernel version."));
+    h.llm.push(Reply::status(400, "unknown field: guided_json"));
+    h.llm.push(Reply::text(
+        r#"{"name":"exec","arguments":{"command":"echo guided-fallback"}}"#,
+    ));
+    h.llm.push(Reply::text(
+        r#"{"tool_calls": [], "done": true, "answer": "ok"}"#,
+    ));
+    let (res, _) = run(&h.agent(), "s", "kernel?").await;
+    assert_eq!(res.expect("run").text, "ok");
+    let reqs = h.llm.requests();
+    assert_eq!(reqs.len(), 4);
+    let guided = &reqs[1].body["guided_json"];
+    assert_eq!(
+        guided["properties"]["name"]["enum"],
+        serde_json::json!(["exec"]),
+        "{}",
+        reqs[1].body
+    );
+    assert!(guided["properties"]["arguments"]["properties"]["command"].is_object());
+    assert!(
+        reqs[2].body.get("guided_json").is_none(),
+        "refused field not sent again"
+    );
+    assert!(reqs[3].body.to_string().contains("guided-fallback"));
+
+    // Auto mode (the server takes tools): a forced native call through `tool_choice`.
+    let h = with_provider(AUTO_GUIDED).await;
+    h.llm.push(Reply::text("").with_reasoning(
+        "I should call exec to check the kernel.",
+        ReasoningField::ReasoningContent,
+    ));
+    h.llm.push(Reply::tool_call(
+        "c1",
+        "exec",
+        serde_json::json!({"command": "echo forced"}),
+    ));
+    h.llm.push(Reply::text("Forced call ran."));
+    let (res, _) = run(&h.agent(), "s", "kernel?").await;
+    assert_eq!(res.expect("run").text, "Forced call ran.");
+    let reqs = h.llm.requests();
+    let forced = &reqs[1].body;
+    assert_eq!(
+        forced["tool_choice"]["function"]["name"], "exec",
+        "{forced}"
+    );
+    assert_eq!(forced["tools"].as_array().map(Vec::len), Some(1));
+    assert!(reqs[2].body.to_string().contains("forced"));
+
+    // The model declines, or answers with prose around the JSON: no call, the turn's
+    // text stands.
+    for answer in [
+        r#"{"name": null}"#,
+        r#"Sure: {"name":"exec","arguments":{"command":"x"}}"#,
+    ] {
+        let h = with_provider(AUTO_ASK).await;
+        h.llm.push(Reply::text("I should call exec next, I think."));
+        h.llm.push(Reply::text(answer));
+        let (res, _) = run(&h.agent(), "s", "hm").await;
+        assert_eq!(
+            res.expect("run").text,
+            "I should call exec next, I think.",
+            "{answer}"
+        );
+        assert_eq!(h.llm.requests().len(), 2, "{answer}");
+    }
 }

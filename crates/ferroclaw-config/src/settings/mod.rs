@@ -27,8 +27,8 @@ pub use gateway::{
     SchedulerSettings, UserRole,
 };
 pub use provider::{
-    GuidedDecoding, ModelChoice, ProviderChainSettings, ProviderKind, ProviderSettings,
-    SchemaFlavor, ToolCallingSettings, ToolMode,
+    GuidedDecoding, IntentConfirm, ModelChoice, ProviderChainSettings, ProviderKind,
+    ProviderSettings, SchemaFlavor, ToolCallingSettings, ToolMode,
 };
 pub use tools::{
     AgentToolPolicySettings, ApprovalMode, CustomToolSettings, ExecLimitsSettings, ExecMode,

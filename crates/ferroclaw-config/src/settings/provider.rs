@@ -95,7 +95,7 @@ pub struct ToolCallingSettings {
     pub mode: ToolMode,
     pub guided: GuidedDecoding,
     /// Intent strategies in the order they are tried (validated names: harmony,
-    /// guided_json, react, markers, fuzzy).
+    /// native_text, guided_json, react, markers, fuzzy).
     pub intent_order: Vec<String>,
     /// Where intents are looked for, first first (reasoning, content).
     pub intent_sources: Vec<String>,
@@ -103,4 +103,18 @@ pub struct ToolCallingSettings {
     pub intent_prompt: String,
     /// `<dir>/<strategy>.md` replaces the built-in tool-calling prompt when present.
     pub prompts_dir: PathBuf,
+    /// Ask the model again for a call its text is unsure about.
+    pub confirm: IntentConfirm,
+}
+
+/// How an unsure text intent is settled (`providers.<p>.intent.confirm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IntentConfirm {
+    /// Not a call.
+    #[default]
+    Off,
+    /// A second request constrained by the server's guided decoding.
+    Guided,
+    /// A second request asking for a strict format.
+    Ask,
 }

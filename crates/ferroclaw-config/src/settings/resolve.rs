@@ -241,6 +241,11 @@ impl LoadedConfig {
                 intent_sources: r.intent.sources.clone(),
                 intent_prompt: r.intent.prompt.clone(),
                 prompts_dir: self.home.join("prompts").join("intent"),
+                confirm: match r.intent.confirm {
+                    schema::IntentConfirm::Off => IntentConfirm::Off,
+                    schema::IntentConfirm::Guided => IntentConfirm::Guided,
+                    schema::IntentConfirm::Ask => IntentConfirm::Ask,
+                },
             },
             tools: AgentToolsSettings {
                 policy: AgentToolPolicySettings {

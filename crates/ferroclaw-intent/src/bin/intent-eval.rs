@@ -1,22 +1,31 @@
 //! Evaluate the intent parser on the labelled corpus.
 //!
-//! `cargo run -p ferroclaw-intent --bin intent-eval [-- [--verbose] [corpus_dir]]`
+//! `cargo run -p ferroclaw-intent --bin intent-eval [-- [--verbose] [--heldout] [corpus_dir]]`
+//!
+//! Scores the written corpus, then the real-output corpus (`real/dev.jsonl` and
+//! `real/heldout.jsonl`). `--verbose` lists the failures of the written corpus and of the
+//! real development part; the held-out part's failures are listed only with
+//! `--heldout`, so tuning does not look at them.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use ferroclaw_intent::eval::{default_corpus_dir, evaluate, load_corpus, standard_tools};
+use ferroclaw_intent::eval::{
+    default_corpus_dir, evaluate, evaluate_real, load_corpus, load_file, standard_tools,
+};
 use ferroclaw_intent::{parse, ParserConfig};
 
 fn main() -> ExitCode {
     let mut verbose = false;
+    let mut heldout_failures = false;
     let mut dir: Option<PathBuf> = None;
     for a in std::env::args().skip(1) {
         match a.as_str() {
             "-v" | "--verbose" => verbose = true,
+            "--heldout" => heldout_failures = true,
             "-h" | "--help" => {
-                println!("usage: intent-eval [--verbose] [corpus_dir]");
+                println!("usage: intent-eval [--verbose] [--heldout] [corpus_dir]");
                 return ExitCode::SUCCESS;
             }
             other => dir = Some(PathBuf::from(other)),
@@ -55,6 +64,26 @@ fn main() -> ExitCode {
         secs * 1e6 / (rounds * cases.len()) as f64
     );
 
+    let mut real_failures = Vec::new();
+    for (part, show) in [("dev", verbose), ("heldout", heldout_failures)] {
+        let path = dir.join("real").join(format!("{part}.jsonl"));
+        if !path.exists() {
+            continue;
+        }
+        let cases = match load_file(&path) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("intent-eval: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let real = evaluate_real(&cases, &cfg);
+        println!("\n{}", real.table(&format!("real output, {part}")));
+        if show {
+            real_failures.push((part, real.overall.failures));
+        }
+    }
+
     if verbose {
         let rows = report
             .strategies
@@ -68,6 +97,12 @@ fn main() -> ExitCode {
             for f in &r.failures {
                 println!("  {f}");
             }
+        }
+    }
+    for (part, failures) in real_failures {
+        println!("\nreal {part} failures ({}):", failures.len());
+        for f in failures {
+            println!("  {f}");
         }
     }
     ExitCode::SUCCESS

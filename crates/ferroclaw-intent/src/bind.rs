@@ -1,0 +1,271 @@
+//! Arguments named in prose: reasoning models spell out the values they are about to
+//! pass, often sentences away from the tool's name — "The function requires the
+//! location parameter, which in this case is Tokyo", "with x=5, y=3, operation=\"add\"",
+//! "I'll input \"London, UK\" as the location", "experiment_name \"boiling_point\"".
+//! [`bindings`] reads such statements for the properties of one tool.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use crate::ToolSpec;
+
+/// Bound values for `tool`'s properties found in `text` (the last usable statement per
+/// property).
+pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
+    let mut out = Map::new();
+    if text.len() > 64 * 1024 {
+        return out;
+    }
+    let props: Vec<(&str, String)> = tool
+        .properties()
+        .into_iter()
+        .map(|(p, _)| (p, key_form(p)))
+        .collect();
+    if props.is_empty() {
+        return out;
+    }
+    let mut found: Vec<(usize, &str, Value)> = Vec::new();
+    for (re, key_group, value_group) in [
+        (&*KEY_THEN_VALUE, 1, 2),
+        (&*SET_KEY_TO, 1, 2),
+        (&*VALUE_AS_KEY, 2, 1),
+        (&*KEY_QUOTED, 1, 2),
+        (&*WITH_KEY_VALUE, 1, 2),
+    ] {
+        for c in re.captures_iter(text) {
+            let (Some(k), Some(v)) = (c.get(key_group), c.get(value_group)) else {
+                continue;
+            };
+            let Some(prop) = match_prop(k.as_str(), &props) else {
+                continue;
+            };
+            // A one-letter property (`a`, `x`) only in `x=5` / `x: 5` form.
+            let short = prop.chars().count() <= 2;
+            let between = if k.end() <= v.start() {
+                &text[k.end()..v.start()]
+            } else {
+                ""
+            };
+            let assigned = between.contains(['=', ':']);
+            if short && !assigned {
+                continue;
+            }
+            if let Some(value) = value_of(v.as_str()) {
+                found.push((v.start(), prop, value));
+            }
+        }
+    }
+    // The last statement wins: reasoning revises ("… "San Francisco". So we should call
+    // get_weather with location "San Francisco, USA"").
+    found.sort_by_key(|(at, _, _)| *at);
+    for (_, prop, value) in found {
+        out.insert(prop.to_string(), value);
+    }
+    out
+}
+
+/// `experiment_name` / `experiment name` / `experimentName` → `experimentname`.
+fn key_form(s: &str) -> String {
+    s.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// The property a captured key (one or two words) names: both words, else the last.
+fn match_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
+    let whole = key_form(key);
+    let last = key
+        .rsplit(|c: char| c.is_whitespace())
+        .next()
+        .map(key_form)
+        .unwrap_or_default();
+    props
+        .iter()
+        .find(|(_, f)| *f == whole)
+        .or_else(|| props.iter().find(|(_, f)| *f == last))
+        .map(|(p, _)| *p)
+}
+
+const VALUE: &str = r#"("[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|-?\d+(?:\.\d+)?\b|[A-Za-z](?:[\w/:@+-]|\.\w)*(?:,? [A-Z](?:[\w-]|\.\w)*){0,3})"#;
+const KEY: &str = r"([A-Za-z_][\w-]{0,40}(?: [A-Za-z_][\w-]{0,40})?)";
+
+/// `x=5`, `location: "Paris"`, `the location parameter, which in this case is Tokyo`,
+/// `unit should be celsius`.
+static KEY_THEN_VALUE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(&format!(
+        r"(?:^|[^\w.]){KEY}\s*(?i:parameter|argument|field|param|value)?\s*(?:[=:]|,?\s*(?i:which\s+(?:in\s+this\s+case\s+)?|that\s+)?(?i:is|should\s+be|will\s+be|would\s+be|must\s+be|set\s+to|to\s+be|equals?)\b)\s*{VALUE}"
+    ))
+});
+/// `set the operation to "add"`
+static SET_KEY_TO: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(&format!(
+        r"\b(?i:set)\s+(?i:the\s+)?{KEY}\s+(?i:parameter\s+)?(?i:to)\s+{VALUE}"
+    ))
+});
+/// `"London, UK" as the location`
+static VALUE_AS_KEY: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"("[^"\n]{1,200}"|'[^'\n]{1,200}'|\b[A-Z][\w.-]*(?:,? [A-Z][\w.-]*){0,3})\s+as\s+(?:the\s+|a\s+|its\s+)?([A-Za-z_][\w-]{0,40})\b"#,
+    )
+});
+/// `with symbol AAPL`, `with the timezone UTC`
+static WITH_KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(&format!(
+        r"\b(?i:with)\s+(?i:the\s+)?([A-Za-z_][\w-]{{0,40}})\s+{VALUE}"
+    ))
+});
+/// `experiment_name "boiling_point"`
+static KEY_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"\b([A-Za-z_][\w-]{0,40})\s+("[^"\n]{1,200}"|'[^'\n]{1,200}')"#,
+    )
+});
+
+fn value_of(raw: &str) -> Option<Value> {
+    let t = raw.trim().trim_end_matches(['.', ',']);
+    for (o, c) in [('"', '"'), ('\'', '\''), ('`', '`')] {
+        if t.len() >= 2 && t.starts_with(o) && t.ends_with(c) {
+            let inner = t[1..t.len() - 1].trim();
+            return (!inner.is_empty()).then(|| Value::String(inner.to_string()));
+        }
+    }
+    if let Ok(n) = t.parse::<i64>() {
+        return Some(Value::from(n));
+    }
+    if let Ok(f) = t.parse::<f64>() {
+        return serde_json::Number::from_f64(f).map(Value::Number);
+    }
+    let lower = t.to_ascii_lowercase();
+    if matches!(lower.as_str(), "true" | "false") {
+        return Some(Value::Bool(lower == "true"));
+    }
+    // A bare word that only says something is coming is no value.
+    const VAGUE: &[&str] = &[
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "it",
+        "required",
+        "needed",
+        "optional",
+        "provided",
+        "given",
+        "specified",
+        "correct",
+        "set",
+        "not",
+        "missing",
+        "empty",
+        "also",
+        "in",
+        "called",
+        "named",
+        "one",
+        "any",
+        "some",
+        "what",
+        "which",
+        "used",
+        "passed",
+        "parameter",
+        "parameters",
+        "argument",
+        "arguments",
+        "field",
+        "value",
+        "param",
+        "clearly",
+        "exactly",
+        "string",
+        "as",
+        "to",
+        "of",
+        "for",
+        "from",
+        "and",
+        "or",
+        "is",
+        "be",
+        "null",
+        "none",
+        "default",
+        "same",
+        "there",
+        "here",
+        "true.",
+        "we",
+        "i",
+        "you",
+        "user",
+        "users",
+        "now",
+        "then",
+        "so",
+        "but",
+    ];
+    if VAGUE.contains(&lower.as_str()) {
+        return None;
+    }
+    Some(Value::String(t.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(props: &[&str]) -> ToolSpec {
+        let mut p = Map::new();
+        for k in props {
+            p.insert((*k).to_string(), json!({"type": "string"}));
+        }
+        ToolSpec::new("t", "", json!({"type": "object", "properties": p}))
+    }
+
+    #[test]
+    fn statements_of_values() {
+        let t = tool(&["location"]);
+        for (text, want) in [
+            (
+                "The function requires the location parameter, which in this case is Tokyo.",
+                "Tokyo",
+            ),
+            ("I'll input \"London, UK\" as the location.", "London, UK"),
+            ("Call it with location=\"Paris\".", "Paris"),
+            ("The location should be Berlin, Germany.", "Berlin, Germany"),
+        ] {
+            assert_eq!(
+                bindings(text, &t).get("location"),
+                Some(&json!(want)),
+                "{text}"
+            );
+        }
+        let calc = tool(&["x", "y", "operation"]);
+        let b = bindings(
+            "So, I'll call the calculate function with x=5, y=3, operation=\"add\".",
+            &calc,
+        );
+        assert_eq!(
+            Value::Object(b),
+            json!({"x": 5, "y": 3, "operation": "add"})
+        );
+        let e = tool(&["experiment_name"]);
+        assert_eq!(
+            bindings(
+                "get_experiment_id with experiment_name \"boiling_point\"",
+                &e
+            )
+            .get("experiment_name"),
+            Some(&json!("boiling_point"))
+        );
+        // "a" inside words is not the property `a`; vague words are no values.
+        let ab = tool(&["a", "b"]);
+        assert!(bindings("I need to add and multiply them as requested.", &ab).is_empty());
+        assert!(bindings("The location is required.", &t).is_empty());
+    }
+}

@@ -1,0 +1,1067 @@
+//! The native tool-call formats of other model families, written as text when the
+//! server did not turn them into structured calls:
+//!
+//! * Qwen3-Coder XML: `<tool_call><function=NAME><parameter=KEY>VALUE</parameter>…`
+//!   (closing tags optional), and `<function=NAME>{json}</function>` (Llama 3.1's
+//!   custom format).
+//! * Hermes: `<tool_call>{"name": …, "arguments": …}</tool_call>`.
+//! * Llama 3.x `<|python_tag|>{…}; {…}`, Llama 4 `<|python_start|>…<|python_end|>`.
+//! * Mistral `[TOOL_CALLS][{…}]` and `[TOOL_CALLS]name[ARGS]{…}`.
+//! * DeepSeek `<|tool_call_begin|>function<|tool_sep|>NAME ```json {…}``` ` (full-width
+//!   tokens are made ASCII by [`crate::normalize`]).
+//! * Granite `<|tool_call|>[…]`.
+//! * Pythonic calls making up the whole answer: `get_weather(location="Dublin")`,
+//!   `[get_todays_date(), get_weather(location="…")]`, also in a ```` ```tool_code ````
+//!   fence.
+//! * A tag named after an offered tool: `<terminal_command>ls -la</terminal_command>`.
+//!
+//! Every name must resolve to an offered tool; broken JSON is repaired first.
+
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use crate::{guided, jsonscan, make_call, schema, ParserConfig, StrategyOutput, ToolSpec};
+
+/// Explicit call markup: the model meant a call.
+const MARKED: f32 = 0.95;
+/// A whole answer that is nothing but pythonic calls to offered tools.
+const PYTHONIC: f32 = 0.85;
+/// A tag that happens to carry an offered tool's name.
+const TOOL_TAG: f32 = 0.75;
+
+pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
+    let mut out = StrategyOutput::default();
+    if tools.is_empty() {
+        return out;
+    }
+    let cx = Cx { text, tools, cfg };
+    let mut taken: Vec<Range<usize>> = Vec::new();
+    tool_call_tags(&cx, &mut out, &mut taken);
+    function_tags(&cx, &mut out, &mut taken);
+    python_tag(&cx, &mut out, &mut taken);
+    mistral(&cx, &mut out, &mut taken);
+    deepseek(&cx, &mut out, &mut taken);
+    invokes(&cx, &mut out, &mut taken);
+    tool_code_fences(&cx, &mut out, &mut taken);
+    if out.calls.is_empty() {
+        json_string_list(text, tools, cfg, &mut out);
+    }
+    if out.calls.is_empty() {
+        pythonic_answer(text, tools, cfg, &mut out);
+    }
+    if out.calls.is_empty() {
+        shell_fence_answer(text, tools, cfg, &mut out);
+    }
+    if out.calls.is_empty() {
+        tool_named_tags(text, tools, cfg, &mut out);
+    }
+    out.calls.sort_by_key(|c| c.span.start);
+    out
+}
+
+static ARROW_TOOL: LazyLock<Regex> =
+    LazyLock::new(|| ferroclaw_types::literal_regex(r#"(?:tool|name)\s*=>\s*"([^"\n]{1,80})""#));
+static ARROW_ARG: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"(?:--|\b)([A-Za-z_][\w-]{0,40})\s*(?:=>\s*)?"([^"\n]{0,500})""#,
+    )
+});
+
+/// What every recogniser reads.
+#[derive(Clone, Copy)]
+struct Cx<'a> {
+    text: &'a str,
+    tools: &'a [ToolSpec],
+    cfg: &'a ParserConfig,
+}
+
+fn overlaps(taken: &[Range<usize>], r: &Range<usize>) -> bool {
+    taken.iter().any(|t| t.start < r.end && r.start < t.end)
+}
+
+fn push(
+    out: &mut StrategyOutput,
+    name: &str,
+    args: Value,
+    conf: f32,
+    span: Range<usize>,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> bool {
+    if out.calls.len() >= crate::MAX_CALLS {
+        return false;
+    }
+    match make_call(name, args, conf, span.clone(), tools, cfg) {
+        Some(c) => {
+            out.calls.push(c);
+            out.markup.push(span);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Finds `needle` (ASCII case-insensitive) at or after `from`.
+fn find_ci(text: &str, from: usize, needle: &str) -> Option<usize> {
+    let hay = text.as_bytes();
+    let n = needle.as_bytes();
+    if n.is_empty() || from >= hay.len() || n.len() > hay.len() - from {
+        return None;
+    }
+    let first = n[0].to_ascii_lowercase();
+    (from..=hay.len() - n.len()).find(|&i| {
+        hay[i].to_ascii_lowercase() == first && hay[i..i + n.len()].eq_ignore_ascii_case(n)
+    })
+}
+
+/// The body of a block opened at `body_start`: up to the first of `ends` (which is
+/// consumed) or `stops` (not consumed), else the end of the text.
+fn block(text: &str, body_start: usize, ends: &[&str], stops: &[&str]) -> (Range<usize>, usize) {
+    let mut best: Option<(usize, usize)> = None;
+    for e in ends {
+        if let Some(i) = find_ci(text, body_start, e) {
+            if best.is_none_or(|(b, _)| i < b) {
+                best = Some((i, i + e.len()));
+            }
+        }
+    }
+    for s in stops {
+        if let Some(i) = find_ci(text, body_start, s) {
+            if best.is_none_or(|(b, _)| i < b) {
+                best = Some((i, i));
+            }
+        }
+    }
+    let (body_end, end) = best.unwrap_or((text.len(), text.len()));
+    (body_start..body_end, end)
+}
+
+// ---------------------------------------------------------------- <tool_call>
+
+const TOOL_CALL_OPEN: &[&str] = &[
+    "<tool_call>",
+    "<tool_calls>",
+    "<function_call>",
+    "<functioncall>",
+    "<function>",
+    "<tool-use>",
+    "<tool_use>",
+    "<|tool_call|>",
+    "[TOOL_CALL]",
+];
+
+fn tool_call_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    for open in TOOL_CALL_OPEN {
+        let close = if open.starts_with("<|") {
+            String::new()
+        } else if let Some(tag) = open.strip_prefix('[') {
+            format!("[/{tag}")
+        } else {
+            format!("</{}", &open[1..])
+        };
+        let mut pos = 0;
+        while let Some(start) = find_ci(text, pos, open) {
+            let body_start = start + open.len();
+            let ends: Vec<&str> = if close.is_empty() {
+                vec![]
+            } else {
+                vec![close.as_str()]
+            };
+            let (body, end) = block(text, body_start, &ends, TOOL_CALL_OPEN);
+            pos = end.max(body_start);
+            let span = start..end.max(body.end);
+            if overlaps(taken, &span) {
+                continue;
+            }
+            if call_body(text, body, span.clone(), tools, cfg, out) {
+                taken.push(span);
+            }
+        }
+    }
+}
+
+/// One `<tool_call>` body: Qwen XML, JSON (one object or a list), or `name {json}`.
+fn call_body(
+    text: &str,
+    body: Range<usize>,
+    span: Range<usize>,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+    out: &mut StrategyOutput,
+) -> bool {
+    let inner = text[body.clone()].trim();
+    let lead = body.start + (text[body.clone()].len() - text[body.clone()].trim_start().len());
+    if inner.is_empty() {
+        return false;
+    }
+    if find_ci(inner, 0, "<function=").is_some() {
+        return xml_functions(text, body, tools, cfg, out) > 0;
+    }
+    // `<invoke name=…>` inside: read by `invokes`.
+    if find_ci(inner, 0, "<invoke name=").is_some() {
+        return false;
+    }
+    // GLM: `NAME\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>…`.
+    if let Some(k) = find_ci(inner, 0, "<arg_key>") {
+        let name = inner[..k].trim();
+        return push(
+            out,
+            name,
+            Value::Object(glm_args(&inner[k..])),
+            MARKED,
+            span,
+            tools,
+            cfg,
+        );
+    }
+    let first = inner.as_bytes()[0];
+    if first == b'{' || first == b'[' {
+        let mut found = false;
+        for v in json_values(text, lead, body.end) {
+            found |= json_calls(&v, span.clone(), MARKED, tools, cfg, out);
+        }
+        if found {
+            return true;
+        }
+    }
+    // `{tool => "read_file", args => {--path "a.md"}}` (invented by some agents' models).
+    if let Some(c) = ARROW_TOOL.captures(inner) {
+        if let Some(name) = c.get(1) {
+            let mut args = Map::new();
+            for a in ARROW_ARG.captures_iter(&inner[name.end()..]) {
+                if let (Some(k), Some(v)) = (a.get(1), a.get(2)) {
+                    args.insert(
+                        k.as_str().to_string(),
+                        Value::String(v.as_str().to_string()),
+                    );
+                }
+            }
+            return push(
+                out,
+                name.as_str(),
+                Value::Object(args),
+                MARKED,
+                span,
+                tools,
+                cfg,
+            );
+        }
+    }
+    // `name\n{json}` / `name {json}` / `name(args)`.
+    if let Some(i) = inner.find(['{', '(']) {
+        let name = inner[..i].trim();
+        if !name.is_empty() && !name.contains(char::is_whitespace) {
+            if inner.as_bytes()[i] == b'{' {
+                if let Some((_, v)) = jsonscan::value_at(text, lead + i) {
+                    return push(out, name, v, MARKED, span, tools, cfg);
+                }
+            } else if let Some((calls, _)) = pythonic_calls(inner) {
+                let mut found = false;
+                for (n, a) in calls {
+                    found |= push(out, &n, a, MARKED, span.clone(), tools, cfg);
+                }
+                return found;
+            }
+        }
+    }
+    false
+}
+
+/// JSON values laid one after another (separated by whitespace, `,` or `;`).
+fn json_values(text: &str, mut pos: usize, end: usize) -> Vec<Value> {
+    let mut vals = Vec::new();
+    while pos < end && vals.len() < crate::MAX_CALLS {
+        let rest = &text[pos..end];
+        let Some(off) = rest.find(['{', '[']) else {
+            break;
+        };
+        // Only separators between values.
+        if !rest[..off]
+            .chars()
+            .all(|c| c.is_whitespace() || c == ',' || c == ';')
+        {
+            break;
+        }
+        let at = pos + off;
+        let slice_end = jsonscan::balanced_end(&text[..end], at, false).unwrap_or(end);
+        match jsonscan::value_at(&text[..slice_end], at) {
+            Some((r, v)) => {
+                pos = r.end;
+                vals.push(v);
+            }
+            None => break,
+        }
+    }
+    vals
+}
+
+/// Calls in one JSON value: an object with a name, or a list of them.
+fn json_calls(
+    v: &Value,
+    span: Range<usize>,
+    conf: f32,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+    out: &mut StrategyOutput,
+) -> bool {
+    match v {
+        Value::Array(items) => {
+            let mut found = false;
+            for item in items {
+                found |= json_calls(item, span.clone(), conf, tools, cfg, out);
+            }
+            found
+        }
+        Value::Object(o) => {
+            if let Some(list) = o.get("tool_calls").or_else(|| o.get("calls")) {
+                return json_calls(list, span, conf, tools, cfg, out);
+            }
+            let (name, args) = guided::name_and_args(v);
+            match name {
+                Some(n) => push(out, &n, args, conf, span, tools, cfg),
+                None => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+// ---------------------------------------------------------------- <function=…>
+
+fn function_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    let mut pos = 0;
+    while let Some(start) = find_ci(text, pos, "<function=") {
+        pos = start + 1;
+        if overlaps(taken, &(start..start + 1)) {
+            continue;
+        }
+        let (_, end) = block(text, start, &["</function>"], &["<tool_call>"]);
+        let span = start..end;
+        if xml_functions(text, span.clone(), tools, cfg, out) > 0 {
+            taken.push(span.clone());
+        }
+        pos = end.max(start + 1);
+    }
+}
+
+/// Every `<function=NAME>` in `range`, with `<parameter=KEY>` children or a JSON body.
+fn xml_functions(
+    text: &str,
+    range: Range<usize>,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+    out: &mut StrategyOutput,
+) -> usize {
+    let mut n = 0;
+    let mut pos = range.start;
+    while let Some(start) = find_ci(&text[..range.end], pos, "<function=") {
+        let name_start = start + "<function=".len();
+        let rest = &text[name_start..range.end];
+        let name_len = rest
+            .find(|c: char| {
+                !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ' ' | '"' | '\''))
+            })
+            .unwrap_or(rest.len());
+        let name = rest[..name_len]
+            .trim()
+            .trim_matches(|c| c == '"' || c == '\'');
+        // `>` normally; `(` or `{` when the model glued the arguments on.
+        let mut body_start = name_start + name_len;
+        if text[body_start..range.end].starts_with('>') {
+            body_start += 1;
+        }
+        let (body, end) = block(
+            &text[..range.end],
+            body_start,
+            &["</function>"],
+            &["<function="],
+        );
+        pos = end.max(body_start).max(start + 1);
+        let body = if text[body.clone()].trim_start().starts_with('(') {
+            let b = body.start + text[body.clone()].find('(').unwrap_or(0) + 1;
+            b..body.end
+        } else {
+            body
+        };
+        let inner = text[body.clone()].trim();
+        let args = if find_ci(inner, 0, "<parameter=").is_some() {
+            Value::Object(xml_parameters(inner))
+        } else if inner.starts_with('{') {
+            let lead =
+                body.start + (text[body.clone()].len() - text[body.clone()].trim_start().len());
+            let limit = jsonscan::balanced_end(&text[..body.end], lead, false).unwrap_or(body.end);
+            match jsonscan::value_at(&text[..limit], lead) {
+                Some((_, v)) => v,
+                None => continue,
+            }
+        } else if inner.is_empty() {
+            Value::Object(Map::new())
+        } else {
+            continue;
+        };
+        if name.len() <= 128 && push(out, name, args, MARKED, start..end, tools, cfg) {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// `<arg_key>K</arg_key><arg_value>V</arg_value>` pairs (values are JSON when they parse).
+fn glm_args(body: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    let mut pos = 0;
+    while let Some(k) = find_ci(body, pos, "<arg_key>") {
+        let ks = k + "<arg_key>".len();
+        let Some(ke) = find_ci(body, ks, "</arg_key>") else {
+            break;
+        };
+        let key = body[ks..ke].trim();
+        let after_key = ke + "</arg_key>".len();
+        // The `<arg_value>` opener is sometimes missing: the value starts after the key.
+        let vs = match find_ci(body, after_key, "<arg_value>") {
+            Some(v) if body[after_key..v].trim().is_empty() => v + "<arg_value>".len(),
+            _ => after_key,
+        };
+        let (v, end) = block(body, vs, &["</arg_value>"], &["<arg_key>"]);
+        pos = end.max(vs);
+        let raw = body[v].trim();
+        let value = serde_json::from_str::<Value>(raw)
+            .ok()
+            .filter(|v| !v.is_string())
+            .unwrap_or_else(|| Value::String(raw.to_string()));
+        if !key.is_empty() && key.len() <= 128 {
+            m.insert(key.to_string(), value);
+        }
+    }
+    m
+}
+
+/// `<parameter=KEY>VALUE</parameter>` pairs; a closing tag may be missing. One newline
+/// either side of a value belongs to the markup.
+fn xml_parameters(body: &str) -> Map<String, Value> {
+    keyed_values(
+        body,
+        "<parameter=",
+        &["<parameter=", "</function>"],
+        |raw| {
+            let raw = raw.strip_prefix('\n').unwrap_or(raw);
+            raw.strip_suffix('\n').unwrap_or(raw)
+        },
+    )
+}
+
+/// `{open}KEY>VALUE</parameter>` pairs, each value cut at `</parameter>` or at one of
+/// `stops`, then shaped by `clean`.
+fn keyed_values(
+    body: &str,
+    open: &str,
+    stops: &[&str],
+    clean: impl Fn(&str) -> &str,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    let mut pos = 0;
+    while let Some(start) = find_ci(body, pos, open) {
+        let key_start = start + open.len();
+        let Some(gt) = body[key_start..].find('>') else {
+            break;
+        };
+        let key = body[key_start..key_start + gt]
+            .trim()
+            .trim_matches(|c| c == '"' || c == '\'');
+        let v_start = key_start + gt + 1;
+        let (v, end) = block(body, v_start, &["</parameter>"], stops);
+        pos = end.max(v_start);
+        if !key.is_empty() && key.len() <= 128 {
+            m.insert(key.to_string(), Value::String(clean(&body[v]).to_string()));
+        }
+    }
+    m
+}
+
+// ---------------------------------------------------------------- Llama
+
+fn python_tag(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    for (open, ends) in [
+        ("<|python_tag|>", &["<|eom_id|>", "<|eot_id|>"][..]),
+        ("<|python_start|>", &["<|python_end|>"][..]),
+    ] {
+        let mut pos = 0;
+        while let Some(start) = find_ci(text, pos, open) {
+            let body_start = start + open.len();
+            let (body, end) = block(text, body_start, ends, &[open]);
+            pos = end.max(body_start);
+            let span = start..end;
+            if overlaps(taken, &span) {
+                continue;
+            }
+            let inner = text[body.clone()].trim();
+            let lead =
+                body.start + (text[body.clone()].len() - text[body.clone()].trim_start().len());
+            let mut found = false;
+            if inner.starts_with('{')
+                || inner.starts_with('[') && inner[1..].trim_start().starts_with('{')
+            {
+                for v in json_values(text, lead, body.end) {
+                    found |= json_calls(&v, span.clone(), MARKED, tools, cfg, out);
+                }
+            } else if let Some((calls, _)) = pythonic_calls(inner) {
+                for (n, a) in calls {
+                    found |= push(out, &n, a, MARKED, span.clone(), tools, cfg);
+                }
+            }
+            if found {
+                taken.push(span);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- Mistral
+
+fn mistral(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    let open = "[TOOL_CALLS]";
+    let mut pos = 0;
+    while let Some(start) = find_ci(text, pos, open) {
+        let body_start = start + open.len();
+        let (body, end) = block(text, body_start, &["</s>"], &[open]);
+        pos = end.max(body_start);
+        let span = start..end;
+        if overlaps(taken, &span) {
+            continue;
+        }
+        let inner = text[body.clone()].trim_start();
+        let lead = body.end - text[body.clone()].trim_start().len();
+        let mut found = false;
+        if inner.starts_with('[') || inner.starts_with('{') {
+            for v in json_values(text, lead, body.end) {
+                found |= json_calls(&v, span.clone(), MARKED, tools, cfg, out);
+            }
+        } else {
+            // `name[ARGS]{…}` or `name{…}`, possibly several.
+            let mut p = lead;
+            while p < body.end {
+                let rest = &text[p..body.end];
+                let Some(brace) = rest.find('{') else { break };
+                // `name[ARGS]{…}`, `name[CALL_ID]id[ARGS]{…}`.
+                let head = rest[..brace].trim();
+                let name = head.split('[').next().unwrap_or(head).trim();
+                let Some((r, v)) = jsonscan::value_at(&text[..body.end], p + brace) else {
+                    break;
+                };
+                found |= push(out, name, v, MARKED, span.clone(), tools, cfg);
+                p = r.end;
+            }
+        }
+        if found {
+            taken.push(span);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- DeepSeek
+
+fn deepseek(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    // Anchored on the separator: models drop or misspell the tokens around it
+    // (`<|tool_calls|>function<|tool_sep|>…`, no `<|tool_call_begin|>`).
+    const SEP: &str = "<|tool_sep|>";
+    let mut pos = 0;
+    while let Some(sep) = find_ci(text, pos, SEP) {
+        pos = sep + SEP.len();
+        let head = &text[..sep];
+        let token_end = head.rfind("|>").map_or(0, |i| i + 2);
+        let start = head[..token_end].rfind("<|").unwrap_or(token_end);
+        let before = head[token_end..].trim();
+        let after = sep + SEP.len();
+        let (body, end) = block(
+            text,
+            after,
+            &["<|tool_call_end|>"],
+            &[SEP, "<|tool_calls_end|>", "<|tool_call_begin|>"],
+        );
+        let span = start..end;
+        if overlaps(taken, &span) {
+            continue;
+        }
+        let inner = &text[body.clone()];
+        // `function<|tool_sep|>NAME\n```json\n{…}\n```` (R1, V3) or `NAME<|tool_sep|>{…}` (V3.1).
+        let (name, args_from) = if before.is_empty() || before.eq_ignore_ascii_case("function") {
+            let name_end = inner.find(['\n', '{', '`']).unwrap_or(inner.len());
+            (inner[..name_end].trim(), name_end)
+        } else {
+            (before, 0)
+        };
+        let args = match inner[args_from..].find('{') {
+            Some(b) => match jsonscan::value_at(&text[..body.end], body.start + args_from + b) {
+                Some((_, v)) => v,
+                None => continue,
+            },
+            None => Value::Object(Map::new()),
+        };
+        if push(out, name, args, MARKED, span.clone(), tools, cfg) {
+            taken.push(span);
+        }
+        pos = end.max(pos);
+    }
+}
+
+// ---------------------------------------------------------------- <invoke name=…>
+
+/// MiniMax (and Anthropic's old text format): `<invoke name="NAME"><parameter
+/// name="KEY">VALUE</parameter></invoke>`, inside `<minimax:tool_call>` or
+/// `<function_calls>`; parameters may also be plain child tags (`<path>…</path>`).
+fn invokes(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    let mut pos = 0;
+    while let Some(start) = find_ci(text, pos, "<invoke name=") {
+        pos = start + 1;
+        let name_start = start + "<invoke name=".len();
+        let Some(gt) = text[name_start..].find('>') else {
+            break;
+        };
+        let name = text[name_start..name_start + gt]
+            .trim()
+            .trim_matches(|c| c == '"' || c == '\'');
+        let body_start = name_start + gt + 1;
+        let (body, end) = block(text, body_start, &["</invoke>"], &["<invoke name="]);
+        let span = start..end;
+        pos = end.max(pos);
+        if overlaps(taken, &span) {
+            continue;
+        }
+        let inner = &text[body];
+        let mut args = keyed_values(
+            inner,
+            "<parameter name=",
+            &["<parameter name=", "</invoke>"],
+            str::trim,
+        );
+        if args.is_empty() {
+            if let Some(tool) = schema::resolve(name, tools, &cfg.aliases) {
+                args = child_tags(inner, tool);
+            }
+        }
+        if push(
+            out,
+            name,
+            Value::Object(args),
+            MARKED,
+            span.clone(),
+            tools,
+            cfg,
+        ) {
+            taken.push(span);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- fences
+
+/// ```` ```tool_code ```` / ```` ```tool_call ```` blocks (Gemma and friends), anywhere in
+/// the answer: the fence's language says it is a call.
+fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    let mut pos = 0;
+    while let Some(start) = find_ci(text, pos, "```tool_") {
+        pos = start + 3;
+        let Some(nl) = text[start..].find('\n') else {
+            break;
+        };
+        let lang = text[start + 3..start + nl].trim().to_ascii_lowercase();
+        if !matches!(lang.as_str(), "tool_code" | "tool_call" | "tool_calls") {
+            continue;
+        }
+        let body_start = start + nl + 1;
+        let (body, end) = block(text, body_start, &["```"], &[]);
+        let span = start..end;
+        if overlaps(taken, &span) {
+            continue;
+        }
+        let inner = text[body.clone()].trim();
+        let mut found = false;
+        if inner.starts_with('{') || inner.starts_with("[{") {
+            let lead =
+                body.start + (text[body.clone()].len() - text[body.clone()].trim_start().len());
+            for v in json_values(text, lead, body.end) {
+                found |= json_calls(&v, span.clone(), MARKED, tools, cfg, out);
+            }
+        } else if let Some((calls, used)) = pythonic_calls(inner) {
+            if inner[used..].trim().is_empty() {
+                for (n, a) in calls {
+                    found |= push(out, &n, a, MARKED, span.clone(), tools, cfg);
+                }
+            }
+        }
+        if found {
+            taken.push(span);
+        }
+        pos = end.max(pos);
+    }
+}
+
+/// The whole answer is one shell fence and a shell tool is offered: the model printed
+/// the command instead of calling the tool with it.
+fn shell_fence_answer(
+    text: &str,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+    out: &mut StrategyOutput,
+) {
+    let t = text.trim();
+    let Some(rest) = t.strip_prefix("```") else {
+        return;
+    };
+    let Some(nl) = rest.find('\n') else { return };
+    let lang = rest[..nl].trim().to_ascii_lowercase();
+    if !matches!(lang.as_str(), "bash" | "sh" | "shell" | "console" | "zsh") {
+        return;
+    }
+    let Some(body) = rest[nl + 1..].strip_suffix("```") else {
+        return;
+    };
+    let cmd = body.trim();
+    if cmd.is_empty() || cmd.contains("```") || cmd.lines().count() > 3 {
+        return;
+    }
+    let shell: Vec<&ToolSpec> = tools
+        .iter()
+        .filter(|t| {
+            t.primary_property()
+                .is_some_and(|p| p == "command" || p == "cmd")
+        })
+        .collect();
+    if let [tool] = shell.as_slice() {
+        let start = text.len() - text.trim_start().len();
+        push(
+            out,
+            &tool.name,
+            Value::String(cmd.to_string()),
+            0.6,
+            start..start + t.len(),
+            tools,
+            cfg,
+        );
+    }
+}
+
+/// `["{\"name\": …}", "{…}"]`: a list of calls, each JSON-encoded as a string.
+fn json_string_list(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let t = text.trim();
+    if !t.starts_with("[\"") {
+        return;
+    }
+    let Ok(Value::Array(items)) = serde_json::from_str::<Value>(t) else {
+        return;
+    };
+    let start = text.len() - text.trim_start().len();
+    for item in items {
+        let Some(s) = item.as_str() else { return };
+        if let Some(v) = jsonscan::parse_lenient(s.trim()) {
+            json_calls(&v, start..start + t.len(), MARKED, tools, cfg, out);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- pythonic
+
+/// The whole answer (or a fenced block that is the whole answer) is pythonic calls.
+fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let trimmed = text.trim();
+    let mut body = trimmed;
+    let mut conf = PYTHONIC;
+    if let Some(rest) = body.strip_prefix("```") {
+        let Some(nl) = rest.find('\n') else { return };
+        let lang = rest[..nl].trim().to_ascii_lowercase();
+        if !matches!(
+            lang.as_str(),
+            "" | "python" | "py" | "tool_code" | "tool_call" | "tool_calls"
+        ) {
+            return;
+        }
+        let Some(close) = rest[nl..].rfind("```") else {
+            return;
+        };
+        if !rest[nl + close + 3..].trim().is_empty() {
+            return;
+        }
+        body = rest[nl..nl + close].trim();
+        if lang.starts_with("tool") {
+            conf = MARKED;
+        }
+    }
+    let Some((calls, consumed)) = pythonic_calls(body) else {
+        return;
+    };
+    if !body[consumed..].trim().is_empty() {
+        return;
+    }
+    // Every name must be an offered tool: a stray `print(x)` is code, not a call.
+    if !calls
+        .iter()
+        .all(|(n, _)| schema::resolve(n, tools, &cfg.aliases).is_some())
+    {
+        return;
+    }
+    let start = text.len() - text.trim_start().len();
+    let span = start..start + trimmed.len();
+    for (n, a) in calls {
+        push(out, &n, a, conf, span.clone(), tools, cfg);
+    }
+}
+
+/// `name(args)`, several separated by newlines, `;` or `,`, or a `[…]` list of them.
+/// Returns the calls and the bytes consumed (the first call's alone may be used by a
+/// caller reading a call out of prose; what follows it need not parse).
+pub(crate) fn pythonic_calls(s: &str) -> Option<(Vec<(String, Value)>, usize)> {
+    let mut p = Py {
+        s: s.as_bytes(),
+        i: 0,
+    };
+    p.ws();
+    let list = p.eat(b'[');
+    let mut calls = Vec::new();
+    loop {
+        p.ws();
+        if list && p.eat(b']') {
+            break;
+        }
+        if p.i >= p.s.len() {
+            if list {
+                return None;
+            }
+            break;
+        }
+        let call = p.call()?;
+        calls.push(call);
+        if calls.len() > crate::MAX_CALLS {
+            return None;
+        }
+        p.ws();
+        if !(p.eat(b',') || p.eat(b';') || list) {
+            // Newline-separated calls: another name must follow.
+            if p.i < p.s.len() && !(p.s[p.i].is_ascii_alphabetic() || p.s[p.i] == b'_') {
+                break;
+            }
+        }
+    }
+    (!calls.is_empty()).then_some((calls, p.i))
+}
+
+struct Py<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Py<'_> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+    fn eat(&mut self, b: u8) -> bool {
+        if self.s.get(self.i) == Some(&b) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn ident(&mut self) -> Option<String> {
+        let st = self.i;
+        while self.i < self.s.len()
+            && (self.s[self.i].is_ascii_alphanumeric()
+                || matches!(self.s[self.i], b'_' | b'.' | b'-'))
+        {
+            self.i += 1;
+        }
+        if self.i == st || self.s[st].is_ascii_digit() {
+            return None;
+        }
+        std::str::from_utf8(&self.s[st..self.i])
+            .ok()
+            .map(str::to_string)
+    }
+    fn call(&mut self) -> Option<(String, Value)> {
+        let mut name = self.ident()?;
+        // `brave_search.call(query=…)` is Llama's built-in tool convention.
+        if let Some(stem) = name.strip_suffix(".call") {
+            name = stem.to_string();
+        }
+        self.ws();
+        if !self.eat(b'(') {
+            return None;
+        }
+        let mut args = Map::new();
+        let mut positional = Vec::new();
+        loop {
+            self.ws();
+            if self.eat(b')') {
+                break;
+            }
+            let save = self.i;
+            let key = self.ident();
+            self.ws();
+            let keyed = key.is_some() && self.eat(b'=') && !self.eat(b'=');
+            if !keyed {
+                self.i = save;
+            }
+            self.ws();
+            let v = self.value()?;
+            match (keyed, key) {
+                (true, Some(k)) => {
+                    args.insert(k, v);
+                }
+                _ => positional.push(v),
+            }
+            self.ws();
+            if self.eat(b',') {
+                continue;
+            }
+            self.ws();
+            if self.eat(b')') {
+                break;
+            }
+            return None;
+        }
+        let args = match (args.is_empty(), positional.len()) {
+            (_, 0) => Value::Object(args),
+            (true, 1) => positional.pop().unwrap_or(Value::Null),
+            _ => return None,
+        };
+        Some((name, args))
+    }
+    fn value(&mut self) -> Option<Value> {
+        let c = *self.s.get(self.i)?;
+        match c {
+            b'"' | b'\'' => self.string().map(Value::String),
+            b'[' | b'{' => {
+                let text = std::str::from_utf8(self.s).ok()?;
+                let end = jsonscan::balanced_end(text, self.i, true)?;
+                let v = jsonscan::repair(&text[self.i..end])?;
+                self.i = end;
+                Some(v)
+            }
+            _ => {
+                let st = self.i;
+                while self.i < self.s.len() && !matches!(self.s[self.i], b',' | b')') {
+                    self.i += 1;
+                }
+                let word = std::str::from_utf8(&self.s[st..self.i]).ok()?.trim();
+                match word {
+                    "True" | "true" => Some(Value::Bool(true)),
+                    "False" | "false" => Some(Value::Bool(false)),
+                    "None" | "null" => Some(Value::Null),
+                    w => serde_json::from_str::<Value>(w)
+                        .ok()
+                        .filter(Value::is_number),
+                }
+            }
+        }
+    }
+    fn string(&mut self) -> Option<String> {
+        let q = self.s[self.i];
+        let triple = self.s[self.i..].starts_with(&[q, q, q]);
+        self.i += if triple { 3 } else { 1 };
+        let mut out = Vec::new();
+        while self.i < self.s.len() {
+            let b = self.s[self.i];
+            if b == b'\\' && self.i + 1 < self.s.len() {
+                let n = self.s[self.i + 1];
+                out.push(match n {
+                    b'n' => b'\n',
+                    b't' => b'\t',
+                    other => other,
+                });
+                self.i += 2;
+                continue;
+            }
+            if b == q && (!triple || self.s[self.i..].starts_with(&[q, q, q])) {
+                self.i += if triple { 3 } else { 1 };
+                return String::from_utf8(out).ok();
+            }
+            out.push(b);
+            self.i += 1;
+        }
+        None
+    }
+}
+
+// ---------------------------------------------------------------- <tool_name>
+
+/// `<prop>value</prop>` for each of the tool's properties, at any depth.
+fn child_tags(body: &str, tool: &ToolSpec) -> Map<String, Value> {
+    let mut m = Map::new();
+    for (prop, _) in tool.properties() {
+        let open = format!("<{prop}>");
+        let close = format!("</{prop}>");
+        if let Some(i) = find_ci(body, 0, &open) {
+            let vs = i + open.len();
+            if let Some(j) = find_ci(body, vs, &close) {
+                let v = body[vs..j].trim();
+                if !v.is_empty() {
+                    m.insert(prop.to_string(), Value::String(v.to_string()));
+                }
+            }
+        }
+    }
+    m
+}
+
+/// `<NAME>body</NAME>` where NAME is an offered tool (or one of its aliases): models
+/// that were shown XML-ish prompts invent such tags.
+fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let mut pos = 0;
+    while let Some(off) = text[pos..].find('<') {
+        let start = pos + off;
+        pos = start + 1;
+        let rest = &text[start + 1..];
+        let name_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
+            .unwrap_or(rest.len());
+        if name_len == 0 || name_len > 64 || !rest[name_len..].starts_with('>') {
+            continue;
+        }
+        let name = &rest[..name_len];
+        if schema::resolve(name, tools, &cfg.aliases).is_none() {
+            continue;
+        }
+        let body_start = start + 1 + name_len + 1;
+        let close = format!("</{name}>");
+        let Some(close_at) = find_ci(text, body_start, &close) else {
+            continue;
+        };
+        let body = text[body_start..close_at].trim();
+        if body.is_empty() || body.len() > 16 * 1024 {
+            continue;
+        }
+        let args = if body.starts_with('{') {
+            match jsonscan::value_at(body, 0) {
+                Some((_, v)) => v,
+                None => continue,
+            }
+        } else if body.starts_with('<') {
+            // Cline / Roo Code: `<read_file><path>a.md</path></read_file>`, also nested
+            // (`<args><file><path>…</path></file></args>`).
+            let Some(tool) = schema::resolve(name, tools, &cfg.aliases) else {
+                continue;
+            };
+            let m = child_tags(body, tool);
+            if m.is_empty() {
+                continue;
+            }
+            Value::Object(m)
+        } else {
+            Value::String(body.to_string())
+        };
+        let end = close_at + close.len();
+        push(out, name, args, TOOL_TAG, start..end, tools, cfg);
+        pos = end;
+    }
+}

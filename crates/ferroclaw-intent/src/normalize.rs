@@ -1,0 +1,129 @@
+//! Text as clients and servers hand it over is not always text as the model wrote it.
+//! Before any strategy looks at an answer:
+//!
+//! * reasoning streamed piece by piece and wrapped per piece
+//!   (`<reasoning>get_</reasoning><reasoning>weather</reasoning>`) is joined, so a
+//!   tool name split across pieces is whole again;
+//! * DeepSeek's full-width special tokens (`<｜tool▁call▁begin｜>`) become ASCII ones;
+//! * an answer that arrived JSON-escaped (`\"location\": \"Paris\"\n`, no real newline
+//!   or quote) is unescaped, as is HTML-escaped markup (`&lt;tool_call&gt;`).
+//!
+//! Nothing is done (and nothing allocated) when none of this applies.
+
+use std::borrow::Cow;
+
+pub(crate) fn normalize(text: &str) -> Cow<'_, str> {
+    let mut s = Cow::Borrowed(text);
+    if s.contains('\u{ff5c}') {
+        s = Cow::Owned(s.replace('\u{ff5c}', "|").replace('\u{2581}', "_"));
+    }
+    for tag in ["reasoning", "think", "thinking"] {
+        let close = format!("</{tag}>");
+        let open = format!("<{tag}>");
+        if s.matches(close.as_str()).nth(1).is_some() && s.contains(&format!("{close}{open}")) {
+            s = Cow::Owned(join_pieces(&s, &open, &close));
+        }
+    }
+    // MiniMax's internal namespace marks leaked around its markup.
+    if s.contains("]<]minimax[>[") {
+        s = Cow::Owned(s.replace("]<]minimax[>[", ""));
+    }
+    if s.contains("&lt;") && s.contains("&gt;") {
+        s = Cow::Owned(
+            s.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&#39;", "'")
+                .replace("&amp;", "&"),
+        );
+    }
+    if looks_escaped(&s) {
+        s = Cow::Owned(unescape(&s));
+    }
+    s
+}
+
+/// `<t>a</t><t>b</t>` → `a` `b` joined: the wrapper tags go, the text stays in order.
+fn join_pieces(s: &str, open: &str, close: &str) -> String {
+    s.replace(&format!("{close}{open}"), "")
+        .replace(open, "")
+        .replace(close, "")
+}
+
+/// Escaped newlines or quotes, and not one real newline or bare quote: a JSON string
+/// body. (JSON that merely holds escaped strings has bare quotes around them.)
+fn looks_escaped(s: &str) -> bool {
+    if s.contains('\n') || !(s.matches("\\n").nth(2).is_some() || s.contains("\\\"")) {
+        return false;
+    }
+    let b = s.as_bytes();
+    !b.iter()
+        .enumerate()
+        .any(|(i, &c)| c == b'"' && (i == 0 || b[i - 1] != b'\\'))
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => {}
+            Some('"') => out.push('"'),
+            Some('\\') => out.push('\\'),
+            Some('/') => out.push('/'),
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(ch) => out.push(ch),
+                    None => {
+                        out.push_str("\\u");
+                        out.push_str(&hex);
+                    }
+                }
+            }
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+
+    #[test]
+    fn joins_wrapped_pieces() {
+        let t =
+            "<reasoning>We need to call get_</reasoning><reasoning>weather for Paris.</reasoning>";
+        assert_eq!(normalize(t), "We need to call get_weather for Paris.");
+    }
+
+    #[test]
+    fn plain_text_is_borrowed() {
+        let t = "Hello <think>x</think> world \\n";
+        assert!(matches!(normalize(t), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn escaped_answers_and_full_width_tokens() {
+        assert_eq!(
+            normalize(r#"<tool_call>\n{\"name\": \"f\"}\n</tool_call>"#),
+            "<tool_call>\n{\"name\": \"f\"}\n</tool_call>"
+        );
+        assert_eq!(
+            normalize("<\u{ff5c}tool\u{2581}call\u{2581}begin\u{ff5c}>"),
+            "<|tool_call_begin|>"
+        );
+        assert_eq!(normalize("&lt;tool_call&gt;"), "<tool_call>");
+    }
+}
