@@ -33,11 +33,24 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         (&*VALUE_AS_KEY, 2, 1),
         (&*KEY_QUOTED, 1, 2),
         (&*WITH_KEY_VALUE, 1, 2),
+        (&*KEY_ID, 1, 2),
+        (&*KEY_AS_QUOTED, 1, 2),
     ] {
-        for c in re.captures_iter(text) {
+        // Restart after each key, not after each whole match: in `add: a=2, b=3` the
+        // failed key `add` must not swallow `a`.
+        let mut pos = 0;
+        while let Some(c) = re.captures_at(text, pos) {
             let (Some(k), Some(v)) = (c.get(key_group), c.get(value_group)) else {
-                continue;
+                break;
             };
+            pos = text[k.start()..]
+                .char_indices()
+                .nth(1)
+                .map_or(text.len(), |(i, _)| k.start() + i)
+                .max(pos + 1);
+            if pos > text.len() {
+                break;
+            }
             let Some(prop) = match_prop(k.as_str(), &props) else {
                 continue;
             };
@@ -48,7 +61,7 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             } else {
                 ""
             };
-            let assigned = between.contains(['=', ':']);
+            let assigned = between.contains(['=', ':']) || v.as_str().starts_with(['"', '\'']);
             if short && !assigned {
                 continue;
             }
@@ -96,7 +109,7 @@ const KEY: &str = r"([A-Za-z_][\w-]{0,40}(?: [A-Za-z_][\w-]{0,40})?)";
 /// `unit should be celsius`.
 static KEY_THEN_VALUE: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(&format!(
-        r"(?:^|[^\w.]){KEY}\s*(?i:parameter|argument|field|param|value)?\s*(?:[=:]|,?\s*(?i:which\s+(?:in\s+this\s+case\s+)?|that\s+)?(?i:is|should\s+be|will\s+be|would\s+be|must\s+be|set\s+to|to\s+be|equals?)\b)\s*{VALUE}"
+        r"(?:^|[^\w.]){KEY}[\x22'`]?\s*(?i:parameter|argument|field|param|value)?\s*(?:[=:]|,?\s*(?i:which\s+(?:in\s+this\s+case\s+)?|that\s+)?(?i:is|should\s+be|will\s+be|would\s+be|must\s+be|set\s+to|to\s+be|equals?)\b)\s*{VALUE}"
     ))
 });
 /// `set the operation to "add"`
@@ -117,11 +130,23 @@ static WITH_KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| {
         r"\b(?i:with)\s+(?i:the\s+)?([A-Za-z_][\w-]{{0,40}})\s+{VALUE}"
     ))
 });
+/// `x as "example"` (not `the location parameter as "City, country"`, a format).
+static KEY_AS_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"\b([A-Za-z_][\w-]{0,40})\s+as\s+("[^"\n]{1,200}"|'[^'\n]{1,200}')"#,
+    )
+});
+/// `user ID user_11111`: an identifier-looking value right after the key.
+static KEY_ID: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(&format!(
+        r"\b{KEY}\s+([A-Za-z_-]*\d[\w-]*|[A-Za-z][\w-]*_[\w-]+)\b"
+    ))
+});
 /// `experiment_name "boiling_point"`
 static KEY_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
-    ferroclaw_types::literal_regex(
-        r#"\b([A-Za-z_][\w-]{0,40})\s+("[^"\n]{1,200}"|'[^'\n]{1,200}')"#,
-    )
+    ferroclaw_types::literal_regex(&format!(
+        r#"\b{KEY}\s+("[^"\n]{{1,200}}"|'[^'\n]{{1,200}}')"#
+    ))
 });
 
 fn value_of(raw: &str) -> Option<Value> {
@@ -262,6 +287,12 @@ mod tests {
             )
             .get("experiment_name"),
             Some(&json!("boiling_point"))
+        );
+        let lq = tool(&["liquid_name"]);
+        assert_eq!(
+            bindings("We need to call get_boiling_point. The liquid name \"myawesomeliquid\". We can assume.", &lq)
+                .get("liquid_name"),
+            Some(&json!("myawesomeliquid"))
         );
         // "a" inside words is not the property `a`; vague words are no values.
         let ab = tool(&["a", "b"]);

@@ -38,7 +38,7 @@ const CONCEPTS: &[Concept] = &[
     },
     Concept {
         keys: &["web", "internet", "online", "google"],
-        verbs: &[],
+        verbs: &["browse"],
         nouns: &["web", "internet", "online", "google"],
     },
     Concept {
@@ -544,6 +544,8 @@ const NEG: &[&str] = &[
 ];
 const HYP: &[&str] = &[
     "if",
+    "perhaps",
+    "possibly",
     "whether",
     "would",
     "could",
@@ -586,7 +588,15 @@ const HYP: &[&str] = &[
 ];
 const POST_PAST: &[&str] = &["already", "earlier", "previously"];
 /// A call already made: "I called get_x for now and get_y for tomorrow".
-const PRE_PAST: &[&str] = &["called", "used", "invoked", "ran", "executed", "tried"];
+const PRE_PAST: &[&str] = &[
+    "called",
+    "used",
+    "invoked",
+    "ran",
+    "executed",
+    "tried",
+    "attempted",
+];
 const BEFORE_BLOCK: &[&str] = &[
     "have", "has", "had", "was", "were", "been", "is", "are", "be", "being", "the", "a", "an",
     "this", "that", "its", "our", "his", "her", "their", "to-be", "of",
@@ -665,6 +675,13 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
             return false;
         }
     }
+    // "- get_weather: for getting the weather": a definition, not an intent.
+    if text[t_end..]
+        .trim_start_matches(['*', '`', '"', '\''])
+        .starts_with(':')
+    {
+        return false;
+    }
     if let Some(prev) = pre_toks.last() {
         let followed_by_tool = toks[t..]
             .iter()
@@ -731,6 +748,12 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
     ]
     .iter()
     .any(|p| lower.starts_with(p))
+        // "I can get the weather, search the internet and tell the time": a list of what
+        // the assistant is able to do.
+        || (["i can ", "i'm able to ", "i am able to ", "i could "]
+            .iter()
+            .any(|p| lower.starts_with(p))
+            && lower.contains(','))
 }
 
 // ---------------------------------------------------------------- arguments
@@ -1204,6 +1227,11 @@ const QUERY_STOPS: &[&str] = &[
     " again",
     " for the user",
     " for details",
+    " in the files",
+    " in the file",
+    " in the documents",
+    " in the knowledge base",
+    " in the database",
 ];
 
 fn query_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
@@ -1218,6 +1246,24 @@ fn query_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> 
     }
     let s = &text[win.clone()];
     let mut rest = s.trim_start();
+    // "use the file_search function to search for X": past the noun and the purpose verb.
+    for lead in ["function ", "tool "] {
+        if rest.to_ascii_lowercase().starts_with(lead) {
+            rest = rest[lead.len()..].trim_start();
+        }
+    }
+    for purpose in [
+        "to search for ",
+        "to look up ",
+        "to look for ",
+        "to find ",
+        "to search ",
+    ] {
+        if rest.to_ascii_lowercase().starts_with(purpose) {
+            rest = rest[purpose.len()..].trim_start();
+            return finish_query(text, rest, &win);
+        }
+    }
     loop {
         let lower = rest.to_ascii_lowercase();
         let mut advanced = false;
@@ -1712,12 +1758,31 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         inline_calls(text, tools, cfg, &mut out);
     }
-    if out.calls.is_empty() {
+    if out.calls.is_empty() && !both_functions(text, cfg, tools, &mut out) {
         the_function(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
+        call_it(text, cfg, tools, &mut out);
     }
     fill_bindings(text, tools, &mut out.calls);
     merge_subsets(&mut out.calls);
+    keep_strongest_per_tool(&mut out.calls);
     out
+}
+
+/// A reasoning text restates its plan: "I need to get the weather for Florence, Italy.
+/// I'll call the weather function with "Florence" as the location." The explicit,
+/// named statement is the call; a weaker reading of the same tool is dropped.
+fn keep_strongest_per_tool(calls: &mut Vec<ParsedCall>) {
+    let best: Vec<(String, f32)> = calls
+        .iter()
+        .map(|c| (c.name.clone(), c.confidence))
+        .collect();
+    calls.retain(|c| {
+        !best
+            .iter()
+            .any(|(n, conf)| *n == c.name && *conf > c.confidence + 0.05)
+    });
 }
 
 /// Arguments stated elsewhere in the text ("the location parameter, which in this case
@@ -1779,9 +1844,30 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
         let sentence_start = text[..name.start()]
             .rfind(['.', '!', '?', '\n'])
             .map_or(0, |i| i + 1);
-        let before = text[sentence_start..name.start()]
+        let mut before = text[sentence_start..name.start()]
             .to_lowercase()
             .replace('\u{2019}', "'");
+        // A list item ("- add(2, 3)") takes its commitment from the line that
+        // introduces the list ("So I need to call both functions:").
+        let item = before.trim_start().trim_start_matches(['-', '*', ' ']);
+        if item.is_empty()
+            || item
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '.' || c == ' ')
+        {
+            let intro = text[..sentence_start]
+                .lines()
+                .rev()
+                .map(str::trim)
+                .find(|l| {
+                    !l.is_empty()
+                        && !l.starts_with(['-', '*'])
+                        && !l.starts_with(|c: char| c.is_ascii_digit())
+                });
+            if let Some(intro) = intro.filter(|l| l.ends_with(':')) {
+                before = intro.to_lowercase().replace('\u{2019}', "'");
+            }
+        }
         let ws = words(&before);
         let refused = ws.iter().any(|w| {
             NEG.contains(&w.as_str())
@@ -1798,6 +1884,7 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
         };
         let span = name.start()..name.start() + used;
         for (n, a) in calls.into_iter().take(1) {
+            let a = crate::native_text::positional_args(a, &n, tools, cfg);
             if let Some(c) = make_call(&n, a, 0.7, span.clone(), tools, cfg) {
                 out.calls.push(c);
             }
@@ -1805,9 +1892,131 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
     }
 }
 
+/// The last "in/for/about Capitalised Name" in `back`.
+fn last_proper_noun(back: &str) -> Option<String> {
+    PROPER_AFTER_PREP
+        .captures_iter(back)
+        .last()
+        .and_then(|c| c.get(1))
+        .map(|m| m.as_str().trim_end_matches(['.', ',', '?']))
+        .filter(|v| {
+            !generic_phrase(&v.to_ascii_lowercase()) && !["I", "We", "The", "This"].contains(v)
+        })
+        .map(str::to_string)
+}
+
+static BOTH_UNNAMED: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:call|use|invoke)\s+both\s+(?:the\s+)?(?:functions|tools)\b",
+    )
+});
+
+static BOTH_FUNCTIONS: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:call|use|invoke)\s+(?:both\s+)?(?:the\s+)?`?([A-Za-z_][\w.-]{0,80})`?\s+and\s+(?:the\s+)?`?([A-Za-z_][\w.-]{0,80})`?\s+(?:functions|tools)\b",
+    )
+});
+
+/// "I need to use both the add and multiply functions … with a=2 and b=3", and "Let me
+/// call both functions with "Paris" as the location" when two tools are offered.
+fn both_functions(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    out: &mut StrategyOutput,
+) -> bool {
+    let pair = if let (Some(m), [ta, tb]) = (BOTH_UNNAMED.find(text), tools) {
+        (m, ta, tb)
+    } else {
+        let Some(c) = BOTH_FUNCTIONS.captures(text) else {
+            return false;
+        };
+        let (Some(m), Some(a), Some(b)) = (c.get(0), c.get(1), c.get(2)) else {
+            return false;
+        };
+        let resolve = |n: &str| crate::schema::resolve(n, tools, &cfg.aliases);
+        let (Some(ta), Some(tb)) = (resolve(a.as_str()), resolve(b.as_str())) else {
+            return false;
+        };
+        (m, ta, tb)
+    };
+    let (m, ta, tb) = pair;
+    if ta.name == tb.name || !committed_sentence(text, m.start()) {
+        return false;
+    }
+    for t in [ta, tb] {
+        let args = crate::bind::bindings(text, t);
+        if let Some(call) = make_call(&t.name, Value::Object(args), 0.6, m.range(), tools, cfg) {
+            out.calls.push(call);
+        }
+    }
+    true
+}
+
+/// The sentence up to `at` neither declines, supposes nor reports the past, and is not
+/// a numbered step of a plan written for the reader.
+fn committed_sentence(text: &str, at: usize) -> bool {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..at].trim_start_matches(['*', '#', '-', ' ', '\t']);
+    if line.to_ascii_lowercase().starts_with("step")
+        || line.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return false;
+    }
+    let sentence_start = text[..at].rfind(['.', '!', '?', '\n']).map_or(0, |i| i + 1);
+    let before = text[sentence_start..at].to_lowercase();
+    !words(&before).iter().any(|w| {
+        NEG.contains(&w.as_str()) || HYP.contains(&w.as_str()) || PRE_PAST.contains(&w.as_str())
+    })
+}
+
+static CALL_IT: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:we'll|we will|i'll|i will|let's|let me|we should|i should|we need to|i need to|so we|so i)\s+(?:\w+\s+)?(?:call|use|invoke)\s+it\b",
+    )
+});
+
+/// "We have a tool "functions.weather" … We should call it.": the tool named last before
+/// the commitment.
+fn call_it(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    let Some(m) = CALL_IT.find(text) else { return };
+    if !committed_sentence(text, m.start()) {
+        return;
+    }
+    let back = &text[floor(text, m.start().saturating_sub(400))..m.start()];
+    let lower = back.to_ascii_lowercase();
+    let named = tools
+        .iter()
+        .filter_map(|t| {
+            let n = t.name.to_ascii_lowercase();
+            lower
+                .match_indices(&n)
+                .filter(|(i, _)| {
+                    let before = lower[..*i].chars().next_back();
+                    let after = lower[i + n.len()..].chars().next();
+                    before.is_none_or(|c| !c.is_alphanumeric() && c != '_')
+                        && after.is_none_or(|c| !c.is_alphanumeric() && c != '_')
+                })
+                .map(|(i, _)| i)
+                .last()
+                .map(|i| (i, t))
+        })
+        .max_by_key(|(i, _)| *i);
+    let Some((_, tool)) = named else { return };
+    let mut args = crate::bind::bindings(text, tool);
+    if args.is_empty() {
+        if let (Some(primary), Some(v)) = (tool.primary_property(), last_proper_noun(back)) {
+            args.insert(primary.to_string(), Value::String(v));
+        }
+    }
+    if let Some(c) = make_call(&tool.name, Value::Object(args), 0.6, m.range(), tools, cfg) {
+        out.calls.push(c);
+    }
+}
+
 static THE_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?im)(?:^|[.!?]\s+)(?:so\s*,?\s+|now\s*,?\s+|then\s*,?\s+)?(?:we\s+need\s+to\s+|we\s+should\s+|let's\s+|let\s+me\s+|i'll\s+|we'll\s+|i\s+need\s+to\s+|i\s+should\s+|we\s+must\s+)?(?:use|call|invoke)\s+the\s+(?:function|tool)\b",
+        r"(?im)(?:^|[.!?]\s+)(?:so\s*,?\s+|now\s*,?\s+|then\s*,?\s+)?(?:we\s+need\s+to\s+|we\s+should\s+|let's\s+|let\s+me\s+|i'll\s+|we'll\s+|i\s+need\s+to\s+|i\s+should\s+|we\s+must\s+)?(?:use|call|invoke)\s+(?:the|this|that)\s+(?:function|tool)\b",
     )
 });
 
@@ -1846,25 +2055,20 @@ fn the_function(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut St
     } else {
         return;
     };
-    // Not a plan already carried out, nor one that is declined, nor a numbered step of
-    // a plan written out for the reader.
-    let line_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
-    let line = text[line_start..span.start].trim_start_matches(['*', '#', '-', ' ', '\t']);
-    if line.to_ascii_lowercase().starts_with("step")
-        || line.starts_with(|c: char| c.is_ascii_digit())
-    {
+    let at = span.start + text[span.clone()].find(char::is_alphabetic).unwrap_or(0);
+    if !committed_sentence(text, at) {
         return;
     }
-    let sentence_start = text[..span.start]
-        .rfind(['.', '!', '?', '\n'])
-        .map_or(0, |i| i + 1);
-    let before = text[sentence_start..span.start].to_lowercase();
-    if words(&before).iter().any(|w| {
-        NEG.contains(&w.as_str()) || HYP.contains(&w.as_str()) || PRE_PAST.contains(&w.as_str())
-    }) {
-        return;
+    let mut args = crate::bind::bindings(text, tool);
+    if args.is_empty() {
+        // "The user requests the weather in Tokyo … So I should call the function."
+        if let Some(primary) = tool.primary_property() {
+            let back = &text[floor(text, span.start.saturating_sub(WINDOW))..span.start];
+            if let Some(v) = last_proper_noun(back) {
+                args.insert(primary.to_string(), Value::String(v));
+            }
+        }
     }
-    let args = crate::bind::bindings(text, tool);
     let conf = if args.is_empty() { 0.55 } else { 0.65 };
     if let Some(c) = make_call(&tool.name, Value::Object(args), conf, span, tools, cfg) {
         out.calls.push(c);
@@ -1930,7 +2134,12 @@ fn build_calls(
                 .any(|t| t.name.eq_ignore_ascii_case(f.value.trim()))
     });
     let Some(first) = first else {
-        if !tr.by_name || !named_as_tool(text, tr, sent) {
+        let named = if tr.by_name {
+            named_as_tool(text, tr, sent)
+        } else {
+            named_by_nouns(text, tr, p, clause, sent)
+        };
+        if !named {
             return None;
         }
         // "The user wants to search for 'x'. Use the search function.": the value was
@@ -2009,12 +2218,40 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
     let after = text[tr.end..].trim_start();
     let listed = before.ends_with(',') || after.starts_with(',') || after.starts_with("and ");
     // "I called get_x for now and get_y for tomorrow": done, not to do.
-    let sentence_before = text[sent.start.min(start)..start].to_ascii_lowercase();
-    if listed
-        || words(&sentence_before)
+    let sentence_before = text[sent.start.min(start)..start]
+        .to_ascii_lowercase()
+        .replace('\u{2019}', "'");
+    let refused = words(&sentence_before).iter().any(|w| {
+        PRE_PAST.contains(&w.as_str()) || HYP.contains(&w.as_str()) || NEG.contains(&w.as_str())
+    });
+    // Without its arguments, a call needs an explicit commitment, not just a position
+    // at the start of a clause ("… then get_x but the limit was reached") — or it is
+    // the imperative of its own clause ("…; use get_user_id").
+    let clause_lead = sentence_before
+        .rsplit([';', ':', ',', '.', '\n'])
+        .next()
+        .unwrap_or("")
+        .trim();
+    let imperative = matches!(
+        clause_lead,
+        "use"
+            | "call"
+            | "invoke"
+            | "use the"
+            | "call the"
+            | "invoke the"
+            | "now use"
+            | "now call"
+            | "then use"
+            | "then call"
+            | "so use"
+            | "so call"
+    );
+    let cued = imperative
+        || STRONG_CUES
             .iter()
-            .any(|w| PRE_PAST.contains(&w.as_str()))
-    {
+            .any(|cue| has_phrase(&sentence_before, cue));
+    if listed || refused || !cued {
         return false;
     }
     let word = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
@@ -2037,6 +2274,61 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         .is_some_and(|stem| COMMIT_CUES.iter().any(|c| stem.ends_with(c)));
     identifier || marked || committed
 }
+
+/// "Next, get permissions.": a verb and a noun of a custom tool's name
+/// (`get_user_permissions`), in a committing sentence.
+fn named_by_nouns(
+    text: &str,
+    tr: &Trigger,
+    p: &Profile,
+    clause: &Range<usize>,
+    sent: &Range<usize>,
+) -> bool {
+    if !p.lookup_needs_noun {
+        return false;
+    }
+    let after = text[tr.end.min(clause.end)..clause.end].to_ascii_lowercase();
+    let noun_hit = words(&after).iter().take(6).any(|w| {
+        p.nouns
+            .iter()
+            .any(|n| n == w || (w.len() > 3 && n.starts_with(w.as_str())))
+    });
+    let start = toks_start(tr, text);
+    let before = text[sent.start.min(start)..start].to_ascii_lowercase();
+    let refused = words(&before).iter().any(|w| {
+        PRE_PAST.contains(&w.as_str()) || HYP.contains(&w.as_str()) || NEG.contains(&w.as_str())
+    });
+    noun_hit && !refused && STRONG_CUES.iter().any(|cue| has_phrase(&before, cue))
+}
+
+/// Cues that commit to acting now ("I can get stock prices" describes, it does not).
+const STRONG_CUES: &[&str] = &[
+    "let's",
+    "lets",
+    "let us",
+    "let me",
+    "we'll",
+    "we will",
+    "i'll",
+    "i will",
+    "we need",
+    "i need",
+    "need to",
+    "needs to",
+    "we should",
+    "i should",
+    "should",
+    "we must",
+    "must",
+    "have to",
+    "has to",
+    "going to",
+    "gonna",
+    "next",
+    "now",
+    "time to",
+    "proceed",
+];
 
 /// First-person commitments that make even a bare tool word an intended call.
 const COMMIT_CUES: &[&str] = &[

@@ -68,6 +68,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         }
     }
     if out.calls.is_empty() {
+        trailing_arguments(text, tools, cfg, &mut out);
+    }
+    if out.calls.is_empty() {
         for caps in BROKEN_CALL.captures_iter(text) {
             let (Some(m), Some(name)) = (caps.get(0), caps.get(1)) else {
                 continue;
@@ -84,6 +87,46 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         }
     }
     out
+}
+
+/// gpt-oss ends its reasoning with the arguments alone: "Let's search again.\n\n
+/// {"query":"us_engineering_q2.txt"}". When they fit exactly one offered tool (every key
+/// a property, every required property there), that tool is meant.
+fn trailing_arguments(
+    text: &str,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+    out: &mut StrategyOutput,
+) {
+    let t = text.trim_end();
+    if !t.ends_with('}') {
+        return;
+    }
+    let Some(open) = t
+        .rfind("\n{")
+        .map(|i| i + 1)
+        .or_else(|| t.starts_with('{').then_some(0))
+    else {
+        return;
+    };
+    let Some((range, Value::Object(args))) = jsonscan::value_at(t, open) else {
+        return;
+    };
+    if range.end != t.len() || args.is_empty() || args.contains_key("name") {
+        return;
+    }
+    let fits = |tool: &&ToolSpec| {
+        let props = tool.properties();
+        args.keys().all(|k| props.iter().any(|(p, _)| p == k))
+            && tool.required().iter().all(|r| args.contains_key(*r))
+    };
+    let mut fitting = tools.iter().filter(fits);
+    let (Some(tool), None) = (fitting.next(), fitting.next()) else {
+        return;
+    };
+    if let Some(c) = make_call(&tool.name, Value::Object(args), 0.6, range, tools, cfg) {
+        out.calls.push(c);
+    }
 }
 
 static PAIR: LazyLock<Regex> = LazyLock::new(|| {

@@ -124,6 +124,17 @@ pub(crate) fn repair(s: &str) -> Option<Value> {
     if s.len() > 64 * 1024 {
         return None;
     }
+    // Quotes escaped in part of the object only (`"parameters\":{\"timezone\":…`).
+    let unescaped;
+    let s = if s.contains("\\\"") {
+        unescaped = s.replace("\\\"", "\"");
+        if let Some(v) = parse_lenient(&unescaped) {
+            return Some(v);
+        }
+        unescaped.as_str()
+    } else {
+        s
+    };
     let keyed = ARG_KEY.replace_all(s, "\"$1\": $2");
     let keyed = NAME_COMMA.replace_all(&keyed, "\"name\": \"");
     // A stray `\>` before a key.
@@ -147,6 +158,12 @@ pub(crate) fn repair(s: &str) -> Option<Value> {
     }
     if let Some(v) = parse_lenient(&close_open(&fixed)) {
         return Some(v);
+    }
+    // `{{"name": "x"}}`: a template's escaped braces copied literally.
+    if let Some(inner) = fixed.strip_prefix("{{").and_then(|r| r.strip_suffix("}}")) {
+        if let Some(v) = parse_lenient(&format!("{{{inner}}}")) {
+            return Some(v);
+        }
     }
     // Junk after the last brace (`}}"`): cut back to the last balanced object.
     let t = fixed.trim_end_matches(|c: char| c != '}' && c != ']');

@@ -94,6 +94,7 @@ fn push(
     if out.calls.len() >= crate::MAX_CALLS {
         return false;
     }
+    let args = positional_args(args, name, tools, cfg);
     match make_call(name, args, conf, span.clone(), tools, cfg) {
         Some(c) => {
             out.calls.push(c);
@@ -514,12 +515,36 @@ fn python_tag(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize
                 for (n, a) in calls {
                     found |= push(out, &n, a, MARKED, span.clone(), tools, cfg);
                 }
+            } else if let Some(tool) = code_tool(tools) {
+                // Llama 3.x with `Environment: ipython`: plain Python after the tag is
+                // a call to its code interpreter.
+                found = push(
+                    out,
+                    &tool.name,
+                    Value::String(inner.to_string()),
+                    MARKED,
+                    span.clone(),
+                    tools,
+                    cfg,
+                );
             }
             if found {
                 taken.push(span);
             }
         }
     }
+}
+
+/// The offered tool that runs code (`code_interpreter`, `python`, …), if exactly one.
+fn code_tool(tools: &[ToolSpec]) -> Option<&ToolSpec> {
+    let mut it = tools.iter().filter(|t| {
+        let n = t.name.to_ascii_lowercase();
+        (n.contains("code") || n.contains("python"))
+            && t.primary_property()
+                .is_some_and(|p| p == "code" || p == "script" || p == "source")
+    });
+    let first = it.next()?;
+    it.next().is_none().then_some(first)
 }
 
 // ---------------------------------------------------------------- Mistral
@@ -816,6 +841,41 @@ fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
     }
 }
 
+/// Positional pythonic arguments (`add(2, 3)`, kept as `{"$args": [2, 3]}`) given the
+/// names of the tool's required properties, in order, then the other ones.
+pub(crate) fn positional_args(
+    args: Value,
+    name: &str,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> Value {
+    let Value::Object(mut m) = args else {
+        return args;
+    };
+    let Some(Value::Array(list)) = m.remove(POSITIONAL) else {
+        return Value::Object(m);
+    };
+    let Some(tool) = schema::resolve(name, tools, &cfg.aliases) else {
+        return Value::Object(m);
+    };
+    let mut order: Vec<&str> = tool.required();
+    for (p, _) in tool.properties() {
+        if !order.contains(&p) {
+            order.push(p);
+        }
+    }
+    if list.len() > order.len() {
+        return Value::Object(m);
+    }
+    for (k, v) in order.into_iter().zip(list) {
+        m.entry(k.to_string()).or_insert(v);
+    }
+    Value::Object(m)
+}
+
+/// Key under which [`pythonic_calls`] keeps several positional arguments.
+const POSITIONAL: &str = "$args";
+
 /// `name(args)`, several separated by newlines, `;` or `,`, or a `[…]` list of them.
 /// Returns the calls and the bytes consumed (the first call's alone may be used by a
 /// caller reading a call out of prose; what follows it need not parse).
@@ -838,8 +898,16 @@ pub(crate) fn pythonic_calls(s: &str) -> Option<(Vec<(String, Value)>, usize)> {
             }
             break;
         }
-        let call = p.call()?;
-        calls.push(call);
+        let save = p.i;
+        match p.call() {
+            Some(call) => calls.push(call),
+            // Text after the calls ends them (a list must close, though).
+            None if !calls.is_empty() && !list => {
+                p.i = save;
+                break;
+            }
+            None => return None,
+        }
         if calls.len() > crate::MAX_CALLS {
             return None;
         }
@@ -933,7 +1001,11 @@ impl Py<'_> {
         let args = match (args.is_empty(), positional.len()) {
             (_, 0) => Value::Object(args),
             (true, 1) => positional.pop().unwrap_or(Value::Null),
-            _ => return None,
+            _ => {
+                let mut args = args;
+                args.insert(POSITIONAL.to_string(), Value::Array(positional));
+                Value::Object(args)
+            }
         };
         Some((name, args))
     }

@@ -910,3 +910,109 @@ fn placeholder_words_are_not_arguments() {
         );
     }
 }
+
+#[test]
+fn more_formats_real_models_write() {
+    let tools = weather_tools();
+    // MiniMax / Anthropic-style invoke blocks, also with plain child tags.
+    let invoke = "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"location\">Oslo</parameter>\n</invoke>\n</minimax:tool_call>";
+    assert_eq!(calls_in(None, Some(invoke), &tools), vec![weather("Oslo")]);
+    let children =
+        "<tool_call><invoke name=\"get_weather\"><location>Oslo</location></invoke></tool_call>";
+    assert_eq!(
+        calls_in(None, Some(children), &tools),
+        vec![weather("Oslo")]
+    );
+    // Cline / Roo Code XML, nested.
+    let cline = "<get_weather>\n<args><location>Oslo</location></args>\n</get_weather>";
+    assert_eq!(calls_in(None, Some(cline), &tools), vec![weather("Oslo")]);
+    // Invented bracket blocks.
+    let bracket =
+        "[TOOL_CALL]\n{tool => \"get_weather\", args => {\n--location \"Oslo\"\n}}\n[/TOOL_CALL]";
+    assert_eq!(calls_in(None, Some(bracket), &tools), vec![weather("Oslo")]);
+    // Doubled template braces.
+    let doubled = "<function=get_weather>{{\"location\": \"Oslo\"}}</function>";
+    assert_eq!(calls_in(None, Some(doubled), &tools), vec![weather("Oslo")]);
+    // Llama's code interpreter: plain Python after <|python_tag|>.
+    let code_tools = vec![
+        ToolSpec::new(
+            "code_interpreter",
+            "Run Python.",
+            json!({"type":"object","properties":{"code":{"type":"string"}},"required":["code"]}),
+        ),
+        weather_tools().remove(0),
+    ];
+    let got = calls_in(None, Some("<|python_tag|>print(2 + 2)\nx = 1"), &code_tools);
+    assert_eq!(
+        got,
+        vec![(
+            "code_interpreter".to_string(),
+            json!({"code": "print(2 + 2)\nx = 1"})
+        )]
+    );
+    // A call quoted as one already made is a quotation.
+    let quoted = "The function call I made was: <function_call>{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Oslo\"}}</function_call>. It returned 5 C.";
+    assert!(calls_in(Some(quoted), None, &tools).is_empty());
+}
+
+#[test]
+fn prose_that_points_back_at_a_tool() {
+    let tools = prose_tools();
+    // "call it": the tool named last.
+    assert_eq!(
+        calls_in(
+            Some("The user asks: \"What's the weather in Lyon, France?\" We have a tool get_weather. We should call it."),
+            None,
+            &tools
+        ),
+        vec![("get_weather".to_string(), json!({"location": "Lyon, France"}))]
+    );
+    // Arguments stated as properties, spread over the reasoning.
+    assert_eq!(
+        calls_in(
+            Some("I need to use the get_time function here. The function requires the timezone parameter, which in this case is Europe/Paris."),
+            None,
+            &tools
+        ),
+        vec![("get_time".to_string(), json!({"timezone": "Europe/Paris"}))]
+    );
+    // gpt-oss ending its reasoning with the bare arguments of the one tool they fit.
+    assert_eq!(
+        calls_in(
+            Some("Let's search again.\n\n{\"liquid_name\":\"polyjuice\"}"),
+            None,
+            &tools
+        ),
+        vec![(
+            "get_boiling_point".to_string(),
+            json!({"liquid_name": "polyjuice"})
+        )]
+    );
+    // A list of calls introduced by a committing line, positional arguments.
+    let math = vec![
+        ToolSpec::new(
+            "add",
+            "Add.",
+            json!({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"]}),
+        ),
+        ToolSpec::new(
+            "multiply",
+            "Multiply.",
+            json!({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"]}),
+        ),
+    ];
+    assert_eq!(
+        calls_in(Some("So I need to call both functions:\n- add(2, 3)\n- multiply(2, 3)\n\nThese are independent."), None, &math),
+        vec![
+            ("add".to_string(), json!({"a": 2, "b": 3})),
+            ("multiply".to_string(), json!({"a": 2, "b": 3}))
+        ]
+    );
+    // The same words describing capabilities, or a definition list, are no calls.
+    for text in [
+        "I can get the weather, search the internet and tell the time.",
+        "I have two tools available:\n- get_weather: weather for a location\n- get_time: time in a timezone",
+    ] {
+        assert!(calls_in(Some(text), None, &tools).is_empty(), "{text}");
+    }
+}
