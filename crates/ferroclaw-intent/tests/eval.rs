@@ -69,7 +69,8 @@ fn real(part: &str) -> Vec<Case> {
 fn real_corpus_is_sourced_labelled_and_split() {
     let dev = real("dev");
     let held = real("heldout");
-    let all: Vec<&Case> = dev.iter().chain(&held).collect();
+    let held2 = real("heldout2");
+    let all: Vec<&Case> = dev.iter().chain(&held).chain(&held2).collect();
     assert!(all.len() >= 150, "{} real cases", all.len());
     assert!(held.len() >= 60, "{} held-out cases", held.len());
     let negatives = all.iter().filter(|c| c.is_negative()).count();
@@ -104,7 +105,7 @@ fn real_corpus_is_sourced_labelled_and_split() {
         }
     }
     // Several model families and formats, in both parts.
-    for part in [&dev, &held] {
+    for part in [&dev, &held, &held2] {
         let mut families: Vec<String> = part.iter().map(Case::family).collect();
         families.sort();
         families.dedup();
@@ -112,43 +113,40 @@ fn real_corpus_is_sourced_labelled_and_split() {
     }
 }
 
-/// Held-out floors: what the parser scored when the part was first scored (P 0.960,
-/// R 0.800), so a change that loses ground there fails. The aim is R 0.90; see the
-/// corpus README.
-const HELDOUT_MIN_PRECISION: f64 = 0.95;
-const HELDOUT_MIN_RECALL: f64 = 0.80;
+/// Floors at what the parser scored (rules alone) when this was written, so a change
+/// that loses ground fails. Development part: P 0.890 / R 0.882 (311 cases). Held-out
+/// part: P 0.960 / R 0.800 (85). Second held-out part, gathered and split after the
+/// first was scored, mostly reasoning written before a call: P 0.649 / R 0.615 (69).
+/// The aim for the held-out parts is P 0.95 / R 0.90; see the corpus README.
+const FLOORS: [(&str, f64, f64); 3] = [
+    ("dev", 0.88, 0.87),
+    ("heldout", 0.95, 0.80),
+    ("heldout2", 0.64, 0.61),
+];
 
 #[test]
 fn real_output_scores_hold() {
     let cfg = ParserConfig::default();
-    let dev = evaluate_real(&real("dev"), &cfg);
-    println!("{}", dev.table("real output, dev"));
-    let o = dev.overall.counts;
-    // Development part: P 0.929 / R 0.873 on 243 cases when this was written.
-    assert!(
-        o.precision() >= 0.92,
-        "dev precision {:.3}: {:#?}",
-        o.precision(),
-        dev.overall.failures
-    );
-    assert!(
-        o.recall() >= 0.86,
-        "dev recall {:.3}: {:#?}",
-        o.recall(),
-        dev.overall.failures
-    );
-    // Only the totals of the held-out part are looked at, never its cases.
-    let held = evaluate_real(&real("heldout"), &cfg);
-    let h = held.overall.counts;
-    println!("held-out: P {:.3} R {:.3}", h.precision(), h.recall());
-    assert!(
-        h.precision() >= HELDOUT_MIN_PRECISION,
-        "held-out precision {:.3}",
-        h.precision()
-    );
-    assert!(
-        h.recall() >= HELDOUT_MIN_RECALL,
-        "held-out recall {:.3}",
-        h.recall()
-    );
+    for (part, min_p, min_r) in FLOORS {
+        let report = evaluate_real(&real(part), &cfg);
+        let c = report.overall.counts;
+        println!("{part}: P {:.3} R {:.3}", c.precision(), c.recall());
+        // Only the development part's failures are printed; the held-out parts' cases
+        // are not looked at.
+        let failures = if part == "dev" {
+            &report.overall.failures[..]
+        } else {
+            &[]
+        };
+        assert!(
+            c.precision() >= min_p,
+            "{part} precision {:.3}: {failures:#?}",
+            c.precision()
+        );
+        assert!(
+            c.recall() >= min_r,
+            "{part} recall {:.3}: {failures:#?}",
+            c.recall()
+        );
+    }
 }
