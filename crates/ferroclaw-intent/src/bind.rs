@@ -26,6 +26,19 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
     if props.is_empty() {
         return out;
     }
+    // Every statement names its property: a text that names none has no bindings, and
+    // most texts are such (this keeps the regexes off the hot path).
+    let compact_text: String = text
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if !props
+        .iter()
+        .any(|(_, f)| !f.is_empty() && compact_text.contains(f.as_str()))
+    {
+        return out;
+    }
     let mut found: Vec<(usize, &str, Value)> = Vec::new();
     for (re, key_group, value_group) in [
         (&*KEY_THEN_VALUE, 1, 2),
@@ -43,11 +56,14 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             let (Some(k), Some(v)) = (c.get(key_group), c.get(value_group)) else {
                 break;
             };
-            pos = text[k.start()..]
-                .char_indices()
-                .nth(1)
-                .map_or(text.len(), |(i, _)| k.start() + i)
-                .max(pos + 1);
+            // Past the key's first word (not the whole match).
+            let first_word = text[k.start()..k.end()]
+                .find(char::is_whitespace)
+                .unwrap_or(k.end() - k.start());
+            pos = (k.start() + first_word.max(1)).max(pos + 1);
+            while pos < text.len() && !text.is_char_boundary(pos) {
+                pos += 1;
+            }
             if pos > text.len() {
                 break;
             }

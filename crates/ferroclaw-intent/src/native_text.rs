@@ -39,13 +39,23 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     }
     let cx = Cx { text, tools, cfg };
     let mut taken: Vec<Range<usize>> = Vec::new();
-    tool_call_tags(&cx, &mut out, &mut taken);
-    function_tags(&cx, &mut out, &mut taken);
-    python_tag(&cx, &mut out, &mut taken);
-    mistral(&cx, &mut out, &mut taken);
-    deepseek(&cx, &mut out, &mut taken);
-    invokes(&cx, &mut out, &mut taken);
-    tool_code_fences(&cx, &mut out, &mut taken);
+    // Every marked format needs one of these bytes; plain prose skips them all.
+    let angle = text.contains('<');
+    if angle {
+        tool_call_tags(&cx, &mut out, &mut taken);
+        function_tags(&cx, &mut out, &mut taken);
+        python_tag(&cx, &mut out, &mut taken);
+        deepseek(&cx, &mut out, &mut taken);
+        invokes(&cx, &mut out, &mut taken);
+    } else if text.contains("[TOOL_CALL]") {
+        tool_call_tags(&cx, &mut out, &mut taken);
+    }
+    if text.contains("[TOOL_CALLS]") {
+        mistral(&cx, &mut out, &mut taken);
+    }
+    if text.contains("```") {
+        tool_code_fences(&cx, &mut out, &mut taken);
+    }
     if out.calls.is_empty() {
         json_string_list(text, tools, cfg, &mut out);
     }
@@ -55,7 +65,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         shell_fence_answer(text, tools, cfg, &mut out);
     }
-    if out.calls.is_empty() {
+    if out.calls.is_empty() && angle {
         tool_named_tags(text, tools, cfg, &mut out);
     }
     out.calls.sort_by_key(|c| c.span.start);
