@@ -1829,6 +1829,12 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
 static CALL_OPEN: LazyLock<Regex> =
     LazyLock::new(|| ferroclaw_types::literal_regex(r"([A-Za-z_][A-Za-z0-9_.]{1,80})\("));
 
+/// How far back of an inline call its committing sentence (or the line introducing a
+/// list of calls) is looked for.
+const INLINE_LOOKBACK: usize = 400;
+/// The longest call read inline in prose; longer ones come in a marked format.
+const INLINE_CALL_MAX: usize = 2 * 1024;
+
 /// "Let's call get_weather(location="Paris")": a call written inline in a committing
 /// sentence.
 fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
@@ -1841,9 +1847,21 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
         {
             continue;
         }
-        let sentence_start = text[..name.start()]
+        if out.calls.len() >= crate::MAX_CALLS {
+            break;
+        }
+        // The call first (it fails fast on prose), then its sentence. Windows keep a
+        // text made of many `name(` linear: an inline call and the sentence committing
+        // to it are both short.
+        let window = crate::harmony::floor(text, name.start() + INLINE_CALL_MAX);
+        let Some((calls, used)) = crate::native_text::pythonic_calls(&text[name.start()..window])
+        else {
+            continue;
+        };
+        let look = crate::harmony::floor(text, name.start().saturating_sub(INLINE_LOOKBACK));
+        let sentence_start = text[look..name.start()]
             .rfind(['.', '!', '?', '\n'])
-            .map_or(0, |i| i + 1);
+            .map_or(look, |i| look + i + 1);
         let mut before = text[sentence_start..name.start()]
             .to_lowercase()
             .replace('\u{2019}', "'");
@@ -1855,7 +1873,7 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
                 .chars()
                 .all(|c| c.is_ascii_digit() || c == '.' || c == ' ')
         {
-            let intro = text[..sentence_start]
+            let intro = text[look..sentence_start]
                 .lines()
                 .rev()
                 .map(str::trim)
@@ -1879,9 +1897,6 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
         if refused || !committed {
             continue;
         }
-        let Some((calls, used)) = crate::native_text::pythonic_calls(&text[name.start()..]) else {
-            continue;
-        };
         let span = name.start()..name.start() + used;
         for (n, a) in calls.into_iter().take(1) {
             let a = crate::native_text::positional_args(a, &n, tools, cfg);

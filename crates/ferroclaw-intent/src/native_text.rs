@@ -17,6 +17,7 @@
 //!
 //! Every name must resolve to an offered tool; broken JSON is repaired first.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::LazyLock;
 
@@ -128,26 +129,66 @@ fn find_ci(text: &str, from: usize, needle: &str) -> Option<usize> {
     })
 }
 
-/// The body of a block opened at `body_start`: up to the first of `ends` (which is
-/// consumed) or `stops` (not consumed), else the end of the text.
-fn block(text: &str, body_start: usize, ends: &[&str], stops: &[&str]) -> (Range<usize>, usize) {
-    let mut best: Option<(usize, usize)> = None;
-    for e in ends {
-        if let Some(i) = find_ci(text, body_start, e) {
-            if best.is_none_or(|(b, _)| i < b) {
-                best = Some((i, i + e.len()));
-            }
+/// A needle's next occurrence, remembered: recognisers walk openers left to right, so
+/// a needle found at `q` (or absent) after `p` need not be searched again before `q`.
+/// Keeps every loop linear when an opener repeats with no closer in sight.
+#[derive(Default)]
+struct Next {
+    from: usize,
+    hit: Option<usize>,
+    searched: bool,
+}
+
+impl Next {
+    fn at(&mut self, text: &str, from: usize, needle: &str) -> Option<usize> {
+        let reusable = self.searched && from >= self.from && self.hit.is_none_or(|h| h >= from);
+        if !reusable {
+            self.from = from;
+            self.hit = find_ci(text, from, needle);
+            self.searched = true;
+        }
+        self.hit
+    }
+}
+
+/// Where blocks of one kind end in one text: at the first of `ends` (consumed) or of
+/// `stops` (not consumed), else at the end of the text.
+struct Block<'a> {
+    text: &'a str,
+    ends: Vec<(&'a str, Next)>,
+    stops: Vec<(&'a str, Next)>,
+}
+
+impl<'a> Block<'a> {
+    fn new(text: &'a str, ends: &[&'a str], stops: &[&'a str]) -> Self {
+        Self {
+            text,
+            ends: ends.iter().map(|n| (*n, Next::default())).collect(),
+            stops: stops.iter().map(|n| (*n, Next::default())).collect(),
         }
     }
-    for s in stops {
-        if let Some(i) = find_ci(text, body_start, s) {
-            if best.is_none_or(|(b, _)| i < b) {
-                best = Some((i, i));
+
+    /// The body of a block opened at `body_start`, and where the block ends.
+    fn at(&mut self, body_start: usize) -> (Range<usize>, usize) {
+        let text = self.text;
+        let mut best: Option<(usize, usize)> = None;
+        for (needle, next) in &mut self.ends {
+            if let Some(i) = next.at(text, body_start, needle) {
+                if best.is_none_or(|(b, _)| i < b) {
+                    best = Some((i, i + needle.len()));
+                }
             }
         }
+        for (needle, next) in &mut self.stops {
+            if let Some(i) = next.at(text, body_start, needle) {
+                if best.is_none_or(|(b, _)| i < b) {
+                    best = Some((i, i));
+                }
+            }
+        }
+        let (body_end, end) = best.unwrap_or((text.len(), text.len()));
+        (body_start..body_end, end)
     }
-    let (body_end, end) = best.unwrap_or((text.len(), text.len()));
-    (body_start..body_end, end)
 }
 
 // ---------------------------------------------------------------- <tool_call>
@@ -174,15 +215,16 @@ fn tool_call_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<u
         } else {
             format!("</{}", &open[1..])
         };
+        let ends: &[&str] = if close.is_empty() {
+            &[]
+        } else {
+            &[close.as_str()]
+        };
+        let mut blocks = Block::new(text, ends, TOOL_CALL_OPEN);
         let mut pos = 0;
         while let Some(start) = find_ci(text, pos, open) {
             let body_start = start + open.len();
-            let ends: Vec<&str> = if close.is_empty() {
-                vec![]
-            } else {
-                vec![close.as_str()]
-            };
-            let (body, end) = block(text, body_start, &ends, TOOL_CALL_OPEN);
+            let (body, end) = blocks.at(body_start);
             pos = end.max(body_start);
             let span = start..end.max(body.end);
             if overlaps(taken, &span) {
@@ -345,13 +387,14 @@ fn json_calls(
 
 fn function_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
     let Cx { text, tools, cfg } = *cx;
+    let mut blocks = Block::new(text, &["</function>"], &["<tool_call>"]);
     let mut pos = 0;
     while let Some(start) = find_ci(text, pos, "<function=") {
         pos = start + 1;
         if overlaps(taken, &(start..start + 1)) {
             continue;
         }
-        let (_, end) = block(text, start, &["</function>"], &["<tool_call>"]);
+        let (_, end) = blocks.at(start);
         let span = start..end;
         if xml_functions(text, span.clone(), tools, cfg, out) > 0 {
             taken.push(span.clone());
@@ -370,6 +413,7 @@ fn xml_functions(
 ) -> usize {
     let mut n = 0;
     let mut pos = range.start;
+    let mut blocks = Block::new(&text[..range.end], &["</function>"], &["<function="]);
     while let Some(start) = find_ci(&text[..range.end], pos, "<function=") {
         let name_start = start + "<function=".len();
         let rest = &text[name_start..range.end];
@@ -386,12 +430,7 @@ fn xml_functions(
         if text[body_start..range.end].starts_with('>') {
             body_start += 1;
         }
-        let (body, end) = block(
-            &text[..range.end],
-            body_start,
-            &["</function>"],
-            &["<function="],
-        );
+        let (body, end) = blocks.at(body_start);
         pos = end.max(body_start).max(start + 1);
         let body = if text[body.clone()].trim_start().starts_with('(') {
             let b = body.start + text[body.clone()].find('(').unwrap_or(0) + 1;
@@ -426,19 +465,22 @@ fn xml_functions(
 fn glm_args(body: &str) -> Map<String, Value> {
     let mut m = Map::new();
     let mut pos = 0;
+    let mut values = Block::new(body, &["</arg_value>"], &["<arg_key>"]);
+    let mut key_ends = Next::default();
+    let mut value_opens = Next::default();
     while let Some(k) = find_ci(body, pos, "<arg_key>") {
         let ks = k + "<arg_key>".len();
-        let Some(ke) = find_ci(body, ks, "</arg_key>") else {
+        let Some(ke) = key_ends.at(body, ks, "</arg_key>") else {
             break;
         };
         let key = body[ks..ke].trim();
         let after_key = ke + "</arg_key>".len();
         // The `<arg_value>` opener is sometimes missing: the value starts after the key.
-        let vs = match find_ci(body, after_key, "<arg_value>") {
+        let vs = match value_opens.at(body, after_key, "<arg_value>") {
             Some(v) if body[after_key..v].trim().is_empty() => v + "<arg_value>".len(),
             _ => after_key,
         };
-        let (v, end) = block(body, vs, &["</arg_value>"], &["<arg_key>"]);
+        let (v, end) = values.at(vs);
         pos = end.max(vs);
         let raw = body[v].trim();
         let value = serde_json::from_str::<Value>(raw)
@@ -468,14 +510,15 @@ fn xml_parameters(body: &str) -> Map<String, Value> {
 
 /// `{open}KEY>VALUE</parameter>` pairs, each value cut at `</parameter>` or at one of
 /// `stops`, then shaped by `clean`.
-fn keyed_values(
-    body: &str,
+fn keyed_values<'a>(
+    body: &'a str,
     open: &str,
-    stops: &[&str],
+    stops: &[&'a str],
     clean: impl Fn(&str) -> &str,
 ) -> Map<String, Value> {
     let mut m = Map::new();
     let mut pos = 0;
+    let mut values = Block::new(body, &["</parameter>"], stops);
     while let Some(start) = find_ci(body, pos, open) {
         let key_start = start + open.len();
         let Some(gt) = body[key_start..].find('>') else {
@@ -485,7 +528,7 @@ fn keyed_values(
             .trim()
             .trim_matches(|c| c == '"' || c == '\'');
         let v_start = key_start + gt + 1;
-        let (v, end) = block(body, v_start, &["</parameter>"], stops);
+        let (v, end) = values.at(v_start);
         pos = end.max(v_start);
         if !key.is_empty() && key.len() <= 128 {
             m.insert(key.to_string(), Value::String(clean(&body[v]).to_string()));
@@ -502,10 +545,11 @@ fn python_tag(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize
         ("<|python_tag|>", &["<|eom_id|>", "<|eot_id|>"][..]),
         ("<|python_start|>", &["<|python_end|>"][..]),
     ] {
+        let mut blocks = Block::new(text, ends, &[open]);
         let mut pos = 0;
         while let Some(start) = find_ci(text, pos, open) {
             let body_start = start + open.len();
-            let (body, end) = block(text, body_start, ends, &[open]);
+            let (body, end) = blocks.at(body_start);
             pos = end.max(body_start);
             let span = start..end;
             if overlaps(taken, &span) {
@@ -562,10 +606,11 @@ fn code_tool(tools: &[ToolSpec]) -> Option<&ToolSpec> {
 fn mistral(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
     let Cx { text, tools, cfg } = *cx;
     let open = "[TOOL_CALLS]";
+    let mut blocks = Block::new(text, &["</s>"], &[open]);
     let mut pos = 0;
     while let Some(start) = find_ci(text, pos, open) {
         let body_start = start + open.len();
-        let (body, end) = block(text, body_start, &["</s>"], &[open]);
+        let (body, end) = blocks.at(body_start);
         pos = end.max(body_start);
         let span = start..end;
         if overlaps(taken, &span) {
@@ -607,6 +652,11 @@ fn deepseek(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>
     // Anchored on the separator: models drop or misspell the tokens around it
     // (`<|tool_calls|>function<|tool_sep|>…`, no `<|tool_call_begin|>`).
     const SEP: &str = "<|tool_sep|>";
+    let mut blocks = Block::new(
+        text,
+        &["<|tool_call_end|>"],
+        &[SEP, "<|tool_calls_end|>", "<|tool_call_begin|>"],
+    );
     let mut pos = 0;
     while let Some(sep) = find_ci(text, pos, SEP) {
         pos = sep + SEP.len();
@@ -615,12 +665,7 @@ fn deepseek(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>
         let start = head[..token_end].rfind("<|").unwrap_or(token_end);
         let before = head[token_end..].trim();
         let after = sep + SEP.len();
-        let (body, end) = block(
-            text,
-            after,
-            &["<|tool_call_end|>"],
-            &[SEP, "<|tool_calls_end|>", "<|tool_call_begin|>"],
-        );
+        let (body, end) = blocks.at(after);
         let span = start..end;
         if overlaps(taken, &span) {
             continue;
@@ -654,6 +699,7 @@ fn deepseek(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>
 /// `<function_calls>`; parameters may also be plain child tags (`<path>…</path>`).
 fn invokes(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
     let Cx { text, tools, cfg } = *cx;
+    let mut blocks = Block::new(text, &["</invoke>"], &["<invoke name="]);
     let mut pos = 0;
     while let Some(start) = find_ci(text, pos, "<invoke name=") {
         pos = start + 1;
@@ -665,7 +711,7 @@ fn invokes(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>)
             .trim()
             .trim_matches(|c| c == '"' || c == '\'');
         let body_start = name_start + gt + 1;
-        let (body, end) = block(text, body_start, &["</invoke>"], &["<invoke name="]);
+        let (body, end) = blocks.at(body_start);
         let span = start..end;
         pos = end.max(pos);
         if overlaps(taken, &span) {
@@ -703,6 +749,7 @@ fn invokes(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>)
 /// the answer: the fence's language says it is a call.
 fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
     let Cx { text, tools, cfg } = *cx;
+    let mut blocks = Block::new(text, &["```"], &[]);
     let mut pos = 0;
     while let Some(start) = find_ci(text, pos, "```tool_") {
         pos = start + 3;
@@ -714,7 +761,7 @@ fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range
             continue;
         }
         let body_start = start + nl + 1;
-        let (body, end) = block(text, body_start, &["```"], &[]);
+        let (body, end) = blocks.at(body_start);
         let span = start..end;
         if overlaps(taken, &span) {
             continue;
@@ -1031,8 +1078,12 @@ impl Py<'_> {
                 Some(v)
             }
             _ => {
+                // A bare value is a number, `True`, `None`…: stop at anything else.
                 let st = self.i;
-                while self.i < self.s.len() && !matches!(self.s[self.i], b',' | b')') {
+                while self.i < self.s.len()
+                    && (self.s[self.i].is_ascii_alphanumeric()
+                        || matches!(self.s[self.i], b'.' | b'+' | b'-' | b'_' | b' ' | b'\t'))
+                {
                     self.i += 1;
                 }
                 let word = std::str::from_utf8(&self.s[st..self.i]).ok()?.trim();
@@ -1099,6 +1150,7 @@ fn child_tags(body: &str, tool: &ToolSpec) -> Map<String, Value> {
 /// `<NAME>body</NAME>` where NAME is an offered tool (or one of its aliases): models
 /// that were shown XML-ish prompts invent such tags.
 fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let mut closes: HashMap<String, Next> = HashMap::new();
     let mut pos = 0;
     while let Some(off) = text[pos..].find('<') {
         let start = pos + off;
@@ -1116,7 +1168,11 @@ fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         }
         let body_start = start + 1 + name_len + 1;
         let close = format!("</{name}>");
-        let Some(close_at) = find_ci(text, body_start, &close) else {
+        let Some(close_at) = closes
+            .entry(close.to_ascii_lowercase())
+            .or_default()
+            .at(text, body_start, &close)
+        else {
             continue;
         };
         let body = text[body_start..close_at].trim();

@@ -393,6 +393,41 @@ fn never_panics_on_adversarial_input() {
         " ",
         "\u{2019}",
         "\u{201c}",
+        "<tool_call>",
+        "</tool_call>",
+        "<function=",
+        "</function>",
+        "<parameter=",
+        "</parameter>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "<invoke name=\"",
+        "<parameter name=\"",
+        "<|python_tag|>",
+        "[TOOL_CALLS]",
+        "[ARGS]",
+        "[TOOL_CALL]",
+        "=>",
+        "--",
+        "<\u{ff5c}tool\u{2581}sep\u{ff5c}>",
+        "<\u{ff5c}tool\u{2581}call\u{2581}begin\u{ff5c}>",
+        "```tool_code\n",
+        "(",
+        ")",
+        "<reasoning>",
+        "</reasoning>",
+        "&lt;",
+        "\\n",
+        "\\\"",
+        "command",
+        " is ",
+        " as the ",
+        "We need to call ",
+        "call it",
+        "both functions",
+        "<exec>",
+        "</exec>",
     ];
     let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
     for _ in 0..3000 {
@@ -414,7 +449,8 @@ fn never_panics_on_adversarial_input() {
             assert!(c.arguments.is_object());
         }
     }
-    // Large pathological inputs stay fast enough.
+    // Large pathological inputs (openers with no closer, calls that never close) end:
+    // every recogniser is linear in the text.
     for big in [
         "{".repeat(200_000) + &"[TOOL:".repeat(20_000) + &"`".repeat(10_001),
         "let's read a.txt, ".repeat(20_000),
@@ -422,6 +458,20 @@ fn never_panics_on_adversarial_input() {
         "to=functions.exec ".repeat(20_000),
         "Action: exec\n".repeat(20_000),
         "'a ".repeat(50_000),
+        "<tool_call>".repeat(5_000),
+        "<function=exec>".repeat(5_000),
+        "<tool_call><function=exec><parameter=command>".repeat(2_000),
+        "<arg_key>a</arg_key>".repeat(2_000),
+        "<invoke name=\"exec\"><parameter name=\"command\">".repeat(2_000),
+        "<|python_tag|>".repeat(5_000),
+        "[TOOL_CALLS]".repeat(5_000),
+        "<｜tool▁sep｜>".repeat(5_000),
+        "Let's exec(".repeat(5_000),
+        "command=".repeat(12_000),
+        "We need to call exec. The command is ".repeat(2_000),
+        "<exec>".repeat(5_000),
+        "```tool_code\n".repeat(5_000),
+        "[exec(".repeat(5_000),
     ] {
         let start = std::time::Instant::now();
         let _ = parse(Some(&big), Some(&big), &tools, &cfg);
