@@ -164,6 +164,19 @@ impl Auth {
         found
     }
 
+    /// The caller of the credential a device was bound to, if it is still accepted:
+    /// `bound` is what `binding` made of that credential.
+    pub fn holder_of(&self, bound: &str, binding: impl Fn(&str) -> String) -> Option<Caller> {
+        let mut found = None;
+        for (token, caller) in &self.entries {
+            let hit = bool::from(binding(token).as_bytes().ct_eq(bound.as_bytes()));
+            if hit && found.is_none() {
+                found = Some(caller.clone());
+            }
+        }
+        found
+    }
+
     /// The caller of an HTTP request (`Authorization: Bearer`); `None` means 401.
     pub fn http_caller(&self, headers: &HeaderMap) -> Option<Caller> {
         self.identify(bearer(headers)?)

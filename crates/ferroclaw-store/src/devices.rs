@@ -24,6 +24,11 @@ pub struct DeviceRecord {
     /// SHA-256 hex of the device token.
     #[serde(skip)]
     pub token_hash: String,
+    /// SHA-256 hex of `device id | credential` for the credential that paired it (or
+    /// that it came back with last): its token works only while that credential does,
+    /// so rotating a leaked credential also shuts out the devices it paired.
+    #[serde(skip)]
+    pub credential_hash: String,
     /// Epoch ms.
     pub paired_at: i64,
     pub last_seen_at: i64,
@@ -39,6 +44,17 @@ pub trait DeviceStore: Send + Sync {
     /// Newest pairing first.
     async fn devices(&self) -> Result<Vec<DeviceRecord>, StoreError>;
     async fn touch_device(&self, id: &str, at: i64) -> Result<(), StoreError>;
+    /// Binds a paired device to the credential it came with now (who it acts for, its
+    /// role, the credential's hash) and marks it seen; `false` when it is unknown or
+    /// revoked.
+    async fn rebind_device(
+        &self,
+        id: &str,
+        user_id: Option<&str>,
+        role: &str,
+        credential_hash: &str,
+        at: i64,
+    ) -> Result<bool, StoreError>;
     /// Whether a paired (not yet revoked) device was revoked now.
     async fn revoke_device(&self, id: &str, at: i64) -> Result<bool, StoreError>;
 }

@@ -1658,6 +1658,7 @@ async fn devices_are_paired_once_listed_touched_and_revoked_for_good() {
             user_id: Some("alice".into()),
             role: "operator".into(),
             token_hash: format!("hash-of-{id}"),
+            credential_hash: format!("credential-of-{id}"),
             paired_at: at,
             last_seen_at: at,
             revoked_at: None,
@@ -1691,6 +1692,30 @@ async fn devices_are_paired_once_listed_touched_and_revoked_for_good() {
             99,
             "{n}"
         );
+        // Back with another credential: bound to it, from any instance; its token kept.
+        assert!(other
+            .rebind_device("d1", None, "viewer", "credential-2", 98)
+            .await
+            .unwrap());
+        let rebound = devices.device("d1").await.unwrap().unwrap();
+        assert_eq!(
+            (
+                rebound.user_id.as_deref(),
+                rebound.role.as_str(),
+                rebound.credential_hash.as_str(),
+                rebound.token_hash.as_str(),
+                rebound.last_seen_at
+            ),
+            (None, "viewer", "credential-2", "hash-of-d1", 98),
+            "{n}"
+        );
+        assert!(
+            !devices
+                .rebind_device("nope", None, "admin", "x", 98)
+                .await
+                .unwrap(),
+            "{n}: unknown"
+        );
         assert!(other.revoke_device("d1", 100).await.unwrap(), "{n}");
         assert!(
             !devices.revoke_device("d1", 101).await.unwrap(),
@@ -1698,6 +1723,18 @@ async fn devices_are_paired_once_listed_touched_and_revoked_for_good() {
         );
         let revoked = devices.device("d1").await.unwrap().unwrap();
         assert_eq!(revoked.revoked_at, Some(100), "{n}");
+        assert!(
+            !other
+                .rebind_device("d1", None, "admin", "credential-3", 102)
+                .await
+                .unwrap(),
+            "{n}: a revoked device is not bound again"
+        );
+        assert_eq!(
+            devices.device("d1").await.unwrap().unwrap().credential_hash,
+            "credential-2",
+            "{n}"
+        );
         // Revoked stays revoked: pairing the key again is refused.
         assert!(!devices.pair_device(&d("d1", 200)).await.unwrap(), "{n}");
         assert!(devices.device("nope").await.unwrap().is_none(), "{n}");

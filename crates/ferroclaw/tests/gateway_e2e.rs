@@ -76,6 +76,23 @@ impl Gateway {
             llm.openai_base_url()
         );
         std::fs::write(home.path().join("config.json5"), cfg).expect("write config");
+        Self::spawn(home, llm, env).await
+    }
+
+    /// Stops this gateway and starts another in the same home with `env` (e.g. a
+    /// rotated token); the scripted LLM carries over.
+    pub(crate) async fn restart(self, env: &[(&str, &str)]) -> Gateway {
+        let Gateway {
+            mut child,
+            home,
+            llm,
+            ..
+        } = self;
+        child.kill().await.expect("stop the gateway");
+        Self::spawn(home, llm, env).await
+    }
+
+    async fn spawn(home: tempfile::TempDir, llm: ScriptedLlm, env: &[(&str, &str)]) -> Gateway {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferroclaw"));
         cmd.args(["gateway", "--port", "0"])
             .env("FERROCLAW_HOME", home.path())

@@ -263,6 +263,171 @@ fn signed_with(
     })
 }
 
+fn new_key() -> ring::signature::Ed25519KeyPair {
+    let rng = ring::rand::SystemRandom::new();
+    ring::signature::Ed25519KeyPair::from_pkcs8(
+        ring::signature::Ed25519KeyPair::generate_pkcs8(&rng)
+            .expect("key")
+            .as_ref(),
+    )
+    .expect("key")
+}
+
+/// A signed connect with `auth` (`{"token": …}` or `{"deviceToken": …}`): the answer.
+async fn connect_device(gw: &Gateway, auth: Value, key: &ring::signature::Ed25519KeyPair) -> Value {
+    connect_device_as(gw, auth, key, None).await
+}
+
+/// As [`connect_device`], acting for the user named (as the gateway token may).
+async fn connect_device_as(
+    gw: &Gateway,
+    auth: Value,
+    key: &ring::signature::Ed25519KeyPair,
+    user: Option<&str>,
+) -> Value {
+    let sign = auth
+        .as_object()
+        .and_then(|o| o.values().next())
+        .and_then(Value::as_str)
+        .expect("one credential")
+        .to_string();
+    let (mut ws, ch) = open(gw).await;
+    let nonce = ch["nonce"].as_str().expect("nonce").to_string();
+    let mut params = signed_with(auth, &sign, &ch, key, &nonce, false);
+    if let Some(u) = user {
+        params["userId"] = json!(u);
+    }
+    send(&mut ws, params).await;
+    next_json(&mut ws).await.expect("answer")
+}
+
+fn scopes_of(hello: &Value) -> Vec<String> {
+    hello["payload"]["auth"]["scopes"]
+        .as_array()
+        .expect("scopes")
+        .iter()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+/// A device token stands for the credential that paired the device: rotating a leaked
+/// gateway or user token shuts out the devices it paired, while devices of credentials
+/// still in force, and a device coming back with the new token, go on.
+#[tokio::test]
+async fn device_tokens_end_with_the_credential_that_paired_them() {
+    let users = r#"users: [{ id: "ro", token_env: "RO_TOKEN", role: "viewer" }]"#;
+    let gw = Gateway::start_with(
+        "",
+        "",
+        users,
+        &[
+            ("FERROCLAW_GATEWAY_TOKEN", "first-token"),
+            ("RO_TOKEN", "ro-token"),
+        ],
+    )
+    .await;
+    let (operator_key, viewer_key) = (new_key(), new_key());
+    let paired = connect_device(&gw, json!({"token": "first-token"}), &operator_key).await;
+    let operator_device = paired["payload"]["auth"]["deviceToken"]
+        .as_str()
+        .expect("paired")
+        .to_string();
+    let paired = connect_device(&gw, json!({"token": "ro-token"}), &viewer_key).await;
+    let viewer_device = paired["payload"]["auth"]["deviceToken"]
+        .as_str()
+        .expect("paired")
+        .to_string();
+    // The gateway token may act for a user: its device does so too.
+    let bob_key = new_key();
+    let paired =
+        connect_device_as(&gw, json!({"token": "first-token"}), &bob_key, Some("bob")).await;
+    let bob_device = paired["payload"]["auth"]["deviceToken"]
+        .as_str()
+        .expect("paired")
+        .to_string();
+
+    // The same credentials after a restart: both device tokens still work.
+    let gw = gw
+        .restart(&[
+            ("FERROCLAW_GATEWAY_TOKEN", "first-token"),
+            ("RO_TOKEN", "ro-token"),
+        ])
+        .await;
+    let hello = connect_device(&gw, json!({"deviceToken": operator_device}), &operator_key).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+    assert!(
+        scopes_of(&hello).contains(&"operator.admin".to_string()),
+        "{hello}"
+    );
+    let hello = connect_device(&gw, json!({"deviceToken": bob_device}), &bob_key).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+
+    // The gateway token rotated: the device it paired is refused, with the reason; the
+    // viewer's device, paired by a credential still in force, goes on as a viewer.
+    let gw = gw
+        .restart(&[
+            ("FERROCLAW_GATEWAY_TOKEN", "second-token"),
+            ("RO_TOKEN", "ro-token"),
+        ])
+        .await;
+    let refused = connect_device(&gw, json!({"deviceToken": bob_device}), &bob_key).await;
+    assert_eq!(
+        refused["error"]["details"]["code"], "AUTH_DEVICE_TOKEN_MISMATCH",
+        "{refused}"
+    );
+    let refused = connect_device(&gw, json!({"deviceToken": operator_device}), &operator_key).await;
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(
+        refused["error"]["details"]["code"], "AUTH_DEVICE_TOKEN_MISMATCH",
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no longer accepted")),
+        "{refused}"
+    );
+    let hello = connect_device(&gw, json!({"deviceToken": viewer_device}), &viewer_key).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+    let scopes = scopes_of(&hello);
+    assert!(
+        scopes.contains(&"operator.read".to_string())
+            && !scopes.contains(&"operator.write".to_string())
+            && !scopes.contains(&"operator.admin".to_string()),
+        "{hello}"
+    );
+    // The old token itself is refused as any wrong token is.
+    let refused = connect_device(&gw, json!({"token": "first-token"}), &operator_key).await;
+    assert_eq!(
+        refused["error"]["details"]["code"], "AUTH_TOKEN_MISMATCH",
+        "{refused}"
+    );
+    // Whoever holds the new token brings the device back: its own token works again.
+    let hello = connect_device(&gw, json!({"token": "second-token"}), &operator_key).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+    assert!(
+        hello["payload"]["auth"]["deviceToken"].is_null(),
+        "the device keeps its token"
+    );
+    let hello = connect_device(&gw, json!({"deviceToken": operator_device}), &operator_key).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+
+    // A user's token rotated: that user's device is refused too.
+    let gw = gw
+        .restart(&[
+            ("FERROCLAW_GATEWAY_TOKEN", "second-token"),
+            ("RO_TOKEN", "ro-token-2"),
+        ])
+        .await;
+    let refused = connect_device(&gw, json!({"deviceToken": viewer_device}), &viewer_key).await;
+    assert_eq!(
+        refused["error"]["details"]["code"], "AUTH_DEVICE_TOKEN_MISMATCH",
+        "{refused}"
+    );
+    let hello = connect_device(&gw, json!({"deviceToken": operator_device}), &operator_key).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+}
+
 #[tokio::test]
 async fn protocol_4_handshakes_are_checked_as_openclaw_checks_them() {
     let gw = Gateway::start_with(

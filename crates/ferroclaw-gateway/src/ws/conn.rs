@@ -516,7 +516,10 @@ async fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
     } else {
         None
     };
-    let caller = match token.and_then(|t| state.auth.identify(t)) {
+    let by_token = token.and_then(|t| state.auth.identify(t));
+    // The credential a device presented, which it is (re)bound to.
+    let credential = token.filter(|_| by_token.is_some());
+    let caller = match by_token {
         Some(c) => Some(c),
         // A paired device may come back with the token it was given instead.
         None if token.is_none() => match (&device, device_token) {
@@ -575,7 +578,14 @@ async fn connect(conn: &Conn, params: &Value) -> Result<Value, WsError> {
     // A device seen for the first time with a credential is paired: it gets a token
     // of its own (shown once); a revoked one is refused whatever else it brings.
     let device_token_issued = match &device {
-        Some(id) => super::devices::pair(state, id, params, role, user_id.as_deref()).await?,
+        Some(id) => {
+            let who = super::devices::Pairing {
+                role,
+                user: user_id.as_deref(),
+                credential,
+            };
+            super::devices::pair(state, id, params, who).await?
+        }
         None => None,
     };
     *conn.auth.lock().unwrap_or_else(|e| e.into_inner()) = Some(ConnAuth {

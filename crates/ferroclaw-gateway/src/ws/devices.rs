@@ -54,14 +54,41 @@ pub async fn sign_in(state: &AppState, device_id: &str, token: &str) -> Result<C
             "the device token is not this device's",
         ));
     }
+    // Only while the credential that paired it is accepted, and never above it now.
+    let holder = state
+        .auth
+        .holder_of(&d.credential_hash, |c| binding(device_id, c))
+        .filter(|h| h.user_for(d.user_id.as_deref()).ok() == Some(d.user_id.clone()));
+    let Some(holder) = holder else {
+        return Err(refused(
+            "AUTH_DEVICE_TOKEN_MISMATCH",
+            "the credential that paired this device is no longer accepted: connect once with a current token",
+        ));
+    };
     let _ = devices
         .touch_device(device_id, ferroclaw_types::now_millis())
         .await;
     Ok(Caller {
-        role: Role::parse(&d.role).unwrap_or(Role::Viewer),
+        role: Role::parse(&d.role)
+            .unwrap_or(Role::Viewer)
+            .min(holder.role),
         user: d.user_id,
         may_name_user: false,
     })
+}
+
+/// What binds a device to a credential, salted with the device so equal credentials
+/// never give equal hashes.
+fn binding(device_id: &str, credential: &str) -> String {
+    sha256_hex(&format!("{device_id}|{credential}"))
+}
+
+/// Who a connecting device acts for, and the credential it presented (none when it
+/// signed in with its own token).
+pub struct Pairing<'a> {
+    pub role: Role,
+    pub user: Option<&'a str>,
+    pub credential: Option<&'a str>,
 }
 
 /// Pairs a device seen with a credential for the first time and returns its new token;
@@ -70,20 +97,35 @@ pub async fn pair(
     state: &AppState,
     device_id: &str,
     params: &Value,
-    role: Role,
-    user: Option<&str>,
+    who: Pairing<'_>,
 ) -> Result<Option<String>, WsError> {
     let Some(devices) = state.store().devices() else {
         return Ok(None);
     };
+    let Pairing {
+        role,
+        user,
+        credential,
+    } = who;
     let now = ferroclaw_types::now_millis();
+    let revoked = || refused("DEVICE_AUTH_INVALID", "this device was revoked");
     if let Some(known) = devices.device(device_id).await.map_err(store_error)? {
         if known.revoked_at.is_some() {
-            return Err(refused("DEVICE_AUTH_INVALID", "this device was revoked"));
+            return Err(revoked());
         }
-        let _ = devices.touch_device(device_id, now).await;
-        return Ok(None);
+        // Back with a credential: its token now stands for that credential.
+        let Some(c) = credential else {
+            return Ok(None);
+        };
+        let bound = devices
+            .rebind_device(device_id, user, role.as_str(), &binding(device_id, c), now)
+            .await
+            .map_err(store_error)?;
+        return if bound { Ok(None) } else { Err(revoked()) };
     }
+    let Some(credential) = credential else {
+        return Ok(None);
+    };
     let mut raw = [0u8; 32];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut raw)
         .map_err(|_| WsError::new(WsCode::Internal, "no randomness for a device token"))?;
@@ -102,6 +144,7 @@ pub async fn pair(
         user_id: user.map(str::to_string),
         role: role.as_str().to_string(),
         token_hash: sha256_hex(&token),
+        credential_hash: binding(device_id, credential),
         paired_at: now,
         last_seen_at: now,
         revoked_at: None,

@@ -7,7 +7,7 @@ use super::{db_error, PgSessionStore};
 use crate::devices::{DeviceRecord, DeviceStore};
 use crate::StoreError;
 
-const COLUMNS: &str = "id, public_key, client_id, platform, user_id, role, token_hash, paired_at, last_seen_at, revoked_at";
+const COLUMNS: &str = "id, public_key, client_id, platform, user_id, role, token_hash, paired_at, last_seen_at, revoked_at, credential_hash";
 
 fn row(r: &Row) -> DeviceRecord {
     DeviceRecord {
@@ -21,6 +21,7 @@ fn row(r: &Row) -> DeviceRecord {
         paired_at: r.get(7),
         last_seen_at: r.get(8),
         revoked_at: r.get(9),
+        credential_hash: r.get(10),
     }
 }
 
@@ -31,7 +32,7 @@ impl DeviceStore for PgSessionStore {
         let n = client
             .execute(
                 &format!(
-                    "INSERT INTO gateway_devices ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                    "INSERT INTO gateway_devices ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
                      ON CONFLICT (id) DO NOTHING"
                 ),
                 &[
@@ -45,6 +46,7 @@ impl DeviceStore for PgSessionStore {
                     &d.paired_at,
                     &d.last_seen_at,
                     &d.revoked_at,
+                    &d.credential_hash,
                 ],
             )
             .await
@@ -88,6 +90,26 @@ impl DeviceStore for PgSessionStore {
             .await
             .map_err(db_error)?;
         Ok(())
+    }
+
+    async fn rebind_device(
+        &self,
+        id: &str,
+        user_id: Option<&str>,
+        role: &str,
+        credential_hash: &str,
+        at: i64,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "UPDATE gateway_devices SET user_id = $2, role = $3, credential_hash = $4, last_seen_at = $5
+                 WHERE id = $1 AND revoked_at IS NULL",
+                &[&id, &user_id, &role, &credential_hash, &at],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(n == 1)
     }
 
     async fn revoke_device(&self, id: &str, at: i64) -> Result<bool, StoreError> {

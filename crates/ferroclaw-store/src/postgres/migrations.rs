@@ -240,6 +240,13 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         revoked_at   BIGINT
     );",
     ),
+    (
+        8,
+        "device_credentials",
+        // Devices paired before have no binding: their tokens stop working until they
+        // come back once with a credential.
+        "ALTER TABLE gateway_devices ADD COLUMN credential_hash TEXT NOT NULL DEFAULT '';",
+    ),
 ];
 
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -17,7 +17,7 @@ impl SqliteDevices {
     }
 }
 
-const COLUMNS: &str = "id, public_key, client_id, platform, user_id, role, token_hash, paired_at, last_seen_at, revoked_at";
+const COLUMNS: &str = "id, public_key, client_id, platform, user_id, role, token_hash, paired_at, last_seen_at, revoked_at, credential_hash";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeviceRecord> {
     Ok(DeviceRecord {
@@ -31,6 +31,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeviceRecord> {
         paired_at: r.get(7)?,
         last_seen_at: r.get(8)?,
         revoked_at: r.get(9)?,
+        credential_hash: r.get(10)?,
     })
 }
 
@@ -41,8 +42,8 @@ impl DeviceStore for SqliteDevices {
         self.db
             .with(move |conn| {
                 let n = conn.execute(
-                    &format!("INSERT OR IGNORE INTO gateway_devices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-                    params![d.id, d.public_key, d.client_id, d.platform, d.user_id, d.role, d.token_hash, d.paired_at, d.last_seen_at, d.revoked_at],
+                    &format!("INSERT OR IGNORE INTO gateway_devices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+                    params![d.id, d.public_key, d.client_id, d.platform, d.user_id, d.role, d.token_hash, d.paired_at, d.last_seen_at, d.revoked_at, d.credential_hash],
                 )?;
                 Ok(n == 1)
             })
@@ -83,6 +84,32 @@ impl DeviceStore for SqliteDevices {
                     params![id, at],
                 )
                 .map(drop)
+            })
+            .await
+    }
+
+    async fn rebind_device(
+        &self,
+        id: &str,
+        user_id: Option<&str>,
+        role: &str,
+        credential_hash: &str,
+        at: i64,
+    ) -> Result<bool, StoreError> {
+        let (id, user_id, role, credential_hash) = (
+            id.to_owned(),
+            user_id.map(str::to_owned),
+            role.to_owned(),
+            credential_hash.to_owned(),
+        );
+        self.db
+            .with(move |conn| {
+                let n = conn.execute(
+                    "UPDATE gateway_devices SET user_id = ?2, role = ?3, credential_hash = ?4, last_seen_at = ?5
+                     WHERE id = ?1 AND revoked_at IS NULL",
+                    params![id, user_id, role, credential_hash, at],
+                )?;
+                Ok(n == 1)
             })
             .await
     }

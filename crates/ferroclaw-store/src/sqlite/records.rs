@@ -153,6 +153,13 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         revoked_at   INTEGER
     );",
     ),
+    (
+        6,
+        "device_credentials",
+        // Devices paired before have no binding: their tokens stop working until they
+        // come back once with a credential.
+        "ALTER TABLE gateway_devices ADD COLUMN credential_hash TEXT NOT NULL DEFAULT '';",
+    ),
 ];
 
 pub(crate) const TRACES_PATH: &str = "data/traces.db";
