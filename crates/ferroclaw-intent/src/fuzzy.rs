@@ -181,6 +181,8 @@ struct Profile<'a> {
     own_verbs: Vec<Vec<String>>,
     nouns: Vec<String>,
     names: Vec<String>,
+    /// Names of two words or more as prose writes them ("the no args tool").
+    spaced: Vec<Vec<String>>,
     primary: String,
     kind: Kind,
     needs_noun: bool,
@@ -305,12 +307,18 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     lookup_needs_noun = true;
                 }
             }
+            let spaced = names
+                .iter()
+                .map(|n| words(n))
+                .filter(|w| w.len() >= 2)
+                .collect();
             Profile {
                 tool: t,
                 verbs,
                 own_verbs,
                 nouns,
                 names,
+                spaced,
                 primary,
                 kind,
                 needs_noun,
@@ -412,13 +420,16 @@ fn sentences(text: &str, prot: &[Protected]) -> Vec<Range<usize>> {
     let mut iter = text.char_indices().peekable();
     while let Some((i, c)) = iter.next() {
         let next = iter.peek().map(|x| x.1);
-        let boundary = match c {
-            '\n' => true,
-            '.' | '!' | '?' | ';' => next.is_none_or(char::is_whitespace),
-            _ => false,
-        };
+        // A closing tag (`Paris.</reasoning>`) ends a sentence too.
+        let closing_tag = c == '<' && next == Some('/');
+        let boundary = closing_tag
+            || match c {
+                '\n' => true,
+                '.' | '!' | '?' | ';' => next.is_none_or(|n| n.is_whitespace() || n == '<'),
+                _ => false,
+            };
         if boundary && !in_protected(prot, i) {
-            let end = i + c.len_utf8();
+            let end = if closing_tag { i } else { i + c.len_utf8() };
             if text[start..end].trim().len() > 1 {
                 out.push(start..end);
             }
@@ -675,6 +686,16 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
             return false;
         }
     }
+    // "a tool like Wolfram Alpha", "something such as a web search": an example.
+    let n = pre_toks.len();
+    if n >= 1 && pre_toks[n - 1].lower == "like"
+        || n >= 2 && pre_toks[n - 2].lower == "such" && pre_toks[n - 1].lower == "as"
+    {
+        return false;
+    }
+    if advice_item(text, trig.range.start) {
+        return false;
+    }
     // "- get_weather: for getting the weather": a definition, not an intent.
     if text[t_end..]
         .trim_start_matches(['*', '`', '"', '\''])
@@ -686,7 +707,13 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         let followed_by_tool = toks[t..]
             .iter()
             .find(|x| x.range.start >= t_end)
-            .is_some_and(|x| matches!(x.lower.as_str(), "tool" | "function" | "functions"));
+            .is_some_and(|x| matches!(x.lower.as_str(), "tool" | "function" | "functions"))
+            // A name written as words may end with the word itself ("the no args tool").
+            || toks[t..]
+                .iter()
+                .take_while(|x| x.range.end <= t_end)
+                .last()
+                .is_some_and(|x| x.range.end == t_end && matches!(x.lower.as_str(), "tool" | "function"));
         if BEFORE_BLOCK.contains(&prev.lower.as_str()) && !followed_by_tool {
             return false;
         }
@@ -702,6 +729,49 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     }
     let pre_norm = pre.replace('\u{2019}', "'");
     POS.iter().any(|cue| has_phrase(&pre_norm, cue))
+}
+
+/// Phrases that introduce steps for the reader to take, not for the assistant.
+const ADVICE: &[&str] = &[
+    "you can",
+    "you could",
+    "you may",
+    "you might",
+    "you should",
+    "you'll need",
+    "you will need",
+    "you need",
+    "for you to",
+    "you can try",
+];
+
+/// A list item under a line that addresses the reader ("Here are some ways you can
+/// check the weather: 1. Look up a forecast…"): instructions, not the assistant's plan.
+fn advice_item(text: &str, pos: usize) -> bool {
+    let line_start = text[..pos].rfind('\n').map_or(0, |i| i + 1);
+    if !list_item(&text[line_start..pos]) {
+        return false;
+    }
+    let floor_at = floor(text, line_start.saturating_sub(4096));
+    for line in text[floor_at..line_start].lines().rev() {
+        let t = line.trim();
+        if t.is_empty() || list_item(line) {
+            continue;
+        }
+        let lower = t.to_lowercase().replace('\u{2019}', "'");
+        return ADVICE.iter().any(|p| has_phrase(&lower, p));
+    }
+    false
+}
+
+/// `1. `, `2) `, `- `, `* `, `• ` at the start of a line.
+fn list_item(line: &str) -> bool {
+    let t = line.trim_start();
+    let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    if digits > 0 {
+        return t[digits..].starts_with(['.', ')']);
+    }
+    t.starts_with(['-', '*', '\u{2022}'])
 }
 
 fn has_phrase(hay: &str, phrase: &str) -> bool {
@@ -1646,6 +1716,11 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 if in_protected(&prot, t.range.start) || code_like(text, &t.range) {
                     continue;
                 }
+                let capital = text[t.range.clone()].starts_with(char::is_uppercase);
+                let capital_inside = capital
+                    && text[sent.start..t.range.start]
+                        .trim_end()
+                        .ends_with(|c: char| c.is_alphanumeric() || matches!(c, ',' | '('));
                 for (pi, p) in profs.iter().enumerate() {
                     if p.names.contains(&t.lower) {
                         trigs.push(Trigger {
@@ -1655,6 +1730,31 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                             by_name: true,
                             own: true,
                         });
+                        continue;
+                    }
+                    if let Some(end) = spaced_name(p, &toks, k, clause.end) {
+                        trigs.push(Trigger {
+                            tok: k,
+                            end,
+                            profile: pi,
+                            by_name: true,
+                            own: true,
+                        });
+                        continue;
+                    }
+                    // A capital inside a sentence is a name, not the verb: "tooling
+                    // (Google Docs, …)", and the tool's own name written as a proper name
+                    // ("Wolfram Alpha") without "tool" or "function".
+                    let spelled = capital
+                        && p.spaced.iter().any(|w| {
+                            toks.len() >= k + w.len()
+                                && w.iter().enumerate().all(|(j, x)| {
+                                    toks[k + j].lower == *x
+                                        && text[toks[k + j].range.clone()]
+                                            .starts_with(char::is_uppercase)
+                                })
+                        });
+                    if spelled || capital_inside {
                         continue;
                     }
                     for v in &p.verbs {
@@ -1728,7 +1828,14 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         .aliases
                         .get(verb_word)
                         .is_some_and(|target| *target == p.tool.name);
+                    // "get the permissions for this user ID": the verb's object decides.
+                    let object_hit = toks[tok + 1..]
+                        .iter()
+                        .take_while(|x| x.range.end <= clause.end)
+                        .find(|x| !BEFORE_BLOCK.contains(&x.lower.as_str()))
+                        .is_some_and(|x| p.nouns.contains(&x.lower));
                     let score = 2 * noun_hits
+                        + i32::from(object_hit)
                         + i32::from(alias_hit)
                         + i32::from(tr.own)
                         + 3 * i32::from(tr.by_name);
@@ -1768,6 +1875,28 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     merge_subsets(&mut out.calls);
     keep_strongest_per_tool(&mut out.calls);
     out
+}
+
+/// Where a tool's name written as words ends, when it starts at token `k`: "call the
+/// no args tool", "use the web search function". The words alone ("a web search") are a
+/// name only when the tool's own name ends in "tool" or the next word says it is one.
+fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option<usize> {
+    p.spaced.iter().find_map(|w| {
+        let last = toks.get(k + w.len() - 1)?;
+        if last.range.end > clause_end
+            || !w.iter().enumerate().all(|(j, x)| toks[k + j].lower == *x)
+        {
+            return None;
+        }
+        let named = matches!(w.last().map(String::as_str), Some("tool" | "function"))
+            || toks.get(k + w.len()).is_some_and(|n| {
+                matches!(
+                    n.lower.as_str(),
+                    "tool" | "function" | "tools" | "functions"
+                )
+            });
+        named.then_some(last.range.end)
+    })
 }
 
 /// A reasoning text restates its plan: "I need to get the weather for Florence, Italy.
@@ -1814,16 +1943,59 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
         } else {
             &text[sent_start..sent_end]
         };
-        let found = crate::bind::bindings(region, tool);
-        if found.is_empty() {
-            continue;
-        }
-        // A value stated with its property's name beats one read by position.
-        for (k, v) in found {
+        let mut found = crate::bind::bindings(region, tool);
+        for (k, v) in std::mem::take(&mut found) {
             args.insert(k, v);
+        }
+        if !numbers_in_order(&text[sent_start..sent_end], tool, args) {
+            // "The user wants me to add and multiply 2 and 3. I should call both
+            // functions.": the sentence before the call states them.
+            let back = &text[floor(text, sent_start.saturating_sub(WINDOW))..sent_start];
+            let prev = back
+                .trim_end()
+                .rsplit_terminator(['.', '!', '?', '\n'])
+                .find(|s| !s.trim().is_empty())
+                .unwrap_or("");
+            numbers_in_order(prev, tool, args);
         }
         c.arguments = crate::schema::coerce_args(std::mem::take(&mut c.arguments), tool);
     }
+}
+
+/// "I'll add and multiply the numbers 2 and 3": a tool whose missing required
+/// properties are all numbers takes the sentence's numbers in order, when the sentence
+/// holds exactly as many as are missing. False when the sentence holds no number.
+fn numbers_in_order(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Value>) -> bool {
+    let missing: Vec<&str> = tool
+        .required()
+        .into_iter()
+        .filter(|k| !args.contains_key(*k))
+        .collect();
+    if missing.len() < 2
+        || !missing
+            .iter()
+            .all(|k| matches!(tool.prop_type(k), Some("integer" | "number")))
+    {
+        return true;
+    }
+    let nums: Vec<Value> = sentence
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '+' | '*' | '(' | ')'))
+        .map(|w| w.trim_end_matches(['.', '!', '?', ':', ';']))
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+        .filter_map(|w| {
+            serde_json::from_str::<Value>(w)
+                .ok()
+                .filter(Value::is_number)
+        })
+        .take(missing.len() + 1)
+        .collect();
+    let any = !nums.is_empty();
+    if nums.len() == missing.len() {
+        for (k, v) in missing.into_iter().zip(nums) {
+            args.insert(k.to_string(), v);
+        }
+    }
+    any
 }
 
 static CALL_OPEN: LazyLock<Regex> =
@@ -2031,13 +2203,13 @@ fn call_it(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Strateg
 
 static THE_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?im)(?:^|[.!?]\s+)(?:so\s*,?\s+|now\s*,?\s+|then\s*,?\s+)?(?:we\s+need\s+to\s+|we\s+should\s+|let's\s+|let\s+me\s+|i'll\s+|we'll\s+|i\s+need\s+to\s+|i\s+should\s+|we\s+must\s+)?(?:use|call|invoke)\s+(?:the|this|that)\s+(?:function|tool)\b",
+        r"(?im)(?:^|[.!?]\s+)(?:so\s*,?\s+|now\s*,?\s+|then\s*,?\s+)?(?:we\s+need\s+to\s+|we\s+should\s+|let's\s+|let\s+me\s+|i'll\s+|we'll\s+|i\s+need\s+to\s+|i\s+should\s+|we\s+must\s+)?(?:use|call|invoke)\s+(?:(?:the|this|that)\s+)?(?:function|tool)\b",
     )
 });
 
 static QUOTED_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r#"(?i)\b(?:call|use|invoke)\s+(?:the\s+)?['"`]([A-Za-z_][\w.-]{0,80})['"`]\s+(?:function|tool)\b"#,
+        r#"(?i)\b(?:call|use|invoke)\s+(?:the\s+)?(?:['"`]([A-Za-z_][\w.-]{0,80})['"`]\s+(?:function|tool)\b|(?:function|tool)\s+['"`]([A-Za-z_][\w.-]{0,80})['"`])"#,
     )
 });
 
@@ -2046,7 +2218,7 @@ static QUOTED_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
 /// states fitting exactly one tool.
 fn the_function(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
     let (tool, span) = if let Some(c) = QUOTED_FUNCTION.captures(text) {
-        let (Some(m), Some(n)) = (c.get(0), c.get(1)) else {
+        let (Some(m), Some(n)) = (c.get(0), c.get(1).or_else(|| c.get(2))) else {
             return;
         };
         let Some(t) = crate::schema::resolve(n.as_str(), tools, &cfg.aliases) else {
@@ -2148,6 +2320,21 @@ fn build_calls(
                 .iter()
                 .any(|t| t.name.eq_ignore_ascii_case(f.value.trim()))
     });
+    // "call get_time with the timezone set to UTC" (or the value stated by name earlier
+    // in the sentence): the binder reads what the extractors do not.
+    let first = first.or_else(|| {
+        if !tr.by_name {
+            return None;
+        }
+        let after = tr.end..sent.end.max(tr.end);
+        let lead = toks_start(tr, text);
+        let before = sent.start.min(lead)..lead;
+        [after, before].into_iter().find_map(|r| {
+            let bound = crate::bind::bindings(&text[r.clone()], p.tool);
+            let v = bound.get(&p.primary)?.as_str()?.to_string();
+            Some(Found { value: v, range: r })
+        })
+    });
     let Some(first) = first else {
         let named = if tr.by_name {
             named_as_tool(text, tr, sent)
@@ -2247,20 +2434,17 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         .next()
         .unwrap_or("")
         .trim();
+    // "use", "call the", "so just call", "now simply invoke".
+    let lead: Vec<String> = words(clause_lead)
+        .into_iter()
+        .skip_while(|w| DISCOURSE.contains(&w.as_str()) || w == "just" || w == "simply")
+        .collect();
     let imperative = matches!(
-        clause_lead,
-        "use"
-            | "call"
-            | "invoke"
-            | "use the"
-            | "call the"
-            | "invoke the"
-            | "now use"
-            | "now call"
-            | "then use"
-            | "then call"
-            | "so use"
-            | "so call"
+        lead.iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice(),
+        ["use" | "call" | "invoke"] | ["use" | "call" | "invoke", "the"]
     );
     let cued = imperative
         || STRONG_CUES
@@ -2318,6 +2502,8 @@ fn named_by_nouns(
 
 /// Cues that commit to acting now ("I can get stock prices" describes, it does not).
 const STRONG_CUES: &[&str] = &[
+    // gpt-oss's planning voice: "We can use the weather function."
+    "we can",
     "let's",
     "lets",
     "let us",

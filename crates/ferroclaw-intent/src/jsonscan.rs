@@ -8,10 +8,10 @@ use regex::Regex;
 use serde_json::Value;
 
 /// A call's argument key glued to its value by something other than `": "`:
-/// `"parameters>{`, `"parameters {`, `"parameters={`, `"arguments':{`.
+/// `"parameters>{`, `"parameters {`, `"parameters={`, `"parameters({`, `"arguments':{`.
 static ARG_KEY: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r#""(parameters|arguments|args|params|input)\s*(?:['"]\s*)?(?:>|=|:|\\>)?\s*([\[{])"#,
+        r#""(parameters|arguments|args|params|input)\s*(?:['"]\s*)?(?:>|=|:|\\>|\()?\s*([\[{])"#,
     )
 });
 /// `"name": get_weather,` — a bare word where a string belongs.
@@ -223,6 +223,9 @@ fn fix_structure(s: &str) -> String {
             }
         } else {
             match c {
+                // A quote right after a closing bracket opens nothing a value could
+                // follow (`[2,3]"}}`): it is debris.
+                '"' | '\'' if matches!(prev_sig(i), Some('}' | ']')) => {}
                 '"' | '\'' if structural(prev_sig(i)) => {
                     out.push('"');
                     in_str = true;
@@ -249,12 +252,15 @@ fn fix_structure(s: &str) -> String {
     out
 }
 
-/// Append the closers of the brackets still open at the end (string-aware).
+/// Close what is left open (string-aware): a closer of the wrong kind first gets the
+/// closers it skipped (`{"a": {"b": 1]` → `{"a": {"b": 1}]`), and the brackets still
+/// open at the end are appended.
 fn close_open(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
     let mut stack = Vec::new();
     let mut in_str = false;
     let mut escaped = false;
-    for c in s.chars() {
+    for c in s.trim_end().trim_end_matches(',').chars() {
         if in_str {
             if escaped {
                 escaped = false;
@@ -263,6 +269,7 @@ fn close_open(s: &str) -> String {
             } else if c == '"' {
                 in_str = false;
             }
+            out.push(c);
             continue;
         }
         match c {
@@ -270,12 +277,22 @@ fn close_open(s: &str) -> String {
             '{' => stack.push('}'),
             '[' => stack.push(']'),
             '}' | ']' => {
-                stack.pop();
+                if stack.contains(&c) {
+                    while let Some(top) = stack.pop() {
+                        if top == c {
+                            break;
+                        }
+                        out.push(top);
+                    }
+                } else {
+                    // A closer with nothing of its kind open is dropped.
+                    continue;
+                }
             }
             _ => {}
         }
+        out.push(c);
     }
-    let mut out = s.trim_end().trim_end_matches(',').to_string();
     if in_str {
         out.push('"');
     }

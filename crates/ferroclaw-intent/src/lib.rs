@@ -379,7 +379,10 @@ pub fn parse(
             }
         }
     }
-    let calls = winner.unwrap_or_default();
+    let mut calls = winner.unwrap_or_default();
+    if let Some(r) = reasoning.as_deref() {
+        reasoned_values(r, &mut calls, tools);
+    }
 
     if final_text.is_none() {
         if let Some(c) = content.as_deref() {
@@ -405,6 +408,32 @@ pub fn parse(
         unsure,
         done,
         final_text,
+    }
+}
+
+/// A prose call read from the content ("I'll check the weather in Florence, Italy for
+/// you.") takes the values the reasoning settled on by name ("I should use "Florence" as
+/// the location"): the reasoning is where the model chose its arguments, the content
+/// only tells the user.
+fn reasoned_values(reasoning: &str, calls: &mut [ParsedCall], tools: &[ToolSpec]) {
+    for c in calls
+        .iter_mut()
+        .filter(|c| c.strategy == Strategy::Fuzzy && c.source == Source::Content)
+    {
+        let Some(tool) = tools.iter().find(|t| t.name == c.name) else {
+            continue;
+        };
+        let bound = bind::bindings(reasoning, tool);
+        let Some(args) = c.arguments.as_object_mut() else {
+            continue;
+        };
+        if bound.is_empty() {
+            continue;
+        }
+        for (k, v) in bound {
+            args.insert(k, v);
+        }
+        c.arguments = schema::coerce_args(std::mem::take(&mut c.arguments), tool);
     }
 }
 

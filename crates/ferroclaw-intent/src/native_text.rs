@@ -10,6 +10,8 @@
 //! * DeepSeek `<|tool_call_begin|>function<|tool_sep|>NAME ```json {…}``` ` (full-width
 //!   tokens are made ASCII by [`crate::normalize`]).
 //! * Granite `<|tool_call|>[…]`.
+//! * Gemma 4 `<|tool_call>call:NAME{key:<|"|>text<|"|>}<tool_call|>` and FunctionGemma
+//!   `<start_function_call>call:NAME{key:<escape>text<escape>}<end_function_call>`.
 //! * Pythonic calls making up the whole answer: `get_weather(location="Dublin")`,
 //!   `[get_todays_date(), get_weather(location="…")]`, also in a ```` ```tool_code ````
 //!   fence.
@@ -48,6 +50,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         python_tag(&cx, &mut out, &mut taken);
         deepseek(&cx, &mut out, &mut taken);
         invokes(&cx, &mut out, &mut taken);
+        gemma_calls(&cx, &mut out, &mut taken);
     } else if text.contains("[TOOL_CALL]") {
         tool_call_tags(&cx, &mut out, &mut taken);
     }
@@ -221,18 +224,29 @@ fn tool_call_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<u
             &[close.as_str()]
         };
         let mut blocks = Block::new(text, ends, TOOL_CALL_OPEN);
-        let mut pos = 0;
-        while let Some(start) = find_ci(text, pos, open) {
-            let body_start = start + open.len();
-            let (body, end) = blocks.at(body_start);
-            pos = end.max(body_start);
-            let span = start..end.max(body.end);
-            if overlaps(taken, &span) {
-                continue;
-            }
-            if call_body(text, body, span.clone(), tools, cfg, out) {
-                taken.push(span);
-            }
+        each_block(text, open, &mut blocks, taken, |body, span| {
+            call_body(text, body, span, tools, cfg, out)
+        });
+    }
+}
+
+/// Every block `open` starts (ended as `blocks` says) that overlaps no call read
+/// before; `read` gets its body and whole span and says whether it read a call there.
+fn each_block(
+    text: &str,
+    open: &str,
+    blocks: &mut Block<'_>,
+    taken: &mut Vec<Range<usize>>,
+    mut read: impl FnMut(Range<usize>, Range<usize>) -> bool,
+) {
+    let mut pos = 0;
+    while let Some(start) = find_ci(text, pos, open) {
+        let body_start = start + open.len();
+        let (body, end) = blocks.at(body_start);
+        pos = end.max(body_start);
+        let span = start..end.max(body.end);
+        if !overlaps(taken, &span) && read(body, span.clone()) {
+            taken.push(span);
         }
     }
 }
@@ -383,6 +397,55 @@ fn json_calls(
     }
 }
 
+// ---------------------------------------------------------------- Gemma call:NAME{…}
+
+/// Gemma's call blocks and the token that delimits their strings.
+const GEMMA_BLOCKS: [(&str, &str, &str); 2] = [
+    ("<|tool_call>", "<tool_call|>", "<|\"|>"),
+    ("<start_function_call>", "<end_function_call>", "<escape>"),
+];
+
+fn gemma_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    for (open, close, quote) in GEMMA_BLOCKS {
+        let mut blocks = Block::new(text, &[close], &[open]);
+        each_block(text, open, &mut blocks, taken, |body, span| {
+            let Some(rest) = text[body].trim().strip_prefix("call:") else {
+                return false;
+            };
+            let Some(brace) = rest.find('{') else {
+                return false;
+            };
+            gemma_args(&rest[brace..], quote)
+                .is_some_and(|args| push(out, rest[..brace].trim(), args, MARKED, span, tools, cfg))
+        });
+    }
+}
+
+/// `{key:<escape>text<escape>,n:5}` as JSON: the delimited strings become JSON strings
+/// (their quotes and backslashes escaped), bare keys are left to the lenient parser.
+fn gemma_args(body: &str, quote: &str) -> Option<Value> {
+    let mut json = String::with_capacity(body.len() + 8);
+    for (i, piece) in body.split(quote).enumerate() {
+        if i % 2 == 0 {
+            json.push_str(piece);
+        } else {
+            json.push('"');
+            for c in piece.chars() {
+                match c {
+                    '"' => json.push_str("\\\""),
+                    '\\' => json.push_str("\\\\"),
+                    '\n' => json.push_str("\\n"),
+                    c => json.push(c),
+                }
+            }
+            json.push('"');
+        }
+    }
+    let (_, v) = jsonscan::value_at(&json, 0)?;
+    v.is_object().then_some(v)
+}
+
 // ---------------------------------------------------------------- <function=…>
 
 fn function_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
@@ -425,9 +488,9 @@ fn xml_functions(
         let name = rest[..name_len]
             .trim()
             .trim_matches(|c| c == '"' || c == '\'');
-        // `>` normally; `(` or `{` when the model glued the arguments on.
+        // `>` normally; `=`, `(` or `{` when the model glued the arguments on.
         let mut body_start = name_start + name_len;
-        if text[body_start..range.end].starts_with('>') {
+        if text[body_start..range.end].starts_with(['>', '=']) {
             body_start += 1;
         }
         let (body, end) = blocks.at(body_start);
@@ -881,8 +944,13 @@ fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
     let Some((calls, consumed)) = pythonic_calls(body) else {
         return;
     };
+    // Text after the calls is allowed only after a bracketed list that opens the answer:
+    // small models go on to invent the tool's result.
     if !body[consumed..].trim().is_empty() {
-        return;
+        if !(body.starts_with('[') && body[..consumed].trim_end().ends_with(']')) {
+            return;
+        }
+        conf = conf.min(PYTHONIC);
     }
     // Every name must be an offered tool: a stray `print(x)` is code, not a call.
     if !calls

@@ -10,7 +10,7 @@ use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
 static LABEL: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?mi)^[ \t>*_]*(thought|action input|action|observation|final answer)[ \t*_]*:[ \t]*",
+        r"(?mi)^[ \t>*_-]*(thought|action input|action|observation|final answer)[ \t*_]*:[ \t]*",
     )
 });
 static DONE_NAMES: &[&str] = &[

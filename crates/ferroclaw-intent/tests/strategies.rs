@@ -1066,3 +1066,131 @@ fn prose_that_points_back_at_a_tool() {
         assert!(calls_in(Some(text), None, &tools).is_empty(), "{text}");
     }
 }
+
+#[test]
+fn damage_and_formats_from_the_consumed_held_out_parts() {
+    let tools = weather_tools();
+    let paris = vec![weather("Paris")];
+    for text in [
+        // A stray quote between closing brackets, `parameters(`, a closer that skips one.
+        r#"{"name":"get_weather","parameters":{"location":"Paris"}"}"#,
+        r#"{"name":"get_weather","parameters({"location":"Paris"}""#,
+        r#"[TOOL_CALLS][{"name": "get_weather", "arguments": {"location": "Paris"]"#,
+        // Llama's function tag with `=` glued to the JSON.
+        r#"<function=get_weather={"location": "Paris"}</function>"#,
+        // Gemma 4 and FunctionGemma call blocks.
+        r#"<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>"#,
+        "<start_function_call>call:get_weather{location:<escape>Paris<escape>}<end_function_call>",
+        // A bracketed pythonic list, then a result the model made up.
+        "[get_weather(location=\"Paris\")]\n{\"temperature\": 21}",
+    ] {
+        assert_eq!(calls_in(None, Some(text), &tools), paris, "{text}");
+    }
+    // Gemma strings keep quotes and backslashes they hold.
+    assert_eq!(
+        calls_in(
+            None,
+            Some(
+                r#"<|tool_call>call:get_weather{location:<|"|>"Paris" \ France<|"|>}<tool_call|>"#
+            ),
+            &tools
+        ),
+        vec![weather(r#""Paris" \ France"#)]
+    );
+    // Look-alikes: a Gemma block for a tool not offered, a pythonic call that does not
+    // open the answer.
+    assert!(calls_in(
+        None,
+        Some(r#"<|tool_call>call:get_stock{ticker:<|"|>X<|"|>}<tool_call|>"#),
+        &tools
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("The call would be [get_weather(location=\"Paris\")] in Llama's format."),
+        &tools
+    )
+    .is_empty());
+}
+
+#[test]
+fn prose_from_the_consumed_held_out_parts() {
+    let tools = prose_tools();
+    let r = |t: &str| calls_in(Some(t), None, &tools);
+    // A closing tag ends the argument; a quoted name after "function".
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<reasoning>We need to use the get_weather function for Paris.</reasoning>"),
+            &tools
+        ),
+        vec![("get_weather".to_string(), json!({"location": "Paris"}))]
+    );
+    assert_eq!(
+        r("We need to call function 'get_weather' with location \"Florence, Italy\"."),
+        vec![(
+            "get_weather".to_string(),
+            json!({"location": "Florence, Italy"})
+        )]
+    );
+    assert_eq!(
+        r("No other functions are needed. Just call get_weather with location set to Paris."),
+        vec![("get_weather".to_string(), json!({"location": "Paris"}))]
+    );
+    // The reasoning's value, stated by name, beats the content's paraphrase.
+    assert_eq!(
+        calls_in(
+            Some("The user specified \"Florence,Italy\" so I should use \"Florence,Italy\" as the location."),
+            Some("I'll check the weather in Florence, Italy for you."),
+            &tools
+        ),
+        vec![(
+            "get_weather".to_string(),
+            json!({"location": "Florence,Italy"})
+        )]
+    );
+    // Advice to the reader, an example, a brand: no calls.
+    for text in [
+        "I'm not able to provide real-time weather. Here are some ways you can find out:\n1. Look up a weather forecast: search for \"Paris weather\" on a search engine.\n2. Check a weather app.",
+        "To find it, I could use a tool like Web Search, but the answer is 4.",
+        "Keep the notes in your tooling (Google Docs, Notion, etc.).",
+    ] {
+        assert!(
+            calls_in(None, Some(text), &tools).is_empty(),
+            "{text}: {:?}",
+            calls_in(None, Some(text), &tools)
+        );
+    }
+    // The same list written as the assistant's own plan is a call.
+    assert_eq!(
+        calls_in(
+            Some("Here is my plan:\n1. Search for \"Paris weather\" on the web.\n2. Summarise."),
+            None,
+            &tools
+        ),
+        vec![("web_search".to_string(), json!({"query": "Paris weather"}))]
+    );
+    // Numbers bound in order to a tool whose required properties are all numeric.
+    let math = vec![ToolSpec::new(
+        "add",
+        "Add two numbers.",
+        json!({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"]}),
+    )];
+    assert_eq!(
+        calls_in(
+            Some("The user wants me to add 2 and 3. I should call the add function."),
+            None,
+            &math
+        ),
+        vec![("add".to_string(), json!({"a": 2, "b": 3}))]
+    );
+    // Three numbers for two properties: not guessed.
+    assert_eq!(
+        calls_in(
+            Some("The user wants me to add 2, 3 and 4. I should call the add function."),
+            None,
+            &math
+        ),
+        vec![("add".to_string(), json!({}))]
+    );
+}

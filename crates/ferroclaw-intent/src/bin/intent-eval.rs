@@ -3,8 +3,8 @@
 //! `cargo run -p ferroclaw-intent --bin intent-eval [-- [--verbose] [--heldout] [corpus_dir]]`
 //!
 //! Scores the written corpus, then the real-output corpus (`real/dev.jsonl`,
-//! `real/heldout.jsonl`, `real/heldout2.jsonl`). `--verbose` lists the failures of the written corpus and of the
-//! real development part; the held-out parts' failures are listed only with
+//! `real/heldout.jsonl`). `--verbose` lists the failures of the written corpus and of
+//! the real development part; the held-out part's failures are listed only with
 //! `--heldout`, so tuning does not look at them.
 
 use std::path::PathBuf;
@@ -65,11 +65,7 @@ fn main() -> ExitCode {
     );
 
     let mut real_failures = Vec::new();
-    for (part, show) in [
-        ("dev", verbose),
-        ("heldout", heldout_failures),
-        ("heldout2", heldout_failures),
-    ] {
+    for (part, show) in [("dev", verbose), ("heldout", heldout_failures)] {
         let path = dir.join("real").join(format!("{part}.jsonl"));
         if !path.exists() {
             continue;
