@@ -171,7 +171,17 @@ enum Kind {
     Query,
     Pattern,
     Glob,
+    /// A coordinate: a number, never a name read from prose.
+    Number,
     Text,
+}
+
+/// Properties that hold a number whatever their schema type says.
+const NUMERIC_NAMES: &[&str] = &["lat", "latitude", "lon", "lng", "long", "longitude"];
+
+fn numeric_prop(tool: &ToolSpec, prop: &str) -> bool {
+    matches!(tool.prop_type(prop), Some("integer" | "number"))
+        || NUMERIC_NAMES.contains(&prop.to_ascii_lowercase().as_str())
 }
 
 struct Profile<'a> {
@@ -208,7 +218,9 @@ fn kind_of(tool: &ToolSpec, prop: &str) -> Kind {
         .unwrap_or("")
         .to_lowercase();
     let tname = tool.name.to_lowercase();
-    if p.contains("url") || p.contains("uri") || p == "link" || p == "href" {
+    if NUMERIC_NAMES.contains(&p.as_str()) {
+        Kind::Number
+    } else if p.contains("url") || p.contains("uri") || p == "link" || p == "href" {
         Kind::Url
     } else if p.contains("path") || p.contains("file") || p == "dir" || p == "directory" {
         let d = tool.description.to_lowercase();
@@ -795,9 +807,17 @@ fn has_phrase(hay: &str, phrase: &str) -> bool {
     false
 }
 
+/// How a sentence about what the assistant is able to do begins.
+const CAPABILITY_LEADS: &[&str] = &["i can ", "i'm able to ", "i am able to ", "i could "];
+
 fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
     let s = text[sent.clone()].trim();
     if s.ends_with('?') {
+        return true;
+    }
+    // A Markdown table row describes; it does not act.
+    let line_start = text[..sent.start].rfind('\n').map_or(0, |i| i + 1);
+    if text[line_start..].trim_start().starts_with('|') {
         return true;
     }
     let lower = s
@@ -820,10 +840,7 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
     .any(|p| lower.starts_with(p))
         // "I can get the weather, search the internet and tell the time": a list of what
         // the assistant is able to do.
-        || (["i can ", "i'm able to ", "i am able to ", "i could "]
-            .iter()
-            .any(|p| lower.starts_with(p))
-            && lower.contains(','))
+        || (CAPABILITY_LEADS.iter().any(|p| lower.starts_with(p)) && lower.contains(','))
 }
 
 // ---------------------------------------------------------------- arguments
@@ -1389,6 +1406,8 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
     let q = rest[..end].trim();
     let ql = q.to_lowercase();
     if q.chars().count() < 2
+        // "use web_search to get the latest information": a purpose, not a query.
+        || ql.starts_with("to ")
         || QUERY_REJECT.contains(&ql.as_str())
         || q.split_whitespace().count() > 12
         || generic_phrase(&ql)
@@ -1507,6 +1526,10 @@ fn extract_primary(
         Kind::Query => query_in(text, prot, win),
         Kind::Pattern => pattern_in(text, prot, win),
         Kind::Glob => glob_in(text, prot, win),
+        Kind::Number => {
+            let near = win.start..floor(text, (win.start + 60).min(win.end));
+            number_in(text, near)
+        }
         Kind::Text => {
             let near = win.start..floor(text, (win.start + 60).min(win.end));
             quoted_in(
@@ -1522,6 +1545,27 @@ fn extract_primary(
 
 /// A value written without quotes right after the tool's name: "… function for Paris",
 /// "… for New York". (Values stated with their property's name are `bind`'s.)
+/// The first number in `win`, as written ("52.5200" keeps its zeros).
+fn number_in(text: &str, win: Range<usize>) -> Option<Found> {
+    let s = &text[win.clone()];
+    let mut pos = 0;
+    for w in s.split(|c: char| c.is_whitespace() || matches!(c, ',' | '(' | ')' | ';')) {
+        let at = pos;
+        pos += w.len() + 1;
+        let v = w.trim_end_matches(['.', ':', '!', '?']);
+        if v.starts_with(|c: char| c.is_ascii_digit() || c == '-')
+            && v.parse::<f64>().is_ok_and(f64::is_finite)
+        {
+            let start = win.start + at;
+            return Some(Found {
+                value: v.to_string(),
+                range: start..start + v.len(),
+            });
+        }
+    }
+    None
+}
+
 fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
     let s = &text[win.clone()];
     let lower = s.to_ascii_lowercase();
@@ -1872,6 +1916,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         call_it(text, cfg, tools, &mut out);
     }
     fill_bindings(text, tools, &mut out.calls);
+    drop_misfits(tools, &mut out.calls);
     merge_subsets(&mut out.calls);
     keep_strongest_per_tool(&mut out.calls);
     out
@@ -1902,6 +1947,24 @@ fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option
 /// A reasoning text restates its plan: "I need to get the weather for Florence, Italy.
 /// I'll call the weather function with "Florence" as the location." The explicit,
 /// named statement is the call; a weaker reading of the same tool is dropped.
+/// A value read from prose that the schema's type cannot hold ("Paris, I" for a
+/// boolean) is a misreading, not the argument: it goes, and the tool says what is
+/// missing.
+fn drop_misfits(tools: &[ToolSpec], calls: &mut [ParsedCall]) {
+    for c in calls.iter_mut() {
+        let Some(tool) = tools.iter().find(|t| t.name == c.name) else {
+            continue;
+        };
+        if let Some(args) = c.arguments.as_object_mut() {
+            args.retain(|k, v| match tool.prop_type(k) {
+                Some("boolean") => v.is_boolean(),
+                Some("integer" | "number") => v.is_number(),
+                _ => true,
+            });
+        }
+    }
+}
+
 fn keep_strongest_per_tool(calls: &mut Vec<ParsedCall>) {
     let best: Vec<(String, f32)> = calls
         .iter()
@@ -1950,20 +2013,29 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
         if !numbers_in_order(&text[sent_start..sent_end], tool, args) {
             // "The user wants me to add and multiply 2 and 3. I should call both
             // functions.": the sentence before the call states them.
-            let back = &text[floor(text, sent_start.saturating_sub(WINDOW))..sent_start];
-            let prev = back
-                .trim_end()
-                .rsplit_terminator(['.', '!', '?', '\n'])
-                .find(|s| !s.trim().is_empty())
-                .unwrap_or("");
-            numbers_in_order(prev, tool, args);
+            let back = text[floor(text, sent_start.saturating_sub(WINDOW))..sent_start].trim_end();
+            numbers_in_order(last_sentence(back), tool, args);
         }
         c.arguments = crate::schema::coerce_args(std::mem::take(&mut c.arguments), tool);
     }
 }
 
-/// "I'll add and multiply the numbers 2 and 3": a tool whose missing required
-/// properties are all numbers takes the sentence's numbers in order, when the sentence
+/// The last sentence of `text`: what follows its last `. `, `! `, `? ` or newline (a
+/// decimal point ends nothing).
+pub(crate) fn last_sentence(text: &str) -> &str {
+    let cut = text
+        .char_indices()
+        .rev()
+        .find(|&(i, c)| {
+            c == '\n'
+                || (matches!(c, '.' | '!' | '?') && text[i + 1..].starts_with(char::is_whitespace))
+        })
+        .map_or(0, |(i, _)| i + 1);
+    &text[cut..]
+}
+
+/// "I'll add and multiply the numbers 2 and 3", "the coordinates (52.5200, 13.4050)": a
+/// tool whose missing required properties are all numbers takes the sentence's numbers in order, when the sentence
 /// holds exactly as many as are missing. False when the sentence holds no number.
 fn numbers_in_order(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Value>) -> bool {
     let missing: Vec<&str> = tool
@@ -1971,27 +2043,27 @@ fn numbers_in_order(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Valu
         .into_iter()
         .filter(|k| !args.contains_key(*k))
         .collect();
-    if missing.len() < 2
-        || !missing
-            .iter()
-            .all(|k| matches!(tool.prop_type(k), Some("integer" | "number")))
-    {
+    if missing.len() < 2 || !missing.iter().all(|k| numeric_prop(tool, k)) {
         return true;
     }
-    let nums: Vec<Value> = sentence
+    let nums: Vec<&str> = sentence
         .split(|c: char| c.is_whitespace() || matches!(c, ',' | '+' | '*' | '(' | ')'))
         .map(|w| w.trim_end_matches(['.', '!', '?', ':', ';']))
-        .filter(|w| w.starts_with(|c: char| c.is_ascii_digit()))
-        .filter_map(|w| {
-            serde_json::from_str::<Value>(w)
-                .ok()
-                .filter(Value::is_number)
-        })
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_digit() || c == '-'))
+        .filter(|w| w.parse::<f64>().is_ok_and(f64::is_finite))
         .take(missing.len() + 1)
         .collect();
     let any = !nums.is_empty();
     if nums.len() == missing.len() {
-        for (k, v) in missing.into_iter().zip(nums) {
+        for (k, raw) in missing.into_iter().zip(nums) {
+            // A coordinate typed as a string keeps the digits the text wrote.
+            let v = match tool.prop_type(k) {
+                Some("integer" | "number") => serde_json::from_str::<Value>(raw)
+                    .ok()
+                    .filter(Value::is_number)
+                    .unwrap_or_else(|| Value::String(raw.to_string())),
+                _ => Value::String(raw.to_string()),
+            };
             args.insert(k.to_string(), v);
         }
     }
@@ -2065,8 +2137,12 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
                 || PRE_PAST.contains(&w.as_str())
                 || w.ends_with("n't")
         });
+        // "I can assist with … using get_weather(), …": what the assistant is able to do.
+        let able = CAPABILITY_LEADS
+            .iter()
+            .any(|p| before.trim_start().starts_with(p));
         let committed = POS.iter().any(|cue| has_phrase(&before, cue));
-        if refused || !committed {
+        if refused || able || !committed {
             continue;
         }
         let span = name.start()..name.start() + used;
@@ -2249,7 +2325,10 @@ fn the_function(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut St
     let mut args = crate::bind::bindings(text, tool);
     if args.is_empty() {
         // "The user requests the weather in Tokyo … So I should call the function."
-        if let Some(primary) = tool.primary_property() {
+        if let Some(primary) = tool
+            .primary_property()
+            .filter(|p| kind_of(tool, p) == Kind::Text)
+        {
             let back = &text[floor(text, span.start.saturating_sub(WINDOW))..span.start];
             if let Some(v) = last_proper_noun(back) {
                 args.insert(primary.to_string(), Value::String(v));

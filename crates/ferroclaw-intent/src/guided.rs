@@ -26,6 +26,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         if out.calls.len() >= crate::MAX_CALLS {
             break;
         }
+        if crate::native_text::shown_as_example(text, range.start) {
+            continue;
+        }
         let list = ["tool_calls", "calls", "tool_call", "actions", "action"]
             .iter()
             .find_map(|k| obj.get(*k));
@@ -42,7 +45,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             Some(_) => Vec::new(),
             None if done.is_some() => Vec::new(),
             // A bare `{"name": …, "arguments": …}` object, or one wrapped in `function`.
-            None if bare_call(&obj) => vec![&obj],
+            None if bare_call(&obj) || flat_call(&obj, tools, cfg) => vec![&obj],
             None => continue,
         };
         if done == Some(true) {
@@ -77,6 +80,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             };
             if out.calls.len() >= crate::MAX_CALLS {
                 break;
+            }
+            if crate::native_text::shown_as_example(text, m.start()) {
+                continue;
             }
             let args_at = m.end() - 1;
             let args = jsonscan::value_at(text, args_at)
@@ -158,6 +164,15 @@ fn bare_call(obj: &Value) -> bool {
             .is_some()
 }
 
+/// `{"service": "cover.close_cover", "target_device": "cover.kitchen"}`: an offered
+/// tool's name under a naming key, its arguments beside it.
+fn flat_call(obj: &Value, tools: &[ToolSpec], cfg: &ParserConfig) -> bool {
+    let (Some(name), Value::Object(args)) = name_and_args(obj) else {
+        return false;
+    };
+    !args.is_empty() && crate::schema::resolve(&name, tools, &cfg.aliases).is_some()
+}
+
 pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
     // Wrappers: `{"tool_call": {…}}`, `{"action": {"name": …, …}}`.
     for key in ["tool_call", "action", "function_call"] {
@@ -179,6 +194,11 @@ pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
         .get("name")
         .or_else(|| item.get("tool"))
         .or_else(|| item.get("tool_name"))
+        .or_else(|| item.get("function_name"))
+        // Home Assistant's `{"service": "light.turn_off", …}`, Langroid's
+        // `{"request": "duckduckgo_search", …}`: the other keys are the arguments.
+        .or_else(|| item.get("service"))
+        .or_else(|| item.get("request"))
         .or_else(|| {
             item.get("action")
                 .filter(|_| item.get("action_input").is_some())
@@ -221,6 +241,10 @@ fn inline_args(item: &Value) -> Option<Value> {
         "description",
         "function",
         "tool",
+        "tool_name",
+        "function_name",
+        "service",
+        "request",
     ];
     let obj = item.as_object()?;
     let rest: serde_json::Map<String, Value> = obj

@@ -383,6 +383,9 @@ pub fn parse(
     if let Some(r) = reasoning.as_deref() {
         reasoned_values(r, &mut calls, tools);
     }
+    if answered_instead(content.as_deref(), &calls, tools, cfg) {
+        calls.clear();
+    }
 
     if final_text.is_none() {
         if let Some(c) = content.as_deref() {
@@ -435,6 +438,41 @@ fn reasoned_values(reasoning: &str, calls: &mut [ParsedCall], tools: &[ToolSpec]
         }
         c.arguments = schema::coerce_args(std::mem::take(&mut c.arguments), tool);
     }
+}
+
+/// An intent read from the thinking ("I'll use web_search with …") that the model did
+/// not act on: after it, the answer went to the user (the content, or the text after
+/// `</think>`, is a real answer with no call in it). The model answered from what it
+/// knew or imagined the tool's result; running the tool now would not be its turn.
+fn answered_instead(
+    content: Option<&str>,
+    calls: &[ParsedCall],
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> bool {
+    /// Shorter than this, the text after the thinking is a preamble ("Let me check.").
+    const ANSWER_MIN: usize = 160;
+    let Some(content) = content else {
+        return false;
+    };
+    if calls.is_empty() || calls.iter().any(|c| c.strategy != Strategy::Fuzzy) {
+        return false;
+    }
+    let think_end = content.rfind("</think>").map(|i| i + "</think>".len());
+    let thinking = |c: &ParsedCall| match c.source {
+        Source::Reasoning => true,
+        Source::Content => think_end.is_some_and(|e| c.span.end <= e),
+    };
+    if !calls.iter().all(thinking) {
+        return false;
+    }
+    let answer = content[think_end.unwrap_or(0)..].trim();
+    if answer.len() < ANSWER_MIN || answer.ends_with(':') {
+        return false;
+    }
+    cfg.order
+        .iter()
+        .all(|&st| run_strategy(st, answer, tools, cfg).calls.is_empty())
 }
 
 fn remove_ranges(text: &str, ranges: &[Range<usize>]) -> String {

@@ -245,10 +245,39 @@ fn each_block(
         let (body, end) = blocks.at(body_start);
         pos = end.max(body_start);
         let span = start..end.max(body.end);
-        if !overlaps(taken, &span) && read(body, span.clone()) {
+        if !overlaps(taken, &span) && !shown_as_example(text, start) && read(body, span.clone()) {
             taken.push(span);
         }
     }
+}
+
+/// Words that present what follows as an example for the reader.
+const EXAMPLE_LEADS: &[&str] = &[
+    "for example",
+    "for instance",
+    "e.g.",
+    "example:",
+    "you would use",
+    "you would write",
+    "you can use",
+    "you can call",
+    "you could use",
+    "in this format",
+    "like this:",
+];
+
+/// The sentence before a block shows it to the reader ("For example, to get the
+/// weather for London, you would use:").
+pub(crate) fn shown_as_example(text: &str, start: usize) -> bool {
+    let from = crate::harmony::floor(text, start.saturating_sub(240));
+    // Past the opening tags of the block itself (`<tool_call>{"name": …`).
+    let mut before = text[from..start].trim_end();
+    while let Some(open) = before.strip_suffix('>').and_then(|b| b.rfind('<')) {
+        before = before[..open].trim_end();
+    }
+    let sentence = crate::fuzzy::last_sentence(before);
+    let lower = sentence.to_ascii_lowercase();
+    EXAMPLE_LEADS.iter().any(|l| lower.contains(l))
 }
 
 /// One `<tool_call>` body: Qwen XML, JSON (one object or a list), or `name {json}`.
@@ -332,10 +361,31 @@ fn call_body(
                     found |= push(out, &n, a, MARKED, span.clone(), tools, cfg);
                 }
                 return found;
+            } else if let Some(args) = colon_args(&inner[i..]) {
+                return push(out, name, args, MARKED, span, tools, cfg);
             }
         }
     }
     false
+}
+
+/// `(city: Antwerp, days: 3)`: a signature-shaped call with bare values, as small
+/// models write inside call tags. Values stay text; the schema types them.
+fn colon_args(s: &str) -> Option<Value> {
+    let body = s.trim().strip_prefix('(')?.strip_suffix(')')?;
+    let mut args = Map::new();
+    for part in body.split(',').filter(|p| !p.trim().is_empty()) {
+        let (k, v) = part.split_once([':', '='])?;
+        let k = k.trim();
+        if k.is_empty() || !k.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return None;
+        }
+        args.insert(
+            k.to_string(),
+            Value::String(schema::strip_quotes(v.trim()).to_string()),
+        );
+    }
+    Some(Value::Object(args))
 }
 
 /// JSON values laid one after another (separated by whitespace, `,` or `;`).
@@ -504,7 +554,7 @@ fn xml_functions(
         let inner = text[body.clone()].trim();
         let args = if find_ci(inner, 0, "<parameter=").is_some() {
             Value::Object(xml_parameters(inner))
-        } else if inner.starts_with('{') {
+        } else if inner.starts_with(['{', '[']) {
             let lead =
                 body.start + (text[body.clone()].len() - text[body.clone()].trim_start().len());
             let limit = jsonscan::balanced_end(&text[..body.end], lead, false).unwrap_or(body.end);

@@ -55,7 +55,14 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             "action" => {
                 let line_end = text[vstart..].find('\n').map_or(text.len(), |n| vstart + n);
                 let line = text[vstart..line_end].trim();
-                let (name, inline) = split_inline(line);
+                // A tool whose name has spaces ("Delegate work to coworker") is the
+                // whole line.
+                let (name, inline) = if crate::schema::resolve(line, tools, &cfg.aliases).is_some()
+                {
+                    (line, None)
+                } else {
+                    split_inline(line)
+                };
                 let lname = name.to_ascii_lowercase();
                 if DONE_NAMES.contains(&lname.as_str()) {
                     if lname != "none" {

@@ -448,7 +448,10 @@ fn coerce_value(v: &mut Value, ty: &str) {
             }
         }
         ("number", Value::String(s)) => {
-            if let Ok(f) = s.trim().parse::<f64>() {
+            // `1024` stays an integer: JSON numbers keep the form the model wrote.
+            if let Ok(n) = s.trim().parse::<i64>() {
+                *v = Value::from(n);
+            } else if let Ok(f) = s.trim().parse::<f64>() {
                 if let Some(n) = serde_json::Number::from_f64(f) {
                     *v = Value::Number(n);
                 }

@@ -1194,3 +1194,120 @@ fn prose_from_the_consumed_held_out_parts() {
         vec![("add".to_string(), json!({}))]
     );
 }
+
+#[test]
+fn formats_and_answers_from_the_third_consumed_part() {
+    let tools = weather_tools();
+    // Flat objects under a naming key, a signature-shaped call inside a call tag, a
+    // function tag whose arguments open a list that never closes.
+    for text in [
+        "Checking.\n```homeassistant\n{\"service\": \"get_weather\", \"location\": \"Paris\"}\n```",
+        "TOOL:\n{\"request\": \"get_weather\", \"location\": \"Paris\"}",
+        "<tool_call>get_weather(location: Paris)</tool_call>",
+        "<function=get_weather [{\"location\": \"Paris\"} </function>",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &tools),
+            vec![weather("Paris")],
+            "{text}"
+        );
+    }
+    // A naming key whose value is no offered tool stays data.
+    assert!(calls_in(
+        None,
+        Some("{\"service\": \"spotify\", \"location\": \"Paris\"}"),
+        &tools
+    )
+    .is_empty());
+    // A call block shown to the reader as an example is no call.
+    assert!(calls_in(
+        None,
+        Some("You can call the tools in this format.\n\nFor example, to get the weather in London, you would use:\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"location\": \"London\"}}</tool_call>"),
+        &tools
+    )
+    .is_empty());
+    // ReAct with a tool name that has spaces.
+    let crew = vec![ToolSpec::new(
+        "Delegate work to coworker",
+        "Delegate a task.",
+        json!({"type":"object","properties":{"task":{"type":"string"},"coworker":{"type":"string"}},"required":["task"]}),
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: I will delegate.\nAction: Delegate work to coworker\nAction Input: {\"task\": \"Write\", \"coworker\": \"Researcher\"}"),
+            &crew
+        ),
+        vec![(
+            "Delegate work to coworker".to_string(),
+            json!({"task": "Write", "coworker": "Researcher"})
+        )]
+    );
+    // Coordinates keep the digits the text wrote; a place name is no latitude.
+    let geo = vec![ToolSpec::new(
+        "weather",
+        "Weather at coordinates.",
+        json!({"type":"object","properties":{"latitude":{"type":"string"},"longitude":{"type":"string"}},"required":["latitude","longitude"]}),
+    )];
+    assert_eq!(
+        calls_in(
+            Some("The user wants the weather in Berlin at (52.5200, 13.4050). I need to use the weather function."),
+            None,
+            &geo
+        ),
+        vec![(
+            "weather".to_string(),
+            json!({"latitude": "52.5200", "longitude": "13.4050"})
+        )]
+    );
+    // A value the schema's type cannot hold is dropped, not passed on.
+    let typed = vec![ToolSpec::new(
+        "get_weather",
+        "Weather.",
+        json!({"type":"object","properties":{"location":{"type":"string"},"celsius":{"type":"boolean"}},"required":["location"]}),
+    )];
+    let got = calls_in(
+        None,
+        Some("Thought: I will use the get_weather tool. I will pass \"Paris\" as the location and True to get the temperature in Celsius."),
+        &typed,
+    );
+    assert!(
+        got.iter()
+            .all(|(_, a)| a.get("celsius").is_none_or(Value::is_boolean)),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn thinking_that_ends_in_an_answer_calls_nothing() {
+    let tools = prose_tools();
+    let answer = "The Kansas City Chiefs won Super Bowl LIX on February 9, 2025, beating the Philadelphia Eagles. This comes from up-to-date sources retrieved via search, as the game was played after my knowledge cutoff.";
+    // In a <think> block of the content, and in the reasoning field.
+    let think = format!("<think>\nI'll use web_search with the query \"Super Bowl LIX winner\".\n</think>\n\n{answer}");
+    assert!(calls_in(None, Some(&think), &tools).is_empty());
+    assert!(calls_in(
+        Some("I'll use web_search with the query \"Super Bowl LIX winner\"."),
+        Some(answer),
+        &tools
+    )
+    .is_empty());
+    // A short lead-in after the thinking is no answer: the call stands.
+    assert_eq!(
+        calls_in(
+            Some("I'll use web_search with the query \"Super Bowl LIX winner\"."),
+            Some("Let me look that up for you."),
+            &tools
+        ),
+        vec![(
+            "web_search".to_string(),
+            json!({"query": "Super Bowl LIX winner"})
+        )]
+    );
+    // Tools described in a table, or named inline in a list of abilities: no calls.
+    for text in [
+        "| Tool | Purpose |\n|---|---|\n| **web_search** | Search the internet for `**` anything |",
+        "I can assist with several tasks, including getting the weather using get_weather() and searching via web_search().",
+    ] {
+        assert!(calls_in(None, Some(text), &tools).is_empty(), "{text}");
+    }
+}

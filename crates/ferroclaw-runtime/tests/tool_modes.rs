@@ -267,6 +267,21 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "gemma",
+            "<|tool_call>call:exec{command:<|\"|>echo fmt-gemma<|\"|>}<tool_call|>",
+            None,
+        ),
+        (
+            "function-gemma",
+            "<start_function_call>call:exec{command:<escape>echo fmt-function-gemma<escape>}<end_function_call>",
+            None,
+        ),
+        (
+            "llama-function-tag",
+            "<function=exec={\"command\": \"echo fmt-llama-function-tag\"}</function>",
+            None,
+        ),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
