@@ -807,8 +807,46 @@ fn has_phrase(hay: &str, phrase: &str) -> bool {
     false
 }
 
+/// A promise that waits for the user ("please provide …, and I'll …").
+const WAITS_ON_USER: &[&str] = &[
+    "please provide",
+    "please let me know",
+    "let me know",
+    "please tell me",
+    "once you",
+    "when you",
+    "as soon as you",
+    "after you",
+];
+
+/// The line so far is a tool's name as a label: `2. **Search Web**: Search the …`.
+fn describes_tool(text: &str, pos: usize, tools: &[ToolSpec]) -> bool {
+    let line = &text[text[..pos].rfind('\n').map_or(0, |i| i + 1)..pos];
+    let Some(label) = line.trim_end().strip_suffix(':').or_else(|| {
+        line.trim_end()
+            .strip_suffix("**:")
+            .or_else(|| line.trim_end().strip_suffix(":**"))
+    }) else {
+        return false;
+    };
+    let key = |s: &str| -> String {
+        s.chars()
+            .filter(char::is_ascii_alphabetic)
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let label = key(label);
+    !label.is_empty() && tools.iter().any(|t| key(&t.name) == label)
+}
+
 /// How a sentence about what the assistant is able to do begins.
-const CAPABILITY_LEADS: &[&str] = &["i can ", "i'm able to ", "i am able to ", "i could "];
+const CAPABILITY_LEADS: &[&str] = &[
+    "i can ",
+    "i'm able to ",
+    "i am able to ",
+    "i could ",
+    "i have access to ",
+];
 
 fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
     let s = text[sent.clone()].trim();
@@ -1406,8 +1444,9 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
     let q = rest[..end].trim();
     let ql = q.to_lowercase();
     if q.chars().count() < 2
-        // "use web_search to get the latest information": a purpose, not a query.
-        || ql.starts_with("to ")
+        // "use web_search to get the latest information": a purpose, not a query; "the
+        // research tool is available": a statement about the tool.
+        || ["to ", "is ", "are ", "was ", "were "].iter().any(|p| ql.starts_with(p))
         || QUERY_REJECT.contains(&ql.as_str())
         || q.split_whitespace().count() > 12
         || generic_phrase(&ql)
@@ -1463,7 +1502,8 @@ fn glob_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
             continue;
         }
         let t = trim_token(tok);
-        if is_glob(t) && t.len() > 1 {
+        // `**` around a word is Markdown bold, not a glob.
+        if is_glob(t) && t.len() > 1 && t.chars().any(|c| c != '*') {
             return Some(Found {
                 value: t.to_string(),
                 range: r,
@@ -1620,6 +1660,12 @@ fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
     ] {
         if let Some(i) = v.to_ascii_lowercase().find(stop) {
             v = v[..i].trim();
+        }
+    }
+    // The clause may end on its joining word ("for Seoul and | then …").
+    for tail in [" and", " or", " but"] {
+        if v.len() > tail.len() && v[v.len() - tail.len()..].eq_ignore_ascii_case(tail) {
+            v = v[..v.len() - tail.len()].trim_end();
         }
     }
     let v = v.trim_start_matches("the ").trim();
@@ -1843,6 +1889,15 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 {
                     continue;
                 }
+                // "Please provide the time and I'll schedule it": waits on the user.
+                let lower_before = before_in_sentence.to_lowercase();
+                if WAITS_ON_USER.iter().any(|p| has_phrase(&lower_before, p)) {
+                    continue;
+                }
+                // "**Search Web**: Search the internet for …": a tool's description.
+                if describes_tool(text, toks[tok].range.start, tools) {
+                    continue;
+                }
                 let verb_word = toks[tok].lower.as_str();
                 let mut best: Option<(i32, Vec<ParsedCall>)> = None;
                 for tr in &group {
@@ -1916,6 +1971,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         call_it(text, cfg, tools, &mut out);
     }
     fill_bindings(text, tools, &mut out.calls);
+    repeat_calls(text, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
     merge_subsets(&mut out.calls);
     keep_strongest_per_tool(&mut out.calls);
@@ -1947,6 +2003,86 @@ fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option
 /// A reasoning text restates its plan: "I need to get the weather for Florence, Italy.
 /// I'll call the weather function with "Florence" as the location." The explicit,
 /// named statement is the call; a weaker reading of the same tool is dropped.
+/// "Then another call with "GOOGL"": the same tool again for another value.
+static ANOTHER_CALL: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"(?i)\banother\s+(?:call|one)\s+(?:with|for)\s+(?:the\s+\w+\s+)?["'`]([^"'`\n]{1,80})["'`]"#,
+    )
+});
+/// `Seoul and New York`, `Paris, Rome and Oslo` right after a value already read.
+static AND_MORE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"^((?:,\s*[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})*)\s*,?\s+and\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})",
+    )
+});
+/// Words that say one call per value follows.
+const EACH: &[&str] = &[
+    "twice",
+    "for each",
+    "once for each",
+    "both",
+    "each city",
+    "two calls",
+];
+
+/// One prose call for a value, where the text says the tool runs once per value: "I'll
+/// call get_weather twice, for Seoul and New York", "first with "AAPL", then another call
+/// with "GOOGL"".
+fn repeat_calls(text: &str, calls: &mut Vec<ParsedCall>) {
+    let mut more = Vec::new();
+    for c in calls.iter() {
+        let Some(args) = c.arguments.as_object() else {
+            continue;
+        };
+        let [(key, Value::String(v))] = args.iter().collect::<Vec<_>>()[..] else {
+            continue;
+        };
+        let from = floor(text, c.span.start.saturating_sub(WINDOW));
+        let to = floor(text, (c.span.end + WINDOW).min(text.len()));
+        let near = &text[from..to];
+        let mut add = |value: &str| {
+            let mut a = Map::new();
+            a.insert(key.clone(), Value::String(value.trim().to_string()));
+            more.push(ParsedCall {
+                arguments: Value::Object(a),
+                ..c.clone()
+            });
+        };
+        if let Some(m) = ANOTHER_CALL.captures(&text[c.span.end.min(to)..to]) {
+            if let Some(x) = m.get(1) {
+                add(x.as_str());
+            }
+        }
+        let lower = near.to_lowercase();
+        if !EACH.iter().any(|w| has_phrase(&lower, w)) {
+            continue;
+        }
+        if let Some(at) = near.find(v.as_str()) {
+            if let Some(m) = AND_MORE.captures(&near[at + v.len()..]) {
+                for part in m.get(1).map_or("", |x| x.as_str()).split(',') {
+                    if !part.trim().is_empty() {
+                        add(part);
+                    }
+                }
+                if let Some(last) = m.get(2) {
+                    add(last.as_str());
+                }
+            }
+        }
+    }
+    for m in more {
+        if calls.len() >= crate::MAX_CALLS {
+            break;
+        }
+        if !calls
+            .iter()
+            .any(|c| c.name == m.name && c.arguments == m.arguments)
+        {
+            calls.push(m);
+        }
+    }
+}
+
 /// A value read from prose that the schema's type cannot hold ("Paris, I" for a
 /// boolean) is a misreading, not the argument: it goes, and the tool says what is
 /// missing.

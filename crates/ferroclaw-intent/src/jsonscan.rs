@@ -18,6 +18,9 @@ static ARG_KEY: LazyLock<Regex> = LazyLock::new(|| {
 static BARE_VALUE: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(r#"(:\s*)([A-Za-z_][A-Za-z0-9_.\-]*)(\s*[,}\]])"#)
 });
+/// `{"command": "ls", ...}` — an elision where more members were left out.
+static ELISION: LazyLock<Regex> =
+    LazyLock::new(|| ferroclaw_types::literal_regex(r#",\s*(?:\.\.\.|\u{2026})\s*([}\]])"#));
 /// `{"name","get_x"` — a comma for the colon after `"name"`.
 static NAME_COMMA: LazyLock<Regex> =
     LazyLock::new(|| ferroclaw_types::literal_regex(r#""name"\s*,\s*""#));
@@ -137,6 +140,7 @@ pub(crate) fn repair(s: &str) -> Option<Value> {
     };
     let keyed = ARG_KEY.replace_all(s, "\"$1\": $2");
     let keyed = NAME_COMMA.replace_all(&keyed, "\"name\": \"");
+    let keyed = ELISION.replace_all(&keyed, "$1");
     // A stray `\>` before a key.
     let keyed = keyed.replace("{\\>", "{");
     let fixed = fix_structure(&keyed);

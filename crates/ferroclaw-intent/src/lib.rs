@@ -15,7 +15,7 @@
 //! * [`Strategy::Fuzzy`] — natural-language intents ("let's read config.yaml"), with
 //!   negated, hypothetical and past-tense mentions rejected.
 //!
-//! Text is normalised first ([`normalize`]: wrapped reasoning pieces joined, escaped
+//! Text is normalised first (`normalize`: wrapped reasoning pieces joined, escaped
 //! answers unescaped, full-width tokens made ASCII).
 //!
 //! Every call is mapped to a canonical tool name (aliases, leaked tokens), its

@@ -6,12 +6,16 @@
 //!   custom format).
 //! * Hermes: `<tool_call>{"name": …, "arguments": …}</tool_call>`.
 //! * Llama 3.x `<|python_tag|>{…}; {…}`, Llama 4 `<|python_start|>…<|python_end|>`.
-//! * Mistral `[TOOL_CALLS][{…}]` and `[TOOL_CALLS]name[ARGS]{…}`.
+//! * Mistral `[TOOL_CALLS][{…}]` and `[TOOL_CALLS]name[ARGS]{…}` (also `[FUNCTION]`).
 //! * DeepSeek `<|tool_call_begin|>function<|tool_sep|>NAME ```json {…}``` ` (full-width
 //!   tokens are made ASCII by [`crate::normalize`]).
 //! * Granite `<|tool_call|>[…]`.
 //! * Gemma 4 `<|tool_call>call:NAME{key:<|"|>text<|"|>}<tool_call|>` and FunctionGemma
 //!   `<start_function_call>call:NAME{key:<escape>text<escape>}<end_function_call>`.
+//! * Kimi K2 `<|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}`.
+//! * MiniMax and DeepSeek DSML `<invoke name="NAME"><parameter name="KEY">…`.
+//! * ChatGLM3: the name on its own line, then `tool_call(k=v)` in a Python fence.
+//! * Flat calls under another naming key are read by [`crate::guided`].
 //! * Pythonic calls making up the whole answer: `get_weather(location="Dublin")`,
 //!   `[get_todays_date(), get_weather(location="…")]`, also in a ```` ```tool_code ````
 //!   fence.
@@ -51,14 +55,16 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         deepseek(&cx, &mut out, &mut taken);
         invokes(&cx, &mut out, &mut taken);
         gemma_calls(&cx, &mut out, &mut taken);
+        kimi(&cx, &mut out, &mut taken);
     } else if text.contains("[TOOL_CALL]") {
         tool_call_tags(&cx, &mut out, &mut taken);
     }
-    if text.contains("[TOOL_CALLS]") {
+    if text.contains("[TOOL_CALLS]") || text.contains("[FUNCTION]") {
         mistral(&cx, &mut out, &mut taken);
     }
     if text.contains("```") {
         tool_code_fences(&cx, &mut out, &mut taken);
+        chatglm_calls(&cx, &mut out, &mut taken);
     }
     if out.calls.is_empty() {
         json_string_list(text, tools, cfg, &mut out);
@@ -264,16 +270,30 @@ const EXAMPLE_LEADS: &[&str] = &[
     "you could use",
     "in this format",
     "like this:",
+    "here's how",
+    "here is how",
 ];
 
 /// The sentence before a block shows it to the reader ("For example, to get the
 /// weather for London, you would use:").
 pub(crate) fn shown_as_example(text: &str, start: usize) -> bool {
     let from = crate::harmony::floor(text, start.saturating_sub(240));
-    // Past the opening tags of the block itself (`<tool_call>{"name": …`).
+    // Past the opening tags or fence of the block itself (`<tool_call>{"name": …`,
+    // ```` ```json ````).
     let mut before = text[from..start].trim_end();
-    while let Some(open) = before.strip_suffix('>').and_then(|b| b.rfind('<')) {
-        before = before[..open].trim_end();
+    loop {
+        let fence = before.rfind("```").filter(|&i| {
+            before[i + 3..]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+        if let Some(i) = fence {
+            before = before[..i].trim_end();
+        } else if let Some(open) = before.strip_suffix('>').and_then(|b| b.rfind('<')) {
+            before = before[..open].trim_end();
+        } else {
+            break;
+        }
     }
     let sentence = crate::fuzzy::last_sentence(before);
     let lower = sentence.to_ascii_lowercase();
@@ -496,6 +516,76 @@ fn gemma_args(body: &str, quote: &str) -> Option<Value> {
     v.is_object().then_some(v)
 }
 
+// ---------------------------------------------------------------- ChatGLM3
+
+/// ChatGLM3 names the tool on a line of its own, then writes the arguments as
+/// `tool_call(k=v, …)` in a Python fence.
+fn chatglm_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    let mut pos = 0;
+    while let Some(at) = find_ci(text, pos, "tool_call(") {
+        pos = at + 1;
+        let before = text[..at].trim_end();
+        let Some(fence) = before
+            .strip_suffix("```python")
+            .or_else(|| before.strip_suffix("```"))
+        else {
+            continue;
+        };
+        let name_line = fence.trim_end().rsplit('\n').next().unwrap_or("").trim();
+        if schema::resolve(name_line, tools, &cfg.aliases).is_none() {
+            continue;
+        }
+        let window = crate::harmony::floor(text, (at + 2048).min(text.len()));
+        let Some((mut calls, used)) = pythonic_calls(&text[at..window]) else {
+            continue;
+        };
+        let start = fence.trim_end().len() - name_line.len();
+        let span = start..at + used;
+        if overlaps(taken, &span) {
+            continue;
+        }
+        if let Some((_, args)) = calls.pop() {
+            if push(out, name_line, args, MARKED, span.clone(), tools, cfg) {
+                taken.push(span);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- Kimi K2
+
+/// `<|tool_call_begin|> functions.NAME:0 <|tool_call_argument_begin|> {…} <|tool_call_end|>`.
+fn kimi(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    const OPEN: &str = "<|tool_call_begin|>";
+    const ARGS: &str = "<|tool_call_argument_begin|>";
+    let Cx { text, tools, cfg } = *cx;
+    let mut blocks = Block::new(
+        text,
+        &["<|tool_call_end|>"],
+        &[OPEN, "<|tool_calls_section_end|>"],
+    );
+    each_block(text, OPEN, &mut blocks, taken, |body, span| {
+        let inner = &text[body.clone()];
+        let Some(a) = find_ci(inner, 0, ARGS) else {
+            return false;
+        };
+        // `functions.get_weather:0`: the call's index follows the name.
+        let id = inner[..a].trim();
+        let name = id.rsplit_once(':').map_or(id, |(n, i)| {
+            if i.chars().all(|c| c.is_ascii_digit()) {
+                n
+            } else {
+                id
+            }
+        });
+        let lead = body.start + a + ARGS.len();
+        let lead = lead + (text[lead..body.end].len() - text[lead..body.end].trim_start().len());
+        jsonscan::value_at(&text[..body.end], lead)
+            .is_some_and(|(_, v)| push(out, name, v, MARKED, span, tools, cfg))
+    });
+}
+
 // ---------------------------------------------------------------- <function=…>
 
 fn function_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
@@ -613,6 +703,7 @@ fn xml_parameters(body: &str) -> Map<String, Value> {
     keyed_values(
         body,
         "<parameter=",
+        "</parameter>",
         &["<parameter=", "</function>"],
         |raw| {
             let raw = raw.strip_prefix('\n').unwrap_or(raw);
@@ -626,28 +717,45 @@ fn xml_parameters(body: &str) -> Map<String, Value> {
 fn keyed_values<'a>(
     body: &'a str,
     open: &str,
+    close: &'a str,
     stops: &[&'a str],
     clean: impl Fn(&str) -> &str,
 ) -> Map<String, Value> {
     let mut m = Map::new();
     let mut pos = 0;
-    let mut values = Block::new(body, &["</parameter>"], stops);
+    let mut values = Block::new(body, &[close], stops);
     while let Some(start) = find_ci(body, pos, open) {
         let key_start = start + open.len();
         let Some(gt) = body[key_start..].find('>') else {
             break;
         };
-        let key = body[key_start..key_start + gt]
-            .trim()
-            .trim_matches(|c| c == '"' || c == '\'');
+        let (key, typed) = tag_key(&body[key_start..key_start + gt]);
         let v_start = key_start + gt + 1;
         let (v, end) = values.at(v_start);
         pos = end.max(v_start);
         if !key.is_empty() && key.len() <= 128 {
-            m.insert(key.to_string(), Value::String(clean(&body[v]).to_string()));
+            let raw = clean(&body[v]);
+            // DeepSeek marks non-string values: `<parameter name="limit" string="false">30`.
+            let value = typed
+                .then(|| serde_json::from_str::<Value>(raw.trim()).ok())
+                .flatten()
+                .unwrap_or_else(|| Value::String(raw.to_string()));
+            m.insert(key.to_string(), value);
         }
     }
     m
+}
+
+/// The key of `<parameter=KEY>` / `<parameter name="KEY" string="false">`, and whether
+/// the tag says its value is not a string.
+fn tag_key(attrs: &str) -> (&str, bool) {
+    let a = attrs.trim();
+    let key = match a.chars().next() {
+        Some(q @ ('"' | '\'')) => a[1..].split(q).next().unwrap_or(""),
+        _ => a.split(char::is_whitespace).next().unwrap_or(""),
+    };
+    let typed = a.contains("string=\"false\"");
+    (key.trim(), typed)
 }
 
 // ---------------------------------------------------------------- Llama
@@ -716,9 +824,21 @@ fn code_tool(tools: &[ToolSpec]) -> Option<&ToolSpec> {
 
 // ---------------------------------------------------------------- Mistral
 
+/// Mistral's `[TOOL_CALLS]`, and the `[FUNCTION] name [ARGS] {…}` some models invent
+/// after it.
 fn mistral(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    for open in ["[TOOL_CALLS]", "[FUNCTION]"] {
+        mistral_blocks(cx, open, out, taken);
+    }
+}
+
+fn mistral_blocks(
+    cx: &Cx<'_>,
+    open: &str,
+    out: &mut StrategyOutput,
+    taken: &mut Vec<Range<usize>>,
+) {
     let Cx { text, tools, cfg } = *cx;
-    let open = "[TOOL_CALLS]";
     let mut blocks = Block::new(text, &["</s>"], &[open]);
     let mut pos = 0;
     while let Some(start) = find_ci(text, pos, open) {
@@ -810,48 +930,55 @@ fn deepseek(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>
 /// MiniMax (and Anthropic's old text format): `<invoke name="NAME"><parameter
 /// name="KEY">VALUE</parameter></invoke>`, inside `<minimax:tool_call>` or
 /// `<function_calls>`; parameters may also be plain child tags (`<path>…</path>`).
+/// MiniMax and DeepSeek's DSML `<invoke name="x"><parameter name="k">v</parameter>`, and the
+/// same shape some small models write as `<function name="x"><param name="k">v</param>`.
+const INVOKE_FORMS: [(&str, &str, &str, &str); 2] = [
+    (
+        "<invoke name=",
+        "</invoke>",
+        "<parameter name=",
+        "</parameter>",
+    ),
+    ("<function name=", "</function>", "<param name=", "</param>"),
+];
+
 fn invokes(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
     let Cx { text, tools, cfg } = *cx;
-    let mut blocks = Block::new(text, &["</invoke>"], &["<invoke name="]);
-    let mut pos = 0;
-    while let Some(start) = find_ci(text, pos, "<invoke name=") {
-        pos = start + 1;
-        let name_start = start + "<invoke name=".len();
-        let Some(gt) = text[name_start..].find('>') else {
-            break;
-        };
-        let name = text[name_start..name_start + gt]
-            .trim()
-            .trim_matches(|c| c == '"' || c == '\'');
-        let body_start = name_start + gt + 1;
-        let (body, end) = blocks.at(body_start);
-        let span = start..end;
-        pos = end.max(pos);
-        if overlaps(taken, &span) {
-            continue;
-        }
-        let inner = &text[body];
-        let mut args = keyed_values(
-            inner,
-            "<parameter name=",
-            &["<parameter name=", "</invoke>"],
-            str::trim,
-        );
-        if args.is_empty() {
-            if let Some(tool) = schema::resolve(name, tools, &cfg.aliases) {
-                args = child_tags(inner, tool);
+    for (open, close, p_open, p_close) in INVOKE_FORMS {
+        let mut blocks = Block::new(text, &[close], &[open]);
+        let mut pos = 0;
+        while let Some(start) = find_ci(text, pos, open) {
+            pos = start + 1;
+            let name_start = start + open.len();
+            let Some(gt) = text[name_start..].find('>') else {
+                break;
+            };
+            let (name, _) = tag_key(&text[name_start..name_start + gt]);
+            let body_start = name_start + gt + 1;
+            let (body, end) = blocks.at(body_start);
+            let span = start..end;
+            pos = end.max(pos);
+            if overlaps(taken, &span) {
+                continue;
             }
-        }
-        if push(
-            out,
-            name,
-            Value::Object(args),
-            MARKED,
-            span.clone(),
-            tools,
-            cfg,
-        ) {
-            taken.push(span);
+            let inner = &text[body];
+            let mut args = keyed_values(inner, p_open, p_close, &[p_open, close], str::trim);
+            if args.is_empty() {
+                if let Some(tool) = schema::resolve(name, tools, &cfg.aliases) {
+                    args = child_tags(inner, tool);
+                }
+            }
+            if push(
+                out,
+                name,
+                Value::Object(args),
+                MARKED,
+                span.clone(),
+                tools,
+                cfg,
+            ) {
+                taken.push(span);
+            }
         }
     }
 }

@@ -4,7 +4,8 @@
 //! * reasoning streamed piece by piece and wrapped per piece
 //!   (`<reasoning>get_</reasoning><reasoning>weather</reasoning>`) is joined, so a
 //!   tool name split across pieces is whole again;
-//! * DeepSeek's full-width special tokens (`<｜tool▁call▁begin｜>`) become ASCII ones;
+//! * DeepSeek's full-width special tokens (`<｜tool▁call▁begin｜>`) become ASCII ones, and
+//!   its DSML namespace (`<｜｜DSML｜｜invoke …>`) is dropped;
 //! * an answer that arrived JSON-escaped (`\"location\": \"Paris\"\n`, no real newline
 //!   or quote) is unescaped, as is HTML-escaped markup (`&lt;tool_call&gt;`).
 //!
@@ -16,6 +17,11 @@ pub(crate) fn normalize(text: &str) -> Cow<'_, str> {
     let mut s = Cow::Borrowed(text);
     if s.contains('\u{ff5c}') {
         s = Cow::Owned(s.replace('\u{ff5c}', "|").replace('\u{2581}', "_"));
+    }
+    // DeepSeek's DSML markup (`<||DSML||invoke name="read">`) is the invoke markup
+    // MiniMax writes, under a namespace.
+    if s.contains("|DSML|") {
+        s = Cow::Owned(s.replace("||DSML||", "").replace("|DSML|", ""));
     }
     for tag in ["reasoning", "think", "thinking"] {
         let close = format!("</{tag}>");

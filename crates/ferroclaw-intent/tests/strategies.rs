@@ -1311,3 +1311,92 @@ fn thinking_that_ends_in_an_answer_calls_nothing() {
         assert!(calls_in(None, Some(text), &tools).is_empty(), "{text}");
     }
 }
+
+#[test]
+fn formats_and_prose_from_the_fourth_consumed_part() {
+    let tools = weather_tools();
+    let paris = vec![weather("Paris")];
+    for text in [
+        // Kimi K2's call section, left in the text.
+        "Let me check. <|tool_calls_section_begin|> <|tool_call_begin|> functions.get_weather:0 <|tool_call_argument_begin|> {\"location\": \"Paris\"} <|tool_call_end|> <|tool_calls_section_end|>",
+        // DeepSeek's DSML markup (full-width bars, as the model writes them).
+        "<\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c}invoke name=\"get_weather\">\n<\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c}parameter name=\"location\" string=\"true\">Paris</\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c}parameter>\n</\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c}invoke>",
+        // The invoke shape with `function` / `param`.
+        "<function name=\"get_weather\"><param name=\"location\">Paris</param></function>",
+        // An invented bracket call, then a result the model made up.
+        "[FUNCTION] get_weather\n[ARGS] {\"location\": \"Paris\"}\n[RESULT] {\"temperature\": 21}",
+        // ChatGLM3: the name on its own line, the arguments in a Python fence.
+        "get_weather\n```python\ntool_call(location='Paris')\n```",
+        // Mistral with the other members elided.
+        "[TOOL_CALLS]get_weather[ARGS]{\"location\": \"Paris\", ...}",
+    ] {
+        assert_eq!(calls_in(None, Some(text), &tools), paris, "{text}");
+    }
+    // DSML's typed values: `string="false"` holds JSON.
+    let read = vec![ToolSpec::new(
+        "read",
+        "Read a file.",
+        json!({"type":"object","properties":{"filePath":{"type":"string"},"limit":{"type":"integer"}},"required":["filePath"]}),
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<|DSML|invoke name=\"read\"><|DSML|parameter name=\"filePath\" string=\"true\">a.md</|DSML|parameter><|DSML|parameter name=\"limit\" string=\"false\">30</|DSML|parameter></|DSML|invoke>"),
+            &read
+        ),
+        vec![("read".to_string(), json!({"filePath": "a.md", "limit": 30}))]
+    );
+    // Shown to the reader: "Here's how you can do it:" then a fence.
+    assert!(calls_in(
+        None,
+        Some("You can use the get_weather tool.\n\nHere's how you can do it:\n\n```json\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n```"),
+        &tools
+    )
+    .is_empty());
+
+    let tools = prose_tools();
+    // A promise that waits on the user, a tool's description under its name as a label,
+    // Markdown bold around a tool name: no calls.
+    let files = vec![ToolSpec::new(
+        "search_files",
+        "Search for files matching a glob pattern.",
+        json!({"type":"object","properties":{"pattern":{"type":"string"}},"required":["pattern"]}),
+    )];
+    for (text, tools) in [
+        (
+            "To check it I need a city. Please provide the city and I'll get the weather for you.",
+            &tools,
+        ),
+        (
+            "1. **Web Search**: Search the internet for information on a specific topic.",
+            &tools,
+        ),
+        (
+            "I have access to **search_files** to locate files and more.",
+            &files,
+        ),
+    ] {
+        assert!(calls_in(None, Some(text), tools).is_empty(), "{text}");
+    }
+    // One call per value when the text says so.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("To get the weather in Seoul and New York, I'll call the get_weather function twice, once for each city."),
+            &tools
+        ),
+        vec![
+            ("get_weather".to_string(), json!({"location": "Seoul"})),
+            ("get_weather".to_string(), json!({"location": "New York"}))
+        ]
+    );
+    // Without a word saying so, "Seoul and New York" stays one argument's worth.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll call get_weather for Seoul and then answer about New York from memory."),
+            &tools
+        ),
+        vec![("get_weather".to_string(), json!({"location": "Seoul"}))]
+    );
+}

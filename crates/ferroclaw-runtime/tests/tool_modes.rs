@@ -277,6 +277,16 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "kimi",
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.exec:0<|tool_call_argument_begin|>{\"command\": \"echo fmt-kimi\"}<|tool_call_end|><|tool_calls_section_end|>",
+            None,
+        ),
+        (
+            "deepseek-dsml",
+            "<｜｜DSML｜｜invoke name=\"exec\">\n<｜｜DSML｜｜parameter name=\"command\" string=\"true\">echo fmt-deepseek-dsml</｜｜DSML｜｜parameter>\n</｜｜DSML｜｜invoke>",
+            None,
+        ),
+        (
             "llama-function-tag",
             "<function=exec={\"command\": \"echo fmt-llama-function-tag\"}</function>",
             None,
