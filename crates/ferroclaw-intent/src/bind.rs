@@ -118,7 +118,7 @@ fn match_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
         .map(|(p, _)| *p)
 }
 
-const VALUE: &str = r#"("[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|-?\d+(?:\.\d+)?\b|[A-Za-z](?:[\w/:@+-]|\.\w)*(?:,? [A-Z](?:[\w-]|\.\w)*){0,3})"#;
+const VALUE: &str = r#"(\[[^\[\]\n]{1,200}\]|\{[^{}\n]{1,200}\}|"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|-?\d+(?:\.\d+)?\b|[A-Za-z](?:[\w/:@+-]|\.\w)*(?:,? [A-Z](?:[\w-]|\.\w)*){0,3})"#;
 const KEY: &str = r"([A-Za-z_][\w-]{0,40}(?: [A-Za-z_][\w-]{0,40})?)";
 
 /// `x=5`, `location: "Paris"`, `the location parameter, which in this case is Tokyo`,
@@ -167,6 +167,10 @@ static KEY_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
 
 fn value_of(raw: &str) -> Option<Value> {
     let t = raw.trim().trim_end_matches(['.', ',']);
+    // `["red", "blue"]`, `{start: "2025-01-01"}`: a list or an object written out.
+    if t.starts_with(['[', '{']) {
+        return crate::jsonscan::parse_lenient(t).or_else(|| crate::jsonscan::repair(t));
+    }
     for (o, c) in [('"', '"'), ('\'', '\''), ('`', '`')] {
         if t.len() >= 2 && t.starts_with(o) && t.ends_with(c) {
             let inner = t[1..t.len() - 1].trim();

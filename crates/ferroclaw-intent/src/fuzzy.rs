@@ -436,7 +436,7 @@ fn sentences(text: &str, prot: &[Protected]) -> Vec<Range<usize>> {
         let closing_tag = c == '<' && next == Some('/');
         let boundary = closing_tag
             || match c {
-                '\n' => true,
+                '\n' | '\u{3002}' | '\u{ff01}' | '\u{ff1f}' | '\u{ff1b}' => true,
                 '.' | '!' | '?' | ';' => next.is_none_or(|n| n.is_whitespace() || n == '<'),
                 _ => false,
             };
@@ -465,10 +465,20 @@ fn tokens(text: &str, range: Range<usize>) -> Vec<Tok> {
     let s = &text[range.clone()];
     let mut start: Option<usize> = None;
     let is_w = |c: char| c.is_alphanumeric() || c == '_' || c == '\'' || c == '\u{2019}';
+    // Chinese and Japanese run into Latin names without a space
+    // ("我需要使用code_interpreter"): a change of script ends a word.
+    let mut cjk_run = false;
     for (i, c) in s.char_indices() {
         if is_w(c) {
+            let cjk = is_cjk(c);
+            if start.is_some() && cjk != cjk_run {
+                if let Some(st) = start.take() {
+                    push_tok(&mut out, s, st, i, range.start);
+                }
+            }
             if start.is_none() {
                 start = Some(i);
+                cjk_run = cjk;
             }
         } else if let Some(st) = start.take() {
             push_tok(&mut out, s, st, i, range.start);
@@ -478,6 +488,10 @@ fn tokens(text: &str, range: Range<usize>) -> Vec<Tok> {
         push_tok(&mut out, s, st, s.len(), range.start);
     }
     out
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' | '\u{f900}'..='\u{faff}')
 }
 
 fn push_tok(out: &mut Vec<Tok>, s: &str, st: usize, en: usize, base: usize) {
@@ -740,7 +754,38 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         return true;
     }
     let pre_norm = pre.replace('\u{2019}', "'");
-    POS.iter().any(|cue| has_phrase(&pre_norm, cue))
+    POS.iter().any(|cue| has_phrase(&pre_norm, cue)) || cjk_commits(&pre)
+}
+
+/// Chinese commitments right before a tool's name ("让我用 `Read`", "我需要使用
+/// code_interpreter"), unless negated ("我不需要使用").
+const CJK_CUES: &[&str] = &[
+    "让我用",
+    "让我使用",
+    "让我调用",
+    "我来用",
+    "我来使用",
+    "我来调用",
+    "我需要使用",
+    "我需要用",
+    "我需要调用",
+    "我要用",
+    "我要使用",
+    "我要调用",
+    "我将使用",
+    "我将调用",
+    "我会使用",
+    "我会调用",
+    "现在调用",
+    "接下来调用",
+];
+
+fn cjk_commits(pre: &str) -> bool {
+    let tail = pre.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\''));
+    let start = tail.char_indices().rev().nth(7).map_or(0, |(i, _)| i);
+    let tail = &tail[start..];
+    CJK_CUES.iter().any(|c| tail.ends_with(c))
+        && !["不", "没", "无需", "别"].iter().any(|n| tail.contains(n))
 }
 
 /// Phrases that introduce steps for the reader to take, not for the assistant.
@@ -1803,7 +1848,24 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             let mut trigs: Vec<Trigger> = Vec::new();
             for &k in &idx {
                 let t = &toks[k];
-                if in_protected(&prot, t.range.start) || code_like(text, &t.range) {
+                // Quoted text is an argument, not a verb; only a tool's name alone in
+                // its quotes (`` `Read` ``) still names the tool.
+                let quoted = prot_at(&prot, t.range.start);
+                let quoted_name = quoted.is_some_and(|q| {
+                    text[q.inner.clone()].trim() == &text[t.range.clone()]
+                        // In prose, not a value in code or JSON (`f("get_user_id", …)`,
+                        // `"name": "get_weather"`).
+                        && text[..q.range.start]
+                            .chars()
+                            .next_back()
+                            .is_none_or(|c| c.is_whitespace() || is_cjk(c))
+                        && text[..q.range.start]
+                            .trim_end()
+                            .chars()
+                            .next_back()
+                            .is_none_or(|c| !matches!(c, ':' | ',' | '(' | '[' | '{' | '='))
+                });
+                if (quoted.is_some() && !quoted_name) || code_like(text, &t.range) {
                     continue;
                 }
                 let capital = text[t.range.clone()].starts_with(char::is_uppercase);
@@ -1844,7 +1906,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                                             .starts_with(char::is_uppercase)
                                 })
                         });
-                    if spelled || capital_inside {
+                    if spelled || capital_inside || quoted_name {
                         continue;
                     }
                     for v in &p.verbs {
@@ -1915,7 +1977,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                                 && toks[j].range.end <= reach
                                 && !in_protected(&prot, toks[j].range.start)
                         })
-                        .filter(|&&j| p.nouns.contains(&toks[j].lower))
+                        .filter(|&&j| noun_of(p, &toks[j].lower))
                         .count() as i32;
                     if (p.needs_noun || (p.lookup_needs_noun && !tr.own))
                         && noun_hits == 0
@@ -1932,7 +1994,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         .iter()
                         .take_while(|x| x.range.end <= clause.end)
                         .find(|x| !BEFORE_BLOCK.contains(&x.lower.as_str()))
-                        .is_some_and(|x| p.nouns.contains(&x.lower));
+                        .is_some_and(|x| noun_of(p, &x.lower));
                     let score = 2 * noun_hits
                         + i32::from(object_hit)
                         + i32::from(alias_hit)
@@ -1971,7 +2033,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         call_it(text, cfg, tools, &mut out);
     }
     fill_bindings(text, tools, &mut out.calls);
-    repeat_calls(text, &mut out.calls);
+    repeat_calls(text, tools, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
     merge_subsets(&mut out.calls);
     keep_strongest_per_tool(&mut out.calls);
@@ -2003,6 +2065,37 @@ fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option
 /// A reasoning text restates its plan: "I need to get the weather for Florence, Italy.
 /// I'll call the weather function with "Florence" as the location." The explicit,
 /// named statement is the call; a weaker reading of the same tool is dropped.
+/// A noun of the tool, singular or plural ("secrets" for `secret_retrieval_tool`).
+fn noun_of(p: &Profile, word: &str) -> bool {
+    p.nouns.iter().any(|n| n == word)
+        || word
+            .strip_suffix('s')
+            .is_some_and(|w| w.len() > 2 && p.nouns.iter().any(|n| n == w))
+}
+
+/// "call dice_roll three times": how many calls of a tool without arguments.
+fn times(near: &str) -> usize {
+    let lower = near.to_lowercase();
+    if has_phrase(&lower, "twice") {
+        return 2;
+    }
+    for (w, n) in [
+        ("2", 2),
+        ("two", 2),
+        ("3", 3),
+        ("three", 3),
+        ("4", 4),
+        ("four", 4),
+        ("5", 5),
+        ("five", 5),
+    ] {
+        if has_phrase(&lower, &format!("{w} times")) {
+            return n;
+        }
+    }
+    1
+}
+
 /// "Then another call with "GOOGL"": the same tool again for another value.
 static ANOTHER_CALL: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
@@ -2014,6 +2107,10 @@ static AND_MORE: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
         r"^((?:,\s*[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})*)\s*,?\s+and\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})",
     )
+});
+/// `"mellon" and "radiance"` right after a quoted value already read.
+static AND_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(r#"^["'`]\s*,?\s+and\s+["'`]([^"'`\n]{1,80})["'`]"#)
 });
 /// Words that say one call per value follows.
 const EACH: &[&str] = &[
@@ -2027,13 +2124,28 @@ const EACH: &[&str] = &[
 
 /// One prose call for a value, where the text says the tool runs once per value: "I'll
 /// call get_weather twice, for Seoul and New York", "first with "AAPL", then another call
-/// with "GOOGL"".
-fn repeat_calls(text: &str, calls: &mut Vec<ParsedCall>) {
+/// with "GOOGL"", "the passwords "mellon" and "radiance""; and a tool without arguments
+/// as many times as the text says ("roll the dice three times").
+fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
     let mut more = Vec::new();
+    let mut repeats = Vec::new();
     for c in calls.iter() {
         let Some(args) = c.arguments.as_object() else {
             continue;
         };
+        // A tool without arguments, called a stated number of times.
+        if args.is_empty()
+            && tools
+                .iter()
+                .any(|t| t.name == c.name && t.properties().is_empty())
+        {
+            let from = floor(text, c.span.start.saturating_sub(WINDOW));
+            let to = floor(text, (c.span.end + WINDOW).min(text.len()));
+            for _ in 1..times(&text[from..to]) {
+                repeats.push(c.clone());
+            }
+            continue;
+        }
         let [(key, Value::String(v))] = args.iter().collect::<Vec<_>>()[..] else {
             continue;
         };
@@ -2053,23 +2165,35 @@ fn repeat_calls(text: &str, calls: &mut Vec<ParsedCall>) {
                 add(x.as_str());
             }
         }
+        // "the passwords "mellon" and "radiance"": the property's plural, or a word
+        // saying one call per value.
         let lower = near.to_lowercase();
-        if !EACH.iter().any(|w| has_phrase(&lower, w)) {
+        let plural = has_phrase(&lower, &format!("{}s", key.to_lowercase()));
+        if !plural && !EACH.iter().any(|w| has_phrase(&lower, w)) {
             continue;
         }
-        if let Some(at) = near.find(v.as_str()) {
-            if let Some(m) = AND_MORE.captures(&near[at + v.len()..]) {
-                for part in m.get(1).map_or("", |x| x.as_str()).split(',') {
-                    if !part.trim().is_empty() {
-                        add(part);
-                    }
+        let Some(at) = near.find(v.as_str()) else {
+            continue;
+        };
+        let after = &near[at + v.len()..];
+        if let Some(x) = AND_QUOTED.captures(after).and_then(|m| m.get(1)) {
+            add(x.as_str());
+        } else if let Some(m) = AND_MORE.captures(after) {
+            for part in m.get(1).map_or("", |x| x.as_str()).split(',') {
+                if !part.trim().is_empty() {
+                    add(part);
                 }
-                if let Some(last) = m.get(2) {
-                    add(last.as_str());
-                }
+            }
+            if let Some(last) = m.get(2) {
+                add(last.as_str());
             }
         }
     }
+    calls.extend(
+        repeats
+            .into_iter()
+            .take(crate::MAX_CALLS.saturating_sub(calls.len())),
+    );
     for m in more {
         if calls.len() >= crate::MAX_CALLS {
             break;
@@ -2095,6 +2219,8 @@ fn drop_misfits(tools: &[ToolSpec], calls: &mut [ParsedCall]) {
             args.retain(|k, v| match tool.prop_type(k) {
                 Some("boolean") => v.is_boolean(),
                 Some("integer" | "number") => v.is_number(),
+                Some("array") => v.is_array(),
+                Some("object") => v.is_object(),
                 _ => true,
             });
         }
@@ -2507,7 +2633,12 @@ fn build_calls(
         let look = &text[start..floor(text, (start + 24).min(sent.end))];
         if let Some(i) = look.find('{') {
             if let Some((r, v)) = jsonscan::value_at(text, start + i) {
-                if v.is_object() {
+                // Its keys must be the tool's: `with window: {start: …}` is one value.
+                let props = p.tool.properties();
+                let own = v.as_object().is_some_and(|o| {
+                    props.is_empty() || o.keys().any(|k| props.iter().any(|(n, _)| n == k))
+                });
+                if own {
                     let c = make_call(&p.tool.name, v, 0.8, start..r.end, tools, cfg)?;
                     return Some(vec![c]);
                 }
@@ -2631,8 +2762,12 @@ fn build_calls(
 fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
     let start = toks_start(tr, text);
     let word = &text[start..tr.end];
-    let before = text[..start].trim_end();
-    let after = text[tr.end..].trim_start();
+    // A name in backticks is written as a name.
+    let ticked = text[..start].ends_with('`') && text[tr.end..].starts_with('`');
+    let before = text[..start].trim_end_matches(['`', '"', '\'']).trim_end();
+    let after = text[tr.end..]
+        .trim_start_matches(['`', '"', '\''])
+        .trim_start();
     let listed = before.ends_with(',') || after.starts_with(',') || after.starts_with("and ");
     // "I called get_x for now and get_y for tomorrow": done, not to do.
     let sentence_before = text[sent.start.min(start)..start]
@@ -2662,6 +2797,7 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         ["use" | "call" | "invoke"] | ["use" | "call" | "invoke", "the"]
     );
     let cued = imperative
+        || cjk_commits(&text[sent.start.min(start)..start])
         || STRONG_CUES
             .iter()
             .any(|cue| has_phrase(&sentence_before, cue));
@@ -2669,7 +2805,8 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         return false;
     }
     let word = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
-    let identifier = word.contains('_')
+    let identifier = ticked
+        || word.contains('_')
         || word.chars().skip(1).any(|c| c.is_ascii_uppercase())
         || word.chars().any(|c| c.is_ascii_digit());
     let marked = before.ends_with("functions.")
@@ -2686,7 +2823,7 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         .find_map(|v| lower_before.strip_suffix(v))
         .map(str::trim_end)
         .is_some_and(|stem| COMMIT_CUES.iter().any(|c| stem.ends_with(c)));
-    identifier || marked || committed
+    identifier || marked || committed || cjk_commits(&text[sent.start.min(start)..start])
 }
 
 /// "Next, get permissions.": a verb and a noun of a custom tool's name
@@ -2824,7 +2961,8 @@ fn toks_start(tr: &Trigger, text: &str) -> usize {
     // The trigger token starts at most a few words before `end`; find the word start.
     let _ = tr.tok;
     let s = &text[..tr.end];
-    s.rfind(|c: char| c.is_whitespace()).map_or(0, |i| i + 1)
+    s.rfind(|c: char| c.is_whitespace() || is_cjk(c))
+        .map_or(0, |i| i + s[i..].chars().next().map_or(1, char::len_utf8))
 }
 
 fn content_in(

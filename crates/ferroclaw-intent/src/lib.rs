@@ -287,7 +287,7 @@ pub(crate) fn run_strategy(
     for u in &mut out.unsure {
         u.strategy = strategy;
     }
-    dedup(&mut out.calls);
+    dedup(&mut out.calls, strategy == Strategy::Fuzzy);
     out
 }
 
@@ -467,7 +467,11 @@ fn answered_instead(
         return false;
     }
     let answer = content[think_end.unwrap_or(0)..].trim();
-    if answer.len() < ANSWER_MIN || answer.ends_with(':') {
+    let labelled = answer
+        .trim_start_matches(['*', '#', ' '])
+        .to_ascii_lowercase()
+        .starts_with("final answer");
+    if !labelled && (answer.len() < ANSWER_MIN || answer.ends_with(':')) {
         return false;
     }
     cfg.order
@@ -497,10 +501,22 @@ fn remove_ranges(text: &str, ranges: &[Range<usize>]) -> String {
     out
 }
 
-/// Remove calls with the same name and arguments (keeps the first).
-pub(crate) fn dedup(calls: &mut Vec<ParsedCall>) {
-    let mut seen = std::collections::HashSet::new();
-    calls.retain(|c| seen.insert((c.name.clone(), c.arguments.to_string())));
+/// Remove calls with the same name and arguments (keeps the first). In prose, the same
+/// call read from one place more than once was meant more than once ("roll the dice
+/// three times"), and only a restatement elsewhere is a duplicate.
+pub(crate) fn dedup(calls: &mut Vec<ParsedCall>, prose: bool) {
+    use std::collections::hash_map::Entry;
+    let mut seen: std::collections::HashMap<(String, String), Range<usize>> =
+        std::collections::HashMap::new();
+    calls.retain(
+        |c| match seen.entry((c.name.clone(), c.arguments.to_string())) {
+            Entry::Vacant(e) => {
+                e.insert(c.span.clone());
+                true
+            }
+            Entry::Occupied(e) => prose && *e.get() == c.span,
+        },
+    );
 }
 
 /// JSON schema for the guided-JSON answer format, with the tool names as an enum.

@@ -56,6 +56,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         invokes(&cx, &mut out, &mut taken);
         gemma_calls(&cx, &mut out, &mut taken);
         kimi(&cx, &mut out, &mut taken);
+        named_call_tags(&cx, &mut out, &mut taken);
     } else if text.contains("[TOOL_CALL]") {
         tool_call_tags(&cx, &mut out, &mut taken);
     }
@@ -321,6 +322,24 @@ fn call_body(
     if find_ci(inner, 0, "<invoke name=").is_some() {
         return false;
     }
+    // `<name>read_file</name><path>a.md</path>`: the name and each argument as tags.
+    if let Some(n) = find_ci(inner, 0, "<name>") {
+        let ns = n + "<name>".len();
+        if let Some(ne) = find_ci(inner, ns, "</name>") {
+            let name = inner[ns..ne].trim();
+            let rest = &inner[ne + "</name>".len()..];
+            let args = match find_ci(rest, 0, "<arguments>") {
+                Some(a) => {
+                    let body = &rest[a + "<arguments>".len()..];
+                    let body = &body[..find_ci(body, 0, "</arguments>").unwrap_or(body.len())];
+                    jsonscan::value_at(body.trim(), 0).map_or(Value::Null, |(_, v)| v)
+                }
+                None => schema::resolve(name, tools, &cfg.aliases)
+                    .map_or(Value::Null, |t| Value::Object(child_tags(rest, t))),
+            };
+            return push(out, name, args, MARKED, span, tools, cfg);
+        }
+    }
     // GLM: `NAME\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>…`.
     if let Some(k) = find_ci(inner, 0, "<arg_key>") {
         let name = inner[..k].trim();
@@ -551,6 +570,30 @@ fn chatglm_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<us
             }
         }
     }
+}
+
+// ---------------------------------------------------------------- <tool_call name=…>
+
+/// `<tool_call id="call_1" name="NAME">{json}</tool_call>`: the name as an attribute.
+fn named_call_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    const OPEN: &str = "<tool_call ";
+    let Cx { text, tools, cfg } = *cx;
+    let mut blocks = Block::new(text, &["</tool_call>"], &[OPEN]);
+    each_block(text, OPEN, &mut blocks, taken, |body, span| {
+        let inner = &text[body.clone()];
+        let Some(gt) = inner.find('>') else {
+            return false;
+        };
+        let attrs = &inner[..gt];
+        let Some(at) = attrs.find("name=") else {
+            return false;
+        };
+        let (name, _) = tag_key(&attrs[at + "name=".len()..]);
+        let lead = body.start + gt + 1;
+        let lead = lead + (text[lead..body.end].len() - text[lead..body.end].trim_start().len());
+        let args = jsonscan::value_at(&text[..body.end], lead).map_or(Value::Null, |(_, v)| v);
+        push(out, name, args, MARKED, span, tools, cfg)
+    });
 }
 
 // ---------------------------------------------------------------- Kimi K2

@@ -1400,3 +1400,107 @@ fn formats_and_prose_from_the_fourth_consumed_part() {
         vec![("get_weather".to_string(), json!({"location": "Seoul"}))]
     );
 }
+
+#[test]
+fn formats_and_prose_from_the_fifth_consumed_part() {
+    let tools = weather_tools();
+    for text in [
+        // The name as an attribute of the call tag; the name and arguments as tags.
+        "<tool_call id=\"call_00_x\" name=\"get_weather\">\n{\"location\": \"Paris\"}\n</tool_call>",
+        "<function>\n<name>get_weather</name>\n<location>Paris</location>\n</function>",
+    ] {
+        assert_eq!(calls_in(None, Some(text), &tools), vec![weather("Paris")], "{text}");
+    }
+    let typed = vec![
+        ToolSpec::new(
+            "array_params",
+            "Combine tags.",
+            json!({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}},"required":["tags"]}),
+        ),
+        ToolSpec::new(
+            "object_params",
+            "Use a window.",
+            json!({"type":"object","properties":{"window":{"type":"object"}},"required":["window"]}),
+        ),
+    ];
+    // Lists and objects written out in prose are the values; a word where a list
+    // belongs is dropped.
+    assert_eq!(
+        calls_in(
+            Some("We need to call array_params with tags [\"red\",\"blue\"]."),
+            None,
+            &typed
+        ),
+        vec![("array_params".to_string(), json!({"tags": ["red", "blue"]}))]
+    );
+    assert_eq!(
+        calls_in(
+            Some("We need to call object_params with window: {start: \"2025-01-01\", end: \"2025-01-02\"}."),
+            None,
+            &typed
+        ),
+        vec![(
+            "object_params".to_string(),
+            json!({"window": {"start": "2025-01-01", "end": "2025-01-02"}})
+        )]
+    );
+    // A tool without arguments, as many times as the text says; a quoted list of values
+    // under the property's plural, one call each.
+    let dice = vec![ToolSpec::new(
+        "dice_roll",
+        "Roll a die.",
+        json!({"type":"object","properties":{}}),
+    )];
+    assert_eq!(
+        calls_in(Some("We must call dice_roll exactly 3 times."), None, &dice).len(),
+        3
+    );
+    assert_eq!(
+        calls_in(Some("We need to call dice_roll."), None, &dice).len(),
+        1
+    );
+    let secrets = vec![ToolSpec::new(
+        "secret_retrieval_tool",
+        "Retrieve a secret.",
+        json!({"type":"object","properties":{"password":{"type":"string"}},"required":["password"]}),
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll retrieve the secrets for the passwords \"mellon\" and \"radiance\" using parallel tool calling."),
+            &secrets
+        ),
+        vec![
+            ("secret_retrieval_tool".to_string(), json!({"password": "mellon"})),
+            ("secret_retrieval_tool".to_string(), json!({"password": "radiance"}))
+        ]
+    );
+    // Chinese commitments, a tool's name in backticks; negated, or quoted as a value in
+    // code, it is no call.
+    let read = vec![ToolSpec::new(
+        "Read",
+        "Read a file.",
+        json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+    )];
+    for text in [
+        "让我用 `Read` 读取文件。",
+        "Let me use `Read` to read the file.",
+        "我需要使用Read来读取文件",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &read),
+            vec![("Read".to_string(), json!({}))],
+            "{text}"
+        );
+    }
+    for text in ["我不需要使用 `Read`。", "x = run(\"Read\", {})"] {
+        assert!(calls_in(None, Some(text), &read).is_empty(), "{text}");
+    }
+    // A labelled final answer after the thinking ends the turn, however short.
+    assert!(calls_in(
+        None,
+        Some("<think>I'll use the `get_weather` tool for Paris.</think>\n\n**Final Answer:** It is sunny."),
+        &tools
+    )
+    .is_empty());
+}
