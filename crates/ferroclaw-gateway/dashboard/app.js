@@ -296,9 +296,12 @@ async function chatPage(main) {
   };
   agent.addEventListener('change', load);
   key.addEventListener('change', () => { sessionStorage.setItem('ferroclaw.session', key.value); load(); });
-  await load();
+  // The composer works from the start: a message sent while the history is still
+  // loading waits for it, instead of the browser submitting the form itself.
+  const history = load();
 
   let live = null;
+  let busy = false;
   leave = listen((event, p) => {
     if (!live) return;
     if (event === 'chat' && p.type === 'chunk') {
@@ -324,8 +327,11 @@ async function chatPage(main) {
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     const message = text.value;
-    if (!message.trim() || live) return;
+    if (!message.trim() || busy) return;
+    busy = true;
     text.value = '';
+    send.disabled = true;
+    await history.catch(() => {});
     messages.append(renderMessage({ role: 'user', content: [{ type: 'text', text: message }] }));
     const thinkingText = el('div', { class: 'body' });
     const thinking = el('details', { hidden: true }, el('summary', { text: 'Thinking' }), thinkingText);
@@ -346,12 +352,14 @@ async function chatPage(main) {
       note.className = 'error';
     } finally {
       live = null;
+      busy = false;
       send.disabled = false;
       stop.disabled = true;
       text.focus();
     }
   });
   stop.addEventListener('click', () => call('chat.abort', { agentId: agent.value, sessionKey: key.value }).catch((e) => say(e.message)));
+  await history;
 }
 
 async function sessionsPage(main) {

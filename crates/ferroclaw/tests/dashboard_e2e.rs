@@ -372,6 +372,76 @@ async fn the_dashboard_signs_in_chats_approves_and_shows_the_run() {
     );
 }
 
+/// A message sent before the conversation's history has loaded is sent once the history
+/// is there, not lost to the browser submitting the form and reloading the page. The
+/// page's history request is held back until the test lets it go.
+#[tokio::test]
+async fn a_message_sent_while_the_history_loads_is_sent() {
+    let gw = Gateway::start_with("", "", "", &[]).await;
+    let mut b = Browser::launch().await.expect("chromium");
+    let tab = b.tab(&gw.base, 1024, 768, false).await;
+    b.wait_for(
+        &tab,
+        "document.querySelector('#login') && !document.querySelector('#login').hidden",
+    )
+    .await;
+    b.eval(
+        &tab,
+        r#"(() => {
+          window.kept = true;
+          window.held = [];
+          const send = WebSocket.prototype.send;
+          WebSocket.prototype.send = function (d) {
+            if (String(d).includes('"chat.history"') && !window.released) {
+              window.held.push(() => send.call(this, d));
+              return;
+            }
+            return send.call(this, d);
+          };
+          window.release = () => { window.released = true; window.held.splice(0).forEach(f => f()); };
+        })()"#,
+    )
+    .await;
+    b.eval(&tab, "document.querySelector('#token').focus()")
+        .await;
+    b.type_text(&tab, &gw.token).await;
+    b.key(&tab, "Enter", false).await;
+    b.wait_for(
+        &tab,
+        "document.querySelector('#chat-input') && window.held.length === 1",
+    )
+    .await;
+
+    gw.llm.push(Reply::text("Sent after all."));
+    b.eval(&tab, "document.querySelector('#chat-input').focus()")
+        .await;
+    b.type_text(&tab, "are you there").await;
+    b.eval(&tab, "document.querySelector('#chat-send').click()")
+        .await;
+    // Still the same page, the message taken, nothing sent yet.
+    assert_eq!(
+        b.eval(
+            &tab,
+            "[window.kept === true, document.querySelector('#chat-input').value, window.held.length]"
+        )
+        .await,
+        json!([true, "", 1])
+    );
+    assert!(gw.llm.requests().is_empty());
+    b.eval(&tab, "window.release()").await;
+    b.wait_for(
+        &tab,
+        "document.querySelector('#messages').textContent.includes('Sent after all.')",
+    )
+    .await;
+    assert!(b
+        .eval(&tab, "document.querySelector('#messages').textContent")
+        .await
+        .as_str()
+        .is_some_and(|t| t.contains("are you there")));
+    assert_eq!(gw.llm.requests().len(), 1);
+}
+
 /// The page's own defences: a strict content policy, never framed, and the API still
 /// refuses other sites even though the dashboard is served without a token.
 #[tokio::test]
