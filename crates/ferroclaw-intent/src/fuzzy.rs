@@ -490,6 +490,16 @@ fn tokens(text: &str, range: Range<usize>) -> Vec<Tok> {
     out
 }
 
+/// Where the line holding byte `pos` starts.
+fn line_start(text: &str, pos: usize) -> usize {
+    text[..pos].rfind('\n').map_or(0, |i| i + 1)
+}
+
+/// Whether the words `w` are the tokens from `k` on.
+fn words_at(toks: &[Tok], k: usize, w: &[String]) -> bool {
+    toks.len() >= k + w.len() && w.iter().enumerate().all(|(j, x)| toks[k + j].lower == *x)
+}
+
 fn is_cjk(c: char) -> bool {
     matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' | '\u{f900}'..='\u{faff}')
 }
@@ -805,12 +815,12 @@ const ADVICE: &[&str] = &[
 /// A list item under a line that addresses the reader ("Here are some ways you can
 /// check the weather: 1. Look up a forecast…"): instructions, not the assistant's plan.
 fn advice_item(text: &str, pos: usize) -> bool {
-    let line_start = text[..pos].rfind('\n').map_or(0, |i| i + 1);
-    if !list_item(&text[line_start..pos]) {
+    let start = line_start(text, pos);
+    if !list_item(&text[start..pos]) {
         return false;
     }
-    let floor_at = floor(text, line_start.saturating_sub(4096));
-    for line in text[floor_at..line_start].lines().rev() {
+    let floor_at = floor(text, start.saturating_sub(4096));
+    for line in text[floor_at..start].lines().rev() {
         let t = line.trim();
         if t.is_empty() || list_item(line) {
             continue;
@@ -866,7 +876,7 @@ const WAITS_ON_USER: &[&str] = &[
 
 /// The line so far is a tool's name as a label: `2. **Search Web**: Search the …`.
 fn describes_tool(text: &str, pos: usize, tools: &[ToolSpec]) -> bool {
-    let line = &text[text[..pos].rfind('\n').map_or(0, |i| i + 1)..pos];
+    let line = &text[line_start(text, pos)..pos];
     let Some(label) = line.trim_end().strip_suffix(':').or_else(|| {
         line.trim_end()
             .strip_suffix("**:")
@@ -874,6 +884,8 @@ fn describes_tool(text: &str, pos: usize, tools: &[ToolSpec]) -> bool {
     }) else {
         return false;
     };
+    // Letters only (unlike `schema`'s name matching): the list number before the
+    // label ("2. **Search Web**") is no part of the name.
     let key = |s: &str| -> String {
         s.chars()
             .filter(char::is_ascii_alphabetic)
@@ -899,8 +911,10 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
         return true;
     }
     // A Markdown table row describes; it does not act.
-    let line_start = text[..sent.start].rfind('\n').map_or(0, |i| i + 1);
-    if text[line_start..].trim_start().starts_with('|') {
+    if text[line_start(text, sent.start)..]
+        .trim_start()
+        .starts_with('|')
+    {
         return true;
     }
     let lower = s
@@ -1628,8 +1642,6 @@ fn extract_primary(
     }
 }
 
-/// A value written without quotes right after the tool's name: "… function for Paris",
-/// "… for New York". (Values stated with their property's name are `bind`'s.)
 /// The first number in `win`, as written ("52.5200" keeps its zeros).
 fn number_in(text: &str, win: Range<usize>) -> Option<Found> {
     let s = &text[win.clone()];
@@ -1651,6 +1663,8 @@ fn number_in(text: &str, win: Range<usize>) -> Option<Found> {
     None
 }
 
+/// A value written without quotes right after the tool's name: "… function for Paris",
+/// "… for New York". (Values stated with their property's name are `bind`'s.)
 fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
     let s = &text[win.clone()];
     let lower = s.to_ascii_lowercase();
@@ -1899,21 +1913,16 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     // ("Wolfram Alpha") without "tool" or "function".
                     let spelled = capital
                         && p.spaced.iter().any(|w| {
-                            toks.len() >= k + w.len()
-                                && w.iter().enumerate().all(|(j, x)| {
-                                    toks[k + j].lower == *x
-                                        && text[toks[k + j].range.clone()]
-                                            .starts_with(char::is_uppercase)
-                                })
+                            words_at(&toks, k, w)
+                                && toks[k..k + w.len()]
+                                    .iter()
+                                    .all(|x| text[x.range.clone()].starts_with(char::is_uppercase))
                         });
                     if spelled || capital_inside || quoted_name {
                         continue;
                     }
                     for v in &p.verbs {
-                        if toks.len() >= k + v.len()
-                            && v.iter().enumerate().all(|(j, w)| toks[k + j].lower == *w)
-                            && toks[k + v.len() - 1].range.end <= clause.end
-                        {
+                        if words_at(&toks, k, v) && toks[k + v.len() - 1].range.end <= clause.end {
                             let end = toks[k + v.len() - 1].range.end;
                             let own = p.own_verbs.contains(v);
                             trigs.push(Trigger {
@@ -2045,10 +2054,11 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
 /// name only when the tool's own name ends in "tool" or the next word says it is one.
 fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option<usize> {
     p.spaced.iter().find_map(|w| {
-        let last = toks.get(k + w.len() - 1)?;
-        if last.range.end > clause_end
-            || !w.iter().enumerate().all(|(j, x)| toks[k + j].lower == *x)
-        {
+        if !words_at(toks, k, w) {
+            return None;
+        }
+        let last = &toks[k + w.len() - 1];
+        if last.range.end > clause_end {
             return None;
         }
         let named = matches!(w.last().map(String::as_str), Some("tool" | "function"))
@@ -2062,9 +2072,6 @@ fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option
     })
 }
 
-/// A reasoning text restates its plan: "I need to get the weather for Florence, Italy.
-/// I'll call the weather function with "Florence" as the location." The explicit,
-/// named statement is the call; a weaker reading of the same tool is dropped.
 /// A noun of the tool, singular or plural ("secrets" for `secret_retrieval_tool`).
 fn noun_of(p: &Profile, word: &str) -> bool {
     p.nouns.iter().any(|n| n == word)
@@ -2133,15 +2140,16 @@ fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
         let Some(args) = c.arguments.as_object() else {
             continue;
         };
+        let from = floor(text, c.span.start.saturating_sub(WINDOW));
+        let to = floor(text, (c.span.end + WINDOW).min(text.len()));
+        let near = &text[from..to];
         // A tool without arguments, called a stated number of times.
         if args.is_empty()
             && tools
                 .iter()
                 .any(|t| t.name == c.name && t.properties().is_empty())
         {
-            let from = floor(text, c.span.start.saturating_sub(WINDOW));
-            let to = floor(text, (c.span.end + WINDOW).min(text.len()));
-            for _ in 1..times(&text[from..to]) {
+            for _ in 1..times(near) {
                 repeats.push(c.clone());
             }
             continue;
@@ -2149,9 +2157,6 @@ fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
         let [(key, Value::String(v))] = args.iter().collect::<Vec<_>>()[..] else {
             continue;
         };
-        let from = floor(text, c.span.start.saturating_sub(WINDOW));
-        let to = floor(text, (c.span.end + WINDOW).min(text.len()));
-        let near = &text[from..to];
         let mut add = |value: &str| {
             let mut a = Map::new();
             a.insert(key.clone(), Value::String(value.trim().to_string()));
@@ -2227,6 +2232,9 @@ fn drop_misfits(tools: &[ToolSpec], calls: &mut [ParsedCall]) {
     }
 }
 
+/// A reasoning text restates its plan: "I need to get the weather for Florence, Italy.
+/// I'll call the weather function with "Florence" as the location." The explicit,
+/// named statement is the call; a weaker reading of the same tool is dropped.
 fn keep_strongest_per_tool(calls: &mut Vec<ParsedCall>) {
     let best: Vec<(String, f32)> = calls
         .iter()
@@ -2268,8 +2276,8 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
         } else {
             &text[sent_start..sent_end]
         };
-        let mut found = crate::bind::bindings(region, tool);
-        for (k, v) in std::mem::take(&mut found) {
+        // A value stated with its property's name beats one read by position.
+        for (k, v) in crate::bind::bindings(region, tool) {
             args.insert(k, v);
         }
         if !numbers_in_order(&text[sent_start..sent_end], tool, args) {
@@ -2297,8 +2305,9 @@ pub(crate) fn last_sentence(text: &str) -> &str {
 }
 
 /// "I'll add and multiply the numbers 2 and 3", "the coordinates (52.5200, 13.4050)": a
-/// tool whose missing required properties are all numbers takes the sentence's numbers in order, when the sentence
-/// holds exactly as many as are missing. False when the sentence holds no number.
+/// tool whose missing required properties are all numbers takes the sentence's numbers
+/// in order, when the sentence holds exactly as many as are missing. False when the
+/// sentence holds no number.
 fn numbers_in_order(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Value>) -> bool {
     let missing: Vec<&str> = tool
         .required()
@@ -2481,8 +2490,7 @@ fn both_functions(
 /// The sentence up to `at` neither declines, supposes nor reports the past, and is not
 /// a numbered step of a plan written for the reader.
 fn committed_sentence(text: &str, at: usize) -> bool {
-    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    let line = text[line_start..at].trim_start_matches(['*', '#', '-', ' ', '\t']);
+    let line = text[line_start(text, at)..at].trim_start_matches(['*', '#', '-', ' ', '\t']);
     if line.to_ascii_lowercase().starts_with("step")
         || line.starts_with(|c: char| c.is_ascii_digit())
     {
@@ -2796,8 +2804,9 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
             .as_slice(),
         ["use" | "call" | "invoke"] | ["use" | "call" | "invoke", "the"]
     );
+    let cjk = cjk_commits(&text[sent.start.min(start)..start]);
     let cued = imperative
-        || cjk_commits(&text[sent.start.min(start)..start])
+        || cjk
         || STRONG_CUES
             .iter()
             .any(|cue| has_phrase(&sentence_before, cue));
@@ -2823,7 +2832,7 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         .find_map(|v| lower_before.strip_suffix(v))
         .map(str::trim_end)
         .is_some_and(|stem| COMMIT_CUES.iter().any(|c| stem.ends_with(c)));
-    identifier || marked || committed || cjk_commits(&text[sent.start.min(start)..start])
+    identifier || marked || committed || cjk
 }
 
 /// "Next, get permissions.": a verb and a noun of a custom tool's name

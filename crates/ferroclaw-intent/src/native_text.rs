@@ -126,6 +126,12 @@ fn push(
     }
 }
 
+/// Where the text of `range` starts once its leading whitespace is skipped.
+fn first_text(text: &str, range: Range<usize>) -> usize {
+    let s = &text[range.clone()];
+    range.start + (s.len() - s.trim_start().len())
+}
+
 /// Finds `needle` (ASCII case-insensitive) at or after `from`.
 fn find_ci(text: &str, from: usize, needle: &str) -> Option<usize> {
     let hay = text.as_bytes();
@@ -311,7 +317,7 @@ fn call_body(
     out: &mut StrategyOutput,
 ) -> bool {
     let inner = text[body.clone()].trim();
-    let lead = body.start + (text[body.clone()].len() - text[body.clone()].trim_start().len());
+    let lead = first_text(text, body.clone());
     if inner.is_empty() {
         return false;
     }
@@ -589,8 +595,7 @@ fn named_call_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<
             return false;
         };
         let (name, _) = tag_key(&attrs[at + "name=".len()..]);
-        let lead = body.start + gt + 1;
-        let lead = lead + (text[lead..body.end].len() - text[lead..body.end].trim_start().len());
+        let lead = first_text(text, body.start + gt + 1..body.end);
         let args = jsonscan::value_at(&text[..body.end], lead).map_or(Value::Null, |(_, v)| v);
         push(out, name, args, MARKED, span, tools, cfg)
     });
@@ -615,15 +620,11 @@ fn kimi(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
         };
         // `functions.get_weather:0`: the call's index follows the name.
         let id = inner[..a].trim();
-        let name = id.rsplit_once(':').map_or(id, |(n, i)| {
-            if i.chars().all(|c| c.is_ascii_digit()) {
-                n
-            } else {
-                id
-            }
-        });
-        let lead = body.start + a + ARGS.len();
-        let lead = lead + (text[lead..body.end].len() - text[lead..body.end].trim_start().len());
+        let name = id
+            .rsplit_once(':')
+            .filter(|(_, i)| i.chars().all(|c| c.is_ascii_digit()))
+            .map_or(id, |(n, _)| n);
+        let lead = first_text(text, body.start + a + ARGS.len()..body.end);
         jsonscan::value_at(&text[..body.end], lead)
             .is_some_and(|(_, v)| push(out, name, v, MARKED, span, tools, cfg))
     });
@@ -688,8 +689,7 @@ fn xml_functions(
         let args = if find_ci(inner, 0, "<parameter=").is_some() {
             Value::Object(xml_parameters(inner))
         } else if inner.starts_with(['{', '[']) {
-            let lead =
-                body.start + (text[body.clone()].len() - text[body.clone()].trim_start().len());
+            let lead = first_text(text, body.clone());
             let limit = jsonscan::balanced_end(&text[..body.end], lead, false).unwrap_or(body.end);
             match jsonscan::value_at(&text[..limit], lead) {
                 Some((_, v)) => v,
@@ -820,8 +820,7 @@ fn python_tag(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize
                 continue;
             }
             let inner = text[body.clone()].trim();
-            let lead =
-                body.start + (text[body.clone()].len() - text[body.clone()].trim_start().len());
+            let lead = first_text(text, body.clone());
             let mut found = false;
             if inner.starts_with('{')
                 || inner.starts_with('[') && inner[1..].trim_start().starts_with('{')
@@ -893,7 +892,7 @@ fn mistral_blocks(
             continue;
         }
         let inner = text[body.clone()].trim_start();
-        let lead = body.end - text[body.clone()].trim_start().len();
+        let lead = first_text(text, body.clone());
         let mut found = false;
         if inner.starts_with('[') || inner.starts_with('{') {
             for v in json_values(text, lead, body.end) {
@@ -970,11 +969,9 @@ fn deepseek(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>
 
 // ---------------------------------------------------------------- <invoke name=…>
 
-/// MiniMax (and Anthropic's old text format): `<invoke name="NAME"><parameter
-/// name="KEY">VALUE</parameter></invoke>`, inside `<minimax:tool_call>` or
-/// `<function_calls>`; parameters may also be plain child tags (`<path>…</path>`).
-/// MiniMax and DeepSeek's DSML `<invoke name="x"><parameter name="k">v</parameter>`, and the
-/// same shape some small models write as `<function name="x"><param name="k">v</param>`.
+/// `<invoke name="NAME"><parameter name="KEY">VALUE</parameter></invoke>` (MiniMax,
+/// DeepSeek's DSML, Anthropic's old text format), and the same shape some small models
+/// write as `<function name="x"><param name="k">v</param></function>`.
 const INVOKE_FORMS: [(&str, &str, &str, &str); 2] = [
     (
         "<invoke name=",
@@ -985,6 +982,8 @@ const INVOKE_FORMS: [(&str, &str, &str, &str); 2] = [
     ("<function name=", "</function>", "<param name=", "</param>"),
 ];
 
+/// Invoke blocks anywhere (inside `<minimax:tool_call>`, `<function_calls>` or none);
+/// parameters may also be plain child tags (`<path>…</path>`).
 fn invokes(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
     let Cx { text, tools, cfg } = *cx;
     for (open, close, p_open, p_close) in INVOKE_FORMS {
@@ -1052,8 +1051,7 @@ fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range
         let inner = text[body.clone()].trim();
         let mut found = false;
         if inner.starts_with('{') || inner.starts_with("[{") {
-            let lead =
-                body.start + (text[body.clone()].len() - text[body.clone()].trim_start().len());
+            let lead = first_text(text, body.clone());
             for v in json_values(text, lead, body.end) {
                 found |= json_calls(&v, span.clone(), MARKED, tools, cfg, out);
             }
@@ -1103,7 +1101,7 @@ fn shell_fence_answer(
         })
         .collect();
     if let [tool] = shell.as_slice() {
-        let start = text.len() - text.trim_start().len();
+        let start = first_text(text, 0..text.len());
         push(
             out,
             &tool.name,
@@ -1125,7 +1123,7 @@ fn json_string_list(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mu
     let Ok(Value::Array(items)) = serde_json::from_str::<Value>(t) else {
         return;
     };
-    let start = text.len() - text.trim_start().len();
+    let start = first_text(text, 0..text.len());
     for item in items {
         let Some(s) = item.as_str() else { return };
         if let Some(v) = jsonscan::parse_lenient(s.trim()) {
@@ -1179,7 +1177,7 @@ fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
     {
         return;
     }
-    let start = text.len() - text.trim_start().len();
+    let start = first_text(text, 0..text.len());
     let span = start..start + trimmed.len();
     for (n, a) in calls {
         push(out, &n, a, conf, span.clone(), tools, cfg);
