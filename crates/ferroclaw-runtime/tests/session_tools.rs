@@ -155,9 +155,21 @@ fn user_texts(req: &RecordedRequest) -> Vec<String> {
         .collect()
 }
 
+/// A session's messages, read the way every reader beside the runtime reads
+/// (`SessionStore::read`): a background subagent's announcement may be being written at
+/// that moment, and `open` is the writer's, under the session's lease. An `open` racing
+/// that write could put a stale parse of the transcript back in the file store's log
+/// cache, hiding the announcement from every later `open`.
 async fn session_texts(store: &Arc<dyn SessionStore>, agent: &str, key: &str) -> Vec<String> {
-    let log = store.open(agent, key).await.expect("open");
-    log.context().iter().map(|m| m.text()).collect()
+    let entries = store
+        .read(agent, key)
+        .await
+        .expect("read")
+        .unwrap_or_default();
+    ferroclaw_store::build_context(&entries)
+        .iter()
+        .map(|m| m.text())
+        .collect()
 }
 
 fn call(id: &str, name: &str, args: Value) -> (String, String, Value) {

@@ -445,7 +445,8 @@ struct LoadTarget {
 /// An open transcript. Appends go through one append-mode handle, opened at the first
 /// append. Loading a transcript that fails validation repairs the file first (backup,
 /// atomic rewrite, incident report), so that what a crash left behind never reaches a
-/// provider; a healthy file is read once and never rewritten.
+/// provider; a healthy file is read once and never rewritten. Opening is the writer's
+/// business: its caller holds the session's lease (see `repair_on_load`).
 pub struct FileSessionLog {
     home: PathBuf,
     agent_id: String,
@@ -466,14 +467,17 @@ pub struct FileSessionLog {
     group: Option<Arc<GroupSync>>,
     /// Where this log's parsed state goes when it is dropped.
     cache: std::sync::Weak<std::sync::Mutex<LogCache>>,
-    /// Bytes in the file and its inode, as far as this log knows; `None` once unsure.
+    /// Bytes in the file and its inode, as far as this log knows; `None` once unsure
+    /// (the file changed while it was read, a write failed): such a log is never cached.
     file_len: Option<u64>,
     ino: u64,
 }
 
 impl Drop for FileSessionLog {
     fn drop(&mut self) {
-        // Only a log whose every write completed knows the file's exact length.
+        // Only a log read from a still file and whose every write completed knows the
+        // file's exact length. Any log (a reader's too) may come back here: its entries
+        // are those of the file's first `len` bytes, and `open` checks the length.
         let (Some(len), true, Some(cache)) = (self.file_len, self.tail_clean, self.cache.upgrade())
         else {
             return;
@@ -513,6 +517,15 @@ impl FileSessionLog {
     }
 
     fn load(t: LoadTarget) -> Result<Self, StoreError> {
+        Self::load_with(t, |path| fs::read(path))
+    }
+
+    /// [`Self::load`], the transcript being read by `read` (a test puts a concurrent
+    /// writer's append around the read).
+    fn load_with(
+        t: LoadTarget,
+        read: impl FnOnce(&Path) -> io::Result<Vec<u8>>,
+    ) -> Result<Self, StoreError> {
         let LoadTarget {
             home,
             agent_id,
@@ -524,35 +537,69 @@ impl FileSessionLog {
             group,
             cache,
         } = t;
-        let (header, entries, problems, tail_clean) = match fs::read(&path) {
+        // The file is stamped before and after the read: equal stamps whose length is the
+        // number of bytes read mean no write landed in between, so the bytes are all of
+        // the file that stamp describes. Otherwise someone is writing it right now: the
+        // log is used as read, but never cached (its stamp is unknown) and the file is
+        // not repaired, which would cut off the line being written.
+        let before = file_stamp(&path);
+        let (header, entries, problems, tail_clean, stamp) = match read(&path) {
             Ok(bytes) if !bytes.is_empty() => {
-                let (bytes, mut problems) =
-                    repair_on_load(&home, &agent_id, &key, &session_id, &path, bytes, strategy)?;
+                let stable = before
+                    .filter(|st| st.len == bytes.len() as u64 && file_stamp(&path) == Some(*st));
+                let (bytes, validated, stamp) = match stable {
+                    Some(st) => {
+                        let (bytes, problems, rewritten) = repair_on_load(
+                            &home,
+                            &agent_id,
+                            &key,
+                            &session_id,
+                            &path,
+                            bytes,
+                            strategy,
+                        )?;
+                        // A repair replaced the file: stamp the new one, if it is still ours.
+                        let stamp = if rewritten {
+                            file_stamp(&path).filter(|now| now.len == bytes.len() as u64)
+                        } else {
+                            Some(st)
+                        };
+                        (bytes, Some(problems), stamp)
+                    }
+                    None => (bytes, None, None),
+                };
                 let parsed = parse_transcript(&bytes, &path)?;
-                // The validator already reported line damage; the typed parse adds only
-                // what it could not model.
-                problems.extend(
-                    parsed
-                        .problems
-                        .into_iter()
-                        .filter(|p| p.kind == IssueKind::SkippedEntry),
-                );
+                let problems = match validated {
+                    // The validator already reported line damage; the typed parse adds
+                    // only what it could not model.
+                    Some(mut problems) => {
+                        problems.extend(
+                            parsed
+                                .problems
+                                .into_iter()
+                                .filter(|p| p.kind == IssueKind::SkippedEntry),
+                        );
+                        problems
+                    }
+                    None => parsed.problems,
+                };
                 (
                     parsed.header,
                     parsed.entries,
                     problems,
                     bytes.ends_with(b"\n"),
+                    stamp,
                 )
             }
-            Ok(_) => {
-                // An empty file can only come from an interrupted creation: no data.
-                (
-                    init_transcript(&path, &session_id, Some(&key))?,
-                    vec![],
-                    vec![],
-                    true,
-                )
-            }
+            // An empty file can only come from an interrupted creation: no data. (Not
+            // cached: what a concurrent creator appended is unknown.)
+            Ok(_) => (
+                init_transcript(&path, &session_id, Some(&key))?,
+                vec![],
+                vec![],
+                true,
+                None,
+            ),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 warn!(path = %path.display(), "transcript listed in the index is missing; starting it afresh");
                 (
@@ -560,6 +607,7 @@ impl FileSessionLog {
                     vec![],
                     vec![],
                     true,
+                    None,
                 )
             }
             Err(e) => return Err(StoreError::io(&path, e)),
@@ -570,8 +618,6 @@ impl FileSessionLog {
         if header.id != session_id {
             warn!(path = %path.display(), header_id = %header.id, "transcript header id differs from its file name");
         }
-        // Read after any repair-on-load rewrite, so it describes the file as it is now.
-        let stamp = file_stamp(&path);
         Ok(FileSessionLog {
             ids: entries.iter().map(|e| e.id.clone()).collect(),
             home,
@@ -726,7 +772,16 @@ impl SessionLog for FileSessionLog {
 }
 
 /// Validates a transcript just read and, when it is damaged, repairs it on disk (backup,
-/// atomic replace, incident). Returns the bytes to load and what was found.
+/// atomic replace, incident). Returns the bytes to load, what was found and whether the
+/// file was replaced.
+///
+/// Only the session's writer (the holder of its lease) may repair: the replaced file
+/// would lose whatever another writer appends after the read, and that writer's open
+/// handle would go on appending to the file no longer linked. [`FileSessionLog::load`]
+/// skips the repair when the file changed during its read (a line being written looks
+/// torn), but a writer between two appends (a run waiting on a tool: its call looks
+/// unanswered) leaves the file still; readers use [`SessionStore::read`], which never
+/// writes.
 fn repair_on_load(
     home: &Path,
     agent_id: &str,
@@ -735,11 +790,11 @@ fn repair_on_load(
     path: &Path,
     bytes: Vec<u8>,
     strategy: Strategy,
-) -> Result<(Vec<u8>, Vec<LoadProblem>), StoreError> {
+) -> Result<(Vec<u8>, Vec<LoadProblem>, bool), StoreError> {
     let repair = repair_bytes(&bytes, strategy, session_id);
     let Some(fixed) = repair.bytes else {
         // Clean, hopeless (the parser reports it as corrupt) or nothing the strategy fixes.
-        return Ok((bytes, repair.issues));
+        return Ok((bytes, repair.issues, false));
     };
     let backup = replace_with_backup(path, &bytes, &fixed)?;
     warn!(
@@ -761,7 +816,7 @@ fn repair_on_load(
         // The repair is done and durable; a missing report must not block the session.
         warn!(error = %e, "could not write integrity incident report");
     }
-    Ok((fixed, repair.issues))
+    Ok((fixed, repair.issues, true))
 }
 
 /// Runs blocking file work off the async runtime.
@@ -1077,4 +1132,129 @@ pub(crate) fn rebuild_index(dir: &Path, agent_id: &str) -> Result<Index, StoreEr
 /// insert or remove).
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> EntryBody {
+        EntryBody::Message {
+            message: Message::user(text),
+        }
+    }
+
+    fn texts(log: &dyn SessionLog) -> Vec<String> {
+        log.context().iter().map(Message::text).collect()
+    }
+
+    /// The JSONL line a writer would append after `entries`.
+    fn line_after(entries: &[Entry], text: &str) -> Vec<u8> {
+        let mut line = serde_json::to_vec(&next_entry(entries, |_| false, user(text), 0, "s"))
+            .expect("entry serializes");
+        line.push(b'\n');
+        line
+    }
+
+    fn append_raw(path: &Path, bytes: &[u8]) {
+        OpenOptions::new()
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(bytes))
+            .expect("append");
+    }
+
+    /// A session holding the entry "one", closed (so cached), and the line a writer
+    /// appends next.
+    async fn session_with_one(store: &FileSessionStore) -> (String, Vec<u8>) {
+        let mut log = store.open("main", "k").await.expect("open");
+        log.append(user("one")).await.expect("append");
+        let line = line_after(log.entries(), "two");
+        (log.session_id().to_owned(), line)
+    }
+
+    /// What `open` loads from when the session is not cached.
+    fn target(store: &FileSessionStore, session_id: &str) -> LoadTarget {
+        let path = store.transcript_path("main", session_id).expect("path");
+        lock(&store.log_cache).pop(&path);
+        LoadTarget {
+            home: store.home.clone(),
+            agent_id: "main".into(),
+            key: "k".into(),
+            session_id: session_id.into(),
+            path,
+            strategy: store.strategy,
+            tool_result_chars: store.tool_result_chars,
+            group: None,
+            cache: Arc::downgrade(&store.log_cache),
+        }
+    }
+
+    /// A load (a reader's, say) that reads just before a writer's append must not put
+    /// entries missing that append in the cache under a stamp that includes it.
+    #[tokio::test]
+    async fn a_load_racing_an_append_is_not_cached() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let store = FileSessionStore::new(home.path());
+        let (sid, line) = session_with_one(&store).await;
+
+        let loaded = FileSessionLog::load_with(target(&store, &sid), |path| {
+            let bytes = fs::read(path);
+            append_raw(path, &line); // lands between the read and the stamp
+            bytes
+        })
+        .expect("load");
+        assert_eq!(texts(&loaded), ["one"]);
+        drop(loaded);
+
+        let log = store.open("main", "k").await.expect("reopen");
+        assert_eq!(texts(log.as_ref()), ["one", "two"], "stale cache");
+        drop(log);
+        // A load from a still file is cached, with the file's length.
+        let path = store.transcript_path("main", &sid).expect("path");
+        let cached_len = lock(&store.log_cache).peek(&path).map(|c| c.len);
+        assert_eq!(cached_len, Some(fs::metadata(&path).expect("stat").len()));
+    }
+
+    /// A load that meets a line still being written leaves the file alone: a repair
+    /// would cut the line off (and the writer would go on in the replaced file).
+    #[tokio::test]
+    async fn a_line_being_written_is_not_cut_by_a_load() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let store = FileSessionStore::new(home.path());
+        let (sid, line) = session_with_one(&store).await;
+        let path = store.transcript_path("main", &sid).expect("path");
+        let mut expected = fs::read(&path).expect("read");
+        expected.extend_from_slice(&line);
+
+        let (head, rest) = line.split_at(line.len() / 2);
+        let loaded = FileSessionLog::load_with(target(&store, &sid), |path| {
+            append_raw(path, head); // the read comes halfway through the write
+            let bytes = fs::read(path);
+            append_raw(path, rest);
+            bytes
+        })
+        .expect("load");
+        assert_eq!(texts(&loaded), ["one"]);
+        assert_eq!(loaded.problems().len(), 1);
+        assert_eq!(loaded.problems()[0].kind, IssueKind::TornLine);
+        assert_eq!(
+            String::from_utf8_lossy(&fs::read(&path).expect("read")),
+            String::from_utf8_lossy(&expected),
+            "the append was cut"
+        );
+        let backups = fs::read_dir(path.parent().expect("dir"))
+            .expect("dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().contains(".bak."))
+            })
+            .count();
+        assert_eq!(backups, 0, "nothing was repaired");
+        drop(loaded);
+
+        let log = store.open("main", "k").await.expect("reopen");
+        assert_eq!(texts(log.as_ref()), ["one", "two"]);
+        assert!(log.problems().is_empty(), "{:?}", log.problems());
+    }
 }

@@ -811,6 +811,30 @@ async fn caches_see_changes_made_by_another_store_instance() {
     );
 }
 
+/// A log held open (by a reader, say) while the writer appends goes back to the cache
+/// when dropped; the next open must still see the append.
+#[tokio::test]
+async fn a_log_dropped_after_a_newer_append_does_not_hide_it() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let store = FileSessionStore::new(home.path());
+    let mut log = store.open(AGENT, "k").await.expect("open");
+    log.append(user("one")).await.expect("append");
+    drop(log);
+
+    let reader = store.open(AGENT, "k").await.expect("reader");
+    let mut writer = FileSessionStore::new(home.path())
+        .open(AGENT, "k")
+        .await
+        .expect("writer");
+    writer.append(user("two")).await.expect("append");
+    drop(writer);
+    assert_eq!(texts(&reader.context()), ["one"]);
+    drop(reader); // cached, knowing one entry fewer than the file holds
+
+    let log = store.open(AGENT, "k").await.expect("reopen");
+    assert_eq!(texts(&log.context()), ["one", "two"], "stale cache");
+}
+
 /// A lost database is rebuilt with the real session keys (from the transcript headers).
 #[tokio::test]
 async fn a_lost_index_is_rebuilt_with_the_original_keys() {
