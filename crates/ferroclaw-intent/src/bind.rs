@@ -118,7 +118,7 @@ fn match_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
         .map(|(p, _)| *p)
 }
 
-const VALUE: &str = r#"(\[[^\[\]\n]{1,200}\]|\{[^{}\n]{1,200}\}|"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|-?\d+(?:\.\d+)?\b|[A-Za-z](?:[\w/:@+-]|\.\w)*(?:,? [A-Z](?:[\w-]|\.\w)*){0,3})"#;
+const VALUE: &str = r#"(\[[^\[\]\n]{1,200}\]|\{[^{}\n]{1,200}\}|"(?:[^"\\\n]|\\.){1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|-?\d+(?:\.\d+)?\b|[A-Za-z](?:[\w/:@+-]|\.\w)*(?:,? [A-Z](?:[\w-]|\.\w)*){0,3})"#;
 const KEY: &str = r"([A-Za-z_][\w-]{0,40}(?: [A-Za-z_][\w-]{0,40})?)";
 
 /// `x=5`, `location: "Paris"`, `the location parameter, which in this case is Tokyo`,
@@ -170,6 +170,12 @@ fn value_of(raw: &str) -> Option<Value> {
     // `["red", "blue"]`, `{start: "2025-01-01"}`: a list or an object written out.
     if t.starts_with(['[', '{']) {
         return crate::jsonscan::parse_lenient(t).or_else(|| crate::jsonscan::repair(t));
+    }
+    // `"{\"name\": \"test\"}"`: a JSON string, escapes and all.
+    if t.starts_with('"') && t.contains('\\') {
+        if let Ok(s) = serde_json::from_str::<String>(t) {
+            return (!s.trim().is_empty()).then(|| Value::String(s.trim().to_string()));
+        }
     }
     for (o, c) in [('"', '"'), ('\'', '\''), ('`', '`')] {
         if t.len() >= 2 && t.starts_with(o) && t.ends_with(c) {
@@ -230,6 +236,8 @@ fn value_of(raw: &str) -> Option<Value> {
         "argument",
         "arguments",
         "field",
+        "key",
+        "keys",
         "value",
         "param",
         "clearly",

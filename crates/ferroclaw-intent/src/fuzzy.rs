@@ -749,7 +749,10 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
                 .iter()
                 .take_while(|x| x.range.end <= t_end)
                 .last()
-                .is_some_and(|x| x.range.end == t_end && matches!(x.lower.as_str(), "tool" | "function"));
+                .is_some_and(|x| x.range.end == t_end && matches!(x.lower.as_str(), "tool" | "function"))
+            // "the OpenMeteoTool", "the get_weather": written as an identifier.
+            || text[trig.range.clone()].contains('_')
+            || text[trig.range.clone()].chars().skip(1).any(|c| c.is_ascii_uppercase());
         if BEFORE_BLOCK.contains(&prev.lower.as_str()) && !followed_by_tool {
             return false;
         }
@@ -812,6 +815,19 @@ const ADVICE: &[&str] = &[
     "you can try",
 ];
 
+/// Phrases that introduce a list of what the assistant is able to do.
+const ABILITIES: &[&str] = &[
+    "can help with",
+    "can help you with",
+    "can assist with",
+    "can assist you with",
+    "things i can",
+    "i'm able to",
+    "i am able to",
+    "i have access to",
+    "my capabilities",
+];
+
 /// A list item under a line that addresses the reader ("Here are some ways you can
 /// check the weather: 1. Look up a forecast…"): instructions, not the assistant's plan.
 fn advice_item(text: &str, pos: usize) -> bool {
@@ -826,7 +842,10 @@ fn advice_item(text: &str, pos: usize) -> bool {
             continue;
         }
         let lower = t.to_lowercase().replace('\u{2019}', "'");
-        return ADVICE.iter().any(|p| has_phrase(&lower, p));
+        return ADVICE
+            .iter()
+            .chain(ABILITIES)
+            .any(|p| has_phrase(&lower, p));
     }
     false
 }
@@ -886,11 +905,12 @@ fn describes_tool(text: &str, pos: usize, tools: &[ToolSpec]) -> bool {
     };
     // Letters only (unlike `schema`'s name matching): the list number before the
     // label ("2. **Search Web**") is no part of the name.
-    let key = |s: &str| -> String {
-        s.chars()
-            .filter(char::is_ascii_alphabetic)
-            .map(|c| c.to_ascii_lowercase())
-            .collect()
+    // In any order: "**Web Search**" labels `search_web`.
+    let key = |s: &str| -> Vec<String> {
+        let mut w = words(s);
+        w.retain(|w| w.chars().all(|c| c.is_ascii_alphabetic()));
+        w.sort_unstable();
+        w
     };
     let label = key(label);
     !label.is_empty() && tools.iter().any(|t| key(&t.name) == label)
@@ -1898,7 +1918,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         });
                         continue;
                     }
-                    if let Some(end) = spaced_name(p, &toks, k, clause.end) {
+                    if let Some(end) = spaced_name(p, &toks, k, clause.end)
+                        .or_else(|| reordered_name(p, &toks, k, clause.end))
+                    {
                         trigs.push(Trigger {
                             tok: k,
                             end,
@@ -2035,6 +2057,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         inline_calls(text, tools, cfg, &mut out);
     }
+    if out.calls.is_empty() {
+        stated_arguments(text, cfg, tools, &mut out);
+    }
     if out.calls.is_empty() && !both_functions(text, cfg, tools, &mut out) {
         the_function(text, cfg, tools, &mut out);
     }
@@ -2073,6 +2098,34 @@ fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option
 }
 
 /// A noun of the tool, singular or plural ("secrets" for `secret_retrieval_tool`).
+/// Where a two- or three-word name said in another order ends, when it starts at token
+/// `k`: "roll the dice" for `dice_roll`.
+fn reordered_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option<usize> {
+    p.spaced.iter().find_map(|w| {
+        if !(2..=3).contains(&w.len()) || toks.get(k).is_none_or(|t| t.lower == w[0]) {
+            return None;
+        }
+        let mut left: Vec<&String> = w.iter().collect();
+        let mut end = None;
+        for t in toks[k..].iter().take_while(|t| t.range.end <= clause_end) {
+            if left.is_empty() {
+                break;
+            }
+            if let Some(i) = left.iter().position(|x| **x == t.lower) {
+                left.swap_remove(i);
+                end = Some(t.range.end);
+            } else if end.is_none() || !["the", "a", "an", "some"].contains(&t.lower.as_str()) {
+                return None;
+            }
+        }
+        if left.is_empty() {
+            end
+        } else {
+            None
+        }
+    })
+}
+
 fn noun_of(p: &Profile, word: &str) -> bool {
     p.nouns.iter().any(|n| n == word)
         || word
@@ -2127,6 +2180,7 @@ const EACH: &[&str] = &[
     "both",
     "each city",
     "two calls",
+    "respective",
 ];
 
 /// One prose call for a value, where the text says the tool runs once per value: "I'll
@@ -2151,6 +2205,29 @@ fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
         {
             for _ in 1..times(near) {
                 repeats.push(c.clone());
+            }
+            continue;
+        }
+        // "To read `a.json`, `b.json` and `c.json`, I'll call read_file for each file":
+        // the values were listed before the tool was named.
+        if args.is_empty() {
+            let tool = tools.iter().find(|t| t.name == c.name);
+            let Some(key) = tool.and_then(|t| t.primary_property()) else {
+                continue;
+            };
+            let lower = near.to_lowercase();
+            let n = times(near);
+            let each = n > 1 || EACH.iter().any(|w| has_phrase(&lower, w));
+            let values = listed_values(call_sentence(text, &c.span), &c.name);
+            if each && values.len() >= 2 && (n == 1 || n == values.len()) {
+                for v in values {
+                    let mut a = Map::new();
+                    a.insert(key.to_string(), Value::String(v));
+                    more.push(ParsedCall {
+                        arguments: Value::Object(a),
+                        ..c.clone()
+                    });
+                }
             }
             continue;
         }
@@ -2212,6 +2289,71 @@ fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
     }
 }
 
+/// The sentence around `span`.
+fn call_sentence<'a>(text: &'a str, span: &Range<usize>) -> &'a str {
+    &text[sentence_around(text, span)]
+}
+
+/// Where the sentence around `span` starts and ends.
+fn sentence_around(text: &str, span: &Range<usize>) -> Range<usize> {
+    let head = &text[..floor(text, span.start)];
+    // A stop ends a sentence only before a space (`.eslintrc.json` goes on).
+    let start = head
+        .char_indices()
+        .rev()
+        .find(|&(i, ch)| {
+            ch == '\n'
+                || (matches!(ch, '.' | '!' | '?')
+                    && head[i + 1..]
+                        .chars()
+                        .next()
+                        .is_some_and(char::is_whitespace))
+        })
+        .map_or(0, |(i, _)| i + 1);
+    let tail = &text[floor(text, span.end)..];
+    let end = tail
+        .char_indices()
+        .find(|&(i, ch)| {
+            ch == '\n'
+                || (matches!(ch, '.' | '!' | '?')
+                    && tail[i + 1..].chars().next().is_none_or(char::is_whitespace))
+        })
+        .map_or(text.len(), |(i, _)| floor(text, span.end) + i);
+    start..end
+}
+
+/// `Seoul and New York`, `Paris, Rome and Oslo` (after "for" or "both").
+static NAMES_LISTED: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"\b(?:for|both|in)\s+(?:both\s+)?([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2}(?:\s*,\s*[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})*\s*,?\s+and\s+[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})",
+    )
+});
+
+/// The values a sentence lists: two or more quoted or backticked items (not the tool's
+/// own name), else capitalised names joined by "and".
+fn listed_values(sentence: &str, tool: &str) -> Vec<String> {
+    let prot = protected_spans(sentence);
+    let quoted: Vec<String> = prot
+        .iter()
+        .map(|q| sentence[q.inner.clone()].trim())
+        .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case(tool))
+        .map(str::to_string)
+        .collect();
+    if quoted.len() >= 2 {
+        return quoted;
+    }
+    let Some(m) = NAMES_LISTED.captures(sentence).and_then(|c| c.get(1)) else {
+        return Vec::new();
+    };
+    m.as_str()
+        .split(',')
+        .flat_map(|p| p.split(" and "))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// A value read from prose that the schema's type cannot hold ("Paris, I" for a
 /// boolean) is a misreading, not the argument: it goes, and the tool says what is
 /// missing.
@@ -2221,14 +2363,19 @@ fn drop_misfits(tools: &[ToolSpec], calls: &mut [ParsedCall]) {
             continue;
         };
         if let Some(args) = c.arguments.as_object_mut() {
-            args.retain(|k, v| match tool.prop_type(k) {
-                Some("boolean") => v.is_boolean(),
-                Some("integer" | "number") => v.is_number(),
-                Some("array") => v.is_array(),
-                Some("object") => v.is_object(),
-                _ => true,
-            });
+            args.retain(|k, v| fits(tool, k, v));
         }
+    }
+}
+
+/// The schema's type for `key` can hold `v`.
+fn fits(tool: &ToolSpec, key: &str, v: &Value) -> bool {
+    match tool.prop_type(key) {
+        Some("boolean") => v.is_boolean(),
+        Some("integer" | "number") => v.is_number(),
+        Some("array") => v.is_array(),
+        Some("object") => v.is_object(),
+        _ => true,
     }
 }
 
@@ -2259,26 +2406,22 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
         let Some(args) = c.arguments.as_object_mut() else {
             continue;
         };
-        let sent_start = text[..c.span.start.min(text.len())]
-            .rfind(['.', '!', '?', '\n'])
-            .map_or(0, |i| i + 1);
-        let tail = &text[c.span.end.min(text.len())..];
-        let sent_end = tail
-            .char_indices()
-            .find(|&(i, ch)| {
-                ch == '\n'
-                    || (matches!(ch, '.' | '!' | '?')
-                        && tail[i + 1..].chars().next().is_none_or(char::is_whitespace))
-            })
-            .map_or(text.len(), |(i, _)| c.span.end + i);
+        let Range {
+            start: sent_start,
+            end: sent_end,
+        } = sentence_around(text, &c.span);
         let region = if single {
             text
         } else {
             &text[sent_start..sent_end]
         };
-        // A value stated with its property's name beats one read by position.
+        // A value stated with its property's name beats one read by position, but not
+        // one the call wrote out as an object (`get_x {"k": …}`).
+        let written = text.get(c.span.clone()).is_some_and(|s| s.contains('{'));
         for (k, v) in crate::bind::bindings(region, tool) {
-            args.insert(k, v);
+            if !(written && args.get(&k).is_some_and(|old| fits(tool, &k, old))) {
+                args.insert(k, v);
+            }
         }
         if !numbers_in_order(&text[sent_start..sent_end], tool, args) {
             // "The user wants me to add and multiply 2 and 3. I should call both
@@ -2426,6 +2569,43 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
     }
 }
 
+static STATED_ARGS: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:arguments?|parameters?|params|args)\s+(?:should|will|would|must)\s+be\s*:?\s*`*\s*\{",
+    )
+});
+
+/// "So the arguments should be {"task": "Review PR"}": the call's arguments written
+/// out as an object; the tool is the one whose properties hold every key (the one
+/// named last before, if several do).
+fn stated_arguments(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    let Some(m) = STATED_ARGS.find(text) else {
+        return;
+    };
+    if !committed_sentence(text, m.start()) {
+        return;
+    }
+    let Some((r, v)) = jsonscan::value_at(text, m.end() - 1) else {
+        return;
+    };
+    let Some(obj) = v.as_object().filter(|o| !o.is_empty()) else {
+        return;
+    };
+    let back = text[floor(text, m.start().saturating_sub(INLINE_LOOKBACK))..m.start()]
+        .to_ascii_lowercase();
+    let tool = tools
+        .iter()
+        .filter(|t| {
+            let props = t.properties();
+            obj.keys().all(|k| props.iter().any(|(p, _)| p == k))
+        })
+        .max_by_key(|t| back.rfind(&t.name.to_ascii_lowercase()).map(|i| i + 1));
+    let Some(tool) = tool else { return };
+    if let Some(c) = make_call(&tool.name, v, 0.65, m.start()..r.end, tools, cfg) {
+        out.calls.push(c);
+    }
+}
+
 /// The last "in/for/about Capitalised Name" in `back`.
 fn last_proper_noun(back: &str) -> Option<String> {
     PROPER_AFTER_PREP
@@ -2505,7 +2685,7 @@ fn committed_sentence(text: &str, at: usize) -> bool {
 
 static CALL_IT: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\b(?:we'll|we will|i'll|i will|let's|let me|we should|i should|we need to|i need to|so we|so i)\s+(?:\w+\s+)?(?:call|use|invoke)\s+it\b",
+        r"(?i)(?:\b(?:we'll|we will|i'll|i will|let's|let me|we should|i should|we need to|i need to|so we|so i)\s+(?:\w+\s+)?|(?:^|[.!?]\s+)(?:so\s+|then\s+|now\s+)?(?:just\s+|simply\s+)?)(?:call|use|invoke)\s+it\b",
     )
 });
 
@@ -2513,7 +2693,8 @@ static CALL_IT: LazyLock<Regex> = LazyLock::new(|| {
 /// the commitment.
 fn call_it(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
     let Some(m) = CALL_IT.find(text) else { return };
-    if !committed_sentence(text, m.start()) {
+    let at = m.start() + text[m.range()].find(char::is_alphabetic).unwrap_or(0);
+    if !committed_sentence(text, at) {
         return;
     }
     let back = &text[floor(text, m.start().saturating_sub(400))..m.start()];
@@ -2832,7 +3013,20 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         .find_map(|v| lower_before.strip_suffix(v))
         .map(str::trim_end)
         .is_some_and(|stem| COMMIT_CUES.iter().any(|c| stem.ends_with(c)));
-    identifier || marked || committed || cjk
+    // "Use python.": the whole sentence is the order.
+    let alone = imperative && (after.is_empty() || after.starts_with(['.', '!', '\n']));
+    // "First, I'll calculate 25% of 80." as the last words: the model stopped to call.
+    // (Followed by the working, or ending in ':', it did the sum itself.)
+    let stem = lower_before
+        .trim_end()
+        .trim_end_matches(" first")
+        .trim_end_matches(" now");
+    let last_words = COMMIT_CUES
+        .iter()
+        .any(|c| has_phrase(stem, c) && stem.ends_with(c))
+        && text[sent.end.min(text.len())..].trim().is_empty()
+        && !text[sent.clone()].trim_end().ends_with(':');
+    identifier || marked || committed || cjk || alone || last_words
 }
 
 /// "Next, get permissions.": a verb and a noun of a custom tool's name
@@ -2844,14 +3038,24 @@ fn named_by_nouns(
     clause: &Range<usize>,
     sent: &Range<usize>,
 ) -> bool {
-    if !p.lookup_needs_noun {
+    // The tool's own verb with a noun of its name: "search for budget files" for
+    // `search_files`.
+    let own_noun = |w: &str| {
+        tr.own
+            && words(&p.tool.name).iter().skip(1).any(|n| {
+                n.len() > 3 && !NAME_VERBS.contains(&n.as_str()) && (n == w || n.starts_with(w))
+            })
+    };
+    if !p.lookup_needs_noun && !tr.own {
         return false;
     }
     let after = text[tr.end.min(clause.end)..clause.end].to_ascii_lowercase();
     let noun_hit = words(&after).iter().take(6).any(|w| {
-        p.nouns
-            .iter()
-            .any(|n| n == w || (w.len() > 3 && n.starts_with(w.as_str())))
+        own_noun(w)
+            || (p.lookup_needs_noun
+                && p.nouns
+                    .iter()
+                    .any(|n| n == w || (w.len() > 3 && n.starts_with(w.as_str()))))
     });
     let start = toks_start(tr, text);
     let before = text[sent.start.min(start)..start].to_ascii_lowercase();

@@ -37,6 +37,16 @@ pub(crate) fn parse_lenient(s: &str) -> Option<Value> {
     if first != '{' && first != '[' {
         return None;
     }
+    // Typographic quotes from a chat front end, and backslashes JSON does not know
+    // (`".*\(\.cpp\)$"` written for a shell): JSON5 would drop those backslashes.
+    if let Some(plain) = plain_quotes_and_escapes(s) {
+        if let Some(v) = serde_json::from_str::<Value>(&plain)
+            .ok()
+            .or_else(|| json5::from_str::<Value>(&plain).ok())
+        {
+            return Some(v);
+        }
+    }
     json5::from_str::<Value>(s).ok()
 }
 
@@ -172,6 +182,44 @@ pub(crate) fn repair(s: &str) -> Option<Value> {
     // Junk after the last brace (`}}"`): cut back to the last balanced object.
     let t = fixed.trim_end_matches(|c: char| c != '}' && c != ']');
     (t.len() < fixed.len()).then(|| parse_lenient(t)).flatten()
+}
+
+/// `s` with typographic quotes made plain and stray backslashes doubled, or `None`
+/// when it has neither.
+fn plain_quotes_and_escapes(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut changed = false;
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{201c}' | '\u{201d}' | '\u{201e}' => {
+                out.push('"');
+                changed = true;
+            }
+            '\u{2018}' | '\u{2019}' => {
+                out.push('\'');
+                changed = true;
+            }
+            '\\' => match chars.peek() {
+                Some(&n)
+                    if matches!(
+                        n,
+                        '"' | '\'' | '\\' | '/' | 'b' | 'f' | 'n' | 'r' | 't' | 'u'
+                    ) =>
+                {
+                    out.push('\\');
+                    out.push(n);
+                    chars.next();
+                }
+                _ => {
+                    out.push_str("\\\\");
+                    changed = true;
+                }
+            },
+            _ => out.push(c),
+        }
+    }
+    changed.then_some(out)
 }
 
 /// Structural characters a quote of either kind may sit next to.

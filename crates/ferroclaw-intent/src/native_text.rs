@@ -359,6 +359,24 @@ fn call_body(
             cfg,
         );
     }
+    // GLM with its first `<arg_key>` lost: `NAMEkey</arg_key><arg_value>v…`.
+    if let Some(ke) = find_ci(inner, 0, "</arg_key>") {
+        let head = inner[..ke].trim();
+        let glued = tools
+            .iter()
+            .filter(|t| {
+                head.len() > t.name.len()
+                    && head
+                        .get(..t.name.len())
+                        .is_some_and(|h| h.eq_ignore_ascii_case(&t.name))
+            })
+            .max_by_key(|t| t.name.len());
+        if let Some(t) = glued {
+            let body = format!("<arg_key>{}", &inner[t.name.len()..]);
+            let args = Value::Object(glm_args(&body));
+            return push(out, &t.name, args, MARKED, span, tools, cfg);
+        }
+    }
     let first = inner.as_bytes()[0];
     if first == b'{' || first == b'[' {
         let mut found = false;
@@ -508,11 +526,16 @@ fn gemma_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usiz
             let Some(rest) = text[body].trim().strip_prefix("call:") else {
                 return false;
             };
-            let Some(brace) = rest.find('{') else {
+            let Some(open) = rest.find(['{', '(']) else {
                 return false;
             };
-            gemma_args(&rest[brace..], quote)
-                .is_some_and(|args| push(out, rest[..brace].trim(), args, MARKED, span, tools, cfg))
+            let args = if rest[open..].starts_with('{') {
+                gemma_args(&rest[open..], quote)
+            } else {
+                // `call:search(query: "news")`: the signature form.
+                colon_args(&rest[open..].replace(quote, "\""))
+            };
+            args.is_some_and(|args| push(out, rest[..open].trim(), args, MARKED, span, tools, cfg))
         });
     }
 }

@@ -1504,3 +1504,244 @@ fn formats_and_prose_from_the_fifth_consumed_part() {
     )
     .is_empty());
 }
+
+#[test]
+fn formats_and_prose_from_the_sixth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let shell = vec![ToolSpec::new(
+        "send_command_to_shell",
+        "Run a command.",
+        obj(json!({"command": {"type": "string"}}), &["command"]),
+    )];
+    let echo = (
+        "send_command_to_shell".to_string(),
+        json!({"command": "echo test"}),
+    );
+    // GLM with its first <arg_key> lost (the name glued to the key), and Gemma 4's
+    // signature form; a glued name that is not offered is no call.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<tool_call>send_command_to_shellcommand</arg_key><arg_value>echo test</arg_value></tool_call>"),
+            &shell
+        ),
+        vec![echo.clone()]
+    );
+    assert!(calls_in(
+        None,
+        Some("<tool_call>delete_everythingcommand</arg_key><arg_value>rm -rf /</arg_value></tool_call>"),
+        &shell
+    )
+    .is_empty());
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<|tool_call>call:send_command_to_shell(command: \"echo test\")<tool_call|>"),
+            &shell
+        ),
+        vec![echo.clone()]
+    );
+    // Typographic quotes from a chat front end; backslashes JSON does not know stay.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("[Calling tool: send_command_to_shell with arguments: {\u{201c}command\u{201d}: \u{201c}echo \u{2018}hi\u{2019}\u{201d}}]"),
+            &shell
+        ),
+        vec![("send_command_to_shell".to_string(), json!({"command": "echo 'hi'"}))]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some(
+                r#"{"name": "send_command_to_shell", "arguments": {"command": "find . -regex '.*\(\.h\)$'"}}"#
+            ),
+            &shell
+        ),
+        vec![(
+            "send_command_to_shell".to_string(),
+            json!({"command": r"find . -regex '.*\(\.h\)$'"})
+        )]
+    );
+
+    // Arguments written out as an object in the reasoning; reported as past, no call.
+    let tasks = vec![ToolSpec::new(
+        "any_of_params",
+        "Track a task.",
+        obj(
+            json!({"task": {"type": "string"}, "status": {"type": "string"}}),
+            &["task"],
+        ),
+    )];
+    assert_eq!(
+        calls_in(
+            Some("The user wants to track a task; the status can be either pending or done. So the arguments should be {\"task\": \"Review PR\", \"status\": \"pending\"}."),
+            None,
+            &tasks
+        ),
+        vec![("any_of_params".to_string(), json!({"task": "Review PR", "status": "pending"}))]
+    );
+    assert!(calls_in(
+        Some("Earlier the arguments were {\"task\": \"Review PR\"} and it returned done."),
+        None,
+        &tasks
+    )
+    .is_empty());
+
+    // One call per value listed before the tool is named; without "each"/"twice" the
+    // list alone makes no extra calls.
+    let files = vec![ToolSpec::new(
+        "read_file",
+        "Read a file.",
+        obj(json!({"path": {"type": "string"}}), &["path"]),
+    )];
+    let read = |p: &str| ("read_file".to_string(), json!({"path": p}));
+    assert_eq!(
+        calls_in(
+            None,
+            Some("To read the contents of `package.json`, `tsconfig.json`, and `.eslintrc.json`, I'll call the `read_file` function for each file."),
+            &files
+        ),
+        vec![read("package.json"), read("tsconfig.json"), read(".eslintrc.json")]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("To get the weather for both Seoul and New York, I'll call the `get_weather` function twice with the respective city names."),
+            &weather_tools()
+        ),
+        vec![weather("Seoul"), weather("New York")]
+    );
+
+    // A sentence that is only the order; "just call it" after the tool was named; a
+    // camel-case name after "the".
+    let python = vec![
+        ToolSpec::new(
+            "python",
+            "Run Python code.",
+            obj(json!({"code": {"type": "string"}}), &["code"]),
+        ),
+        ToolSpec::new("file_fetch", "Fetch the file.", obj(json!({}), &[])),
+    ];
+    assert_eq!(
+        calls_in(
+            Some("We need to compute the product. Use python."),
+            None,
+            &python
+        ),
+        vec![("python".to_string(), json!({}))]
+    );
+    assert_eq!(
+        calls_in(
+            Some("The tool signature is file_fetch = () => any, no parameters. So just call it."),
+            None,
+            &python
+        ),
+        vec![("file_fetch".to_string(), json!({}))]
+    );
+    for text in [
+        "You can use python for that.",
+        "Use python to write scripts like this one, it is a good choice for beginners.",
+        "The tool is file_fetch. No need to call it.",
+    ] {
+        assert!(calls_in(None, Some(text), &python).is_empty(), "{text}");
+    }
+    let meteo = vec![ToolSpec::new(
+        "OpenMeteoTool",
+        "Weather.",
+        obj(
+            json!({"location_name": {"type": "string"}, "temperature_unit": {"type": "string"}}),
+            &["location_name"],
+        ),
+    )];
+    assert_eq!(
+        calls_in(
+            Some("I will use the OpenMeteoTool with temperature_unit set to celsius."),
+            None,
+            &meteo
+        ),
+        vec![(
+            "OpenMeteoTool".to_string(),
+            json!({"temperature_unit": "celsius"})
+        )]
+    );
+
+    // A tool named like a verb, as the model's last words; followed by the working, the
+    // model did it itself.
+    let calc = vec![ToolSpec::new(
+        "calculate",
+        "Evaluate an expression.",
+        obj(json!({"expression": {"type": "string"}}), &["expression"]),
+    )];
+    assert_eq!(
+        calls_in(None, Some("First, I'll calculate 25% of 80."), &calc),
+        vec![("calculate".to_string(), json!({}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("First, let's calculate 25% of 80:\n\n25/100 \u{d7} 80 = 20\n\nSo the answer is 20."),
+        &calc
+    )
+    .is_empty());
+
+    // A name said in another order, as many times as the text says; in the past, none.
+    let dice = vec![ToolSpec::new(
+        "dice_roll",
+        "Roll a die.",
+        obj(json!({}), &[]),
+    )];
+    assert_eq!(
+        calls_in(None, Some("I'll roll the dice 3 times for you!"), &dice).len(),
+        3
+    );
+    assert!(calls_in(None, Some("I rolled the dice and got a 4."), &dice).is_empty());
+
+    // The tool's own verb with a noun of its name, and no argument to read: the call
+    // is made without it (the tool says what is missing).
+    let search = vec![
+        ToolSpec::new(
+            "get_weather",
+            "Get the current weather for a given city.",
+            obj(json!({"city": {"type": "string"}}), &["city"]),
+        ),
+        ToolSpec::new(
+            "search_files",
+            "Search for files matching a pattern.",
+            obj(
+                json!({"pattern": {"type": "string", "description": "Glob pattern"}}),
+                &["pattern"],
+            ),
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll search for budget files and get the weather in Amsterdam for you."),
+            &search
+        ),
+        vec![
+            ("search_files".to_string(), json!({})),
+            ("get_weather".to_string(), json!({"city": "Amsterdam"}))
+        ]
+    );
+    for text in [
+        "I searched for budget files and found two.",
+        "I'll search for quarterly reports for you.",
+    ] {
+        assert!(calls_in(None, Some(text), &search).is_empty(), "{text}");
+    }
+
+    // What the assistant is able to do, listed under its labels, is no call.
+    let mut ten = weather_tools();
+    ten.push(ToolSpec::new(
+        "search_web",
+        "Search the internet.",
+        obj(json!({"query": {"type": "string"}}), &["query"]),
+    ));
+    assert!(calls_in(
+        None,
+        Some("I can help with a variety of tasks! Here are some things I can assist you with:\n\n1. **Weather Information**: Get the current weather for any city.\n2. **Web Search**: Search the internet for information on any topic.\n\nFeel free to ask me anything!"),
+        &ten
+    )
+    .is_empty());
+}

@@ -292,6 +292,21 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "glm-glued-name",
+            "<tool_call>execcommand</arg_key><arg_value>echo fmt-glm-glued-name</arg_value></tool_call>",
+            None,
+        ),
+        (
+            "gemma-signature",
+            "<|tool_call>call:exec(command: \"echo fmt-gemma-signature\")<tool_call|>",
+            None,
+        ),
+        (
+            "typographic-quotes",
+            "<tool_call>{\u{201c}name\u{201d}: \u{201c}exec\u{201d}, \u{201c}arguments\u{201d}: {\u{201c}command\u{201d}: \u{201c}echo fmt-typographic-quotes\u{201d}}}</tool_call>",
+            None,
+        ),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
