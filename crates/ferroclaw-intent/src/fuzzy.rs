@@ -815,6 +815,11 @@ const ADVICE: &[&str] = &[
     "you can try",
 ];
 
+/// The text tells the reader what to do ("you can run …").
+pub(crate) fn addresses_reader(lower: &str) -> bool {
+    ADVICE.iter().any(|p| has_phrase(lower, p))
+}
+
 /// Phrases that introduce a list of what the assistant is able to do.
 const ABILITIES: &[&str] = &[
     "can help with",
@@ -914,6 +919,37 @@ fn describes_tool(text: &str, pos: usize, tools: &[ToolSpec]) -> bool {
     };
     let label = key(label);
     !label.is_empty() && tools.iter().any(|t| key(&t.name) == label)
+}
+
+/// The sentence after `end` asks the user's leave ("Would you like me to proceed?"):
+/// what came before is an offer, not a call.
+fn asks_leave_next(text: &str, end: usize) -> bool {
+    let rest = text[floor(text, end)..].trim_start();
+    let next = &rest[..floor(rest, rest.find(['?', '\n']).map_or(0, |i| i + 1))];
+    if !next.ends_with('?') {
+        return false;
+    }
+    let lower = next.to_lowercase().replace('\u{2019}', "'");
+    [
+        "would you like me to",
+        "do you want me to",
+        "shall i ",
+        "should i ",
+        "want me to",
+    ]
+    .iter()
+    .any(|p| lower.starts_with(p) || lower.contains(&format!(" {p}")))
+}
+
+/// `- **Weather in New York**: 11°F`: a bold label in a list of results.
+fn bold_label(text: &str, pos: usize) -> bool {
+    let start = line_start(text, pos);
+    let before = text[start..pos].trim_start();
+    let line_end = text[pos..].find('\n').map_or(text.len(), |i| pos + i);
+    let after = &text[pos..line_end];
+    before.trim_start_matches(['-', '*', ' ']).is_empty()
+        && before.ends_with("**")
+        && (after.contains("**:") || after.contains(":**"))
 }
 
 /// How a sentence about what the assistant is able to do begins.
@@ -1871,7 +1907,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         if out.calls.len() >= crate::MAX_CALLS {
             break;
         }
-        if sentence_rejected(text, &sent) {
+        if sentence_rejected(text, &sent) || asks_leave_next(text, sent.end) {
             continue;
         }
         let toks = tokens(text, sent.clone());
@@ -1988,7 +2024,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     continue;
                 }
                 // "**Search Web**: Search the internet for …": a tool's description.
-                if describes_tool(text, toks[tok].range.start, tools) {
+                if describes_tool(text, toks[tok].range.start, tools)
+                    || bold_label(text, toks[tok].range.start)
+                {
                     continue;
                 }
                 let verb_word = toks[tok].lower.as_str();
@@ -2059,6 +2097,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     }
     if out.calls.is_empty() {
         stated_arguments(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
+        trailing_arguments(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() && !both_functions(text, cfg, tools, &mut out) {
         the_function(text, cfg, tools, &mut out);
@@ -2602,6 +2643,50 @@ fn stated_arguments(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mu
         .max_by_key(|t| back.rfind(&t.name.to_ascii_lowercase()).map(|i| i + 1));
     let Some(tool) = tool else { return };
     if let Some(c) = make_call(&tool.name, v, 0.65, m.start()..r.end, tools, cfg) {
+        out.calls.push(c);
+    }
+}
+
+/// `… Let's list files.{"cmd": ["ls", "-R"]}`: Harmony's tokens stripped, the call's
+/// arguments are left glued to the end of the thinking that committed to it. The object
+/// must end the text and its keys must be the properties of one tool, required ones
+/// included.
+fn trailing_arguments(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    out: &mut StrategyOutput,
+) {
+    let t = text.trim_end();
+    if !t.ends_with('}') {
+        return;
+    }
+    let from = floor(t, t.len().saturating_sub(INLINE_CALL_MAX));
+    let Some((r, v)) = t[from..]
+        .match_indices('{')
+        .map(|(i, _)| from + i)
+        .find_map(|i| jsonscan::value_at(t, i).filter(|(r, _)| r.end == t.len()))
+    else {
+        return;
+    };
+    let Some(obj) = v.as_object().filter(|o| !o.is_empty()) else {
+        return;
+    };
+    let fitting: Vec<&ToolSpec> = tools
+        .iter()
+        .filter(|tool| {
+            let props = tool.properties();
+            obj.keys().all(|k| props.iter().any(|(p, _)| p == k))
+                && tool.required().iter().all(|q| obj.contains_key(*q))
+        })
+        .collect();
+    let [tool] = fitting.as_slice() else { return };
+    let before = last_sentence(t[..r.start].trim_end());
+    let lower = before.to_lowercase().replace('\u{2019}', "'");
+    if !COMMIT_CUES.iter().any(|c| has_phrase(&lower, c)) || !committed_sentence(t, r.start) {
+        return;
+    }
+    if let Some(c) = make_call(&tool.name, v, 0.6, r, tools, cfg) {
         out.calls.push(c);
     }
 }

@@ -174,6 +174,10 @@ fn flat_call(obj: &Value, tools: &[ToolSpec], cfg: &ParserConfig) -> bool {
 }
 
 pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
+    // `{"function": {…}, "result": "…"}`: the record of a call already made.
+    if item.get("result").is_some() && (item.get("function").is_some() || args_of(item).is_some()) {
+        return (None, Value::Null);
+    }
     // Wrappers: `{"tool_call": {…}}`, `{"action": {"name": …, …}}`.
     for key in ["tool_call", "action", "function_call"] {
         if let Some(inner @ Value::Object(_)) = item.get(key) {
@@ -223,6 +227,8 @@ fn args_of(v: &Value) -> Option<Value> {
         "params",
         "tool_input",
         "action_input",
+        // `{"tool_name": "exec", "properties": {…}}`: the schema's word for them.
+        "properties",
     ]
     .iter()
     .find_map(|k| v.get(*k))

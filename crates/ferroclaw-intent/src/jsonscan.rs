@@ -25,6 +25,13 @@ static ELISION: LazyLock<Regex> =
 static NAME_COMMA: LazyLock<Regex> =
     LazyLock::new(|| ferroclaw_types::literal_regex(r#""name"\s*,\s*""#));
 
+/// `"name": "get_x\ "arguments"`: the comma and closing quote after the name lost.
+static NAME_RUN_ON: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#""name"\s*:\s*"([A-Za-z_][\w.-]{0,80})\\?\s+"(arguments|parameters|args)""#,
+    )
+});
+
 /// Strict JSON first, then JSON5 (unquoted keys, single quotes, trailing commas).
 pub(crate) fn parse_lenient(s: &str) -> Option<Value> {
     if s.is_empty() || s.len() > 1_000_000 {
@@ -150,6 +157,7 @@ pub(crate) fn repair(s: &str) -> Option<Value> {
     };
     let keyed = ARG_KEY.replace_all(s, "\"$1\": $2");
     let keyed = NAME_COMMA.replace_all(&keyed, "\"name\": \"");
+    let keyed = NAME_RUN_ON.replace_all(&keyed, "\"name\": \"$1\", \"$2\"");
     let keyed = ELISION.replace_all(&keyed, "$1");
     // A stray `\>` before a key.
     let keyed = keyed.replace("{\\>", "{");

@@ -57,6 +57,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         gemma_calls(&cx, &mut out, &mut taken);
         kimi(&cx, &mut out, &mut taken);
         named_call_tags(&cx, &mut out, &mut taken);
+        if out.calls.is_empty() {
+            attribute_calls(&cx, &mut out, &mut taken);
+        }
     } else if text.contains("[TOOL_CALL]") {
         tool_call_tags(&cx, &mut out, &mut taken);
     }
@@ -523,29 +526,45 @@ fn gemma_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usiz
     for (open, close, quote) in GEMMA_BLOCKS {
         let mut blocks = Block::new(text, &[close], &[open]);
         each_block(text, open, &mut blocks, taken, |body, span| {
-            let Some(rest) = text[body].trim().strip_prefix("call:") else {
-                return false;
-            };
-            let Some(open) = rest.find(['{', '(']) else {
-                return false;
-            };
-            let args = if rest[open..].starts_with('{') {
-                gemma_args(&rest[open..], quote)
-            } else {
-                // `call:search(query: "news")`: the signature form.
-                colon_args(&rest[open..].replace(quote, "\""))
-            };
-            args.is_some_and(|args| push(out, rest[..open].trim(), args, MARKED, span, tools, cfg))
+            gemma_call(&text[body], quote)
+                .is_some_and(|(name, args)| push(out, name, args, MARKED, span, tools, cfg))
         });
     }
+    // The block's tokens dropped by the server: the answer is the bare `call:NAME{…}`.
+    let start = first_text(text, 0..text.len());
+    if out.calls.is_empty() && text[start..].starts_with("call:") {
+        let span = start..text.trim_end().len();
+        if let Some((name, args)) = gemma_call(&text[span.clone()], GEMMA_BLOCKS[0].2) {
+            if push(out, name, args, MARKED, span.clone(), tools, cfg) {
+                taken.push(span);
+            }
+        }
+    }
+}
+
+/// `call:NAME{…}` or `call:NAME(…)`: the name and the arguments.
+fn gemma_call<'a>(body: &'a str, quote: &str) -> Option<(&'a str, Value)> {
+    let rest = body.trim().strip_prefix("call:")?;
+    let open = rest.find(['{', '('])?;
+    let args = if rest[open..].starts_with('{') {
+        gemma_args(&rest[open..], quote)
+    } else {
+        // `call:search(query: "news")`: the signature form.
+        colon_args(&rest[open..].replace(quote, "\""))
+    }?;
+    Some((rest[..open].trim(), args))
 }
 
 /// `{key:<escape>text<escape>,n:5}` as JSON: the delimited strings become JSON strings
 /// (their quotes and backslashes escaped), bare keys are left to the lenient parser.
 fn gemma_args(body: &str, quote: &str) -> Option<Value> {
     let mut json = String::with_capacity(body.len() + 8);
-    for (i, piece) in body.split(quote).enumerate() {
-        if i % 2 == 0 {
+    let pieces: Vec<&str> = body.split(quote).collect();
+    // An odd number of delimiters: the last one closes a string some other quote opened
+    // (`pattern:'\s+'<|"|>}`); it goes.
+    let unmatched = pieces.len().is_multiple_of(2);
+    for (i, piece) in pieces.iter().enumerate() {
+        if i % 2 == 0 || (unmatched && i == pieces.len() - 1) {
             json.push_str(piece);
         } else {
             json.push('"');
@@ -624,6 +643,70 @@ fn named_call_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<
     });
 }
 
+/// `<call_record tool="read"><parameter name="path">a.md</parameter></call_record>`: a
+/// tag of any name whose `tool=` (or `name=`) attribute is an offered tool, with
+/// parameter children, plain child tags or a JSON body.
+fn attribute_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    let mut pos = 0;
+    while let Some(off) = text[pos..].find('<') {
+        let start = pos + off;
+        pos = start + 1;
+        let rest = &text[start + 1..];
+        let tag_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':')))
+            .unwrap_or(rest.len());
+        if tag_len == 0 || !rest[tag_len..].starts_with(char::is_whitespace) {
+            continue;
+        }
+        let Some(gt) = rest[tag_len..].find('>').map(|g| tag_len + g) else {
+            break;
+        };
+        let attrs = &rest[tag_len..gt];
+        let Some(at) = ["tool=", "tool_name=", "name="]
+            .iter()
+            .find_map(|a| attrs.find(a).map(|i| i + a.len()))
+        else {
+            continue;
+        };
+        let (name, _) = tag_key(&attrs[at..]);
+        let Some(tool) = schema::resolve(name, tools, &cfg.aliases) else {
+            continue;
+        };
+        let body_start = start + 1 + gt + 1;
+        let close = format!("</{}>", &rest[..tag_len]);
+        let Some(close_at) = find_ci(text, body_start, &close) else {
+            continue;
+        };
+        let span = start..close_at + close.len();
+        if overlaps(taken, &span) || shown_as_example(text, start) {
+            continue;
+        }
+        let body = text[body_start..close_at].trim();
+        let mut args = Map::new();
+        for (open, end) in [
+            ("<parameter name=", "</parameter>"),
+            ("<param name=", "</param>"),
+            ("<arg name=", "</arg>"),
+        ] {
+            if args.is_empty() {
+                args = keyed_values(body, open, end, &[open], str::trim);
+            }
+        }
+        let args = if !args.is_empty() {
+            Value::Object(args)
+        } else if body.starts_with('{') {
+            jsonscan::value_at(body, 0).map_or(Value::Null, |(_, v)| v)
+        } else {
+            Value::Object(child_tags(body, tool))
+        };
+        if push(out, name, args, MARKED, span.clone(), tools, cfg) {
+            taken.push(span.clone());
+        }
+        pos = span.end;
+    }
+}
+
 // ---------------------------------------------------------------- Kimi K2
 
 /// `<|tool_call_begin|> functions.NAME:0 <|tool_call_argument_begin|> {…} <|tool_call_end|>`.
@@ -648,8 +731,17 @@ fn kimi(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
             .filter(|(_, i)| i.chars().all(|c| c.is_ascii_digit()))
             .map_or(id, |(n, _)| n);
         let lead = first_text(text, body.start + a + ARGS.len()..body.end);
-        jsonscan::value_at(&text[..body.end], lead)
-            .is_some_and(|(_, v)| push(out, name, v, MARKED, span, tools, cfg))
+        let args = if text[lead..].starts_with('"') {
+            // The arguments JSON-encoded once more, as a string.
+            let raw = text[lead..body.end].trim_end();
+            serde_json::from_str::<String>(raw)
+                .ok()
+                .and_then(|inner| jsonscan::value_at(&inner, first_text(&inner, 0..inner.len())))
+                .map(|(_, v)| v)
+        } else {
+            jsonscan::value_at(&text[..body.end], lead).map(|(_, v)| v)
+        };
+        args.is_some_and(|v| push(out, name, v, MARKED, span, tools, cfg))
     });
 }
 
@@ -1100,18 +1192,54 @@ fn shell_fence_answer(
     cfg: &ParserConfig,
     out: &mut StrategyOutput,
 ) {
-    let t = text.trim();
-    let Some(rest) = t.strip_prefix("```") else {
-        return;
+    let t = text.trim_end();
+    // The block ends the answer: fenced, or its fence lost in rendering (a line that
+    // says `bash`, then the command).
+    let fenced = t
+        .strip_suffix("```")
+        .and_then(|b| b.rfind("```").map(|o| (o, &b[o + 3..])));
+    let (open, rest) = match fenced {
+        Some((o, rest)) => (o, rest),
+        None => {
+            let Some(o) = ["bash\n", "sh\n", "shell\n"]
+                .iter()
+                .find_map(|l| t.rfind(l).filter(|&i| i == 0 || t[..i].ends_with('\n')))
+            else {
+                return;
+            };
+            (o, &t[o..])
+        }
     };
     let Some(nl) = rest.find('\n') else { return };
     let lang = rest[..nl].trim().to_ascii_lowercase();
     if !matches!(lang.as_str(), "bash" | "sh" | "shell" | "console" | "zsh") {
         return;
     }
-    let Some(body) = rest[nl + 1..].strip_suffix("```") else {
-        return;
-    };
+    // Words before the block commit the assistant to running it ("I'll read the file
+    // first."), never address the reader ("You can run:") or ask.
+    let before = t[..open].trim();
+    if !before.is_empty() {
+        let lower = before.to_lowercase().replace('\u{2019}', "'");
+        let committed = [
+            "i'll",
+            "i will",
+            "let me",
+            "let's",
+            "i need to",
+            "we need to",
+        ]
+        .iter()
+        .any(|c| lower.contains(c));
+        if before.len() > 400
+            || before.contains("```")
+            || before.contains('?')
+            || !committed
+            || crate::fuzzy::addresses_reader(&lower)
+        {
+            return;
+        }
+    }
+    let body = &rest[nl + 1..];
     let cmd = body.trim();
     if cmd.is_empty() || cmd.contains("```") || cmd.lines().count() > 3 {
         return;
@@ -1124,13 +1252,12 @@ fn shell_fence_answer(
         })
         .collect();
     if let [tool] = shell.as_slice() {
-        let start = first_text(text, 0..text.len());
         push(
             out,
             &tool.name,
             Value::String(cmd.to_string()),
             0.6,
-            start..start + t.len(),
+            open..t.len(),
             tools,
             cfg,
         );
@@ -1188,7 +1315,12 @@ fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
     // Text after the calls is allowed only after a bracketed list that opens the answer:
     // small models go on to invent the tool's result.
     if !body[consumed..].trim().is_empty() {
-        if !(body.starts_with('[') && body[..consumed].trim_end().ends_with(']')) {
+        // Or after one call that opens the answer with its arguments named
+        // (`remember(fact="…") I have updated …`); `add(2, 3) = 5` is arithmetic.
+        let named = matches!(calls.as_slice(), [(_, Value::Object(a))]
+            if !a.is_empty() && !a.contains_key(POSITIONAL));
+        let listed = body.starts_with('[') && body[..consumed].trim_end().ends_with(']');
+        if !(named || listed) {
             return;
         }
         conf = conf.min(PYTHONIC);

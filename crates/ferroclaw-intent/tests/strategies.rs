@@ -1745,3 +1745,179 @@ fn formats_and_prose_from_the_sixth_consumed_part() {
     )
     .is_empty());
 }
+
+#[test]
+fn formats_and_prose_from_the_seventh_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let tools = vec![
+        ToolSpec::new(
+            "exec",
+            "Run a shell command.",
+            obj(
+                json!({"command": {"type": "string"}, "timeout_ms": {"type": "integer"}}),
+                &["command"],
+            ),
+        ),
+        ToolSpec::new(
+            "read",
+            "Read a file.",
+            obj(
+                json!({"path": {"type": "string"}, "limit": {"type": "integer"}}),
+                &["path"],
+            ),
+        ),
+        ToolSpec::new(
+            "remember",
+            "Remember a fact.",
+            obj(
+                json!({"fact": {"type": "string"}, "category": {"type": "string"}}),
+                &["fact"],
+            ),
+        ),
+    ];
+    let exec = |c: &str| ("exec".to_string(), json!({"command": c}));
+    let read = |p: &str| ("read".to_string(), json!({"path": p}));
+    // Arguments under the schema's own word; a Gemma call whose block tokens were
+    // dropped and whose last string closes with the wrong quote; Kimi arguments encoded
+    // as a JSON string; a name run into the next key.
+    for (text, want) in [
+        (
+            "<tool_call>\n[\n{\"tool_name\": \"exec\", \"properties\": {\"command\": \"pwd\", \"timeout_ms\": 100}}\n]\n</tool_call>",
+            ("exec".to_string(), json!({"command": "pwd", "timeout_ms": 100})),
+        ),
+        (
+            "call:read{path:<|\"|>src/a.rs<|\"|>,limit:':\\s*'<|\"|>}",
+            read("src/a.rs"),
+        ),
+        (
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.exec:1<|tool_call_argument_begin|>\"{\\\"command\\\": \\\"pwd\\\"}\"<|tool_call_end|><|tool_calls_section_end|>",
+            exec("pwd"),
+        ),
+        (
+            "{\"name\": \"exec\\ \"arguments\": {\"command\": \"pwd\"}}",
+            exec("pwd"),
+        ),
+    ] {
+        let got = calls_in(None, Some(text), &tools);
+        assert_eq!(got.len(), 1, "{text}: {got:?}");
+        assert_eq!(got[0].0, want.0, "{text}");
+        for (k, v) in want.1.as_object().unwrap() {
+            assert_eq!(&got[0].1[k], v, "{text}");
+        }
+    }
+    // A tag of any name carrying the tool as an attribute, one call per tag; a tool not
+    // offered is no call.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("First, I'll look at the styles.\n<call_record tool=\"read\">\n<parameter name=\"path\">a.css</parameter>\n</call_record>\n<call_record tool=\"read\">\n<parameter name=\"path\">b.tsx</parameter>\n</call_record>"),
+            &tools
+        ),
+        vec![read("a.css"), read("b.tsx")]
+    );
+    assert!(calls_in(
+        None,
+        Some("<call_record tool=\"delete_repo\">\n<parameter name=\"path\">/</parameter>\n</call_record>"),
+        &tools
+    )
+    .is_empty());
+    // A call with named arguments opening the answer, before the model's own words;
+    // positional arithmetic is no call.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("remember(fact=\"TechCrunch emails are low priority\", category=\"preference\") I have updated my preferences."),
+            &tools
+        ),
+        vec![(
+            "remember".to_string(),
+            json!({"fact": "TechCrunch emails are low priority", "category": "preference"})
+        )]
+    );
+    let add = vec![ToolSpec::new(
+        "add",
+        "Add two numbers.",
+        obj(
+            json!({"a": {"type": "number"}, "b": {"type": "number"}}),
+            &["a", "b"],
+        ),
+    )];
+    assert!(calls_in(None, Some("add(2, 3) = 5, so the total is five."), &add).is_empty());
+    // A shell block that ends the answer, its fence lost or kept, after words that
+    // commit the assistant; addressed to the reader, it is advice.
+    assert_eq!(
+        calls_in(None, Some("bash\necho X"), &tools),
+        vec![exec("echo X")]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll list the directory first.\n\n```bash\nls -la\n```"),
+            &tools
+        ),
+        vec![exec("ls -la")]
+    );
+    for text in [
+        "You can check it yourself:\n\n```bash\nls -la\n```",
+        "Here is how the project is built:\n\nbash\nmake all",
+    ] {
+        assert!(calls_in(None, Some(text), &tools).is_empty(), "{text}");
+    }
+    // The record of a call already made, with its result, is no call.
+    assert!(calls_in(
+        None,
+        Some("I've made the move. Your turn!\n\n[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"exec\",\"arguments\":\"{\\\"command\\\":\\\"pwd\\\"}\"},\"result\":\"/home\"}]"),
+        &tools
+    )
+    .is_empty());
+    // Arguments glued to the end of the thinking that committed to them (Harmony's
+    // tokens stripped); the same object shown after words that commit to nothing is none.
+    assert_eq!(
+        calls_in(
+            None,
+            Some(
+                "They want the files listed. Let's list files.{\"command\":\"ls -R /tmp/skills\"}"
+            ),
+            &tools
+        ),
+        vec![exec("ls -R /tmp/skills")]
+    );
+    assert!(calls_in(
+        None,
+        Some("The request body looks like this: {\"command\":\"ls -R /tmp/skills\"}"),
+        &tools
+    )
+    .is_empty());
+
+    // Results listed under bold labels, and an offer that asks the user's leave, are no
+    // calls; the same offer without the question is one.
+    let search = vec![
+        ToolSpec::new(
+            "weather_forecast",
+            "Weather forecast for a location.",
+            obj(json!({"location": {"type": "string"}}), &["location"]),
+        ),
+        ToolSpec::new(
+            "search_google",
+            "Search Google.",
+            obj(json!({"query": {"type": "string"}}), &["query"]),
+        ),
+    ];
+    for text in [
+        "Here's what I found:\n\n- **Weather in New York**: 11°F\n- **Tip**: bring a coat.",
+        "The search failed. I can try to search for the current weather in Oxford another way. Would you like me to proceed with that?",
+    ] {
+        assert!(calls_in(None, Some(text), &search).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("The search failed. I'll search for \"Oxford weather today\" another way."),
+            &search
+        ),
+        vec![(
+            "search_google".to_string(),
+            json!({"query": "Oxford weather today"})
+        )]
+    );
+}

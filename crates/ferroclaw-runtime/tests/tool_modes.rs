@@ -307,6 +307,22 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "attribute-tag",
+            "<call_record tool=\"exec\">\n<parameter name=\"command\">echo fmt-attribute-tag</parameter>\n</call_record>",
+            None,
+        ),
+        (
+            "bare-gemma",
+            "call:exec{command:<|\"|>echo fmt-bare-gemma<|\"|>}",
+            None,
+        ),
+        (
+            "kimi-string-args",
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.exec:0<|tool_call_argument_begin|>\"{\\\"command\\\": \\\"echo fmt-kimi-string-args\\\"}\"<|tool_call_end|><|tool_calls_section_end|>",
+            None,
+        ),
+        ("unfenced-shell", "bash\necho fmt-unfenced-shell", None),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
