@@ -966,11 +966,10 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
     if s.ends_with('?') {
         return true;
     }
-    // A Markdown table row describes; it does not act.
-    if text[line_start(text, sent.start)..]
-        .trim_start()
-        .starts_with('|')
-    {
+    // A Markdown table row describes; it does not act. Nor does a heading or a code
+    // comment (`# Save this code in a file named hello.py`).
+    let line = text[line_start(text, sent.start)..].trim_start();
+    if line.starts_with('|') || line.starts_with("# ") || line.starts_with("## ") {
         return true;
     }
     let lower = s
@@ -2038,7 +2037,16 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         continue;
                     };
                     // Nouns between the verb and the argument ("search the codebase for").
-                    let reach = calls.iter().map(|c| c.span.end).max().unwrap_or(t_end);
+                    // A call without arguments was named by the nouns after its verb:
+                    // they count up to the clause's end.
+                    let bare = calls
+                        .iter()
+                        .all(|c| c.arguments.as_object().is_some_and(Map::is_empty));
+                    let reach = if bare {
+                        clause.end
+                    } else {
+                        calls.iter().map(|c| c.span.end).max().unwrap_or(t_end)
+                    };
                     let noun_hits = idx
                         .iter()
                         .filter(|&&j| {
@@ -2920,7 +2928,9 @@ fn build_calls(
         }
     }
     if p.primary.is_empty() {
-        if !tr.by_name {
+        // A tool without arguments, by its name or by its verb and a noun of its name
+        // ("let me check your eligibility" for `verify_eligibility_tool`).
+        if !tr.by_name && !named_by_nouns(text, tr, p, clause, sent) {
             return None;
         }
         let span = toks_start(tr, text)..tr.end;
@@ -3099,9 +3109,11 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         .map(str::trim_end)
         .is_some_and(|stem| COMMIT_CUES.iter().any(|c| stem.ends_with(c)));
     // "Use python.": the whole sentence is the order.
-    let alone = imperative && (after.is_empty() || after.starts_with(['.', '!', '\n']));
+    // ("Use echo with file_name.": the order and what to give it.)
+    let alone = imperative
+        && (after.is_empty() || after.starts_with(['.', '!', '\n']) || after.starts_with("with "));
     // "First, I'll calculate 25% of 80." as the last words: the model stopped to call.
-    // (Followed by the working, or ending in ':', it did the sum itself.)
+    // (Followed by the working after its colon, it did the sum itself.)
     let stem = lower_before
         .trim_end()
         .trim_end_matches(" first")
@@ -3109,8 +3121,10 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
     let last_words = COMMIT_CUES
         .iter()
         .any(|c| has_phrase(stem, c) && stem.ends_with(c))
-        && text[sent.end.min(text.len())..].trim().is_empty()
-        && !text[sent.clone()].trim_end().ends_with(':');
+        && text[sent.end.min(text.len())..]
+            .trim_start_matches(':')
+            .trim()
+            .is_empty();
     identifier || marked || committed || cjk || alone || last_words
 }
 

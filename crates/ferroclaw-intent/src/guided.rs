@@ -199,6 +199,7 @@ pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
         .or_else(|| item.get("tool"))
         .or_else(|| item.get("tool_name"))
         .or_else(|| item.get("function_name"))
+        .or_else(|| item.get("$function"))
         // Home Assistant's `{"service": "light.turn_off", …}`, Langroid's
         // `{"request": "duckduckgo_search", …}`: the other keys are the arguments.
         .or_else(|| item.get("service"))
@@ -249,6 +250,7 @@ fn inline_args(item: &Value) -> Option<Value> {
         "tool",
         "tool_name",
         "function_name",
+        "$function",
         "service",
         "request",
     ];

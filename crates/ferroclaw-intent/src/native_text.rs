@@ -79,6 +79,12 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         shell_fence_answer(text, tools, cfg, &mut out);
     }
+    if out.calls.is_empty() && text.contains("Code:\n```") {
+        code_agent_step(text, tools, cfg, &mut out);
+    }
+    if out.calls.is_empty() {
+        key_value_call(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() && angle {
         tool_named_tags(text, tools, cfg, &mut out);
     }
@@ -217,6 +223,7 @@ const TOOL_CALL_OPEN: &[&str] = &[
     "<tool_calls>",
     "<function_call>",
     "<functioncall>",
+    "<toolcall>",
     "<function>",
     "<tool-use>",
     "<tool_use>",
@@ -413,9 +420,14 @@ fn call_body(
             );
         }
     }
-    // `name\n{json}` / `name {json}` / `name(args)`.
+    // `name\n{json}` / `name {json}` / `name(args)`, the JSON maybe fenced.
     if let Some(i) = inner.find(['{', '(']) {
-        let name = inner[..i].trim();
+        let head = inner[..i].trim_end();
+        let name = head
+            .strip_suffix("```json")
+            .or_else(|| head.strip_suffix("```"))
+            .unwrap_or(head)
+            .trim();
         if !name.is_empty() && !name.contains(char::is_whitespace) {
             if inner.as_bytes()[i] == b'{' {
                 if let Some((_, v)) = jsonscan::value_at(text, lead + i) {
@@ -429,6 +441,26 @@ fn call_body(
                 return found;
             } else if let Some(args) = colon_args(&inner[i..]) {
                 return push(out, name, args, MARKED, span, tools, cfg);
+            }
+        }
+    }
+    // `<tool_calls> src/a.c </tool_calls>`: a bare value, for the one tool that needs one.
+    let bare = !inner.contains(['<', '{', '(', '\n']) && !inner.contains(char::is_whitespace);
+    let needing: Vec<&ToolSpec> = tools.iter().filter(|t| !t.required().is_empty()).collect();
+    if let ([tool], true) = (needing.as_slice(), bare) {
+        if schema::resolve(inner, tools, &cfg.aliases).is_none() {
+            if let Some(p) = tool.primary_property() {
+                let mut args = Map::new();
+                args.insert(p.to_string(), Value::String(inner.to_string()));
+                return push(
+                    out,
+                    &tool.name,
+                    Value::Object(args),
+                    TOOL_TAG,
+                    span,
+                    tools,
+                    cfg,
+                );
             }
         }
     }
@@ -530,12 +562,33 @@ fn gemma_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usiz
                 .is_some_and(|(name, args)| push(out, name, args, MARKED, span, tools, cfg))
         });
     }
-    // The block's tokens dropped by the server: the answer is the bare `call:NAME{…}`.
+    // The block's tokens dropped by the server: the answer is the bare `call:NAME{…}`
+    // (or GLM's bare `NAME<arg_key>k</arg_key><arg_value>v</arg_value>`).
     let start = first_text(text, 0..text.len());
     if out.calls.is_empty() && text[start..].starts_with("call:") {
         let span = start..text.trim_end().len();
         if let Some((name, args)) = gemma_call(&text[span.clone()], GEMMA_BLOCKS[0].2) {
             if push(out, name, args, MARKED, span.clone(), tools, cfg) {
+                taken.push(span);
+            }
+        }
+    }
+    if out.calls.is_empty() {
+        if let Some(k) = find_ci(&text[start..], 0, "<arg_key>") {
+            let name = text[start..start + k].trim();
+            let span = start..text.trim_end().len();
+            if !name.is_empty()
+                && !name.contains(char::is_whitespace)
+                && push(
+                    out,
+                    name,
+                    Value::Object(glm_args(&text[start + k..])),
+                    MARKED,
+                    span.clone(),
+                    tools,
+                    cfg,
+                )
+            {
                 taken.push(span);
             }
         }
@@ -743,6 +796,30 @@ fn kimi(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
         };
         args.is_some_and(|v| push(out, name, v, MARKED, span, tools, cfg))
     });
+    // Only the argument token left: `name:0<|tool_call_argument_begin|>{…}` per line.
+    if out.calls.is_empty() {
+        let mut pos = 0;
+        while let Some(a) = find_ci(text, pos, ARGS) {
+            pos = a + ARGS.len();
+            let line = line_start_of(text, a);
+            let id = text[line..a].trim();
+            let name = id
+                .rsplit_once(':')
+                .filter(|(_, i)| i.chars().all(|c| c.is_ascii_digit()))
+                .map_or(id, |(n, _)| n);
+            let lead = first_text(text, pos..text.len());
+            if let Some((r, v)) = jsonscan::value_at(text, lead) {
+                let span = line..r.end;
+                if !overlaps(taken, &span) && push(out, name, v, MARKED, span.clone(), tools, cfg) {
+                    taken.push(span);
+                }
+            }
+        }
+    }
+}
+
+fn line_start_of(text: &str, pos: usize) -> usize {
+    text[..pos].rfind('\n').map_or(0, |i| i + 1)
 }
 
 // ---------------------------------------------------------------- <function=…>
@@ -1184,6 +1261,106 @@ fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range
     }
 }
 
+static KV_TOOL: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?mi)^[ \t]*(?:tool_name|tool|function_name|function)[ \t]*:[ \t]*`?([A-Za-z_][\w.-]{0,80})`?[ \t]*$",
+    )
+});
+
+/// `tool_name: get_ticker_symbol` on a line, the arguments as `key: value` lines under it
+/// (`parameter:` / `input:` for the tool's one required argument).
+fn key_value_call(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let Some(c) = KV_TOOL.captures(text) else {
+        return;
+    };
+    let (Some(whole), Some(name)) = (c.get(0), c.get(1)) else {
+        return;
+    };
+    let Some(tool) = schema::resolve(name.as_str(), tools, &cfg.aliases) else {
+        return;
+    };
+    let mut args = Map::new();
+    let mut end = whole.end();
+    for line in text[whole.end()..].lines().skip(1) {
+        let Some((k, v)) = line.split_once(':') else {
+            break;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if k.is_empty() || !k.chars().all(|c| c.is_alphanumeric() || c == '_') || v.is_empty() {
+            break;
+        }
+        end += line.len() + 1;
+        let key = match k.to_ascii_lowercase().as_str() {
+            "parameter" | "parameters" | "input" | "argument" | "arguments" | "args" => {
+                if v.starts_with('{') {
+                    if let Some((_, Value::Object(o))) = jsonscan::value_at(v, 0) {
+                        args.extend(o);
+                    }
+                    continue;
+                }
+                match tool.primary_property() {
+                    Some(p) => p.to_string(),
+                    None => continue,
+                }
+            }
+            _ => k.to_string(),
+        };
+        args.insert(key, Value::String(schema::strip_quotes(v).to_string()));
+    }
+    let span = whole.start()..end.min(text.len());
+    push(
+        out,
+        name.as_str(),
+        Value::Object(args),
+        TOOL_TAG,
+        span,
+        tools,
+        cfg,
+    );
+}
+
+/// A code agent's step (smolagents: `Code:` then a Python fence): the offered tools it
+/// calls in its first block, assignments and all (`r = web_search("x")`). Later blocks
+/// follow an observation the model wrote itself.
+fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let Some(c) = ["Code:\n```py\n", "Code:\n```python\n"]
+        .iter()
+        .find_map(|lead| text.find(lead).map(|i| (i, i + lead.len())))
+    else {
+        return;
+    };
+    let (start, body_start) = c;
+    let Some(close) = text[body_start..].find("```") else {
+        return;
+    };
+    let span = start..body_start + close + 3;
+    for line in text[body_start..body_start + close].lines() {
+        let l = line.trim();
+        // `x = tool(…)`: the call is the right-hand side.
+        let call = match l.split_once('=') {
+            Some((lhs, rhs))
+                if !lhs.trim().is_empty()
+                    && lhs.trim().chars().all(|c| c.is_alphanumeric() || c == '_')
+                    && !rhs.starts_with('=') =>
+            {
+                rhs.trim()
+            }
+            _ => l,
+        };
+        let named = call
+            .split_once('(')
+            .is_some_and(|(n, _)| schema::resolve(n.trim(), tools, &cfg.aliases).is_some());
+        if !named {
+            continue;
+        }
+        if let Some((calls, _)) = pythonic_calls(call) {
+            for (n, a) in calls {
+                push(out, &n, a, PYTHONIC, span.clone(), tools, cfg);
+            }
+        }
+    }
+}
+
 /// The whole answer is one shell fence and a shell tool is offered: the model printed
 /// the command instead of calling the tool with it.
 fn shell_fence_answer(
@@ -1314,7 +1491,8 @@ fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
     };
     // Text after the calls is allowed only after a bracketed list that opens the answer:
     // small models go on to invent the tool's result.
-    if !body[consumed..].trim().is_empty() {
+    // A stray closing bracket after the call is no text.
+    if !body[consumed..].trim().trim_matches([')', ']']).is_empty() {
         // Or after one call that opens the answer with its arguments named
         // (`remember(fact="…") I have updated …`); `add(2, 3) = 5` is arithmetic.
         let named = matches!(calls.as_slice(), [(_, Value::Object(a))]

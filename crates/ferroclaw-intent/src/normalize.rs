@@ -21,7 +21,12 @@ pub(crate) fn normalize(text: &str) -> Cow<'_, str> {
     // DeepSeek's DSML markup (`<||DSML||invoke name="read">`) is the invoke markup
     // MiniMax writes, under a namespace.
     if s.contains("|DSML|") {
-        s = Cow::Owned(s.replace("||DSML||", "").replace("|DSML|", ""));
+        s = Cow::Owned(
+            s.replace("||DSML|| ", "")
+                .replace("||DSML||", "")
+                .replace("|DSML| ", "")
+                .replace("|DSML|", ""),
+        );
     }
     for tag in ["reasoning", "think", "thinking"] {
         let close = format!("</{tag}>");

@@ -1921,3 +1921,173 @@ fn formats_and_prose_from_the_seventh_consumed_part() {
         )]
     );
 }
+
+#[test]
+fn formats_and_prose_from_the_eighth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let tools = vec![
+        ToolSpec::new(
+            "read_file",
+            "Read a file.",
+            obj(json!({"path": {"type": "string"}}), &["path"]),
+        ),
+        ToolSpec::new(
+            "get_ticker_symbol",
+            "Ticker of a company.",
+            obj(
+                json!({"company_name": {"type": "string"}}),
+                &["company_name"],
+            ),
+        ),
+        ToolSpec::new("get_current_day_name", "Today's name.", obj(json!({}), &[])),
+        ToolSpec::new(
+            "web_search",
+            "Search the web.",
+            obj(json!({"query": {"type": "string"}}), &["query"]),
+        ),
+    ];
+    let read = |p: &str| ("read_file".to_string(), json!({"path": p}));
+    // DSML with spaces after its markers; DeepSeek's toolcall tag with fenced JSON; GLM
+    // and Kimi with their opening tokens lost; a `$function` key; key-value lines; the
+    // first step of a code agent (not the one after the observation it made up).
+    for (text, want) in [
+        (
+            "<\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c} calls> <\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c} invoke name=\"read_file\"> <\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c} parameter name=\"path\" string=\"true\">package.json</\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c} parameter> </\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c} invoke> </\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c} calls>",
+            vec![read("package.json")],
+        ),
+        (
+            "Let me look first.\n\n<\u{ff5c}DSML\u{ff5c}toolcall>read_file\n\n```json\n{\"path\":\"/tmp/gen.js\"}\n```\n\n```json\n{\"path\": \"/tmp/gen.js\", \"size\": 10}\n```",
+            vec![read("/tmp/gen.js")],
+        ),
+        (
+            "read_file<arg_key>path</arg_key><arg_value>/home/a</arg_value>",
+            vec![read("/home/a")],
+        ),
+        (
+            "read_file:0<|tool_call_argument_begin|>{\"path\": \"a.md\"}<|tool_calls_section_end|>\nread_file:1<|tool_call_argument_begin|>{\"path\": \"b.md\"}<|tool_calls_section_end|>",
+            vec![read("a.md"), read("b.md")],
+        ),
+        (
+            "{\"role\": \"assistant\", \"content\": \"Okay.\", \"tool_calls\": [{\"$function\": \"get_current_day_name\"}]}",
+            vec![("get_current_day_name".to_string(), json!({}))],
+        ),
+        (
+            "tool_name: get_ticker_symbol\nparameter: 3M",
+            vec![("get_ticker_symbol".to_string(), json!({"company_name": "3M"}))],
+        ),
+        (
+            "Thought: I'll search for it.\n\nCode:\n```py\nresults = web_search(\"Amazon letter\")\nprint(results)\n```<end_code>\n\nObservation: nothing.\n\nCode:\n```py\nweb_search(\"something else\")\n```",
+            vec![("web_search".to_string(), json!({"query": "Amazon letter"}))],
+        ),
+    ] {
+        assert_eq!(calls_in(None, Some(text), &tools), want, "{text}");
+    }
+    // Key-value lines naming a tool not offered, and a code block that calls none, are no
+    // calls.
+    for text in [
+        "tool_name: delete_everything\nparameter: all",
+        "Code:\n```py\nprint(len(\"abc\"))\n```",
+    ] {
+        assert!(calls_in(None, Some(text), &tools).is_empty(), "{text}");
+    }
+    // The model's last words, ending in a colon: it stopped to make the call; with the
+    // working after the colon it did not.
+    let read_tool = vec![ToolSpec::new(
+        "read",
+        "Read a file.",
+        obj(json!({"filePath": {"type": "string"}}), &["filePath"]),
+    )];
+    assert_eq!(
+        calls_in(
+            Some("Let me read the files first before editing:"),
+            None,
+            &read_tool
+        ),
+        vec![("read".to_string(), json!({}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("Let me read the files first:\n\nThe first one says hello, the second one says goodbye."),
+        &read_tool
+    )
+    .is_empty());
+    // A tool whose arguments are all optional, named by its verb and a noun of its name.
+    let verify = vec![ToolSpec::new(
+        "verify_eligibility_tool",
+        "Verify the caller's eligibility.",
+        obj(json!({"first_name": {"type": "string"}}), &[]),
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me check your eligibility verification\u{2026}"),
+            &verify
+        ),
+        vec![("verify_eligibility_tool".to_string(), json!({}))]
+    );
+    assert!(calls_in(None, Some("I checked your eligibility yesterday."), &verify).is_empty());
+    // A heading or a code comment gives no order; the same words from the assistant do.
+    let write = vec![ToolSpec::new(
+        "write_file",
+        "Write a file.",
+        obj(json!({"file_path": {"type": "string"}}), &["file_path"]),
+    )];
+    assert!(calls_in(
+        None,
+        Some("Below is a program.\n\n  # Save this code in a file named hello_world.py\n\n  print(\"hi\")"),
+        &write
+    )
+    .is_empty());
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll save this code in a file named hello_world.py."),
+            &write
+        ),
+        vec![(
+            "write_file".to_string(),
+            json!({"file_path": "hello_world.py"})
+        )]
+    );
+    // A bare value in call tags goes to the one tool that needs one; with two such tools
+    // it is no call. A stray bracket after a pythonic call is no text.
+    let mut two = write.clone();
+    two.push(ToolSpec::new(
+        "run_terminal_command",
+        "Run.",
+        obj(json!({"command": {"type": "string"}}), &[]),
+    ));
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Reading it again.\n<tool_calls> src/api.c </tool_calls>"),
+            &two
+        ),
+        vec![("write_file".to_string(), json!({"file_path": "src/api.c"}))]
+    );
+    two.push(ToolSpec::new(
+        "read_file",
+        "Read.",
+        obj(json!({"path": {"type": "string"}}), &["path"]),
+    ));
+    assert!(calls_in(None, Some("<tool_calls> src/api.c </tool_calls>"), &two).is_empty());
+    assert_eq!(
+        calls_in(None, Some("write_file(\"a.txt\"))"), &write),
+        vec![("write_file".to_string(), json!({"file_path": "a.txt"}))]
+    );
+    // "Use echo with file_name.": the order and what to give it.
+    let echo = vec![ToolSpec::new(
+        "echo",
+        "Echo.",
+        obj(json!({"content": {"type": "string"}}), &["content"]),
+    )];
+    assert_eq!(
+        calls_in(
+            Some("There's no cat tool. Use echo with file_name."),
+            None,
+            &echo
+        ),
+        vec![("echo".to_string(), json!({}))]
+    );
+    assert!(calls_in(Some("We could use echo with file_name."), None, &echo).is_empty());
+}

@@ -323,6 +323,22 @@ async fn every_text_call_format_runs_the_tool() {
         ),
         ("unfenced-shell", "bash\necho fmt-unfenced-shell", None),
         (
+            "dsml-spaced",
+            "<\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c} invoke name=\"exec\"> <\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c} parameter name=\"command\" string=\"true\">echo fmt-dsml-spaced</\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c} parameter> </\u{ff5c}\u{ff5c}DSML\u{ff5c}\u{ff5c} invoke>",
+            None,
+        ),
+        (
+            "bare-glm",
+            "exec<arg_key>command</arg_key><arg_value>echo fmt-bare-glm</arg_value>",
+            None,
+        ),
+        ("key-value", "tool_name: exec\nparameter: echo fmt-key-value", None),
+        (
+            "code-agent",
+            "Thought: I'll run it.\n\nCode:\n```py\nout = exec(command=\"echo fmt-code-agent\")\n```",
+            None,
+        ),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
