@@ -2151,7 +2151,9 @@ fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option
 /// `k`: "roll the dice" for `dice_roll`.
 fn reordered_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option<usize> {
     p.spaced.iter().find_map(|w| {
-        if !(2..=3).contains(&w.len()) || toks.get(k).is_none_or(|t| t.lower == w[0]) {
+        let first = toks.get(k)?;
+        // Most tokens are no word of the name: decided before anything is allocated.
+        if !(2..=3).contains(&w.len()) || first.lower == w[0] || !w.contains(&first.lower) {
             return None;
         }
         let mut left: Vec<&String> = w.iter().collect();

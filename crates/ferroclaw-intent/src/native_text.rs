@@ -1261,27 +1261,36 @@ fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range
     }
 }
 
-static KV_TOOL: LazyLock<Regex> = LazyLock::new(|| {
-    ferroclaw_types::literal_regex(
-        r"(?mi)^[ \t]*(?:tool_name|tool|function_name|function)[ \t]*:[ \t]*`?([A-Za-z_][\w.-]{0,80})`?[ \t]*$",
-    )
-});
-
 /// `tool_name: get_ticker_symbol` on a line, the arguments as `key: value` lines under it
 /// (`parameter:` / `input:` for the tool's one required argument).
 fn key_value_call(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
-    let Some(c) = KV_TOOL.captures(text) else {
+    // A line scan, not a multi-line regex: this runs on every answer without a call.
+    let mut at = 0;
+    let found = text.split_inclusive('\n').find_map(|line| {
+        let start = at;
+        at += line.len();
+        let (key, value) = line.split_once(':')?;
+        let key = key.trim();
+        let named = ["tool_name", "tool", "function_name", "function"]
+            .iter()
+            .any(|k| key.eq_ignore_ascii_case(k));
+        let name = value.trim().trim_matches('`');
+        let ident = !name.is_empty()
+            && name.len() <= 80
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        (named && ident).then_some((start, start + line.trim_end().len(), name))
+    });
+    let Some((whole_start, whole_end, name)) = found else {
         return;
     };
-    let (Some(whole), Some(name)) = (c.get(0), c.get(1)) else {
-        return;
-    };
-    let Some(tool) = schema::resolve(name.as_str(), tools, &cfg.aliases) else {
+    let Some(tool) = schema::resolve(name, tools, &cfg.aliases) else {
         return;
     };
     let mut args = Map::new();
-    let mut end = whole.end();
-    for line in text[whole.end()..].lines().skip(1) {
+    let mut end = whole_end;
+    for line in text[whole_end..].lines().skip(1) {
         let Some((k, v)) = line.split_once(':') else {
             break;
         };
@@ -1307,16 +1316,8 @@ fn key_value_call(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut 
         };
         args.insert(key, Value::String(schema::strip_quotes(v).to_string()));
     }
-    let span = whole.start()..end.min(text.len());
-    push(
-        out,
-        name.as_str(),
-        Value::Object(args),
-        TOOL_TAG,
-        span,
-        tools,
-        cfg,
-    );
+    let span = whole_start..end.min(text.len());
+    push(out, name, Value::Object(args), TOOL_TAG, span, tools, cfg);
 }
 
 /// A code agent's step (smolagents: `Code:` then a Python fence): the offered tools it
