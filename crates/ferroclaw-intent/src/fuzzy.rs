@@ -295,9 +295,20 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 .iter()
                 .any(|k| ["memory", "memories", "notes"].contains(&k.as_str()));
             let mut lookup_needs_noun = false;
-            if verbs.is_empty() {
+            // No concept in the name (`weather`, `get_boiling_point`), whatever the
+            // description matched: the name's own words lead.
+            if own_verbs.is_empty() {
                 let name_words = words(&t.name);
-                if let Some(w) = name_words.first() {
+                // `about_the_user`: a preposition is no verb.
+                let verb = name_words.first().filter(|w| {
+                    !verbs.contains(&vec![(*w).clone()])
+                        && ![
+                            "about", "the", "a", "an", "of", "to", "for", "with", "from", "in",
+                            "on", "my",
+                        ]
+                        .contains(&w.as_str())
+                });
+                if let Some(w) = verb {
                     verbs.push(vec![w.clone()]);
                 }
                 let name_nouns: Vec<String> = name_words
@@ -925,6 +936,19 @@ fn describes_tool(text: &str, pos: usize, tools: &[ToolSpec]) -> bool {
 /// what came before is an offer, not a call.
 fn asks_leave_next(text: &str, end: usize) -> bool {
     let rest = text[floor(text, end)..].trim_start();
+    // "Let's get you the weather in Tokyo! Here's a breakdown: …": it answered instead.
+    let lead = rest
+        .get(..16)
+        .unwrap_or(rest)
+        .to_ascii_lowercase()
+        .replace('\u{2019}', "'");
+    if ["here's ", "here is ", "here are "]
+        .iter()
+        .any(|p| lead.starts_with(p))
+        && rest.len() > 160
+    {
+        return true;
+    }
     let next = &rest[..floor(rest, rest.find(['?', '\n']).map_or(0, |i| i + 1))];
     if !next.ends_with('?') {
         return false;
@@ -2825,7 +2849,7 @@ fn call_it(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Strateg
 
 static THE_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?im)(?:^|[.!?]\s+)(?:so\s*,?\s+|now\s*,?\s+|then\s*,?\s+)?(?:we\s+need\s+to\s+|we\s+should\s+|let's\s+|let\s+me\s+|i'll\s+|we'll\s+|i\s+need\s+to\s+|i\s+should\s+|we\s+must\s+)?(?:use|call|invoke)\s+(?:(?:the|this|that)\s+)?(?:function|tool)\b",
+        r"(?im)(?:^|[.!?]\s+|,\s*so\s+)(?:so\s*,?\s+|now\s*,?\s+|then\s*,?\s+)?(?:we\s+need\s+to\s+|we\s+should\s+|let's\s+|let\s+me\s+|i'll\s+|we'll\s+|i\s+need\s+to\s+|i\s+should\s+|we\s+must\s+)?(?:use|call|invoke)\s+(?:(?:the|this|that)\s+)?(?:function|tool)\b",
     )
 });
 
@@ -2979,7 +3003,16 @@ fn build_calls(
         // "The user wants to search for 'x'. Use the search function.": the value was
         // quoted just before; else the call is made without it (the tool says what is
         // missing, or `intent.confirm` asks the model).
+        // ("I don't have live data for Paris. Let me fetch the weather for you.": a place
+        // named just before.)
         let args = quoted_before(text, prot, tr, p)
+            .or_else(|| {
+                let lead = toks_start(tr, text);
+                let back = &text[floor(text, lead.saturating_sub(WINDOW))..lead];
+                (p.kind == Kind::Text)
+                    .then(|| last_proper_noun(back))
+                    .flatten()
+            })
             .map(|v| {
                 let mut m = Map::new();
                 m.insert(p.primary.clone(), Value::String(v));

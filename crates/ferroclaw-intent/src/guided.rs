@@ -212,6 +212,20 @@ pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
         .or_else(|| func.filter(|f| f.is_string()))
         .and_then(|v| v.as_str())
         .map(str::to_string);
+    // `{"get_weather": {"city": "Seattle"}}`: the name as the only key.
+    if name.is_none() {
+        if let Some((k, v @ Value::Object(_))) = item
+            .as_object()
+            .filter(|o| o.len() == 1)
+            .and_then(|o| o.iter().next())
+        {
+            if k.chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-'))
+            {
+                return (Some(k.clone()), v.clone());
+            }
+        }
+    }
     let args = args_of(item)
         .or_else(|| func.and_then(args_of))
         .or_else(|| inline_args(item))
@@ -227,6 +241,7 @@ fn args_of(v: &Value) -> Option<Value> {
         "input",
         "params",
         "tool_input",
+        "tool_arguments",
         "action_input",
         // `{"tool_name": "exec", "properties": {…}}`: the schema's word for them.
         "properties",

@@ -338,17 +338,28 @@ fn call_body(
     if find_ci(inner, 0, "<invoke name=").is_some() {
         return false;
     }
-    // `<name>read_file</name><path>a.md</path>`: the name and each argument as tags.
-    if let Some(n) = find_ci(inner, 0, "<name>") {
-        let ns = n + "<name>".len();
-        if let Some(ne) = find_ci(inner, ns, "</name>") {
+    // `<name>read_file</name><path>a.md</path>`: the name and each argument as tags
+    // (also `<function>terminal</function>` then JSON).
+    for (open, close) in [("<name>", "</name>"), ("<function>", "</function>")] {
+        let Some(n) = find_ci(inner, 0, open) else {
+            continue;
+        };
+        let ns = n + open.len();
+        if let Some(ne) = find_ci(inner, ns, close) {
             let name = inner[ns..ne].trim();
-            let rest = &inner[ne + "</name>".len()..];
+            if name.is_empty() || name.contains(|c: char| c.is_whitespace() || "{}<>\"".contains(c))
+            {
+                continue;
+            }
+            let rest = &inner[ne + close.len()..];
             let args = match find_ci(rest, 0, "<arguments>") {
                 Some(a) => {
                     let body = &rest[a + "<arguments>".len()..];
                     let body = &body[..find_ci(body, 0, "</arguments>").unwrap_or(body.len())];
                     jsonscan::value_at(body.trim(), 0).map_or(Value::Null, |(_, v)| v)
+                }
+                None if rest.trim_start().starts_with('{') => {
+                    jsonscan::value_at(rest.trim(), 0).map_or(Value::Null, |(_, v)| v)
                 }
                 None => schema::resolve(name, tools, &cfg.aliases)
                     .map_or(Value::Null, |t| Value::Object(child_tags(rest, t))),
@@ -442,6 +453,15 @@ fn call_body(
             } else if let Some(args) = colon_args(&inner[i..]) {
                 return push(out, name, args, MARKED, span, tools, cfg);
             }
+        }
+    }
+    // `<function>terminal</function>\n{"command": …}`: the name alone in its tag, the
+    // arguments right after it.
+    let after = &text[span.end.min(text.len())..];
+    let lead = after.len() - after.trim_start().len();
+    if after[lead..].starts_with('{') && schema::resolve(inner, tools, &cfg.aliases).is_some() {
+        if let Some((r, v)) = jsonscan::value_at(text, span.end + lead) {
+            return push(out, inner, v, MARKED, span.start..r.end, tools, cfg);
         }
     }
     // `<tool_calls> src/a.c </tool_calls>`: a bare value, for the one tool that needs one.
@@ -1782,12 +1802,16 @@ fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         if name_len == 0 || name_len > 64 || !rest[name_len..].starts_with('>') {
             continue;
         }
-        let name = &rest[..name_len];
-        if schema::resolve(name, tools, &cfg.aliases).is_none() {
+        let tag = &rest[..name_len];
+        // `<terminal_command>` for a `terminal` tool.
+        let Some(name) = [tag, tag.strip_suffix("_command").unwrap_or(tag)]
+            .into_iter()
+            .find(|n| schema::resolve(n, tools, &cfg.aliases).is_some())
+        else {
             continue;
-        }
+        };
         let body_start = start + 1 + name_len + 1;
-        let close = format!("</{name}>");
+        let close = format!("</{tag}>");
         let Some(close_at) = closes
             .entry(close.to_ascii_lowercase())
             .or_default()

@@ -2091,3 +2091,82 @@ fn formats_and_prose_from_the_eighth_consumed_part() {
     );
     assert!(calls_in(Some("We could use echo with file_name."), None, &echo).is_empty());
 }
+
+#[test]
+fn formats_and_prose_from_the_ninth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let weather = vec![ToolSpec::new(
+        "get_weather",
+        "Weather for a city.",
+        obj(
+            json!({"city": {"type": "string"}, "celsius": {"type": "boolean"}}),
+            &["city"],
+        ),
+    )];
+    let paris = (
+        "get_weather".to_string(),
+        json!({"city": "Paris", "celsius": true}),
+    );
+    // Arguments under `tool_arguments`; the tool's name as the only key.
+    for text in [
+        "Action:\n{\n  \"tool_name\": \"get_weather\",\n  \"tool_arguments\": {\"city\": \"Paris\", \"celsius\": true}\n}",
+        "<think>\n\n</think>\n\n{\"get_weather\": {\"city\": \"Paris\", \"celsius\": true}}",
+    ] {
+        assert_eq!(calls_in(None, Some(text), &weather), vec![paris.clone()], "{text}");
+    }
+    assert!(calls_in(None, Some("{\"result\": {\"city\": \"Paris\"}}"), &weather).is_empty());
+    // `<terminal_command>` for a `terminal` tool; the name alone in `<function>` with the
+    // JSON after it.
+    let terminal = vec![ToolSpec::new(
+        "terminal",
+        "Run a command.",
+        obj(json!({"command": {"type": "string"}}), &["command"]),
+    )];
+    let ls = ("terminal".to_string(), json!({"command": "ls -la"}));
+    for text in [
+        "<terminal_command>\nls -la\n</terminal_command>",
+        "Let me check.\n<tool_call>\n<function>terminal</function>\n{\"command\": \"ls -la\"}\n</tool_call>",
+    ] {
+        assert_eq!(calls_in(None, Some(text), &terminal), vec![ls.clone()], "{text}");
+    }
+    // "…, so I should call the function with "Paris" as the city parameter."
+    assert_eq!(
+        calls_in(
+            Some("The user wants the weather in Paris, so I should call the function with \"Paris\" as the city parameter."),
+            None,
+            &weather
+        ),
+        vec![("get_weather".to_string(), json!({"city": "Paris"}))]
+    );
+    // A promise followed by the answer itself is no call.
+    assert!(calls_in(
+        None,
+        Some("Okay, let's get you the weather in Tokyo! Here's a breakdown as of Monday:\n\n* **Temperature:** 25°C\n* **Feels like:** 28°C\n* **Sky:** clear, light wind from the south, humidity around sixty percent.\n* **Tonight:** cooler, around 18°C, with a chance of showers after midnight."),
+        &weather
+    )
+    .is_empty());
+    // A tool named after no concept, whose description matches one, is led by its own
+    // name; a preposition opening a name is no verb.
+    let two = vec![
+        ToolSpec::new(
+            "weather",
+            "useful when you need to search for current weather conditions",
+            obj(json!({"city": {"type": "string"}}), &["city"]),
+        ),
+        ToolSpec::new(
+            "about_the_user",
+            "Look up the user's notes.",
+            obj(json!({"query_str": {"type": "string"}}), &["query_str"]),
+        ),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Now I'll check the weather in Detroit"), &two),
+        vec![("weather".to_string(), json!({"city": "Detroit"}))]
+    );
+    assert!(calls_in(
+        Some("Thought: I need to gather some information about the user's morning."),
+        None,
+        &two
+    )
+    .is_empty());
+}

@@ -334,6 +334,16 @@ async fn every_text_call_format_runs_the_tool() {
         ),
         ("key-value", "tool_name: exec\nparameter: echo fmt-key-value", None),
         (
+            "function-name-tag",
+            "<tool_call>\n<function>exec</function>\n{\"command\": \"echo fmt-function-name-tag\"}\n</tool_call>",
+            None,
+        ),
+        (
+            "name-keyed-json",
+            "{\"exec\": {\"command\": \"echo fmt-name-keyed-json\"}}",
+            None,
+        ),
+        (
             "code-agent",
             "Thought: I'll run it.\n\nCode:\n```py\nout = exec(command=\"echo fmt-code-agent\")\n```",
             None,
