@@ -502,13 +502,18 @@ fn tokens(text: &str, range: Range<usize>) -> Vec<Tok> {
 }
 
 /// Where the line holding byte `pos` starts.
-fn line_start(text: &str, pos: usize) -> usize {
+pub(crate) fn line_start(text: &str, pos: usize) -> usize {
     text[..pos].rfind('\n').map_or(0, |i| i + 1)
 }
 
 /// Whether the words `w` are the tokens from `k` on.
 fn words_at(toks: &[Tok], k: usize, w: &[String]) -> bool {
     toks.len() >= k + w.len() && w.iter().enumerate().all(|(j, x)| toks[k + j].lower == *x)
+}
+
+/// `get_weather`, `getWeather`: a word written the way code names things.
+fn identifier_shaped(word: &str) -> bool {
+    word.contains('_') || word.chars().skip(1).any(|c| c.is_ascii_uppercase())
 }
 
 fn is_cjk(c: char) -> bool {
@@ -762,8 +767,7 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
                 .last()
                 .is_some_and(|x| x.range.end == t_end && matches!(x.lower.as_str(), "tool" | "function"))
             // "the OpenMeteoTool", "the get_weather": written as an identifier.
-            || text[trig.range.clone()].contains('_')
-            || text[trig.range.clone()].chars().skip(1).any(|c| c.is_ascii_uppercase());
+            || identifier_shaped(&text[trig.range.clone()]);
         if BEFORE_BLOCK.contains(&prev.lower.as_str()) && !followed_by_tool {
             return false;
         }
@@ -932,9 +936,9 @@ fn describes_tool(text: &str, pos: usize, tools: &[ToolSpec]) -> bool {
     !label.is_empty() && tools.iter().any(|t| key(&t.name) == label)
 }
 
-/// The sentence after `end` asks the user's leave ("Would you like me to proceed?"):
-/// what came before is an offer, not a call.
-fn asks_leave_next(text: &str, end: usize) -> bool {
+/// What follows `end` puts the sentence before off: it asks the user's leave ("Would
+/// you like me to proceed?", an offer) or is the answer itself ("Here's a breakdown").
+fn defers_to_next(text: &str, end: usize) -> bool {
     let rest = text[floor(text, end)..].trim_start();
     // "Let's get you the weather in Tokyo! Here's a breakdown: …": it answered instead.
     let lead = rest
@@ -1930,7 +1934,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         if out.calls.len() >= crate::MAX_CALLS {
             break;
         }
-        if sentence_rejected(text, &sent) || asks_leave_next(text, sent.end) {
+        if sentence_rejected(text, &sent) || defers_to_next(text, sent.end) {
             continue;
         }
         let toks = tokens(text, sent.clone());
@@ -2170,7 +2174,6 @@ fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option
     })
 }
 
-/// A noun of the tool, singular or plural ("secrets" for `secret_retrieval_tool`).
 /// Where a two- or three-word name said in another order ends, when it starts at token
 /// `k`: "roll the dice" for `dice_roll`.
 fn reordered_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option<usize> {
@@ -2201,6 +2204,7 @@ fn reordered_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Opt
     })
 }
 
+/// A noun of the tool, singular or plural ("secrets" for `secret_retrieval_tool`).
 fn noun_of(p: &Profile, word: &str) -> bool {
     p.nouns.iter().any(|n| n == word)
         || word
@@ -2373,18 +2377,7 @@ fn call_sentence<'a>(text: &'a str, span: &Range<usize>) -> &'a str {
 fn sentence_around(text: &str, span: &Range<usize>) -> Range<usize> {
     let head = &text[..floor(text, span.start)];
     // A stop ends a sentence only before a space (`.eslintrc.json` goes on).
-    let start = head
-        .char_indices()
-        .rev()
-        .find(|&(i, ch)| {
-            ch == '\n'
-                || (matches!(ch, '.' | '!' | '?')
-                    && head[i + 1..]
-                        .chars()
-                        .next()
-                        .is_some_and(char::is_whitespace))
-        })
-        .map_or(0, |(i, _)| i + 1);
+    let start = head.len() - last_sentence(head).len();
     let tail = &text[floor(text, span.end)..];
     let end = tail
         .char_indices()
@@ -2670,15 +2663,18 @@ fn stated_arguments(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mu
         .to_ascii_lowercase();
     let tool = tools
         .iter()
-        .filter(|t| {
-            let props = t.properties();
-            obj.keys().all(|k| props.iter().any(|(p, _)| p == k))
-        })
+        .filter(|t| holds_keys(t, obj))
         .max_by_key(|t| back.rfind(&t.name.to_ascii_lowercase()).map(|i| i + 1));
     let Some(tool) = tool else { return };
     if let Some(c) = make_call(&tool.name, v, 0.65, m.start()..r.end, tools, cfg) {
         out.calls.push(c);
     }
+}
+
+/// Every key of `obj` is a property of `tool`.
+fn holds_keys(tool: &ToolSpec, obj: &Map<String, Value>) -> bool {
+    let props = tool.properties();
+    obj.keys().all(|k| props.iter().any(|(p, _)| p == k))
 }
 
 /// `… Let's list files.{"cmd": ["ls", "-R"]}`: Harmony's tokens stripped, the call's
@@ -2709,9 +2705,7 @@ fn trailing_arguments(
     let fitting: Vec<&ToolSpec> = tools
         .iter()
         .filter(|tool| {
-            let props = tool.properties();
-            obj.keys().all(|k| props.iter().any(|(p, _)| p == k))
-                && tool.required().iter().all(|q| obj.contains_key(*q))
+            holds_keys(tool, obj) && tool.required().iter().all(|q| obj.contains_key(*q))
         })
         .collect();
     let [tool] = fitting.as_slice() else { return };
@@ -3125,10 +3119,7 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         return false;
     }
     let word = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
-    let identifier = ticked
-        || word.contains('_')
-        || word.chars().skip(1).any(|c| c.is_ascii_uppercase())
-        || word.chars().any(|c| c.is_ascii_digit());
+    let identifier = ticked || identifier_shaped(word) || word.chars().any(|c| c.is_ascii_digit());
     let marked = before.ends_with("functions.")
         || after
             .split(|c: char| !c.is_alphanumeric())

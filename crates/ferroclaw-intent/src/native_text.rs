@@ -457,10 +457,9 @@ fn call_body(
     }
     // `<function>terminal</function>\n{"command": …}`: the name alone in its tag, the
     // arguments right after it.
-    let after = &text[span.end.min(text.len())..];
-    let lead = after.len() - after.trim_start().len();
-    if after[lead..].starts_with('{') && schema::resolve(inner, tools, &cfg.aliases).is_some() {
-        if let Some((r, v)) = jsonscan::value_at(text, span.end + lead) {
+    let after = first_text(text, span.end.min(text.len())..text.len());
+    if text[after..].starts_with('{') && schema::resolve(inner, tools, &cfg.aliases).is_some() {
+        if let Some((r, v)) = jsonscan::value_at(text, after) {
             return push(out, inner, v, MARKED, span.start..r.end, tools, cfg);
         }
     }
@@ -797,12 +796,7 @@ fn kimi(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
         let Some(a) = find_ci(inner, 0, ARGS) else {
             return false;
         };
-        // `functions.get_weather:0`: the call's index follows the name.
-        let id = inner[..a].trim();
-        let name = id
-            .rsplit_once(':')
-            .filter(|(_, i)| i.chars().all(|c| c.is_ascii_digit()))
-            .map_or(id, |(n, _)| n);
+        let name = kimi_name(&inner[..a]);
         let lead = first_text(text, body.start + a + ARGS.len()..body.end);
         let args = if text[lead..].starts_with('"') {
             // The arguments JSON-encoded once more, as a string.
@@ -821,12 +815,8 @@ fn kimi(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
         let mut pos = 0;
         while let Some(a) = find_ci(text, pos, ARGS) {
             pos = a + ARGS.len();
-            let line = line_start_of(text, a);
-            let id = text[line..a].trim();
-            let name = id
-                .rsplit_once(':')
-                .filter(|(_, i)| i.chars().all(|c| c.is_ascii_digit()))
-                .map_or(id, |(n, _)| n);
+            let line = crate::fuzzy::line_start(text, a);
+            let name = kimi_name(&text[line..a]);
             let lead = first_text(text, pos..text.len());
             if let Some((r, v)) = jsonscan::value_at(text, lead) {
                 let span = line..r.end;
@@ -838,8 +828,12 @@ fn kimi(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
     }
 }
 
-fn line_start_of(text: &str, pos: usize) -> usize {
-    text[..pos].rfind('\n').map_or(0, |i| i + 1)
+/// `functions.get_weather:0`: the name, without the call's index after it.
+fn kimi_name(id: &str) -> &str {
+    let id = id.trim();
+    id.rsplit_once(':')
+        .filter(|(_, i)| i.chars().all(|c| c.is_ascii_digit()))
+        .map_or(id, |(n, _)| n)
 }
 
 // ---------------------------------------------------------------- <function=…>
