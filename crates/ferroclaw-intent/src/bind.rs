@@ -46,6 +46,7 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         (&*VALUE_AS_KEY, 2, 1),
         (&*KEY_QUOTED, 1, 2),
         (&*WITH_KEY_VALUE, 1, 2),
+        (&*KEY_LATER_ID, 1, 2),
         (&*KEY_ID, 1, 2),
         (&*KEY_AS_QUOTED, 1, 2),
     ] {
@@ -156,6 +157,13 @@ static KEY_AS_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
 static KEY_ID: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(&format!(
         r"\b{KEY}\s+([A-Za-z_-]*\d[\w-]*|[A-Za-z][\w-]*_[\w-]+)\b"
+    ))
+});
+/// `the experiment ID for the experiment named "x" is exp_003`: an identifier stated
+/// later in the key's own sentence.
+static KEY_LATER_ID: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(&format!(
+        r"\b{KEY}\b[^.\n]{{0,80}}?\bis\s+([A-Za-z][A-Za-z_-]*\d[\w-]*|[A-Za-z][\w-]*_[\w-]+)\b"
     ))
 });
 /// `experiment_name "boiling_point"`

@@ -200,6 +200,20 @@ struct Profile<'a> {
     lookup_needs_noun: bool,
 }
 
+/// A tool name's words, camelCase split too (`SearchWeb`, `getWeather`).
+fn name_words(name: &str) -> Vec<String> {
+    let mut spaced = String::with_capacity(name.len() + 4);
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if c.is_uppercase() && prev_lower {
+            spaced.push(' ');
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        spaced.push(c);
+    }
+    words(&spaced)
+}
+
 fn words(s: &str) -> Vec<String> {
     s.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -253,12 +267,20 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             let kind = kind_of(t, &primary);
             let mut names: Vec<String> = vec![t.name.to_lowercase()];
             names.extend(t.aliases.iter().map(|a| a.to_lowercase()));
+            if t.name.contains('-') {
+                names.push(t.name.to_lowercase().replace('-', "_"));
+            }
+            // MCP-style namespaces (`developer__text_editor`): the model says the tool's
+            // own part ("the text editor tool").
+            if let Some((_, local)) = t.name.rsplit_once("__").filter(|(_, l)| l.len() > 2) {
+                names.push(local.to_lowercase());
+            }
             for (alias, target) in &cfg.aliases {
                 if target == &t.name && (alias.contains('_') || alias.contains('.')) {
                     names.push(alias.to_lowercase());
                 }
             }
-            let mut name_keys: Vec<String> = words(&t.name);
+            let mut name_keys: Vec<String> = name_words(&t.name);
             for a in &t.aliases {
                 name_keys.extend(words(a));
             }
@@ -298,7 +320,7 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             // No concept in the name (`weather`, `get_boiling_point`), whatever the
             // description matched: the name's own words lead.
             if own_verbs.is_empty() {
-                let name_words = words(&t.name);
+                let name_words = name_words(&t.name);
                 // `about_the_user`: a preposition is no verb.
                 let verb = name_words.first().filter(|w| {
                     !verbs.contains(&vec![(*w).clone()])
@@ -504,6 +526,60 @@ fn tokens(text: &str, range: Range<usize>) -> Vec<Tok> {
 /// Where the line holding byte `pos` starts.
 pub(crate) fn line_start(text: &str, pos: usize) -> usize {
     text[..pos].rfind('\n').map_or(0, |i| i + 1)
+}
+
+/// "Let me start by searching for …": the gerund after "by" is the verb the model
+/// commits to, read as its base form when a tool has that verb (whether it commits is
+/// still the context's to say).
+/// ("… by exploring the structure and finding all Python files": each gerund joined by
+/// "and" a few words on.)
+fn gerunds_as_verbs(toks: &mut [Tok], is_verb: &dyn Fn(&str) -> bool) {
+    let mut chain_until = 0;
+    for k in 0..toks.len() {
+        // ("We can do this by checking the Wikipedia page for Joe Orton.")
+        // ("Getting the name of the current day...": a sentence that opens with it.)
+        // (Not a gerund that is the subject: "Running `rm -rf /` would be catastrophic.")
+        let announced = k == 0
+            && !toks[1..].iter().any(|t| {
+                matches!(
+                    t.lower.as_str(),
+                    "is" | "are"
+                        | "was"
+                        | "were"
+                        | "be"
+                        | "would"
+                        | "could"
+                        | "will"
+                        | "can"
+                        | "might"
+                        | "may"
+                        | "should"
+                        | "seems"
+                        | "requires"
+                        | "needs"
+                )
+            });
+        let lead = announced || (k > 0 && toks[k - 1].lower == "by");
+        if lead {
+            chain_until = k + 8;
+        } else if !(k > 0 && k <= chain_until && toks[k - 1].lower == "and") {
+            continue;
+        }
+        let Some(stem) = toks[k].lower.strip_suffix("ing") else {
+            continue;
+        };
+        let b = stem.as_bytes();
+        // "running" -> "run", "creating" -> "create", "searching" -> "search".
+        let undoubled = (b.len() > 2 && b[b.len() - 1] == b[b.len() - 2])
+            .then(|| stem[..stem.len() - 1].to_string());
+        let base = [Some(stem.to_string()), undoubled, Some(format!("{stem}e"))]
+            .into_iter()
+            .flatten()
+            .find(|w| is_verb(w));
+        if let Some(base) = base {
+            toks[k].lower = base;
+        }
+    }
 }
 
 /// Whether the words `w` are the tokens from `k` on.
@@ -713,6 +789,54 @@ const DISCOURSE: &[&str] = &[
     "plan", "step", "hmm", "well", "lastly", "second", "third", "please",
 ];
 
+/// Whether words before a tool's mention negate it, make it hypothetical or past, or
+/// hand it to the reader ("you could search"). The reader as an object is no such cue:
+/// "I'll help you create …", "… in your current directory".
+fn refusing<'a>(ws: impl Iterator<Item = &'a str>) -> bool {
+    let mut prev = "";
+    let mut ws = ws.peekable();
+    while let Some(w) = ws.next() {
+        let next = ws.peek().copied().unwrap_or("");
+        let objective = match w {
+            "you" => matches!(prev, "help" | "for" | "assist" | "show" | "to" | "with"),
+            "your" => matches!(
+                prev,
+                "in" | "into" | "from" | "to" | "for" | "on" | "at" | "of" | "with" | "about"
+            ),
+            // The users' request reported: "Since they asked for three rolls, …".
+            "they" => matches!(
+                next,
+                "asked" | "want" | "wanted" | "requested" | "said" | "mentioned" | "specified"
+            ),
+            _ => false,
+        };
+        if !objective
+            && (NEG.contains(&w) || w.ends_with("n't") || HYP.contains(&w) || PRE_PAST.contains(&w))
+        {
+            return true;
+        }
+        prev = w;
+    }
+    false
+}
+
+/// "the `get_weather` function from the provided code snippet": the words after a
+/// mention say it is code's, not an offered tool.
+fn from_code(after: &[&str]) -> bool {
+    after
+        .iter()
+        .take(3)
+        .position(|w| *w == "from")
+        .is_some_and(|i| {
+            after[i + 1..].iter().take(4).any(|w| {
+                matches!(
+                    *w,
+                    "code" | "script" | "snippet" | "module" | "library" | "package"
+                )
+            })
+        })
+}
+
 fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: usize) -> bool {
     let trig = &toks[t];
     // Cues are local: look at most WINDOW bytes back and a few words ahead.
@@ -727,16 +851,15 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         .skip_while(|x| x.range.start < t_end)
         .take_while(|x| x.range.end <= clause.end)
         .take(24);
-    for p in &pre_toks {
-        let w = p.lower.as_str();
-        if NEG.contains(&w) || w.ends_with("n't") || HYP.contains(&w) || PRE_PAST.contains(&w) {
-            return false;
-        }
+    if refusing(pre_toks.iter().map(|p| p.lower.as_str())) {
+        return false;
     }
-    for p in post_toks {
-        if POST_PAST.contains(&p.lower.as_str()) {
-            return false;
-        }
+    let post: Vec<&str> = post_toks.map(|p| p.lower.as_str()).collect();
+    if post.iter().any(|w| POST_PAST.contains(w)) {
+        return false;
+    }
+    if from_code(&post) {
+        return false;
     }
     // "a tool like Wolfram Alpha", "something such as a web search": an example.
     let n = pre_toks.len();
@@ -806,7 +929,126 @@ const CJK_CUES: &[&str] = &[
     "我会调用",
     "现在调用",
     "接下来调用",
+    "必须使用",
+    "应该使用",
+    "应该调用",
 ];
+
+/// Chinese commitments that open a clause ("我来为您查询…", "我将进行相关搜索").
+const CJK_COMMIT: &[&str] = &[
+    "我来",
+    "让我",
+    "我将",
+    "我会",
+    "我要",
+    "我需要",
+    "我先",
+    "我正在",
+    "我现在",
+    "我们来",
+    "让我们",
+    "接下来我",
+];
+
+/// Chinese verbs and the concept (a key of [`CONCEPTS`]) each one asks for.
+const CJK_VERBS: &[(&str, &str)] = &[
+    ("搜索", "search"),
+    ("检索", "search"),
+    ("查询", "search"),
+    ("查找", "search"),
+    ("读取", "read"),
+    ("写入", "write"),
+    ("创建文件", "write"),
+    ("保存", "write"),
+    ("执行命令", "exec"),
+    ("运行命令", "exec"),
+    ("列出", "list"),
+    ("下载", "fetch"),
+    ("抓取", "fetch"),
+];
+
+/// Chinese nouns a tool's name may hold in English.
+const CJK_NOUNS: &[(&str, &str)] = &[
+    ("时间", "time"),
+    ("天气", "weather"),
+    ("新闻", "news"),
+    ("邮件", "email"),
+    ("日历", "calendar"),
+    ("股票", "stock"),
+    ("价格", "price"),
+    ("汇率", "exchange"),
+];
+
+/// "我来为您查询当前人民币与美元的汇率。": a Chinese commitment and a verb of the one
+/// offered tool whose name holds that verb's concept. Arguments are left to the model
+/// (the words are not the tool's parameters).
+fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    let mut at = 0;
+    for sent in text.split_inclusive(['。', '！', '？', '\n', '!', '?']) {
+        let start = at;
+        at += sent.len();
+        if sent.trim_end().ends_with(['？', '?']) {
+            continue;
+        }
+        let Some(cue) = CJK_COMMIT.iter().filter_map(|c| sent.find(c)).min() else {
+            continue;
+        };
+        let rest = &sent[cue..];
+        if ["不", "没", "无需", "别", "无法", "已经", "已"]
+            .iter()
+            .any(|n| rest.contains(n))
+        {
+            continue;
+        }
+        let concept = CJK_VERBS
+            .iter()
+            .filter_map(|(v, k)| rest.find(v).map(|i| (i, *k)))
+            .min_by_key(|(i, _)| *i)
+            .and_then(|(_, k)| CONCEPTS.iter().find(|c| c.keys.contains(&k)));
+        let by_concept: Vec<&ToolSpec> = concept.map_or_else(Vec::new, |concept| {
+            tools
+                .iter()
+                .filter(|t| {
+                    name_words(&t.name)
+                        .iter()
+                        .any(|w| concept.keys.contains(&w.as_str()))
+                })
+                .collect()
+        });
+        // "我来为您查询当前时间": a look-up of a thing one tool's name holds.
+        let by_noun: Vec<&ToolSpec> = if concept.is_some() || rest.contains("查看") {
+            CJK_NOUNS
+                .iter()
+                .filter(|(n, _)| rest.contains(n))
+                .flat_map(|(_, en)| {
+                    tools
+                        .iter()
+                        .filter(move |t| name_words(&t.name).iter().any(|w| w == en))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut by_noun = by_noun;
+        by_noun.dedup_by(|a, b| a.name == b.name);
+        let tool = match (by_concept.as_slice(), by_noun.as_slice()) {
+            ([t], _) | ([], [t]) => *t,
+            _ => continue,
+        };
+        let span = start + cue..start + sent.trim_end().len();
+        if let Some(c) = make_call(
+            &tool.name,
+            Value::Object(Map::new()),
+            0.55,
+            span,
+            tools,
+            cfg,
+        ) {
+            out.calls.push(c);
+            return;
+        }
+    }
+}
 
 fn cjk_commits(pre: &str) -> bool {
     let tail = pre.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\''));
@@ -913,6 +1155,24 @@ const WAITS_ON_USER: &[&str] = &[
     "after you",
 ];
 
+/// "Please provide the time and I'll schedule it", "I'll need some additional
+/// information to schedule the meeting": the call waits on the user.
+fn waits_on_user(lower_before: &str) -> bool {
+    if WAITS_ON_USER.iter().any(|p| has_phrase(lower_before, p)) {
+        return true;
+    }
+    let ws = words(lower_before);
+    ws.iter().enumerate().any(|(i, w)| {
+        w == "need"
+            && ws[i + 1..].iter().take(4).any(|x| {
+                matches!(
+                    x.as_str(),
+                    "information" | "info" | "details" | "clarification"
+                )
+            })
+    })
+}
+
 /// The line so far is a tool's name as a label: `2. **Search Web**: Search the …`.
 fn describes_tool(text: &str, pos: usize, tools: &[ToolSpec]) -> bool {
     let line = &text[line_start(text, pos)..pos];
@@ -958,6 +1218,8 @@ fn defers_to_next(text: &str, end: usize) -> bool {
         return false;
     }
     let lower = next.to_lowercase().replace('\u{2019}', "'");
+    // ("Let's schedule the meeting. Could you please confirm the attendees?": it
+    // waits on the user's answer.)
     [
         "would you like me to",
         "do you want me to",
@@ -967,6 +1229,9 @@ fn defers_to_next(text: &str, end: usize) -> bool {
     ]
     .iter()
     .any(|p| lower.starts_with(p) || lower.contains(&format!(" {p}")))
+        || ["could you", "can you", "please confirm", "please provide"]
+            .iter()
+            .any(|p| lower.trim_start().starts_with(p))
 }
 
 /// `- **Weather in New York**: 11°F`: a bold label in a list of results.
@@ -1015,6 +1280,14 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
         "e.g.",
         "example:",
         "an example",
+        // What a program does, not what the model does: "The script will use the
+        // `get_weather` function to check the weather."
+        "the script",
+        "this script",
+        "the code",
+        "this code",
+        "the program",
+        "this program",
     ]
     .iter()
     .any(|p| lower.starts_with(p))
@@ -1387,7 +1660,16 @@ fn path_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
         if let Some(p) = prot_at(prot, r.start) {
             if p.range.start == r.start {
                 let inner = text[p.inner.clone()].trim();
-                if path_like(inner) {
+                // "a file named 'boring'": the name given is the path, extension or not.
+                let before = text[..p.range.start].trim_end();
+                let named = [" named", " called"].iter().any(|w| {
+                    before.len() >= w.len()
+                        && before.is_char_boundary(before.len() - w.len())
+                        && before[before.len() - w.len()..].eq_ignore_ascii_case(w)
+                }) && !inner.is_empty()
+                    && inner.len() <= 100
+                    && !inner.contains(char::is_whitespace);
+                if path_like(inner) || named {
                     return Some(Found {
                         value: inner.to_string(),
                         range: p.range.clone(),
@@ -1589,6 +1871,8 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
         // "use web_search to get the latest information": a purpose, not a query; "the
         // research tool is available": a statement about the tool.
         || ["to ", "is ", "are ", "was ", "were "].iter().any(|p| ql.starts_with(p))
+        // "search工具来搜索…": the word "tool" after the name, then its purpose.
+        || ["工具", "函数", "功能"].iter().any(|p| q.starts_with(p))
         || QUERY_REJECT.contains(&ql.as_str())
         || q.split_whitespace().count() > 12
         || generic_phrase(&ql)
@@ -1615,9 +1899,25 @@ fn pattern_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found
     }
     let s = text[win.clone()].trim_start();
     let rest = s.strip_prefix("for ")?;
-    let tok = rest.split_whitespace().next()?;
+    let mut ws = rest.split_whitespace();
+    let tok = ws.next()?;
     let t = trim_token(tok);
     if t.len() < 2 {
+        return None;
+    }
+    // "search for TODO in src", "for fn\s+main": a pattern is one token, written like
+    // one or standing alone; "search for quarterly reports" is words, not "quarterly".
+    let shaped = t.chars().any(|c| !c.is_alphabetic())
+        || identifier_shaped(t)
+        || t.chars().all(|c| c.is_uppercase());
+    let alone = tok.ends_with([',', '.', ';', ':'])
+        || ws.next().is_none_or(|w| {
+            matches!(
+                w.trim_end_matches([',', '.']).to_ascii_lowercase().as_str(),
+                "in" | "across" | "within" | "under" | "inside" | "throughout" | "and" | "to"
+            )
+        });
+    if !(shaped || alone) {
         return None;
     }
     let off = rest.as_ptr() as usize - text.as_ptr() as usize;
@@ -1827,6 +2127,12 @@ static PROPER_AFTER_PREP: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+static PLACE_JUST_NAMED: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"\b(?:is|was|visit|visiting|to)\s+((?:[A-Z](?:[\w'-]|\.\w)*)(?:,?[ \t]+[A-Z](?:[\w'-]|\.\w)*){0,3})",
+    )
+});
+
 /// "… the get_weather tool to check the weather in San Francisco": further on in the
 /// clause, a capitalised name after a preposition.
 fn proper_noun_in(text: &str, win: Range<usize>) -> Option<Found> {
@@ -1915,6 +2221,8 @@ struct Trigger {
     profile: usize,
     by_name: bool,
     own: bool,
+    /// The tool's own verb, and no other offered tool's verb at all.
+    sole: bool,
 }
 
 pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
@@ -1937,7 +2245,8 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         if sentence_rejected(text, &sent) || defers_to_next(text, sent.end) {
             continue;
         }
-        let toks = tokens(text, sent.clone());
+        let mut toks = tokens(text, sent.clone());
+        gerunds_as_verbs(&mut toks, &is_verb);
         for clause in clauses(text, sent.clone(), &toks, &prot, &is_verb) {
             let lo = toks.partition_point(|t| t.range.start < clause.start);
             let hi = toks.partition_point(|t| t.range.end <= clause.end).max(lo);
@@ -1949,7 +2258,13 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 // its quotes (`` `Read` ``) still names the tool.
                 let quoted = prot_at(&prot, t.range.start);
                 let quoted_name = quoted.is_some_and(|q| {
-                    text[q.inner.clone()].trim() == &text[t.range.clone()]
+                    let inner = text[q.inner.clone()].trim();
+                    let word = &text[t.range.clone()];
+                    // `` `get_events(year, location=None)` ``: the name with its signature.
+                    (inner == word
+                        || (t.range.start == q.inner.start
+                            && inner.strip_prefix(word).is_some_and(|r| r.starts_with('('))
+                            && inner.ends_with(')')))
                         // In prose, not a value in code or JSON (`f("get_user_id", …)`,
                         // `"name": "get_weather"`).
                         && text[..q.range.start]
@@ -1962,7 +2277,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                             .next_back()
                             .is_none_or(|c| !matches!(c, ':' | ',' | '(' | '[' | '{' | '='))
                 });
-                if (quoted.is_some() && !quoted_name) || code_like(text, &t.range) {
+                if (quoted.is_some() || code_like(text, &t.range)) && !quoted_name {
                     continue;
                 }
                 let capital = text[t.range.clone()].starts_with(char::is_uppercase);
@@ -1978,10 +2293,11 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                             profile: pi,
                             by_name: true,
                             own: true,
+                            sole: false,
                         });
                         continue;
                     }
-                    if let Some(end) = spaced_name(p, &toks, k, clause.end)
+                    if let Some(end) = spaced_name(p, text, &toks, k, clause.end)
                         .or_else(|| reordered_name(p, &toks, k, clause.end))
                     {
                         trigs.push(Trigger {
@@ -1990,6 +2306,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                             profile: pi,
                             by_name: true,
                             own: true,
+                            sole: false,
                         });
                         continue;
                     }
@@ -2010,12 +2327,18 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         if words_at(&toks, k, v) && toks[k + v.len() - 1].range.end <= clause.end {
                             let end = toks[k + v.len() - 1].range.end;
                             let own = p.own_verbs.contains(v);
+                            let sole = own
+                                && !profs
+                                    .iter()
+                                    .enumerate()
+                                    .any(|(j, q)| j != pi && q.verbs.contains(v));
                             trigs.push(Trigger {
                                 tok: k,
                                 end,
                                 profile: pi,
                                 by_name: false,
                                 own,
+                                sole,
                             });
                             break;
                         }
@@ -2047,7 +2370,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 }
                 // "Please provide the time and I'll schedule it": waits on the user.
                 let lower_before = before_in_sentence.to_lowercase();
-                if WAITS_ON_USER.iter().any(|p| has_phrase(&lower_before, p)) {
+                if waits_on_user(&lower_before) {
                     continue;
                 }
                 // "**Search Web**: Search the internet for …": a tool's description.
@@ -2057,7 +2380,8 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     continue;
                 }
                 let verb_word = toks[tok].lower.as_str();
-                let mut best: Option<(i32, Vec<ParsedCall>)> = None;
+                // Per trigger: its score, its calls and the nouns of its tool it saw.
+                let mut candidates: Vec<(i32, Vec<ParsedCall>, Vec<usize>)> = Vec::new();
                 for tr in &group {
                     let p = &profs[tr.profile];
                     let Some(calls) = build_calls(p, tr, text, &prot, &clause, &sent, cfg, tools)
@@ -2070,20 +2394,25 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     let bare = calls
                         .iter()
                         .all(|c| c.arguments.as_object().is_some_and(Map::is_empty));
-                    let reach = if bare {
+                    // (Nor were its arguments read after the verb: "Paris. Let me fetch
+                    // the weather.")
+                    let before_only = calls.iter().all(|c| c.span.end <= t_end);
+                    let reach = if bare || before_only {
                         clause.end
                     } else {
                         calls.iter().map(|c| c.span.end).max().unwrap_or(t_end)
                     };
-                    let noun_hits = idx
+                    let nouns: Vec<usize> = idx
                         .iter()
-                        .filter(|&&j| {
+                        .copied()
+                        .filter(|&j| {
                             toks[j].range.start >= toks[tok].range.start
                                 && toks[j].range.end <= reach
                                 && !in_protected(&prot, toks[j].range.start)
                         })
-                        .filter(|&&j| noun_of(p, &toks[j].lower))
-                        .count() as i32;
+                        .filter(|&j| noun_of(p, &toks[j].lower))
+                        .collect();
+                    let noun_hits = nouns.len() as i32;
                     if (p.needs_noun || (p.lookup_needs_noun && !tr.own))
                         && noun_hits == 0
                         && !tr.by_name
@@ -2105,12 +2434,22 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         + i32::from(alias_hit)
                         + i32::from(tr.own)
                         + 3 * i32::from(tr.by_name);
-                    if best.as_ref().is_none_or(|(s, _)| score > *s) {
-                        best = Some((score, calls));
-                    }
+                    candidates.push((score, calls, nouns));
                 }
+                let best = candidates
+                    .iter()
+                    .enumerate()
+                    .max_by_key(|(i, (s, _, _))| (*s, std::cmp::Reverse(*i)))
+                    .map(|(i, _)| i);
                 match best {
-                    Some((_, calls)) => out.calls.extend(calls),
+                    Some(b) => {
+                        let joined = joined_objects(&toks, &candidates, b);
+                        for (i, (_, calls, _)) in candidates.into_iter().enumerate() {
+                            if i == b || joined.contains(&i) {
+                                out.calls.extend(calls);
+                            }
+                        }
+                    }
                     // The tool is named in an intending clause but its arguments are not
                     // in the text: not a call, but worth asking about.
                     None => {
@@ -2143,6 +2482,12 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         call_it(text, cfg, tools, &mut out);
     }
+    if out.calls.is_empty() {
+        value_for_property(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() && text.chars().any(is_cjk) {
+        cjk_intent(text, cfg, tools, &mut out);
+    }
     fill_bindings(text, tools, &mut out.calls);
     repeat_calls(text, tools, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
@@ -2151,10 +2496,53 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     out
 }
 
+/// "check the current time and weather in Tokyo": one verb whose objects, joined by
+/// "and", are nouns of different tools calls each of them, not just the best scored.
+fn joined_objects(
+    toks: &[Tok],
+    candidates: &[(i32, Vec<ParsedCall>, Vec<usize>)],
+    best: usize,
+) -> Vec<usize> {
+    let (_, best_calls, best_nouns) = &candidates[best];
+    let Some(&b) = best_nouns.first() else {
+        return Vec::new();
+    };
+    let mut taken: Vec<usize> = best_nouns.clone();
+    let mut names: Vec<&str> = best_calls.iter().map(|c| c.name.as_str()).collect();
+    let mut out = Vec::new();
+    for (i, (_, calls, nouns)) in candidates.iter().enumerate() {
+        let Some(&n) = nouns.first() else { continue };
+        let fresh_tool = calls.iter().all(|c| !names.contains(&c.name.as_str()));
+        if i == best || !fresh_tool || nouns.iter().any(|j| taken.contains(j)) {
+            continue;
+        }
+        let (lo, hi) = (b.min(n), b.max(n));
+        let between = &toks[lo + 1..hi];
+        let joined = !between.is_empty()
+            && between.len() <= 3
+            && between.iter().any(|t| t.lower == "and")
+            && between
+                .iter()
+                .all(|t| matches!(t.lower.as_str(), "and" | "the" | "current"));
+        if joined {
+            taken.extend(nouns);
+            names.extend(calls.iter().map(|c| c.name.as_str()));
+            out.push(i);
+        }
+    }
+    out
+}
+
 /// Where a tool's name written as words ends, when it starts at token `k`: "call the
 /// no args tool", "use the web search function". The words alone ("a web search") are a
 /// name only when the tool's own name ends in "tool" or the next word says it is one.
-fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option<usize> {
+fn spaced_name(
+    p: &Profile,
+    text: &str,
+    toks: &[Tok],
+    k: usize,
+    clause_end: usize,
+) -> Option<usize> {
     p.spaced.iter().find_map(|w| {
         if !words_at(toks, k, w) {
             return None;
@@ -2163,7 +2551,10 @@ fn spaced_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Option
         if last.range.end > clause_end {
             return None;
         }
-        let named = matches!(w.last().map(String::as_str), Some("tool" | "function"))
+        // `web-browsing` written as it is offered is its name, whatever follows.
+        let joined = !text[toks[k].range.start..last.range.end].contains(char::is_whitespace);
+        let named = joined
+            || matches!(w.last().map(String::as_str), Some("tool" | "function"))
             || toks.get(k + w.len()).is_some_and(|n| {
                 matches!(
                     n.lower.as_str(),
@@ -2613,12 +3004,7 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
             }
         }
         let ws = words(&before);
-        let refused = ws.iter().any(|w| {
-            NEG.contains(&w.as_str())
-                || HYP.contains(&w.as_str())
-                || PRE_PAST.contains(&w.as_str())
-                || w.ends_with("n't")
-        });
+        let refused = refusing(ws.iter().map(String::as_str));
         // "I can assist with … using get_weather(), …": what the assistant is able to do.
         let able = CAPABILITY_LEADS
             .iter()
@@ -2637,9 +3023,48 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
     }
 }
 
+static USE_AS: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"\b(?i:i'll|i will|let me|let's|we'll|we will|i need to|we need to)\s+(?i:use|set|pass|put|format)\s+(?:"[^"\n]{1,200}"|'[^'\n]{1,200}'|[A-Z][\w-]*(?:,? [A-Z][\w-]*){0,3})\s+(?i:as|for)\s+(?i:the)\s+([A-Za-z_]\w{0,40})\b"#,
+    )
+});
+
+/// "I'll use "Meeting with John" as the title.": a value committed to a property that
+/// only one offered tool has.
+fn value_for_property(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    out: &mut StrategyOutput,
+) {
+    let Some(c) = USE_AS.captures(text) else {
+        return;
+    };
+    let (Some(m), Some(key)) = (c.get(0), c.get(1)) else {
+        return;
+    };
+    let key = key.as_str().to_ascii_lowercase();
+    let holders: Vec<&ToolSpec> = tools
+        .iter()
+        .filter(|t| {
+            t.properties()
+                .iter()
+                .any(|(p, _)| p.to_ascii_lowercase() == key)
+        })
+        .collect();
+    let [tool] = holders.as_slice() else { return };
+    let args = crate::bind::bindings(&text[m.range()], tool);
+    if args.is_empty() || !committed_sentence(text, m.start()) {
+        return;
+    }
+    if let Some(c) = make_call(&tool.name, Value::Object(args), 0.6, m.range(), tools, cfg) {
+        out.calls.push(c);
+    }
+}
+
 static STATED_ARGS: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\b(?:arguments?|parameters?|params|args)\s+(?:should|will|would|must)\s+be\s*:?\s*`*\s*\{",
+        r"(?i)\b(?:arguments?|parameters?|params|args|input|json)\b[^.{}\n]{0,40}?\b(?:should|will|would|must)\s+be\s*:?\s*`*\s*\{",
     )
 });
 
@@ -2791,19 +3216,20 @@ fn committed_sentence(text: &str, at: usize) -> bool {
     }
     let sentence_start = text[..at].rfind(['.', '!', '?', '\n']).map_or(0, |i| i + 1);
     let before = text[sentence_start..at].to_lowercase();
-    !words(&before).iter().any(|w| {
-        NEG.contains(&w.as_str()) || HYP.contains(&w.as_str()) || PRE_PAST.contains(&w.as_str())
-    })
+    // Only its lead: what follows may be JSON with a `?` in a value.
+    !refusing(words(&before).iter().map(String::as_str))
+        && !sentence_rejected(text, &(sentence_start..at))
 }
 
 static CALL_IT: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)(?:\b(?:we'll|we will|i'll|i will|let's|let me|we should|i should|we need to|i need to|so we|so i)\s+(?:\w+\s+)?|(?:^|[.!?]\s+)(?:so\s+|then\s+|now\s+)?(?:just\s+|simply\s+)?)(?:call|use|invoke)\s+it\b",
+        r"(?i)(?:\b(?:we'll|we will|i'll|i will|let's|let me|we should|i should|we need to|i need to|so we|so i)\s+(?:\w+\s+)?|(?:^|[.!?]\s+)(?:so\s+|then\s+|now\s+)?(?:just\s+|simply\s+)?)(?:(?:call|use|invoke)\s+it\b|(?:proceed\s+with|make)\s+the\s+(?:tool|function)\s+call\b)",
     )
 });
 
 /// "We have a tool "functions.weather" … We should call it.": the tool named last before
-/// the commitment.
+/// the commitment ("Let me proceed with the tool call.": the one tool offered, if no
+/// other is named).
 fn call_it(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
     let Some(m) = CALL_IT.find(text) else { return };
     let at = m.start() + text[m.range()].find(char::is_alphabetic).unwrap_or(0);
@@ -2828,8 +3254,13 @@ fn call_it(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Strateg
                 .last()
                 .map(|i| (i, t))
         })
-        .max_by_key(|(i, _)| *i);
-    let Some((_, tool)) = named else { return };
+        .max_by_key(|(i, _)| *i)
+        .map(|(_, t)| t)
+        .or(match tools {
+            [only] => Some(only),
+            _ => None,
+        });
+    let Some(tool) = named else { return };
     let mut args = crate::bind::bindings(text, tool);
     if args.is_empty() {
         if let (Some(primary), Some(v)) = (tool.primary_property(), last_proper_noun(back)) {
@@ -2843,7 +3274,7 @@ fn call_it(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Strateg
 
 static THE_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?im)(?:^|[.!?]\s+|,\s*so\s+)(?:so\s*,?\s+|now\s*,?\s+|then\s*,?\s+)?(?:we\s+need\s+to\s+|we\s+should\s+|let's\s+|let\s+me\s+|i'll\s+|we'll\s+|i\s+need\s+to\s+|i\s+should\s+|we\s+must\s+)?(?:use|call|invoke)\s+(?:(?:the|this|that)\s+)?(?:function|tool)\b",
+        r"(?im)(?:^|[.!?]\s+|,\s*so\s+|,\s*(?:i|we)\s+(?:need\s+to|should|must|will)\s+)(?:so\s*,?\s+|now\s*,?\s+|then\s*,?\s+)?(?:we\s+need\s+to\s+|we\s+should\s+|let's\s+|let\s+me\s+|i'll\s+|we'll\s+|i\s+need\s+to\s+|i\s+should\s+|we\s+must\s+)?(?:use|call|invoke)\s+(?:(?:the|this|that)\s+)?(?:function|tool)\b",
     )
 });
 
@@ -2883,7 +3314,10 @@ fn the_function(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut St
         return;
     };
     let at = span.start + text[span.clone()].find(char::is_alphabetic).unwrap_or(0);
-    if !committed_sentence(text, at) {
+    let after = words(&text[span.end..floor(text, (span.end + 80).min(text.len()))]);
+    if !committed_sentence(text, at)
+        || from_code(&after.iter().map(String::as_str).collect::<Vec<_>>())
+    {
         return;
     }
     let mut args = crate::bind::bindings(text, tool);
@@ -2989,7 +3423,7 @@ fn build_calls(
         let named = if tr.by_name {
             named_as_tool(text, tr, sent)
         } else {
-            named_by_nouns(text, tr, p, clause, sent)
+            named_by_nouns(text, tr, p, clause, sent) || sole_verb_committed(text, tr, sent)
         };
         if !named {
             return None;
@@ -2999,12 +3433,34 @@ fn build_calls(
         // missing, or `intent.confirm` asks the model).
         // ("I don't have live data for Paris. Let me fetch the weather for you.": a place
         // named just before.)
-        let args = quoted_before(text, prot, tr, p)
+        let lead = toks_start(tr, text);
+        let back = floor(text, lead.saturating_sub(WINDOW))..lead;
+        // ("The experiment ID … is exp_003. Next, I'll retrieve its results.": stated
+        // by the property's name.)
+        let stated = crate::bind::bindings(&text[back], p.tool)
+            .get(&p.primary)
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let args = stated
+            .or_else(|| quoted_before(text, prot, tr, p))
             .or_else(|| {
                 let lead = toks_start(tr, text);
                 let back = &text[floor(text, lead.saturating_sub(WINDOW))..lead];
                 (p.kind == Kind::Text)
-                    .then(|| last_proper_noun(back))
+                    .then(|| {
+                        last_proper_noun(back).or_else(|| {
+                            // "My favourite city is Kyoto, Japan! Let me check the
+                            // weather there.": "there" points at the place just named.
+                            let after = &text[tr.end.min(clause.end)..clause.end];
+                            words(after)
+                                .iter()
+                                .any(|w| w == "there")
+                                .then(|| PLACE_JUST_NAMED.captures_iter(back).last())
+                                .flatten()
+                                .and_then(|c| c.get(1))
+                                .map(|m| m.as_str().trim_end_matches(['.', ',', '!']).to_string())
+                        })
+                    })
                     .flatten()
             })
             .map(|v| {
@@ -3086,9 +3542,7 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
     let sentence_before = text[sent.start.min(start)..start]
         .to_ascii_lowercase()
         .replace('\u{2019}', "'");
-    let refused = words(&sentence_before).iter().any(|w| {
-        PRE_PAST.contains(&w.as_str()) || HYP.contains(&w.as_str()) || NEG.contains(&w.as_str())
-    });
+    let refused = refusing(words(&sentence_before).iter().map(String::as_str));
     // Without its arguments, a call needs an explicit commitment, not just a position
     // at the start of a clause ("… then get_x but the limit was reached") — or it is
     // the imperative of its own clause ("…; use get_user_id").
@@ -3140,7 +3594,12 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         && (after.is_empty() || after.starts_with(['.', '!', '\n']) || after.starts_with("with "));
     // "First, I'll calculate 25% of 80." as the last words: the model stopped to call.
     // (Followed by the working after its colon, it did the sum itself.)
-    let stem = lower_before
+    // ("Let me start by exploring … and finding all Python files.": the steps it starts
+    // with follow the commitment.)
+    let stem = [" start by", " begin by"]
+        .iter()
+        .find_map(|s| lower_before.find(s).map(|i| &lower_before[..i]))
+        .unwrap_or(&lower_before)
         .trim_end()
         .trim_end_matches(" first")
         .trim_end_matches(" now");
@@ -3152,6 +3611,29 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
             .trim()
             .is_empty();
     identifier || marked || committed || cjk || alone || last_words
+}
+
+/// "I'll search for quarterly reports for you." with `search_files` the only tool that
+/// searches: the verb no other offered tool has, right after a first-person commitment,
+/// and what it looks for.
+fn sole_verb_committed(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
+    // "search for …", "look for …": what is sought follows (not "update all usages").
+    let sought = words(&text[tr.end.min(sent.end)..sent.end])
+        .first()
+        .is_some_and(|w| w == "for");
+    if !tr.sole || !sought {
+        return false;
+    }
+    let start = toks_start(tr, text);
+    let before = text[sent.start.min(start)..start]
+        .to_ascii_lowercase()
+        .replace('\u{2019}', "'");
+    let stem = before.trim_end();
+    let stem = stem.strip_suffix(" now").unwrap_or(stem);
+    !refusing(words(&before).iter().map(String::as_str))
+        && COMMIT_CUES
+            .iter()
+            .any(|c| stem.ends_with(c) && has_phrase(stem, c))
 }
 
 /// "Next, get permissions.": a verb and a noun of a custom tool's name
@@ -3167,11 +3649,23 @@ fn named_by_nouns(
     // `search_files`.
     let own_noun = |w: &str| {
         tr.own
-            && words(&p.tool.name).iter().skip(1).any(|n| {
-                n.len() > 3 && !NAME_VERBS.contains(&n.as_str()) && (n == w || n.starts_with(w))
+            && name_words(&p.tool.name).iter().skip(1).any(|n| {
+                n.len() >= 3
+                    && !NAME_VERBS.contains(&n.as_str())
+                    && (n == w || (w.len() > 3 && n.starts_with(w)))
             })
     };
     if !p.lookup_needs_noun && !tr.own {
+        return false;
+    }
+    // "I'll check if there's more weather information needed": a look-up verb on a
+    // condition weighs the answer; it looks nothing up.
+    let next_word = words(&text[tr.end.min(clause.end)..clause.end]);
+    if !tr.own
+        && next_word
+            .first()
+            .is_some_and(|w| w == "if" || w == "whether")
+    {
         return false;
     }
     let after = text[tr.end.min(clause.end)..clause.end].to_ascii_lowercase();
@@ -3184,10 +3678,12 @@ fn named_by_nouns(
     });
     let start = toks_start(tr, text);
     let before = text[sent.start.min(start)..start].to_ascii_lowercase();
-    let refused = words(&before).iter().any(|w| {
-        PRE_PAST.contains(&w.as_str()) || HYP.contains(&w.as_str()) || NEG.contains(&w.as_str())
-    });
-    noun_hit && !refused && STRONG_CUES.iter().any(|cue| has_phrase(&before, cue))
+    let refused = refusing(words(&before).iter().map(String::as_str));
+    // "Getting the name of the current day...": the model says what it is doing.
+    let opening_gerund = before.trim().is_empty() && text[start..tr.end].ends_with("ing");
+    noun_hit
+        && !refused
+        && (opening_gerund || STRONG_CUES.iter().any(|cue| has_phrase(&before, cue)))
 }
 
 /// Cues that commit to acting now ("I can get stock prices" describes, it does not).
@@ -3219,6 +3715,11 @@ const STRONG_CUES: &[&str] = &[
     "now",
     "time to",
     "proceed",
+    // The request restated in reasoning: "The user wants me to call ping with value 1."
+    "wants me to",
+    "want me to",
+    "asks me to",
+    "asked me to",
 ];
 
 /// First-person commitments that make even a bare tool word an intended call.
@@ -3247,6 +3748,13 @@ fn quoted_before(text: &str, prot: &[Protected], tr: &Trigger, p: &Profile) -> O
         .rev()
         .filter(|q| q.range.start >= from && q.range.end <= tr.end)
         .find(|q| !matches!(q.kind, Quote::Backtick) || matches!(p.kind, Kind::Command))
+        // `the experiment named "chemical_reaction"` names the thing, not its id.
+        .filter(|q| {
+            let before = text[..q.range.start].trim_end().to_ascii_lowercase();
+            !(before.ends_with(" named") || before.ends_with(" called"))
+                || p.primary.to_ascii_lowercase().contains("name")
+                || matches!(p.kind, Kind::Path | Kind::File)
+        })
         .map(|q| text[q.inner.clone()].trim())
         // The tool's own name in backticks is not its argument.
         .filter(|v| !p.names.iter().any(|n| n.eq_ignore_ascii_case(v)))
@@ -3357,6 +3865,20 @@ fn merge_subsets(calls: &mut Vec<ParsedCall>) {
                 continue;
             };
             if a.len() < b.len() && a.iter().all(|(k, v)| b.get(k) == Some(v)) {
+                keep[i] = false;
+            }
+            // "Vancouver", then "Vancouver, Canada" as the reasoning settles it (or the
+            // other way round): the same value stated again later wins.
+            let restated = a.len() == b.len()
+                && a != b
+                && calls[j].span.start > calls[i].span.start
+                && a.iter().all(
+                    |(k, v)| match (v.as_str(), b.get(k).and_then(Value::as_str)) {
+                        (Some(x), Some(y)) => x.starts_with(y) || y.starts_with(x),
+                        _ => b.get(k) == Some(v),
+                    },
+                );
+            if restated {
                 keep[i] = false;
             }
         }

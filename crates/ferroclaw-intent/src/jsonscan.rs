@@ -121,9 +121,12 @@ pub(crate) fn value_at(text: &str, start: usize) -> Option<(Range<usize>, Value)
         }
     }
     if tail.len() <= 4096 {
-        // The object may be followed by prose: try it whole, then up to each line end.
+        // The object may be followed by prose: try it whole, then up to each line end,
+        // the longest first (the first line alone, `{`, would repair to nothing).
         let mut ends: Vec<usize> = vec![tail.trim_end().len()];
-        ends.extend(tail.match_indices('\n').map(|(i, _)| i).take(16));
+        let mut lines: Vec<usize> = tail.match_indices('\n').map(|(i, _)| i).take(16).collect();
+        lines.reverse();
+        ends.extend(lines);
         for len in ends {
             let end = start + tail[..len].trim_end().len();
             if end <= start + 1 {

@@ -60,6 +60,12 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         if out.calls.is_empty() {
             attribute_calls(&cx, &mut out, &mut taken);
         }
+        if out.calls.is_empty() {
+            name_and_argument_tags(&cx, &mut out, &mut taken);
+        }
+        if out.calls.is_empty() {
+            orphan_parameters(&cx, &mut out);
+        }
     } else if text.contains("[TOOL_CALL]") {
         tool_call_tags(&cx, &mut out, &mut taken);
     }
@@ -229,6 +235,8 @@ const TOOL_CALL_OPEN: &[&str] = &[
     "<tool_use>",
     "<|tool_call|>",
     "[TOOL_CALL]",
+    // Gemini: `<tool_code>grep_search(pattern='…')</tool_code>`.
+    "<tool_code>",
 ];
 
 fn tool_call_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
@@ -337,6 +345,17 @@ fn call_body(
     // `<invoke name=…>` inside: read by `invokes`.
     if find_ci(inner, 0, "<invoke name=").is_some() {
         return false;
+    }
+    // `<read>\n<parameter=filePath>…`: Qwen XML whose `<function=read>` became the
+    // tool's name as a tag.
+    if let Some(named) = inner.strip_prefix('<').and_then(|r| r.split_once('>')) {
+        let (tag, rest) = named;
+        if find_ci(rest, 0, "<parameter=").is_some()
+            && schema::resolve(tag, tools, &cfg.aliases).is_some()
+        {
+            let args = Value::Object(xml_parameters(rest));
+            return push(out, tag, args, MARKED, span, tools, cfg);
+        }
     }
     // `<name>read_file</name><path>a.md</path>`: the name and each argument as tags
     // (also `<function>terminal</function>` then JSON).
@@ -776,6 +795,106 @@ fn attribute_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<
             taken.push(span.clone());
         }
         pos = span.end;
+    }
+}
+
+/// `<name>task\n</parameter>\n<parameter=description>…</function>`: Qwen XML whose
+/// `<function=` opener was lost; the tool is the last offered name written before the
+/// first parameter.
+fn orphan_parameters(cx: &Cx<'_>, out: &mut StrategyOutput) {
+    let Cx { text, tools, cfg } = *cx;
+    let Some(first) = find_ci(text, 0, "<parameter=") else {
+        return;
+    };
+    let from = crate::harmony::floor(text, first.saturating_sub(200));
+    let head = &text[from..first];
+    let mut plain = String::with_capacity(head.len());
+    let mut in_tag = false;
+    for c in head.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => {
+                in_tag = false;
+                plain.push(' ');
+            }
+            c if !in_tag => plain.push(c),
+            _ => {}
+        }
+    }
+    let Some(name) = plain
+        .split_whitespace()
+        .last()
+        .filter(|n| schema::resolve(n, tools, &cfg.aliases).is_some())
+    else {
+        return;
+    };
+    let end = find_ci(text, first, "</function>").map_or(text.len(), |i| i + "</function>".len());
+    if shown_as_example(text, from) {
+        return;
+    }
+    let args = Value::Object(xml_parameters(&text[first..end]));
+    let start = text[from..first].rfind(name).map_or(first, |i| from + i);
+    push(out, name, args, MARKED, start..end, tools, cfg);
+}
+
+const NAME_TAGS: &[&str] = &["tool_name", "function_name", "tool"];
+const ARGUMENT_TAGS: &[&str] = &["arguments", "args", "parameters", "params", "input"];
+
+/// `<tool_name>add_memory</tool_name><arguments>{…}</arguments>` in whatever wrapper
+/// (Cline's `<use_mcp_tool>`, invented ones): a tag holding an offered tool's name, its
+/// arguments in the next arguments tag (JSON or child tags) before another name.
+fn name_and_argument_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
+    let Cx { text, tools, cfg } = *cx;
+    for tag in NAME_TAGS {
+        let open = format!("<{tag}>");
+        let close = format!("</{tag}>");
+        let mut pos = 0;
+        while let Some(start) = find_ci(text, pos, &open) {
+            let name_start = start + open.len();
+            let Some(name_end) = find_ci(text, name_start, &close) else {
+                break;
+            };
+            pos = name_end + close.len();
+            let name = text[name_start..name_end].trim();
+            let Some(tool) = schema::resolve(name, tools, &cfg.aliases) else {
+                continue;
+            };
+            // Up to the next name: the arguments belong to this one.
+            let limit = find_ci(text, pos, &open).unwrap_or(text.len());
+            let found = ARGUMENT_TAGS.iter().find_map(|a| {
+                let (ao, ac) = (format!("<{a}>"), format!("</{a}>"));
+                let at = find_ci(&text[..limit], pos, &ao)?;
+                let body_start = at + ao.len();
+                let body_end = find_ci(&text[..limit], body_start, &ac)?;
+                Some((body_start..body_end, body_end + ac.len()))
+            });
+            let (args, end) = match found {
+                Some((body, end)) => {
+                    let inner = text[body].trim();
+                    let args = if inner.starts_with('{') {
+                        jsonscan::value_at(inner, 0).map_or(Value::Null, |(_, v)| v)
+                    } else {
+                        Value::Object(child_tags(inner, tool))
+                    };
+                    (args, end)
+                }
+                None => (Value::Object(child_tags(&text[pos..limit], tool)), pos),
+            };
+            let span = start..end;
+            // The wrapper (`<use_mcp_tool>`, its server tag) opens the paragraph: the
+            // words before it say whether it is an example.
+            let para = text[..start].rfind("\n\n").map_or(0, |i| i + 2);
+            if overlaps(taken, &span)
+                || shown_as_example(text, start)
+                || shown_as_example(text, para)
+            {
+                continue;
+            }
+            if push(out, name, args, MARKED, span.clone(), tools, cfg) {
+                taken.push(span);
+            }
+            pos = end.max(pos);
+        }
     }
 }
 
@@ -1479,8 +1598,13 @@ fn json_string_list(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mu
 /// The whole answer (or a fenced block that is the whole answer) is pythonic calls.
 fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
     let trimmed = text.trim();
-    let mut body = trimmed;
     let mut conf = PYTHONIC;
+    // NexusRaven: `Call: f(…)<bot_end>` and then its thought about the call.
+    let raven = trimmed
+        .strip_prefix("Call:")
+        .and_then(|r| r.split_once("<bot_end>"))
+        .map(|(call, _)| call.trim());
+    let mut body = raven.unwrap_or(trimmed);
     if let Some(rest) = body.strip_prefix("```") {
         let Some(nl) = rest.find('\n') else { return };
         let lang = rest[..nl].trim().to_ascii_lowercase();
@@ -1574,6 +1698,7 @@ pub(crate) fn pythonic_calls(s: &str) -> Option<(Vec<(String, Value)>, usize)> {
     let mut p = Py {
         s: s.as_bytes(),
         i: 0,
+        inner: Vec::new(),
     };
     p.ws();
     let list = p.eat(b'[');
@@ -1591,7 +1716,10 @@ pub(crate) fn pythonic_calls(s: &str) -> Option<(Vec<(String, Value)>, usize)> {
         }
         let save = p.i;
         match p.call() {
-            Some(call) => calls.push(call),
+            Some(call) => {
+                calls.append(&mut p.inner);
+                calls.push(call);
+            }
             // Text after the calls ends them (a list must close, though).
             None if !calls.is_empty() && !list => {
                 p.i = save;
@@ -1616,6 +1744,9 @@ pub(crate) fn pythonic_calls(s: &str) -> Option<(Vec<(String, Value)>, usize)> {
 struct Py<'a> {
     s: &'a [u8],
     i: usize,
+    /// Calls written as another call's argument (`f(x=g(y=1))`): made first, and the
+    /// argument left to the model once their result is in.
+    inner: Vec<(String, Value)>,
 }
 
 impl Py<'_> {
@@ -1672,12 +1803,20 @@ impl Py<'_> {
                 self.i = save;
             }
             self.ws();
-            let v = self.value()?;
-            match (keyed, key) {
-                (true, Some(k)) => {
-                    args.insert(k, v);
+            let at = self.i;
+            let nested = self.ident().is_some() && self.s.get(self.i) == Some(&b'(');
+            self.i = at;
+            if nested {
+                let call = self.call()?;
+                self.inner.push(call);
+            } else {
+                let v = self.value()?;
+                match (keyed, key) {
+                    (true, Some(k)) => {
+                        args.insert(k, v);
+                    }
+                    _ => positional.push(v),
                 }
-                _ => positional.push(v),
             }
             self.ws();
             if self.eat(b',') {
@@ -1741,11 +1880,13 @@ impl Py<'_> {
             let b = self.s[self.i];
             if b == b'\\' && self.i + 1 < self.s.len() {
                 let n = self.s[self.i + 1];
-                out.push(match n {
-                    b'n' => b'\n',
-                    b't' => b'\t',
-                    other => other,
-                });
+                match n {
+                    b'n' => out.push(b'\n'),
+                    b't' => out.push(b'\t'),
+                    b'\\' | b'\'' | b'"' => out.push(n),
+                    // Python keeps the backslash of an escape it does not know (`\s`).
+                    other => out.extend([b'\\', other]),
+                }
                 self.i += 2;
                 continue;
             }

@@ -266,10 +266,62 @@ fn resolve_compact<'a>(raw: &str, tools: &'a [ToolSpec]) -> Option<&'a ToolSpec>
     if want.len() < 3 {
         return None;
     }
-    let mut found = tools.iter().filter(|t| compact(&t.name) == want);
-    let first = found.next()?;
     // Two tools that differ only in punctuation: the text does not say which.
-    found.next().is_none().then_some(first)
+    let unique = |mut found: std::vec::IntoIter<&'a ToolSpec>| {
+        let first = found.next()?;
+        found.next().is_none().then_some(first)
+    };
+    let same = |f: &dyn Fn(&str) -> String| -> Vec<&'a ToolSpec> {
+        tools.iter().filter(|t| f(&t.name) == f(s)).collect()
+    };
+    let exact = same(&|n| compact(n));
+    if !exact.is_empty() {
+        return unique(exact.into_iter());
+    }
+    // `write_file` for `write_to_file`; `text_editor` for the MCP-namespaced
+    // `developer__text_editor`.
+    let content = same(&content_words);
+    if !content.is_empty() && content_words(s).len() >= 6 {
+        return unique(content.into_iter());
+    }
+    let local: Vec<&'a ToolSpec> = tools
+        .iter()
+        .filter(|t| {
+            t.name
+                .rsplit_once("__")
+                .is_some_and(|(_, l)| compact(l) == want)
+        })
+        .collect();
+    unique(local.into_iter())
+}
+
+/// A name's words without the little ones models drop or add (`write_to_file` and
+/// `write_file` both give `writefile`).
+fn content_words(s: &str) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if !matches!(word.as_str(), "to" | "the" | "a" | "an" | "of" | "for") {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    let mut prev_lower = false;
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            // camelCase boundaries split words too (`writeToFile`).
+            if c.is_ascii_uppercase() && prev_lower {
+                flush(&mut word, &mut out);
+            }
+            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+            word.push(c.to_ascii_lowercase());
+        } else {
+            flush(&mut word, &mut out);
+            prev_lower = false;
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 fn resolve_exact<'a>(

@@ -1726,7 +1726,7 @@ fn formats_and_prose_from_the_sixth_consumed_part() {
     );
     for text in [
         "I searched for budget files and found two.",
-        "I'll search for quarterly reports for you.",
+        "If you want, you can search for quarterly reports yourself.",
     ] {
         assert!(calls_in(None, Some(text), &search).is_empty(), "{text}");
     }
@@ -2167,6 +2167,539 @@ fn formats_and_prose_from_the_ninth_consumed_part() {
         Some("Thought: I need to gather some information about the user's morning."),
         None,
         &two
+    )
+    .is_empty());
+}
+
+#[test]
+fn formats_and_prose_from_the_tenth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    // Cline's MCP call: the name and the arguments in their own tags, in any wrapper.
+    let memory = vec![s("add_memory", text_prop("content"), &["content"])];
+    let mcp = "I'll save that.\n\n<use_mcp_tool>\n<server_name>memory</server_name>\n<tool_name>add_memory</tool_name>\n<arguments>\n{\"content\": \"likes tea\"}\n</arguments>\n</use_mcp_tool>";
+    assert_eq!(
+        calls_in(None, Some(mcp), &memory),
+        vec![("add_memory".to_string(), json!({"content": "likes tea"}))]
+    );
+    for refused in [
+        // A tool that is not offered.
+        mcp.replace("<tool_name>add_memory", "<tool_name>drop_tables"),
+        // Shown to the reader as an example.
+        mcp.replace("I'll save that.", "For example, you would use:"),
+    ] {
+        assert!(
+            calls_in(None, Some(&refused), &memory).is_empty(),
+            "{refused}"
+        );
+    }
+    // Qwen XML whose `<function=read>` became `<read>`.
+    let read = vec![s("read", text_prop("filePath"), &["filePath"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<tool_call>\n<read>\n<parameter=filePath>\n/src/a.java\n</parameter>\n</function>\n</tool_call>"),
+            &read
+        ),
+        vec![("read".to_string(), json!({"filePath": "/src/a.java"}))]
+    );
+    // `<write_file>` for `write_to_file`: the little words of a name do not decide.
+    let write = vec![s(
+        "write_to_file",
+        json!({"path": {"type": "string"}, "content": {"type": "string"}}),
+        &["path", "content"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<write_file>\n<path>notes.md</path>\n<content>hi</content>\n</write_file>"),
+            &write
+        ),
+        vec![(
+            "write_to_file".to_string(),
+            json!({"path": "notes.md", "content": "hi"})
+        )]
+    );
+    assert!(calls_in(
+        None,
+        Some("<read_file>\n<path>notes.md</path>\n</read_file>"),
+        &write
+    )
+    .is_empty());
+    // NexusRaven: a call as another call's argument is made first; code calling anything
+    // not offered is no call.
+    let raven = vec![
+        s(
+            "get_weather_data",
+            text_prop("coordinates"),
+            &["coordinates"],
+        ),
+        s(
+            "get_coordinates_from_city",
+            text_prop("city_name"),
+            &["city_name"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Call: get_weather_data(coordinates=get_coordinates_from_city(city_name='Seattle'))<bot_end>\nThought: The function call `get_weather_data(…)` answers the question."),
+            &raven
+        ),
+        vec![
+            ("get_coordinates_from_city".to_string(), json!({"city_name": "Seattle"})),
+            ("get_weather_data".to_string(), json!({})),
+        ]
+    );
+    assert!(calls_in(
+        None,
+        Some("Call: get_weather_data(coordinates=lookup(city_name='Seattle'))<bot_end>"),
+        &raven
+    )
+    .is_empty());
+    // An object never closed, then text the model made up: the object up to that text.
+    let send = vec![s("send_message", text_prop("message"), &["message"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("{\n\"function\": \"send_message\",\n\"params\": {\n    \"message\": \"Hello!\"\n}\nFUNCTION RETURN {\"status\": \"OK\"}"),
+            &send
+        ),
+        vec![("send_message".to_string(), json!({"message": "Hello!"}))]
+    );
+}
+
+#[test]
+fn prose_from_the_tenth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let loc = || json!({"location": {"type": "string"}});
+    let search = vec![
+        s(
+            "search_web",
+            json!({"query": {"type": "string"}}),
+            &["query"],
+        ),
+        s("fetch_url", json!({"url": {"type": "string"}}), &["url"]),
+    ];
+    // The gerund after "by" is the step it commits to.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me start by searching for information about Python packaging."),
+            &search
+        ),
+        vec![(
+            "search_web".to_string(),
+            json!({"query": "information about Python packaging"})
+        )]
+    );
+    assert!(calls_in(
+        None,
+        Some("I found this by searching the web for Python packaging."),
+        &search
+    )
+    .is_empty());
+    // "Let me search the web for this information.": the tool's own words, no query.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me search the web for this information."),
+            &search
+        ),
+        vec![("search_web".to_string(), json!({}))]
+    );
+    // A name given to a file is its path; the reader as an object is no hypothetical.
+    let write = vec![s(
+        "Write",
+        json!({"file_path": {"type": "string"}, "content": {"type": "string"}}),
+        &["file_path", "content"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll help you create an HTML file named 'boring' for you."),
+            &write
+        ),
+        vec![("Write".to_string(), json!({"file_path": "boring"}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("You could create an HTML file named 'boring'."),
+        &write
+    )
+    .is_empty());
+    // The local part of an MCP-namespaced name.
+    let editor = vec![s(
+        "developer__text_editor",
+        json!({"path": {"type": "string"}, "command": {"type": "string"}}),
+        &["path", "command"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll create demo.txt in your current directory using the text editor tool."),
+            &editor
+        )
+        .len(),
+        1
+    );
+    assert!(calls_in(
+        None,
+        Some("You can edit it using the text editor tool."),
+        &editor
+    )
+    .is_empty());
+    // One verb, two tools' nouns joined by "and"; "there" is the place just named.
+    let both = vec![
+        s("get_time", loc(), &["location"]),
+        s("get_weather", loc(), &["location"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I will check the current time and weather in Tokyo."),
+            &both
+        ),
+        vec![
+            ("get_time".to_string(), json!({"location": "Tokyo"})),
+            ("get_weather".to_string(), json!({"location": "Tokyo"})),
+        ]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("My favorite city is Kyoto, Japan! Let me check the weather there for you."),
+            &both
+        ),
+        vec![(
+            "get_weather".to_string(),
+            json!({"location": "Kyoto, Japan"})
+        )]
+    );
+    // Waiting on the user, or weighing whether more is needed: no call.
+    assert!(calls_in(
+        None,
+        Some("I'll need some additional information to check the weather for the meeting."),
+        &both
+    )
+    .is_empty());
+    assert!(calls_in(
+        Some("I used get_weather for Toronto. I'll check if there's additional weather information needed."),
+        None,
+        &both
+    )
+    .is_empty());
+    // The request restated in reasoning; a hyphenated name written as offered.
+    let ping = vec![s("ping", json!({"value": {"type": "integer"}}), &["value"])];
+    assert_eq!(
+        calls_in(
+            Some("The user wants me to call the ping function with value 1."),
+            None,
+            &ping
+        ),
+        vec![("ping".to_string(), json!({"value": 1}))]
+    );
+    assert!(calls_in(
+        Some("The user wants to know what the ping function does."),
+        None,
+        &ping
+    )
+    .is_empty());
+    let browse = vec![s(
+        "web-browsing",
+        json!({"query": {"type": "string"}}),
+        &["query"],
+    )];
+    assert_eq!(
+        calls_in(None, Some("I\u{2019}ll call web-browsing\u{2026}"), &browse),
+        vec![("web-browsing".to_string(), json!({}))]
+    );
+    // An identifier stated later in its key's sentence; a name is not an id.
+    let results = vec![s(
+        "get_experiment_results",
+        json!({"experiment_id": {"type": "string"}}),
+        &["experiment_id"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("The experiment ID for the experiment named \"chemical_reaction\" is exp_003.\n\nNext, I'll retrieve the results of this experiment."),
+            &results
+        ),
+        vec![("get_experiment_results".to_string(), json!({"experiment_id": "exp_003"}))]
+    );
+    // A signature in backticks names the tool; its placeholders are no arguments.
+    let events = vec![s(
+        "get_historical_events",
+        json!({"year": {"type": "integer"}}),
+        &["year"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Action: I should use the tool `get_historical_events(year, location=None)` to gather information."),
+            &events
+        ),
+        vec![("get_historical_events".to_string(), json!({}))]
+    );
+    // "Let me proceed with the tool call.": the one tool offered.
+    let best = vec![s("best_language_to_learn", json!({}), &[])];
+    assert_eq!(
+        calls_in(
+            Some("The question is vague. Let me proceed with the tool call as per the example."),
+            None,
+            &best
+        ),
+        vec![("best_language_to_learn".to_string(), json!({}))]
+    );
+    // Chinese: a commitment and a verb of the one tool that holds its concept.
+    let web = vec![s(
+        "SearchWeb",
+        json!({"query": {"type": "string"}}),
+        &["query"],
+    )];
+    assert_eq!(
+        calls_in(None, Some("我来为您查询当前人民币与美元的汇率。"), &web),
+        vec![("SearchWeb".to_string(), json!({}))]
+    );
+    for refused in [
+        "我无法查询实时汇率。",
+        "我已经查询了汇率。",
+        "要我为您查询汇率吗？",
+    ] {
+        assert!(calls_in(None, Some(refused), &web).is_empty(), "{refused}");
+    }
+    let two_searches = vec![
+        s(
+            "search_chunks",
+            json!({"query": {"type": "string"}}),
+            &["query"],
+        ),
+        s(
+            "search_docs",
+            json!({"query": {"type": "string"}}),
+            &["query"],
+        ),
+    ];
+    assert!(calls_in(None, Some("请稍等，我将进行相关搜索。"), &two_searches).is_empty());
+    // Qwen XML that lost its `<function=` opener: the last offered name before the
+    // first parameter.
+    let task = vec![s(
+        "task",
+        json!({"description": {"type": "string"}, "subagent_type": {"type": "string"}}),
+        &["description"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<name>task\n</parameter>\n<parameter=description>\nAdd a comment\n</parameter>\n<parameter=subagent_type>\ngeneral\n</parameter>\n</function>"),
+            &task
+        ),
+        vec![("task".to_string(), json!({"description": "Add a comment", "subagent_type": "general"}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("<name>plan\n</parameter>\n<parameter=description>\nAdd a comment\n</parameter>\n</function>"),
+        &task
+    )
+    .is_empty());
+    // Gemini's `<tool_code>`: a Python call, string escapes read as Python reads them;
+    // code that calls what is not offered is no call.
+    let grep = vec![s(
+        "grep_search",
+        json!({"pattern": {"type": "string"}, "dir_path": {"type": "string"}}),
+        &["pattern"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I will search.\n\n<function_calls>\n<tool_code>grep_search(pattern='key\\s*=', dir_path=\"src\")</tool_code>\n</function_calls>"),
+            &grep
+        ),
+        vec![("grep_search".to_string(), json!({"pattern": "key\\s*=", "dir_path": "src"}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("<tool_code>print(len(items))</tool_code>"),
+        &grep
+    )
+    .is_empty());
+}
+
+#[test]
+fn commitments_and_refusals_from_the_tenth_round() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let office = vec![
+        s(
+            "get_weather",
+            json!({"city": {"type": "string"}}),
+            &["city"],
+        ),
+        s(
+            "search_files",
+            json!({"pattern": {"type": "string"}}),
+            &["pattern"],
+        ),
+        s(
+            "schedule_meeting",
+            json!({"title": {"type": "string"}, "time": {"type": "string"}}),
+            &["title", "time"],
+        ),
+    ];
+    // The one tool that searches, right after a commitment, with what it looks for.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll search for quarterly reports for you."),
+            &office
+        ),
+        vec![("search_files".to_string(), json!({}))]
+    );
+    for refused in [
+        "I searched for quarterly reports earlier.",
+        "I can't search for quarterly reports.",
+        "I'll search everything later, once you say so?",
+    ] {
+        assert!(
+            calls_in(None, Some(refused), &office).is_empty(),
+            "{refused}"
+        );
+    }
+    // A value committed to a property only one tool has.
+    assert_eq!(
+        calls_in(None, Some("I can help you schedule that meeting. I'll use \"Meeting with John\" as the title."), &office),
+        vec![("schedule_meeting".to_string(), json!({"title": "Meeting with John"}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("I used \"Meeting with John\" as the title."),
+        &office
+    )
+    .is_empty());
+    // The call waits on the user's answer; a script's doing is not the model's; a
+    // function of the code shown is no offered tool.
+    for refused in [
+        "Sure, I can help with that. Let's schedule the meeting. Could you please confirm the attendees and the time?",
+        "The script will use the `get_weather` function to check the weather for a specified city.",
+        "To check the weather, we'll use the `get_weather` function from the provided code snippet.",
+    ] {
+        assert!(calls_in(None, Some(refused), &office).is_empty(), "{refused}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("To check the weather, we'll use the `get_weather` function for Paris."),
+            &office
+        ),
+        vec![("get_weather".to_string(), json!({"city": "Paris"}))]
+    );
+    // A sentence that opens with what the model is doing; a gerund as a subject is not.
+    let days = vec![
+        s("get_current_date", json!({}), &[]),
+        s("get_current_day_name", json!({}), &[]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Getting the name of the current day..."), &days),
+        vec![("get_current_day_name".to_string(), json!({}))]
+    );
+    let exec = vec![s(
+        "exec",
+        json!({"command": {"type": "string"}}),
+        &["command"],
+    )];
+    assert!(calls_in(
+        Some("Running `rm -rf /` would be catastrophic, so we won't."),
+        None,
+        &exec
+    )
+    .is_empty());
+    // Chinese: a look-up of the thing one tool's name holds.
+    let clock = vec![
+        s("get_current_time", json!({}), &[]),
+        s(
+            "get_weather",
+            json!({"city": {"type": "string"}}),
+            &["city"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(None, Some("我来为您查询当前时间"), &clock),
+        vec![("get_current_time".to_string(), json!({}))]
+    );
+    assert!(calls_in(None, Some("我无法查询当前时间"), &clock).is_empty());
+    // The users' request reported is no hypothetical; "this function" with one tool.
+    let dice = vec![s("dice_roll", json!({}), &[])];
+    assert_eq!(
+        calls_in(
+            Some("Since they asked for three rolls, I need to call this function three times."),
+            None,
+            &dice
+        )
+        .len(),
+        3
+    );
+    assert!(calls_in(
+        Some("They could call this function three times."),
+        None,
+        &dice
+    )
+    .is_empty());
+    // "So I need to format Paris as the location."
+    let weather = vec![s(
+        "get_weather",
+        json!({"location": {"type": "string"}}),
+        &["location"],
+    )];
+    assert_eq!(
+        calls_in(
+            Some("The user asks about Paris. So I need to format Paris as the location."),
+            None,
+            &weather
+        ),
+        vec![("get_weather".to_string(), json!({"location": "Paris"}))]
+    );
+    // The same value stated again later, shorter or longer, is the one used.
+    let two = vec![
+        s(
+            "get_current_time",
+            json!({"location": {"type": "string"}}),
+            &["location"],
+        ),
+        s(
+            "get_current_temperature",
+            json!({"location": {"type": "string"}}),
+            &["location"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            Some("The user asks for the time in Vancouver. First, I need to get the time using the get_current_time function for Vancouver. So I'll set location to \"Vancouver, Canada\" for get_current_time."),
+            None,
+            &two
+        ),
+        vec![("get_current_time".to_string(), json!({"location": "Vancouver, Canada"}))]
+    );
+    // The arguments written out after "the JSON … would be", keys held by one tool.
+    let page = vec![s(
+        "webpage_query",
+        json!({"query": {"type": "string"}}),
+        &["query"],
+    )];
+    assert_eq!(
+        calls_in(
+            Some("The proper JSON format for the query would be {'query': 'What is LangSmith?'}. That should get relevant results."),
+            None,
+            &page
+        ),
+        vec![("webpage_query".to_string(), json!({"query": "What is LangSmith?"}))]
+    );
+    assert!(calls_in(
+        Some("The JSON format would be {'title': 'x'}."),
+        None,
+        &page
     )
     .is_empty());
 }

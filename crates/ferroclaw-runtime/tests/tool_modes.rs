@@ -349,6 +349,31 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "mcp-tags",
+            "I'll run it.\n\n<use_mcp_tool>\n<server_name>local</server_name>\n<tool_name>exec</tool_name>\n<arguments>\n{\"command\": \"echo fmt-mcp-tags\"}\n</arguments>\n</use_mcp_tool>",
+            None,
+        ),
+        (
+            "name-as-tag",
+            "<tool_call>\n<exec>\n<parameter=command>\necho fmt-name-as-tag\n</parameter>\n</function>\n</tool_call>",
+            None,
+        ),
+        (
+            "nexusraven",
+            "Call: exec(command='echo fmt-nexusraven')<bot_end>\nThought: The call runs the echo.",
+            None,
+        ),
+        (
+            "unclosed-json-then-text",
+            "{\n\"function\": \"exec\",\n\"params\": {\n    \"command\": \"echo fmt-unclosed-json-then-text\"\n}\nFUNCTION RETURN {\"status\": \"OK\"}",
+            None,
+        ),
+        (
+            "tool-code",
+            "<tool_code>exec(command='echo fmt-tool-code')</tool_code>",
+            None,
+        ),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
