@@ -112,10 +112,20 @@ fn match_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
         .next()
         .map(key_form)
         .unwrap_or_default();
+    // ("the reference number 'YZA890'" for `reference`: the first word, when the second
+    // only says what kind of value it is.)
+    let mut ws = key.split(|c: char| c.is_whitespace());
+    let first = match (ws.next(), ws.next()) {
+        (Some(f), Some("number" | "id" | "ID" | "name" | "code" | "value" | "string")) => {
+            key_form(f)
+        }
+        _ => String::new(),
+    };
     props
         .iter()
         .find(|(_, f)| *f == whole)
         .or_else(|| props.iter().find(|(_, f)| *f == last))
+        .or_else(|| props.iter().find(|(_, f)| !first.is_empty() && *f == first))
         .map(|(p, _)| *p)
 }
 
@@ -126,7 +136,7 @@ const KEY: &str = r"([A-Za-z_][\w-]{0,40}(?: [A-Za-z_][\w-]{0,40})?)";
 /// `unit should be celsius`.
 static KEY_THEN_VALUE: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(&format!(
-        r"(?:^|[^\w.]){KEY}[\x22'`]?\s*(?i:parameter|argument|field|param|value)?\s*(?:[=:]|,?\s*(?i:which\s+(?:in\s+this\s+case\s+)?|that\s+)?(?i:is|should\s+be|will\s+be|would\s+be|must\s+be|set\s+to|to\s+be|equals?)\b)\s*{VALUE}"
+        r"(?:^|[^\w.]){KEY}[\x22'`]?\s*(?i:parameter|argument|field|param|value|needed|required|given)?\s*(?:[=:]|,?\s*(?i:which\s+(?:in\s+this\s+case\s+)?|that\s+)?(?i:is|should\s+be|will\s+be|would\s+be|must\s+be|set\s+to|to\s+be|equals?)\b)\s*{VALUE}"
     ))
 });
 /// `set the operation to "add"`

@@ -153,6 +153,10 @@ impl Case {
             .unwrap_or("unknown")
             .to_ascii_lowercase();
         let m = m.strip_prefix("other:").unwrap_or(&m);
+        // `meta-llama/Llama-3.2-3B`, `moonshotai/kimi-k2.5`, `amazon.nova-micro`: the
+        // model's own name, not its publisher.
+        let m = m.rsplit('/').next().unwrap_or(m);
+        let m = m.strip_prefix("amazon.").unwrap_or(m);
         for (prefix, family) in [
             ("gpt-oss", "gpt-oss"),
             ("qwen", "qwen"),
@@ -167,6 +171,16 @@ impl Case {
             ("granite", "granite"),
             ("gemma", "gemma"),
             ("phi", "phi"),
+            ("kimi", "kimi"),
+            ("moonshot", "kimi"),
+            ("gpt", "gpt"),
+            ("o1", "gpt"),
+            ("o3", "gpt"),
+            ("o4", "gpt"),
+            ("claude", "claude"),
+            ("gemini", "gemini"),
+            ("command", "cohere"),
+            ("nova", "nova"),
         ] {
             if m.starts_with(prefix) {
                 return family.to_string();

@@ -270,6 +270,17 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             if t.name.contains('-') {
                 names.push(t.name.to_lowercase().replace('-', "_"));
             }
+            // ToolBench's `<endpoint>_for_<api>`: "the cep_brazil tool", when no other
+            // offered tool belongs to that API.
+            if let Some((_, api)) = t.name.rsplit_once("_for_").filter(|(_, a)| a.len() > 2) {
+                let shared = tools
+                    .iter()
+                    .filter(|o| o.name.rsplit_once("_for_").is_some_and(|(_, b)| b == api))
+                    .count();
+                if shared == 1 {
+                    names.push(api.to_lowercase());
+                }
+            }
             // MCP-style namespaces (`developer__text_editor`): the model says the tool's
             // own part ("the text editor tool").
             if let Some((_, local)) = t.name.rsplit_once("__").filter(|(_, l)| l.len() > 2) {
@@ -1870,7 +1881,9 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
     if q.chars().count() < 2
         // "use web_search to get the latest information": a purpose, not a query; "the
         // research tool is available": a statement about the tool.
-        || ["to ", "is ", "are ", "was ", "were "].iter().any(|p| ql.starts_with(p))
+        || ["to ", "is ", "are ", "was ", "were ", "instead of "]
+            .iter()
+            .any(|p| ql.starts_with(p))
         // "search工具来搜索…": the word "tool" after the name, then its purpose.
         || ["工具", "函数", "功能"].iter().any(|p| q.starts_with(p))
         || QUERY_REJECT.contains(&ql.as_str())
@@ -2485,6 +2498,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         value_for_property(text, cfg, tools, &mut out);
     }
+    if out.calls.is_empty() {
+        ready_to_call(text, cfg, tools, &mut out);
+    }
     if out.calls.is_empty() && text.chars().any(is_cjk) {
         cjk_intent(text, cfg, tools, &mut out);
     }
@@ -3023,6 +3039,44 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
     }
 }
 
+static READY: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:i|we)\s+(?:now\s+)?have\s+(?:all\s+)?(?:the\s+)?(?:necessary|required|needed)\s+(?:information|info|parameters?|arguments?)\s+to\s+(?:make\s+the\s+(?:api|function|tool)\s+call|invoke|call|use)\b|\b(?:all\s+)?the\s+required\s+parameters?\s+(?:are|is)\s+(?:available|provided|present)\b",
+    )
+});
+
+/// Claude 3's thinking: "So I have the necessary information to invoke the calculator
+/// tool." / "all the required parameters are available to make the API call": the tool it
+/// names there, or the one it named last before, or the only one; the values it stated.
+fn ready_to_call(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    let Some(m) = READY.find(text) else { return };
+    if !committed_sentence(text, m.start()) {
+        return;
+    }
+    let after_end = floor(text, (m.end() + 60).min(text.len()));
+    let named_after = tools.iter().find(|t| {
+        words(&text[m.end()..after_end])
+            .iter()
+            .take(4)
+            .any(|w| w.eq_ignore_ascii_case(&t.name) || *w == t.name.to_ascii_lowercase())
+    });
+    let back = text[floor(text, m.start().saturating_sub(600))..m.start()].to_ascii_lowercase();
+    let named_before = tools
+        .iter()
+        .filter_map(|t| back.rfind(&t.name.to_ascii_lowercase()).map(|i| (i, t)))
+        .max_by_key(|(i, _)| *i)
+        .map(|(_, t)| t);
+    let tool = named_after.or(named_before).or(match tools {
+        [only] => Some(only),
+        _ => None,
+    });
+    let Some(tool) = tool else { return };
+    let args = crate::bind::bindings(&text[..m.start()], tool);
+    if let Some(c) = make_call(&tool.name, Value::Object(args), 0.6, m.range(), tools, cfg) {
+        out.calls.push(c);
+    }
+}
+
 static USE_AS: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
         r#"\b(?i:i'll|i will|let me|let's|we'll|we will|i need to|we need to)\s+(?i:use|set|pass|put|format)\s+(?:"[^"\n]{1,200}"|'[^'\n]{1,200}'|[A-Z][\w-]*(?:,? [A-Z][\w-]*){0,3})\s+(?i:as|for)\s+(?i:the)\s+([A-Za-z_]\w{0,40})\b"#,
@@ -3542,7 +3596,11 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
     let sentence_before = text[sent.start.min(start)..start]
         .to_ascii_lowercase()
         .replace('\u{2019}', "'");
-    let refused = refusing(words(&sentence_before).iter().map(String::as_str));
+    let refused = refusing(
+        words(past_purpose(&sentence_before))
+            .iter()
+            .map(String::as_str),
+    );
     // Without its arguments, a call needs an explicit commitment, not just a position
     // at the start of a clause ("… then get_x but the limit was reached") — or it is
     // the imperative of its own clause ("…; use get_user_id").
@@ -3568,7 +3626,8 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         || cjk
         || STRONG_CUES
             .iter()
-            .any(|cue| has_phrase(&sentence_before, cue));
+            .any(|cue| has_phrase(&sentence_before, cue))
+        || able_then_colon(text, sent, &sentence_before);
     if listed || refused || !cued {
         return false;
     }
@@ -3678,12 +3737,33 @@ fn named_by_nouns(
     });
     let start = toks_start(tr, text);
     let before = text[sent.start.min(start)..start].to_ascii_lowercase();
-    let refused = refusing(words(&before).iter().map(String::as_str));
+    let refused = refusing(words(past_purpose(&before)).iter().map(String::as_str));
     // "Getting the name of the current day...": the model says what it is doing.
     let opening_gerund = before.trim().is_empty() && text[start..tr.end].ends_with("ing");
     noun_hit
         && !refused
-        && (opening_gerund || STRONG_CUES.iter().any(|cue| has_phrase(&before, cue)))
+        && (opening_gerund
+            || STRONG_CUES.iter().any(|cue| has_phrase(&before, cue))
+            || able_then_colon(text, sent, &before))
+}
+
+/// "To figure out how many cats you have, I can …": the purpose clause in front says
+/// what for, not whether; only what follows its comma can refuse.
+fn past_purpose(lower_before: &str) -> &str {
+    let t = lower_before.trim_start();
+    match t.strip_prefix("to ").and_then(|r| r.find(',')) {
+        Some(i) => &t[3 + i + 1..],
+        None => lower_before,
+    }
+}
+
+/// Claude 3's "To figure out how many cats you have, I can use the calculator tool:" as
+/// its last words: what it can do, announced with a colon, is what it does next.
+fn able_then_colon(text: &str, sent: &Range<usize>, lower_before: &str) -> bool {
+    let end = sent.end.min(text.len());
+    text[sent.start.min(end)..end].trim_end().ends_with(':')
+        && text[end..].trim().is_empty()
+        && (has_phrase(lower_before, "i can") || has_phrase(lower_before, "we can"))
 }
 
 /// Cues that commit to acting now ("I can get stock prices" describes, it does not).

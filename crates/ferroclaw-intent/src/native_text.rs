@@ -85,6 +85,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         shell_fence_answer(text, tools, cfg, &mut out);
     }
+    if out.calls.is_empty() && text.contains("```") {
+        command_fence(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() && text.contains("Code:\n```") {
         code_agent_step(text, tools, cfg, &mut out);
     }
@@ -838,7 +841,14 @@ fn orphan_parameters(cx: &Cx<'_>, out: &mut StrategyOutput) {
 }
 
 const NAME_TAGS: &[&str] = &["tool_name", "function_name", "tool"];
-const ARGUMENT_TAGS: &[&str] = &["arguments", "args", "parameters", "params", "input"];
+const ARGUMENT_TAGS: &[&str] = &[
+    "arguments",
+    "args",
+    "parameters",
+    "params",
+    "input",
+    "tool_input",
+];
 
 /// `<tool_name>add_memory</tool_name><arguments>{…}</arguments>` in whatever wrapper
 /// (Cline's `<use_mcp_tool>`, invented ones): a tag holding an offered tool's name, its
@@ -865,16 +875,21 @@ fn name_and_argument_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec
                 let (ao, ac) = (format!("<{a}>"), format!("</{a}>"));
                 let at = find_ci(&text[..limit], pos, &ao)?;
                 let body_start = at + ao.len();
-                let body_end = find_ci(&text[..limit], body_start, &ac)?;
-                Some((body_start..body_end, body_end + ac.len()))
+                // LangChain's XML agent stops at `</tool_input>`: the close may be cut.
+                let body_end = find_ci(&text[..limit], body_start, &ac);
+                let end = body_end.map_or(limit, |e| e + ac.len());
+                Some((body_start..body_end.unwrap_or(limit), end))
             });
             let (args, end) = match found {
                 Some((body, end)) => {
                     let inner = text[body].trim();
                     let args = if inner.starts_with('{') {
                         jsonscan::value_at(inner, 0).map_or(Value::Null, |(_, v)| v)
-                    } else {
+                    } else if inner.starts_with('<') {
                         Value::Object(child_tags(inner, tool))
+                    } else {
+                        // `<tool_input>llama 2`: the input itself, for the main argument.
+                        Value::String(inner.to_string())
                     };
                     (args, end)
                 }
@@ -1576,6 +1591,85 @@ fn shell_fence_answer(
 }
 
 /// `["{\"name\": …}", "{…}"]`: a list of calls, each JSON-encoded as a string.
+/// SWE-agent's command block ending the answer: `find_file "numpy_handler.py"` or
+/// `open src/a.py 293`, the first word an offered tool's own name and the rest its
+/// arguments in order, shell-quoted.
+fn command_fence(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let t = text.trim_end();
+    let Some(body) = t.strip_suffix("```") else {
+        return;
+    };
+    let Some(open) = body.rfind("```") else {
+        return;
+    };
+    let inner = &body[open + 3..];
+    let Some((lang, cmd)) = inner.split_once('\n') else {
+        return;
+    };
+    let cmd = cmd.trim();
+    if !lang.trim().is_empty() || cmd.is_empty() || cmd.contains('\n') {
+        return;
+    }
+    let before = t[..open].trim_end();
+    if before.contains("```") || before.ends_with('?') || shown_as_example(text, open) {
+        return;
+    }
+    let words = shell_words(cmd);
+    let Some((name, rest)) = words.split_first() else {
+        return;
+    };
+    // The tool's own name, as SWE-agent's commands are written (no fuzzy matching).
+    if !tools.iter().any(|tool| tool.name == *name) {
+        return;
+    }
+    let mut args = Map::new();
+    if !rest.is_empty() {
+        let list = rest.iter().map(|w| Value::String(w.clone())).collect();
+        args.insert(POSITIONAL.to_string(), Value::Array(list));
+    }
+    push(
+        out,
+        name,
+        Value::Object(args),
+        TOOL_TAG,
+        open..t.len(),
+        tools,
+        cfg,
+    );
+}
+
+/// Words of a one-line command, single and double quotes grouping.
+fn shell_words(cmd: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut started = false;
+    for c in cmd.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                started = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if started {
+                    out.push(std::mem::take(&mut cur));
+                    started = false;
+                }
+            }
+            (None, c) => {
+                cur.push(c);
+                started = true;
+            }
+        }
+    }
+    if started {
+        out.push(cur);
+    }
+    out
+}
+
 fn json_string_list(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
     let t = text.trim();
     if !t.starts_with("[\"") {
@@ -1922,6 +2016,18 @@ fn child_tags(body: &str, tool: &ToolSpec) -> Map<String, Value> {
     m
 }
 
+/// Tags models wrap their reasoning in, never a call whatever the tools are named.
+const REASONING_TAGS: &[&str] = &[
+    "think",
+    "thinking",
+    "reasoning",
+    "thought",
+    "thoughts",
+    "analysis",
+    "reflection",
+    "scratchpad",
+];
+
 /// `<NAME>body</NAME>` where NAME is an offered tool (or one of its aliases): models
 /// that were shown XML-ish prompts invent such tags.
 fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
@@ -1938,6 +2044,10 @@ fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
             continue;
         }
         let tag = &rest[..name_len];
+        // `<think>…</think>` wraps reasoning even when a tool is named `think`.
+        if REASONING_TAGS.iter().any(|r| tag.eq_ignore_ascii_case(r)) {
+            continue;
+        }
         // `<terminal_command>` for a `terminal` tool.
         let Some(name) = [tag, tag.strip_suffix("_command").unwrap_or(tag)]
             .into_iter()

@@ -56,10 +56,19 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 let line_end = text[vstart..].find('\n').map_or(text.len(), |n| vstart + n);
                 let line = text[vstart..line_end].trim();
                 // A tool whose name has spaces ("Delegate work to coworker") is the
-                // whole line.
-                let (name, inline) = if crate::schema::resolve(line, tools, &cfg.aliases).is_some()
-                {
+                // whole line (not `get_weather(city="Paris")`, whose name the resolver
+                // would also find).
+                let whole = !line.contains(['(', '[', '{'])
+                    && crate::schema::resolve(line, tools, &cfg.aliases).is_some();
+                // `Internet Search Tool(user_query) - Scrapes …`: a spaced name before its
+                // brackets, its description glued on.
+                let spaced = line.find(['(', '[']).map(|b| line[..b].trim()).filter(|n| {
+                    n.contains(' ') && crate::schema::resolve(n, tools, &cfg.aliases).is_some()
+                });
+                let (name, inline) = if whole {
                     (line, None)
+                } else if let Some(n) = spaced {
+                    (n, None)
                 } else {
                     split_inline(line)
                 };
@@ -74,7 +83,14 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     continue;
                 }
                 let mut end = vend.max(line_end);
-                let mut input: Option<Value> = inline.map(|s| input_value(s).0);
+                // `get_weather(city="Paris")`: Python arguments, read as Python.
+                let pythonic = crate::native_text::pythonic_calls(line)
+                    .and_then(|(mut calls, _)| (calls.len() == 1).then(|| calls.pop()))
+                    .flatten()
+                    .filter(|(n, _)| n == name)
+                    .map(|(n, a)| crate::native_text::positional_args(a, &n, tools, cfg));
+                let mut input: Option<Value> =
+                    pythonic.or_else(|| inline.map(|s| input_value(s).0));
                 if let Some(next) = labels.get(i + 1) {
                     if next.0 == "action input" {
                         let iend = labels.get(i + 2).map_or(text.len(), |l| l.1);

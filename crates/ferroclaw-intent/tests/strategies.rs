@@ -2703,3 +2703,188 @@ fn commitments_and_refusals_from_the_tenth_round() {
     )
     .is_empty());
 }
+
+#[test]
+fn formats_and_prose_from_the_eleventh_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    // `<think>` wraps reasoning even when a tool is named `think`; the Action after it
+    // is the call.
+    let tau = vec![
+        s("think", text_prop("thought"), &["thought"]),
+        s("get_user_details", text_prop("user_id"), &["user_id"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<think>\nI need the user's details first.\n</think>\n\nAction:\n{\"name\": \"get_user_details\", \"arguments\": {\"user_id\": \"omar_3817\"}}"),
+            &tau
+        ),
+        vec![("get_user_details".to_string(), json!({"user_id": "omar_3817"}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("<think>\nThe user only said hello.\n</think>\n\nHello! How can I help?"),
+        &tau
+    )
+    .is_empty());
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<think>Consider the options.</think>\n<think>let me weigh them</think>"),
+            &tau
+        ),
+        vec![]
+    );
+    // ReAct actions written as Python calls or the paper's brackets, any script.
+    let weather = vec![
+        s("get_weather", text_prop("city"), &["city"]),
+        s("Search", text_prop("query"), &["query"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: 先查天气。\nAction: get_weather(city=\"北京\")"),
+            &weather
+        ),
+        vec![("get_weather".to_string(), json!({"city": "北京"}))]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: 需要搜索。\nAction: Search[华为最新手机]"),
+            &weather
+        ),
+        vec![("Search".to_string(), json!({"query": "华为最新手机"}))]
+    );
+    // A spaced tool name before its brackets, its description glued on.
+    let internet = vec![s("Internet Search Tool", text_prop("query"), &["query"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: I should search.\nAction: Internet Search Tool(query) - Scrapes the web for the query.\nAction Input: {\"query\": \"who won\"}"),
+            &internet
+        ),
+        vec![("Internet Search Tool".to_string(), json!({"query": "who won"}))]
+    );
+    // SWE-agent's command block: the tool's own name, then its arguments in order.
+    let swe = vec![
+        s(
+            "find_file",
+            json!({"file_name": {"type": "string"}, "dir": {"type": "string"}}),
+            &["file_name"],
+        ),
+        s(
+            "open",
+            json!({"path": {"type": "string"}, "line_number": {"type": "integer"}}),
+            &["path"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Let's use the `find_file` command to locate it.\n\n```\nfind_file \"numpy_handler.py\"\n```"), &swe),
+        vec![("find_file".to_string(), json!({"file_name": "numpy_handler.py"}))]
+    );
+    assert_eq!(
+        calls_in(None, Some("Let's open this file at the failing line.\n\n```\nopen src/numpy_handler.py 293\n```\n"), &swe),
+        vec![("open".to_string(), json!({"path": "src/numpy_handler.py", "line_number": 293}))]
+    );
+    for refused in [
+        "For example, you would use:\n\n```\nopen src/a.py\n```",
+        "Let's look.\n\n```\nless src/a.py\n```",
+        "Should I run this?\n\n```\nopen src/a.py\n```",
+    ] {
+        assert!(calls_in(None, Some(refused), &swe).is_empty(), "{refused}");
+    }
+    // LangChain's XML agent, its closing tag cut by the stop sequence.
+    let arxiv = vec![s("arxiv_search", text_prop("query"), &["query"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some(" <tool>arxiv_search</tool><tool_input>llama 2"),
+            &arxiv
+        ),
+        vec![("arxiv_search".to_string(), json!({"query": "llama 2"}))]
+    );
+}
+
+#[test]
+fn prose_from_the_eleventh_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    // ToolBench's `<endpoint>_for_<api>` named by its API; a key's kind word after it.
+    let toolbench = vec![
+        s(
+            "retorna_dados_do_endereco_for_cep_brazil",
+            text_prop("cepnumber"),
+            &["cepnumber"],
+        ),
+        s(
+            "api_tracking_for_pack_send",
+            text_prop("reference"),
+            &["reference"],
+        ),
+        s(
+            "track_package_for_pridnestrovie_post",
+            text_prop("tracking"),
+            &["tracking"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I will now retrieve the address details using the cep_brazil tool."),
+            &toolbench
+        ),
+        vec![(
+            "retorna_dados_do_endereco_for_cep_brazil".to_string(),
+            json!({})
+        )]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Action: Call the 'api_tracking_for_pack_send' function with the reference number 'YZA890'."),
+            &toolbench
+        ),
+        vec![("api_tracking_for_pack_send".to_string(), json!({"reference": "YZA890"}))]
+    );
+    // Claude 3: what it can do, announced with a colon as its last words; not when the
+    // answer goes on.
+    let calc = vec![s("calculator", text_prop("expression"), &["expression"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("That's wonderful! To figure out how many cats you have now, I can use the calculator tool:"),
+            &calc
+        ),
+        vec![("calculator".to_string(), json!({}))]
+    );
+    for refused in [
+        "I can use the calculator tool: it adds and multiplies numbers.",
+        "If you like, I can use the calculator tool:",
+    ] {
+        assert!(calls_in(None, Some(refused), &calc).is_empty(), "{refused}");
+    }
+    // Claude 3's thinking: ready to call, with the value it stated.
+    let wolfram = vec![s(
+        "wolfram_alpha",
+        text_prop("search_query"),
+        &["search_query"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<thinking>\nThe relevant tool is wolfram_alpha. The user's request directly provides the search query needed, which is \"square root of 1764\". So all the required parameters are available to make the API call.\n</thinking>"),
+            &wolfram
+        ),
+        vec![("wolfram_alpha".to_string(), json!({"search_query": "square root of 1764"}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("<thinking>\nThe relevant tool is wolfram_alpha, but I don't have the necessary information to make the API call.\n</thinking>\nWhat should I compute?"),
+        &wolfram
+    )
+    .is_empty());
+}

@@ -374,6 +374,21 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "swe-command",
+            "Let's run it.\n\n```\nexec \"echo fmt-swe-command\"\n```",
+            None,
+        ),
+        (
+            "langchain-xml",
+            "<tool>exec</tool><tool_input>echo fmt-langchain-xml",
+            None,
+        ),
+        (
+            "react-pythonic",
+            "Thought: I should run it.\nAction: exec(command=\"echo fmt-react-pythonic\")",
+            None,
+        ),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
