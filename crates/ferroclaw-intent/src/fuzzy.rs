@@ -2509,7 +2509,25 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     drop_misfits(tools, &mut out.calls);
     merge_subsets(&mut out.calls);
     keep_strongest_per_tool(&mut out.calls);
+    bracketed_markup(text, &mut out);
     out
+}
+
+/// `[Calling tool: run with arguments: {…}]` on a line of its own is markup a chat front
+/// end printed, not words for the user: it leaves the final text with the call.
+fn bracketed_markup(text: &str, out: &mut StrategyOutput) {
+    for c in &out.calls {
+        let start = line_start(text, c.span.start.min(text.len()));
+        let end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+        let line = text[start..end].trim();
+        if line.starts_with('[') && line.ends_with(']') && c.span.end <= end {
+            let lead = text[start..end].find('[').unwrap_or(0);
+            let r = start + lead..start + lead + line.len();
+            if !out.markup.contains(&r) {
+                out.markup.push(r);
+            }
+        }
+    }
 }
 
 /// "check the current time and weather in Tokyo": one verb whose objects, joined by
@@ -3193,8 +3211,10 @@ fn trailing_arguments(
     if !COMMIT_CUES.iter().any(|c| has_phrase(&lower, c)) || !committed_sentence(t, r.start) {
         return;
     }
-    if let Some(c) = make_call(&tool.name, v, 0.6, r, tools, cfg) {
+    if let Some(c) = make_call(&tool.name, v, 0.6, r.clone(), tools, cfg) {
         out.calls.push(c);
+        // The object is for the tool, not the reader.
+        out.markup.push(r);
     }
 }
 

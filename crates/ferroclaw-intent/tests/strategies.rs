@@ -2888,3 +2888,32 @@ fn prose_from_the_eleventh_consumed_part() {
     )
     .is_empty());
 }
+
+#[test]
+fn bracketed_pseudo_markup_leaves_the_final_text() {
+    let shell = vec![ToolSpec::new(
+        "run",
+        "Run a shell command.",
+        json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+    )];
+    let out = parse(
+        None,
+        Some("Sure.\n[Calling tool: run with arguments: {\"command\": \"ls\"}]\nDone soon."),
+        &shell,
+        &ParserConfig::default(),
+    );
+    assert_eq!(out.calls.len(), 1);
+    assert_eq!(out.final_text.as_deref(), Some("Sure.\n\nDone soon."));
+    // Prose that names the call stays: it is said to the user.
+    let out = parse(
+        None,
+        Some("I'll run the command `ls` for you now."),
+        &shell,
+        &ParserConfig::default(),
+    );
+    assert_eq!(out.calls.len(), 1);
+    assert_eq!(
+        out.final_text.as_deref(),
+        Some("I'll run the command `ls` for you now.")
+    );
+}

@@ -389,6 +389,11 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "calling-tool-brackets",
+            "Sure.\n[Calling tool: exec with arguments: {\"command\": \"echo fmt-calling-tool-brackets\"}]",
+            None,
+        ),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
