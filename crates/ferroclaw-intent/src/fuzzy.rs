@@ -579,10 +579,11 @@ fn gerunds_as_verbs(toks: &mut [Tok], is_verb: &dyn Fn(&str) -> bool) {
         let Some(stem) = toks[k].lower.strip_suffix("ing") else {
             continue;
         };
-        let b = stem.as_bytes();
         // "running" -> "run", "creating" -> "create", "searching" -> "search".
-        let undoubled = (b.len() > 2 && b[b.len() - 1] == b[b.len() - 2])
-            .then(|| stem[..stem.len() - 1].to_string());
+        let mut last = stem.chars().rev();
+        let doubled = stem.len() > 2
+            && matches!((last.next(), last.next()), (Some(a), Some(b)) if a == b && a.is_ascii());
+        let undoubled = doubled.then(|| stem[..stem.len() - 1].to_string());
         let base = [Some(stem.to_string()), undoubled, Some(format!("{stem}e"))]
             .into_iter()
             .flatten()

@@ -2917,3 +2917,20 @@ fn bracketed_pseudo_markup_leaves_the_final_text() {
         Some("I'll run the command `ls` for you now.")
     );
 }
+
+#[test]
+fn gerunds_in_any_script_do_not_break_the_parser() {
+    // `က` ends in two equal bytes: undoubling must cut characters, not bytes.
+    let shell = vec![ToolSpec::new(
+        "run",
+        "Run a shell command.",
+        json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+    )];
+    for text in [
+        "Let me start by ကing the file.",
+        "ကing everything now.",
+        "We can do this by ßßing it.",
+    ] {
+        assert!(calls_in(None, Some(text), &shell).is_empty(), "{text}");
+    }
+}
