@@ -3068,6 +3068,13 @@ static READY: LazyLock<Regex> = LazyLock::new(|| {
 /// tool." / "all the required parameters are available to make the API call": the tool it
 /// names there, or the one it named last before, or the only one; the values it stated.
 fn ready_to_call(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    // Most answers hold none of these words: skip the case-insensitive scan.
+    if !["equired", "ecessary", "eeded"]
+        .iter()
+        .any(|w| text.contains(w))
+    {
+        return;
+    }
     let Some(m) = READY.find(text) else { return };
     if !committed_sentence(text, m.start()) {
         return;
@@ -3110,6 +3117,9 @@ fn value_for_property(
     tools: &[ToolSpec],
     out: &mut StrategyOutput,
 ) {
+    if !(text.contains(" as ") || text.contains(" for ")) {
+        return;
+    }
     let Some(c) = USE_AS.captures(text) else {
         return;
     };
