@@ -200,20 +200,6 @@ struct Profile<'a> {
     lookup_needs_noun: bool,
 }
 
-/// A tool name's words, camelCase split too (`SearchWeb`, `getWeather`).
-fn name_words(name: &str) -> Vec<String> {
-    let mut spaced = String::with_capacity(name.len() + 4);
-    let mut prev_lower = false;
-    for c in name.chars() {
-        if c.is_uppercase() && prev_lower {
-            spaced.push(' ');
-        }
-        prev_lower = c.is_lowercase() || c.is_ascii_digit();
-        spaced.push(c);
-    }
-    words(&spaced)
-}
-
 fn words(s: &str) -> Vec<String> {
     s.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -291,7 +277,7 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     names.push(alias.to_lowercase());
                 }
             }
-            let mut name_keys: Vec<String> = name_words(&t.name);
+            let mut name_keys: Vec<String> = crate::schema::name_words(&t.name);
             for a in &t.aliases {
                 name_keys.extend(words(a));
             }
@@ -331,7 +317,7 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             // No concept in the name (`weather`, `get_boiling_point`), whatever the
             // description matched: the name's own words lead.
             if own_verbs.is_empty() {
-                let name_words = name_words(&t.name);
+                let name_words = crate::schema::name_words(&t.name);
                 // `about_the_user`: a preposition is no verb.
                 let verb = name_words.first().filter(|w| {
                     !verbs.contains(&vec![(*w).clone()])
@@ -1021,27 +1007,26 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
             tools
                 .iter()
                 .filter(|t| {
-                    name_words(&t.name)
+                    crate::schema::name_words(&t.name)
                         .iter()
                         .any(|w| concept.keys.contains(&w.as_str()))
                 })
                 .collect()
         });
         // "我来为您查询当前时间": a look-up of a thing one tool's name holds.
-        let by_noun: Vec<&ToolSpec> = if concept.is_some() || rest.contains("查看") {
+        let mut by_noun: Vec<&ToolSpec> = if concept.is_some() || rest.contains("查看") {
             CJK_NOUNS
                 .iter()
                 .filter(|(n, _)| rest.contains(n))
                 .flat_map(|(_, en)| {
                     tools
                         .iter()
-                        .filter(move |t| name_words(&t.name).iter().any(|w| w == en))
+                        .filter(move |t| crate::schema::name_words(&t.name).iter().any(|w| w == en))
                 })
                 .collect()
         } else {
             Vec::new()
         };
-        let mut by_noun = by_noun;
         by_noun.dedup_by(|a, b| a.name == b.name);
         let tool = match (by_concept.as_slice(), by_noun.as_slice()) {
             ([t], _) | ([], [t]) => *t,
@@ -1665,6 +1650,16 @@ fn url_in(text: &str, win: Range<usize>) -> Option<Found> {
     })
 }
 
+/// "named" or "called" right before `at`: what follows is a name.
+fn named_just_before(text: &str, at: usize) -> bool {
+    let before = text[..at].trim_end();
+    [" named", " called"].iter().any(|w| {
+        before.len() >= w.len()
+            && before.is_char_boundary(before.len() - w.len())
+            && before[before.len() - w.len()..].eq_ignore_ascii_case(w)
+    })
+}
+
 fn path_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
     for (r, tok) in ws_tokens(text, win) {
         // A quoted span may hold a path with spaces trimmed away; bare tokens inside a
@@ -1673,12 +1668,8 @@ fn path_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
             if p.range.start == r.start {
                 let inner = text[p.inner.clone()].trim();
                 // "a file named 'boring'": the name given is the path, extension or not.
-                let before = text[..p.range.start].trim_end();
-                let named = [" named", " called"].iter().any(|w| {
-                    before.len() >= w.len()
-                        && before.is_char_boundary(before.len() - w.len())
-                        && before[before.len() - w.len()..].eq_ignore_ascii_case(w)
-                }) && !inner.is_empty()
+                let named = named_just_before(text, p.range.start)
+                    && !inner.is_empty()
                     && inner.len() <= 100
                     && !inner.contains(char::is_whitespace);
                 if path_like(inner) || named {
@@ -3080,11 +3071,12 @@ fn ready_to_call(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut S
         return;
     }
     let after_end = floor(text, (m.end() + 60).min(text.len()));
+    let after = words(&text[m.end()..after_end]);
     let named_after = tools.iter().find(|t| {
-        words(&text[m.end()..after_end])
+        after
             .iter()
             .take(4)
-            .any(|w| w.eq_ignore_ascii_case(&t.name) || *w == t.name.to_ascii_lowercase())
+            .any(|w| w.eq_ignore_ascii_case(&t.name))
     });
     let back = text[floor(text, m.start().saturating_sub(600))..m.start()].to_ascii_lowercase();
     let named_before = tools
@@ -3522,15 +3514,14 @@ fn build_calls(
         let back = floor(text, lead.saturating_sub(WINDOW))..lead;
         // ("The experiment ID … is exp_003. Next, I'll retrieve its results.": stated
         // by the property's name.)
-        let stated = crate::bind::bindings(&text[back], p.tool)
+        let stated = crate::bind::bindings(&text[back.clone()], p.tool)
             .get(&p.primary)
             .and_then(Value::as_str)
             .map(str::to_string);
         let args = stated
             .or_else(|| quoted_before(text, prot, tr, p))
             .or_else(|| {
-                let lead = toks_start(tr, text);
-                let back = &text[floor(text, lead.saturating_sub(WINDOW))..lead];
+                let back = &text[back.clone()];
                 (p.kind == Kind::Text)
                     .then(|| {
                         last_proper_noun(back).or_else(|| {
@@ -3739,27 +3730,25 @@ fn named_by_nouns(
     // `search_files`.
     let own_noun = |w: &str| {
         tr.own
-            && name_words(&p.tool.name).iter().skip(1).any(|n| {
-                n.len() >= 3
-                    && !NAME_VERBS.contains(&n.as_str())
-                    && (n == w || (w.len() > 3 && n.starts_with(w)))
-            })
+            && crate::schema::name_words(&p.tool.name)
+                .iter()
+                .skip(1)
+                .any(|n| {
+                    n.len() >= 3
+                        && !NAME_VERBS.contains(&n.as_str())
+                        && (n == w || (w.len() > 3 && n.starts_with(w)))
+                })
     };
     if !p.lookup_needs_noun && !tr.own {
         return false;
     }
     // "I'll check if there's more weather information needed": a look-up verb on a
     // condition weighs the answer; it looks nothing up.
-    let next_word = words(&text[tr.end.min(clause.end)..clause.end]);
-    if !tr.own
-        && next_word
-            .first()
-            .is_some_and(|w| w == "if" || w == "whether")
-    {
+    let after = words(&text[tr.end.min(clause.end)..clause.end]);
+    if !tr.own && after.first().is_some_and(|w| w == "if" || w == "whether") {
         return false;
     }
-    let after = text[tr.end.min(clause.end)..clause.end].to_ascii_lowercase();
-    let noun_hit = words(&after).iter().take(6).any(|w| {
+    let noun_hit = after.iter().take(6).any(|w| {
         own_noun(w)
             || (p.lookup_needs_noun
                 && p.nouns
@@ -3861,8 +3850,7 @@ fn quoted_before(text: &str, prot: &[Protected], tr: &Trigger, p: &Profile) -> O
         .find(|q| !matches!(q.kind, Quote::Backtick) || matches!(p.kind, Kind::Command))
         // `the experiment named "chemical_reaction"` names the thing, not its id.
         .filter(|q| {
-            let before = text[..q.range.start].trim_end().to_ascii_lowercase();
-            !(before.ends_with(" named") || before.ends_with(" called"))
+            !named_just_before(text, q.range.start)
                 || p.primary.to_ascii_lowercase().contains("name")
                 || matches!(p.kind, Kind::Path | Kind::File)
         })

@@ -1590,7 +1590,6 @@ fn shell_fence_answer(
     }
 }
 
-/// `["{\"name\": …}", "{…}"]`: a list of calls, each JSON-encoded as a string.
 /// SWE-agent's command block ending the answer: `find_file "numpy_handler.py"` or
 /// `open src/a.py 293`, the first word an offered tool's own name and the rest its
 /// arguments in order, shell-quoted.
@@ -1670,6 +1669,7 @@ fn shell_words(cmd: &str) -> Vec<String> {
     out
 }
 
+/// `["{\"name\": …}", "{…}"]`: a list of calls, each JSON-encoded as a string.
 fn json_string_list(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
     let t = text.trim();
     if !t.starts_with("[\"") {

@@ -267,22 +267,25 @@ fn resolve_compact<'a>(raw: &str, tools: &'a [ToolSpec]) -> Option<&'a ToolSpec>
         return None;
     }
     // Two tools that differ only in punctuation: the text does not say which.
-    let unique = |mut found: std::vec::IntoIter<&'a ToolSpec>| {
-        let first = found.next()?;
-        found.next().is_none().then_some(first)
+    let unique = |found: Vec<&'a ToolSpec>| match found.as_slice() {
+        [one] => Some(*one),
+        _ => None,
     };
-    let same = |f: &dyn Fn(&str) -> String| -> Vec<&'a ToolSpec> {
-        tools.iter().filter(|t| f(&t.name) == f(s)).collect()
-    };
-    let exact = same(&|n| compact(n));
+    let exact: Vec<&'a ToolSpec> = tools.iter().filter(|t| compact(&t.name) == want).collect();
     if !exact.is_empty() {
-        return unique(exact.into_iter());
+        return unique(exact);
     }
     // `write_file` for `write_to_file`; `text_editor` for the MCP-namespaced
     // `developer__text_editor`.
-    let content = same(&content_words);
-    if !content.is_empty() && content_words(s).len() >= 6 {
-        return unique(content.into_iter());
+    let words = content_words(s);
+    if words.len() >= 6 {
+        let content: Vec<&'a ToolSpec> = tools
+            .iter()
+            .filter(|t| content_words(&t.name) == words)
+            .collect();
+        if !content.is_empty() {
+            return unique(content);
+        }
     }
     let local: Vec<&'a ToolSpec> = tools
         .iter()
@@ -292,36 +295,34 @@ fn resolve_compact<'a>(raw: &str, tools: &'a [ToolSpec]) -> Option<&'a ToolSpec>
                 .is_some_and(|(_, l)| compact(l) == want)
         })
         .collect();
-    unique(local.into_iter())
+    unique(local)
 }
 
 /// A name's words without the little ones models drop or add (`write_to_file` and
 /// `write_file` both give `writefile`).
 fn content_words(s: &str) -> String {
-    let mut out = String::new();
-    let mut word = String::new();
-    let flush = |word: &mut String, out: &mut String| {
-        if !matches!(word.as_str(), "to" | "the" | "a" | "an" | "of" | "for") {
-            out.push_str(word);
-        }
-        word.clear();
-    };
+    name_words(s)
+        .into_iter()
+        .filter(|w| !matches!(w.as_str(), "to" | "the" | "a" | "an" | "of" | "for"))
+        .collect()
+}
+
+/// A tool name's words, lower case, camelCase split too (`SearchWeb`, `getWeather`).
+pub(crate) fn name_words(name: &str) -> Vec<String> {
+    let mut spaced = String::with_capacity(name.len() + 4);
     let mut prev_lower = false;
-    for c in s.chars() {
-        if c.is_ascii_alphanumeric() {
-            // camelCase boundaries split words too (`writeToFile`).
-            if c.is_ascii_uppercase() && prev_lower {
-                flush(&mut word, &mut out);
-            }
-            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-            word.push(c.to_ascii_lowercase());
-        } else {
-            flush(&mut word, &mut out);
-            prev_lower = false;
+    for c in name.chars() {
+        if c.is_uppercase() && prev_lower {
+            spaced.push(' ');
         }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        spaced.push(c);
     }
-    flush(&mut word, &mut out);
-    out
+    spaced
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
 }
 
 fn resolve_exact<'a>(
