@@ -49,6 +49,7 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         (&*KEY_LATER_ID, 1, 2),
         (&*KEY_ID, 1, 2),
         (&*KEY_AS_QUOTED, 1, 2),
+        (&*THE_KEY_OF, 1, 2),
     ] {
         // Restart after each key, not after each whole match: in `add: a=2, b=3` the
         // failed key `add` must not swallow `a`.
@@ -157,10 +158,18 @@ static WITH_KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| {
         r"\b(?i:with)\s+(?i:the\s+)?([A-Za-z_][\w-]{{0,40}})\s+{VALUE}"
     ))
 });
-/// `x as "example"` (not `the location parameter as "City, country"`, a format).
+/// `x as "example"`, `the location of "San Francisco, CA"` (not `the location parameter
+/// as "City, country"`, a format).
 static KEY_AS_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r#"\b([A-Za-z_][\w-]{0,40})\s+as\s+("[^"\n]{1,200}"|'[^'\n]{1,200}')"#,
+        r#"\b([A-Za-z_][\w-]{0,40})\s+(?:as|of)\s+("[^"\n]{1,200}"|'[^'\n]{1,200}')"#,
+    )
+});
+/// `the concept of distributed tracing`: a few plain words after "the <key> of", up to
+/// the clause's end.
+static THE_KEY_OF: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"\b(?i:the)\s+([A-Za-z_][\w-]{0,40})\s+of\s+([A-Za-z][\w-]*(?: [A-Za-z][\w-]*){0,4})\s*(?:[.,;:!?]|$)",
     )
 });
 /// `user ID user_11111`: an identifier-looking value right after the key.
@@ -260,6 +269,14 @@ fn value_of(raw: &str) -> Option<Value> {
         "param",
         "clearly",
         "exactly",
+        "fully",
+        "already",
+        "properly",
+        "correctly",
+        "explicitly",
+        "still",
+        "only",
+        "just",
         "string",
         "as",
         "to",

@@ -3,7 +3,8 @@
 //! A case is one JSON line: `{"id", "reasoning", "content", "tools"?, "expected":
 //! [{"name","arguments"}], "tags"}`. A parsed call matches an expected one when the
 //! names are equal and every expected argument is present with the same value (strings
-//! compared after trimming; other values by their JSON text).
+//! compared after trimming; objects as subsets, key by key; other values by their JSON
+//! text).
 //!
 //! Per-strategy rows run that strategy alone (sources in the configured order, first
 //! source with calls wins) on the cases tagged with its format plus all cases without
@@ -241,14 +242,18 @@ fn matches(exp: &Expected, got: &ParsedCall) -> bool {
     if exp.name != got.name {
         return false;
     }
-    let Some(want) = exp.arguments.as_object() else {
-        return true;
-    };
-    want.iter().all(|(k, v)| {
-        got.arguments
-            .get(k)
-            .is_some_and(|g| value_text(g) == value_text(v))
-    })
+    exp.arguments.is_null() || subset(&exp.arguments, &got.arguments)
+}
+
+/// `want` is within `got`: each key of an object (at any depth) holds the same value, strings
+/// compared after trimming.
+fn subset(want: &Value, got: &Value) -> bool {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => w
+            .iter()
+            .all(|(k, v)| g.get(k).is_some_and(|gv| subset(v, gv))),
+        _ => value_text(want) == value_text(got),
+    }
 }
 
 /// True/false positives and false negatives.

@@ -110,11 +110,22 @@ const CONCEPTS: &[Concept] = &[
             "workspace",
         ],
     },
+    // Multi-agent handoffs (`transfer_to_summarizer`): the agent's noun decides which.
+    Concept {
+        keys: &["transfer", "handoff", "delegate"],
+        verbs: &["transfer", "hand", "delegate", "forward"],
+        nouns: &[],
+    },
     Concept {
         keys: &["memory", "memories", "remember", "notes"],
         verbs: &["search", "look up", "recall", "check"],
         nouns: &["memory", "memories", "notes"],
     },
+];
+
+/// Words of tool names that are neither verb nor noun (`about_the_user`).
+const NAME_FILLERS: &[&str] = &[
+    "about", "the", "a", "an", "of", "to", "for", "with", "from", "in", "on", "my",
 ];
 
 /// Words of tool names that say what is done, not to what.
@@ -320,12 +331,7 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 let name_words = crate::schema::name_words(&t.name);
                 // `about_the_user`: a preposition is no verb.
                 let verb = name_words.first().filter(|w| {
-                    !verbs.contains(&vec![(*w).clone()])
-                        && ![
-                            "about", "the", "a", "an", "of", "to", "for", "with", "from", "in",
-                            "on", "my",
-                        ]
-                        .contains(&w.as_str())
+                    !verbs.contains(&vec![(*w).clone()]) && !NAME_FILLERS.contains(&w.as_str())
                 });
                 if let Some(w) = verb {
                     verbs.push(vec![w.clone()]);
@@ -347,6 +353,18 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     }
                     nouns.extend(name_nouns);
                     lookup_needs_noun = true;
+                }
+            } else {
+                // `DocumentSearchTool`: the words of the name beside its concept's
+                // ("searching the document") tell it from the other searches.
+                for w in crate::schema::name_words(&t.name) {
+                    let generic = NAME_VERBS.contains(&w.as_str())
+                        || NAME_FILLERS.contains(&w.as_str())
+                        || ["tool", "tools", "function", "api"].contains(&w.as_str())
+                        || CONCEPTS.iter().any(|c| c.keys.contains(&w.as_str()));
+                    if w.len() > 2 && !generic && !nouns.contains(&w) {
+                        nouns.push(w);
+                    }
                 }
             }
             let spaced = names
@@ -556,7 +574,16 @@ fn gerunds_as_verbs(toks: &mut [Tok], is_verb: &dyn Fn(&str) -> bool) {
                         | "needs"
                 )
             });
-        let lead = announced || (k > 0 && toks[k - 1].lower == "by");
+        // ("Let's move on to describing the table", "proceed with listing", "start
+        // searching".)
+        let prev = |back: usize| k.checked_sub(back).map(|i| toks[i].lower.as_str());
+        let lead = announced
+            || matches!(prev(1), Some("by" | "start" | "begin" | "continue"))
+            // "I'm checking the weather for you!": the model says what it is doing.
+            || matches!(prev(1), Some("i'm" | "i\u{2019}m" | "we're" | "we\u{2019}re"))
+            || (prev(1) == Some("am") && prev(2) == Some("i"))
+            || (prev(1) == Some("to") && prev(2) == Some("on"))
+            || (prev(1) == Some("with") && matches!(prev(2), Some("proceed" | "continue")));
         if lead {
             chain_until = k + 8;
         } else if !(k > 0 && k <= chain_until && toks[k - 1].lower == "and") {
@@ -903,7 +930,12 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         return true;
     }
     let pre_norm = pre.replace('\u{2019}', "'");
-    POS.iter().any(|cue| has_phrase(&pre_norm, cue)) || cjk_commits(&pre)
+    // "I'm checking the weather for you": the progressive reports what is being done.
+    let progressive = text[trig.range.clone()].ends_with("ing")
+        && ["i'm", "i am", "we're", "we are"]
+            .iter()
+            .any(|c| pre_norm.trim_end().ends_with(c) && has_phrase(&pre_norm, c));
+    progressive || POS.iter().any(|cue| has_phrase(&pre_norm, cue)) || cjk_commits(&pre)
 }
 
 /// Chinese commitments right before a tool's name ("让我用 `Read`", "我需要使用
@@ -1845,7 +1877,57 @@ fn query_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> 
             break;
         }
     }
+    // "search the document for information on X": the place searched, then the query.
+    if let Some(after) = past_searched_place(rest) {
+        return finish_query(text, after, &win);
+    }
     finish_query(text, rest, &win)
+}
+
+/// Places one searches in, as the object of "search".
+const SEARCHED_PLACES: &[&str] = &[
+    "document",
+    "documents",
+    "docs",
+    "documentation",
+    "database",
+    "base",
+    "index",
+    "files",
+    "records",
+    "catalog",
+    "catalogue",
+    "inbox",
+    "emails",
+    "notes",
+    "repository",
+    "repo",
+    "site",
+    "website",
+    "pdf",
+    "manual",
+    "wiki",
+    "vectorstore",
+    "store",
+];
+
+/// `rest` past "the document for " / "our knowledge base about ", when it opens so.
+fn past_searched_place(rest: &str) -> Option<&str> {
+    let mut ws = rest.split_whitespace();
+    let det = ws.next()?.to_ascii_lowercase();
+    if !["the", "my", "our", "your", "this", "that"].contains(&det.as_str()) {
+        return None;
+    }
+    let mut place = false;
+    for w in ws.take(3) {
+        let lw = w.to_ascii_lowercase();
+        if place && (lw == "for" || lw == "about") {
+            let at = w.as_ptr() as usize - rest.as_ptr() as usize + w.len();
+            return Some(rest[at..].trim_start());
+        }
+        place = SEARCHED_PLACES.contains(&lw.as_str());
+    }
+    None
 }
 
 fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
@@ -2434,7 +2516,10 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         .take_while(|x| x.range.end <= clause.end)
                         .find(|x| !BEFORE_BLOCK.contains(&x.lower.as_str()))
                         .is_some_and(|x| noun_of(p, &x.lower));
+                    // (Between tools that fit the words, the one whose arguments the text
+                    // states: "your customer ID 1213210, I can retrieve your orders".)
                     let score = 2 * noun_hits
+                        + i32::from(!bare)
                         + i32::from(object_hit)
                         + i32::from(alias_hit)
                         + i32::from(tr.own)
@@ -2668,8 +2753,17 @@ static AND_MORE: LazyLock<Regex> = LazyLock::new(|| {
 static AND_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(r#"^["'`]\s*,?\s+and\s+["'`]([^"'`\n]{1,80})["'`]"#)
 });
+/// Capitalised names joined by "and" after a preposition or a colon: `in Paris, Rome and
+/// Oslo`, `cities: Seattle and San Francisco`.
+static NAMES_JOINED: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?:\b(?:in|for|at|of|between)|:)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2}(?:,\s*[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})*)\s*,?\s+and\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})\b",
+    )
+});
 /// Words that say one call per value follows.
 const EACH: &[&str] = &[
+    "each of these",
+    "each of the",
     "twice",
     "for each",
     "once for each",
@@ -2714,7 +2808,23 @@ fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
             let lower = near.to_lowercase();
             let n = times(near);
             let each = n > 1 || EACH.iter().any(|w| has_phrase(&lower, w));
-            let values = listed_values(call_sentence(text, &c.span), &c.name);
+            let mut values = listed_values(call_sentence(text, &c.span), &c.name);
+            // "… in two cities: Seattle and San Francisco. I will use the tool to get the
+            // weather in each of these locations.": names listed just before.
+            if values.len() < 2 {
+                values = NAMES_JOINED
+                    .captures_iter(&text[from..c.span.start.max(from)])
+                    .last()
+                    .map(|m| {
+                        let head = m.get(1).map_or("", |x| x.as_str());
+                        head.split(',')
+                            .chain(m.get(2).map(|x| x.as_str()))
+                            .map(|v| v.trim().to_string())
+                            .filter(|v| !v.is_empty())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+            }
             if each && values.len() >= 2 && (n == 1 || n == values.len()) {
                 for v in values {
                     let mut a = Map::new();
@@ -3236,7 +3346,7 @@ fn last_proper_noun(back: &str) -> Option<String> {
 
 static BOTH_UNNAMED: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\b(?:call|use|invoke)\s+both\s+(?:the\s+)?(?:functions|tools)\b",
+        r"(?i)\b(?:call|use|invoke)\s+(?:both\s+(?:of\s+)?(?:the\s+)?|(?:the\s+)?(?:available\s+|two\s+)(?:separate\s+)?)(?:functions|tools)\b",
     )
 });
 
@@ -3247,7 +3357,8 @@ static BOTH_FUNCTIONS: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// "I need to use both the add and multiply functions … with a=2 and b=3", and "Let me
-/// call both functions with "Paris" as the location" when two tools are offered.
+/// call both functions with "Paris" as the location" ("use the available tools", "use
+/// two separate functions") when two tools are offered.
 fn both_functions(
     text: &str,
     cfg: &ParserConfig,
@@ -3485,7 +3596,15 @@ fn build_calls(
     // in the sentence): the binder reads what the extractors do not.
     let first = first.or_else(|| {
         if !tr.by_name {
-            return None;
+            let after = &text[tr.end..sent.end.max(tr.end)];
+            let v = crate::bind::bindings(after, p.tool)
+                .get(&p.primary)?
+                .as_str()?
+                .to_string();
+            return Some(Found {
+                value: v,
+                range: tr.end..sent.end.max(tr.end),
+            });
         }
         let after = tr.end..sent.end.max(tr.end);
         let lead = toks_start(tr, text);
@@ -3728,16 +3847,20 @@ fn named_by_nouns(
 ) -> bool {
     // The tool's own verb with a noun of its name: "search for budget files" for
     // `search_files`.
+    // (Not the name's verb: `describe` of `describe_table`; but `document` of
+    // `DocumentSearchTool` is a noun.)
+    let name_words = crate::schema::name_words(&p.tool.name);
+    let lead_verb = name_words
+        .first()
+        .filter(|f| p.own_verbs.iter().any(|v| v.len() == 1 && v[0] == **f));
     let own_noun = |w: &str| {
         tr.own
-            && crate::schema::name_words(&p.tool.name)
-                .iter()
-                .skip(1)
-                .any(|n| {
-                    n.len() >= 3
-                        && !NAME_VERBS.contains(&n.as_str())
-                        && (n == w || (w.len() > 3 && n.starts_with(w)))
-                })
+            && name_words.iter().any(|n| {
+                Some(n) != lead_verb
+                    && n.len() >= 3
+                    && !NAME_VERBS.contains(&n.as_str())
+                    && names_noun(n, w)
+            })
     };
     if !p.lookup_needs_noun && !tr.own {
         return false;
@@ -3748,13 +3871,17 @@ fn named_by_nouns(
     if !tr.own && after.first().is_some_and(|w| w == "if" || w == "whether") {
         return false;
     }
-    let noun_hit = after.iter().take(6).any(|w| {
-        own_noun(w)
-            || (p.lookup_needs_noun
-                && p.nouns
-                    .iter()
-                    .any(|n| n == w || (w.len() > 3 && n.starts_with(w.as_str()))))
-    });
+    let hit = |w: &String| {
+        own_noun(w) || (p.lookup_needs_noun && p.nouns.iter().any(|n| names_noun(n, w)))
+    };
+    // "… the tables in the database. Let me list them.": the pronoun stands for a noun
+    // of the sentence before.
+    let pronoun = after.len() == 1 && ["them", "it", "these", "those"].contains(&after[0].as_str());
+    let noun_hit = after.iter().take(6).any(hit)
+        || (pronoun && {
+            let from = floor(text, sent.start.saturating_sub(WINDOW));
+            words(&text[from..sent.start]).iter().any(hit)
+        });
     let start = toks_start(tr, text);
     let before = text[sent.start.min(start)..start].to_ascii_lowercase();
     let refused = refusing(words(past_purpose(&before)).iter().map(String::as_str));
@@ -3775,6 +3902,12 @@ fn past_purpose(lower_before: &str) -> &str {
         Some(i) => &t[3 + i + 1..],
         None => lower_before,
     }
+}
+
+/// `word` in the text names the tool's noun `n`: the same word, its plural ("tables" for
+/// `describe_table`), or its start ("info" for `information`).
+fn names_noun(n: &str, word: &str) -> bool {
+    n == word || word.strip_suffix('s') == Some(n) || (word.len() > 3 && n.starts_with(word))
 }
 
 /// Claude 3's "To figure out how many cats you have, I can use the calculator tool:" as

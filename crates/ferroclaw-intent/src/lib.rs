@@ -321,6 +321,7 @@ pub fn parse(
         }
     }
     let mut done = false;
+    let ended = std::cell::Cell::new(false);
     let mut final_text: Option<String> = None;
     // Content-level final text from the first structured strategy that delimits it.
     let mut content_markup: Vec<Range<usize>> = Vec::new();
@@ -336,6 +337,11 @@ pub fn parse(
         }
         let mut out = run_strategy(strategy, text, tools, cfg);
         done |= out.done;
+        // A structured strategy read the model's own "done" (ReAct's `finish`, DSPy's
+        // `finish` tool name): the prose around it is no call.
+        if out.done && out.calls.is_empty() && strategy != Strategy::Fuzzy {
+            ended.set(true);
+        }
         if strategy == Strategy::Harmony && out.final_text.is_some() {
             harmony_final_in.push(source);
         }
@@ -365,6 +371,9 @@ pub fn parse(
                         winner = Some(calls);
                         break 'outer;
                     }
+                    if ended.get() {
+                        break 'outer;
+                    }
                 }
             }
         }
@@ -373,6 +382,9 @@ pub fn parse(
                 for &st in &cfg.order {
                     if let Some(calls) = attempt(st, src) {
                         winner = Some(calls);
+                        break 'outer;
+                    }
+                    if ended.get() {
                         break 'outer;
                     }
                 }
@@ -444,6 +456,14 @@ fn reasoned_values(reasoning: &str, calls: &mut [ParsedCall], tools: &[ToolSpec]
 /// not act on: after it, the answer went to the user (the content, or the text after
 /// `</think>`, is a real answer with no call in it). The model answered from what it
 /// knew or imagined the tool's result; running the tool now would not be its turn.
+/// Phrases that close an answer for the user.
+const SIGN_OFFS: &[&str] = &[
+    "let me know if",
+    "feel free to ask",
+    "hope this helps",
+    "anything else i can",
+];
+
 fn answered_instead(
     content: Option<&str>,
     calls: &[ParsedCall],
@@ -471,7 +491,12 @@ fn answered_instead(
         .trim_start_matches(['*', '#', ' '])
         .to_ascii_lowercase()
         .starts_with("final answer");
-    if !labelled && (answer.len() < ANSWER_MIN || answer.ends_with(':')) {
+    // A question to the user ("Could you tell me the city?") is the model asking instead of
+    // calling, however short.
+    // So is an answer that signs off ("Let me know if you'd like more details!").
+    let lower = answer.to_lowercase();
+    let asks = answer.ends_with('?') || SIGN_OFFS.iter().any(|s| lower.contains(s));
+    if !labelled && !asks && (answer.len() < ANSWER_MIN || answer.ends_with(':')) {
         return false;
     }
     cfg.order

@@ -1,4 +1,5 @@
-//! `Thought:` / `Action:` / `Action Input:` blocks.
+//! `Thought:` / `Action:` / `Action Input:` blocks, and DSPy's ReAct fields
+//! (`[[ ## next_tool_name ## ]]` / `[[ ## next_tool_args ## ]]`), which carry the same steps.
 
 use std::sync::LazyLock;
 
@@ -10,9 +11,19 @@ use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
 static LABEL: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?mi)^[ \t>*_-]*(thought|action input|action|observation|final answer)[ \t*_]*:[ \t]*",
+        r"(?mi)^(?:[ \t>*_-]*(thought|action input|action|observation|final answer)[ \t*_]*:[ \t]*|[ \t]*\[\[ ## (next_thought|next_tool_name|next_tool_args|completed) ## \]\][ \t]*\n?)",
     )
 });
+
+/// A DSPy field as the ReAct label it stands for.
+fn field_label(field: &str) -> &'static str {
+    match field {
+        "next_tool_name" => "action",
+        "next_tool_args" => "action input",
+        "completed" => "completed",
+        _ => "thought",
+    }
+}
 static DONE_NAMES: &[&str] = &[
     "done",
     "finish",
@@ -27,7 +38,10 @@ static DONE_NAMES: &[&str] = &[
 
 pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
     let mut out = StrategyOutput::default();
-    if !text.to_ascii_lowercase().contains("action") && !text.contains("inal Answer") {
+    if !text.to_ascii_lowercase().contains("action")
+        && !text.contains("inal Answer")
+        && !text.contains("[[ ## next_tool_name ## ]]")
+    {
         return out;
     }
     // (label, label start, value start, value end)
@@ -35,7 +49,11 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         .captures_iter(text)
         .filter_map(|c| {
             let m = c.get(0)?;
-            Some((c.get(1)?.as_str().to_ascii_lowercase(), m.start(), m.end()))
+            let label = match c.get(1) {
+                Some(l) => l.as_str().to_ascii_lowercase(),
+                None => field_label(c.get(2)?.as_str()).to_string(),
+            };
+            Some((label, m.start(), m.end()))
         })
         .collect();
     let mut i = 0;
@@ -73,10 +91,17 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     split_inline(line)
                 };
                 let lname = name.to_ascii_lowercase();
-                if DONE_NAMES.contains(&lname.as_str()) {
+                // (An offered tool of that name — DSPy's `finish`, smolagents'
+                // `final_answer` — is called like any other.)
+                if DONE_NAMES.contains(&lname.as_str())
+                    && crate::schema::resolve(name, tools, &cfg.aliases).is_none()
+                {
                     if lname != "none" {
                         out.done = true;
-                        out.markup.push(lstart..vend);
+                        // DSPy's fields after its end are markup too.
+                        let dspy = text[lstart..].trim_start().starts_with("[[");
+                        out.markup
+                            .push(lstart..if dspy { text.len() } else { vend });
                         break;
                     }
                     i += 1;
@@ -106,7 +131,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 }
                 out.markup.push(lstart..end);
             }
-            "thought" | "observation" => out.markup.push(lstart..vend),
+            "thought" | "observation" | "completed" => out.markup.push(lstart..vend),
             _ => {}
         }
         i += 1;

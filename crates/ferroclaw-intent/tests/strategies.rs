@@ -2934,3 +2934,291 @@ fn gerunds_in_any_script_do_not_break_the_parser() {
         assert!(calls_in(None, Some(text), &shell).is_empty(), "{text}");
     }
 }
+
+#[test]
+fn formats_and_prose_from_the_twelfth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    let none = || json!({});
+    // DSPy's ReAct fields: the tool's name and its JSON arguments; `finish` ends the run.
+    let flights = vec![
+        s("get_user_info", text_prop("name"), &["name"]),
+        s(
+            "fetch_flight_info",
+            json!({"origin": {"type": "string"}, "destination": {"type": "string"}}),
+            &["origin"],
+        ),
+        s("finish", none(), &[]),
+    ];
+    let dspy = |thought: &str, name: &str, args: &str| {
+        format!("[[ ## next_thought ## ]]\n{thought}\n\n[[ ## next_tool_name ## ]]\n{name}\n\n[[ ## next_tool_args ## ]]\n{args}\n\n[[ ## completed ## ]]")
+    };
+    let step = dspy(
+        "I have picked the flight. Now I need Adam's profile.",
+        "get_user_info",
+        "{\"name\": \"Adam\"}",
+    );
+    let out = parse(None, Some(&step), &flights, &ParserConfig::default());
+    assert_eq!(
+        out.calls
+            .iter()
+            .map(|c| (c.name.clone(), c.arguments.clone()))
+            .collect::<Vec<_>>(),
+        vec![("get_user_info".to_string(), json!({"name": "Adam"}))]
+    );
+    assert_eq!(out.final_text, None, "the fields are markup");
+    // DSPy offers `finish` as a tool: naming it is a call. Where no such tool is offered,
+    // it ends the run and the fields after it are no text for the user.
+    let end = dspy("I have booked the flight for Adam.", "finish", "{}");
+    assert_eq!(
+        calls_in(None, Some(&end), &flights),
+        vec![("finish".to_string(), none())]
+    );
+    let done = parse(None, Some(&end), &flights[..2], &ParserConfig::default());
+    assert!(done.calls.is_empty() && done.done);
+    assert_eq!(done.final_text, None);
+    // A tool the fields name that is not offered is no call.
+    assert!(calls_in(None, Some(&dspy("Book it.", "book_flight", "{}")), &flights).is_empty());
+
+    // After the thinking, a question to the user or a signed-off answer: the model
+    // answered instead of calling, however short.
+    let temp = vec![s("get_weather", text_prop("location"), &["location"])];
+    let think = "<think>\nThe user wants the weather. I need to call the get_weather function, but the user gave no location.\n</think>\n\n";
+    for answered in [
+        "Could you please specify the location you'd like the weather for?",
+        "The current temperature in Boulder is **14.8°C**. Let me know if you'd like a forecast!",
+    ] {
+        assert!(
+            calls_in(None, Some(&format!("{think}{answered}")), &temp).is_empty(),
+            "{answered}"
+        );
+    }
+    // A preamble is not an answer.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<think>\nI should call get_weather for Paris.\n</think>\n\nLet me check that for you."),
+            &temp
+        ),
+        vec![("get_weather".to_string(), json!({"location": "Paris"}))]
+    );
+
+    // Values stated by the property: "the location of "…"", "the concept of …"; an
+    // adverb ("the location is fully specified") is no value.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<thinking>\nThe get_weather tool is relevant. The user has provided the location of \"San Francisco, CA\", so we have the necessary information to make the API call.\n</thinking>"),
+            &temp
+        ),
+        vec![("get_weather".to_string(), json!({"location": "San Francisco, CA"}))]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<thinking>\nThe get_weather tool has one required parameter:\n- location (string): The user has provided the location as \"Oslo\".\n\nThe location is fully specified. We can proceed with calling the get_weather tool.\n</thinking>"),
+            &temp
+        ),
+        vec![("get_weather".to_string(), json!({"location": "Oslo"}))]
+    );
+    let concept = vec![s("fetch_concept", text_prop("concept"), &["concept"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Okay, let me use the tool to fetch an expert explanation for the concept of distributed tracing."),
+            &concept
+        ),
+        vec![("fetch_concept".to_string(), json!({"concept": "distributed tracing"}))]
+    );
+
+    // Handoffs to agents: the agent's noun picks the tool.
+    let agents = vec![
+        s("research", text_prop("query"), &["query"]),
+        ToolSpec::new(
+            "transfer_to_summarizer",
+            "Handoff to the Summarizer agent.",
+            obj(none(), &[]),
+        ),
+        ToolSpec::new(
+            "transfer_to_translator",
+            "Handoff to the Translator agent.",
+            obj(none(), &[]),
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("After conducting thorough research, I'll hand this over to a specialized summarizer to consolidate the events for you."),
+            &agents
+        ),
+        vec![("transfer_to_summarizer".to_string(), none())]
+    );
+    assert!(calls_in(
+        None,
+        Some("I can't hand this over to a summarizer, since you asked me to keep it."),
+        &agents
+    )
+    .is_empty());
+
+    // "use the available tools" / "two separate functions" with two tools offered.
+    let pair = vec![
+        s("get_weather", text_prop("location"), &["location"]),
+        s("get_time", text_prop("location"), &["location"]),
+    ];
+    for both in [
+        "I'd be happy to help with both the weather in New York and the time there. Let's use the available tools to get this information for you.",
+        "To get the weather and current time in San Francisco, I'll need to use two separate functions. Let me fetch that data for you.",
+    ] {
+        let got: Vec<String> = calls_in(None, Some(both), &pair).into_iter().map(|c| c.0).collect();
+        assert_eq!(got, vec!["get_weather", "get_time"], "{both}");
+    }
+    assert!(calls_in(
+        None,
+        Some("You could use the available tools to get the weather and the time."),
+        &pair
+    )
+    .is_empty());
+
+    // One call per name listed just before "each of these".
+    let forecast = vec![s(
+        "get_current_weather",
+        text_prop("location"),
+        &["location"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<thinking>The User wants to know the current weather in two different cities: Seattle and San Francisco. I will use the available tool to get the current weather in each of these locations.</thinking>"),
+            &forecast
+        ),
+        vec![
+            ("get_current_weather".to_string(), json!({"location": "Seattle"})),
+            ("get_current_weather".to_string(), json!({"location": "San Francisco"})),
+        ]
+    );
+
+    // SQL agents: a plural noun, a pronoun for the noun just named, a gerund after
+    // "move on to".
+    let sql = vec![
+        s("list_tables", none(), &[]),
+        s("describe_table", text_prop("table_name"), &["table_name"]),
+        s("run_query", text_prop("sql"), &["sql"]),
+    ];
+    for (text, want) in [
+        (
+            "Now, I will describe these tables to understand their structure better.",
+            ("describe_table", none()),
+        ),
+        (
+            "To proceed, I first need to determine the tables in the database. Let me list them.",
+            ("list_tables", none()),
+        ),
+        (
+            "Let's move on to describing the `employees` table.",
+            ("describe_table", json!({"table_name": "employees"})),
+        ),
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &sql),
+            vec![(want.0.to_string(), want.1)],
+            "{text}"
+        );
+    }
+    // "them" with no table named before is no list; describing as a subject is no call.
+    assert!(calls_in(None, Some("The user likes cats. Let me list them."), &sql).is_empty());
+    assert!(calls_in(
+        None,
+        Some("Describing the tables would take too long."),
+        &sql
+    )
+    .is_empty());
+
+    // The words of a name beside its concept tell one search from another, and the place
+    // searched is not the query.
+    let searches = vec![
+        s("DocumentSearchTool", text_prop("query"), &["query"]),
+        s(
+            "Search the internet",
+            text_prop("search_query"),
+            &["search_query"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some(
+                "I will start by searching the document for information regarding the 2025 dates."
+            ),
+            &searches
+        ),
+        vec![(
+            "DocumentSearchTool".to_string(),
+            json!({"query": "information regarding the 2025 dates"})
+        )]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I will search the internet for the 2025 dates."),
+            &searches
+        ),
+        vec![(
+            "Search the internet".to_string(),
+            json!({"search_query": "the 2025 dates"})
+        )]
+    );
+
+    // The progressive reports what is being done; a progressive that is not the model's
+    // is no call.
+    let weather = vec![s("get_weather", text_prop("city"), &["city"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'm checking the weather in Sydney for you."),
+            &weather
+        ),
+        vec![("get_weather".to_string(), json!({"city": "Sydney"}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("You're checking the weather in Sydney, I see."),
+        &weather
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("I'm not checking the weather in Sydney again."),
+        &weather
+    )
+    .is_empty());
+
+    // Between tools the words fit equally, the one whose argument the text states.
+    let orders = vec![
+        s("get_order_by_id", text_prop("order_id"), &["order_id"]),
+        s(
+            "get_customer_orders",
+            text_prop("customer_id"),
+            &["customer_id"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Your customer ID is C-1213210. Let me get your orders."),
+            &orders
+        ),
+        vec![(
+            "get_customer_orders".to_string(),
+            json!({"customer_id": "C-1213210"})
+        )]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Your order ID is O-77. Let me get your order."),
+            &orders
+        ),
+        vec![("get_order_by_id".to_string(), json!({"order_id": "O-77"}))]
+    );
+}

@@ -394,6 +394,11 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "dspy-fields",
+            "[[ ## next_thought ## ]]\nI should run it.\n\n[[ ## next_tool_name ## ]]\nexec\n\n[[ ## next_tool_args ## ]]\n{\"command\": \"echo fmt-dspy-fields\"}\n\n[[ ## completed ## ]]",
+            None,
+        ),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
