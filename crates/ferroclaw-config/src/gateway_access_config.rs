@@ -9,7 +9,7 @@
 //!   limits: { max_connections: 4096, max_connections_per_ip: 512,
 //!             max_ws_connections: 2048, max_ws_connections_per_ip: 256,
 //!             connect_timeout_seconds: 10, header_read_timeout_seconds: 10,
-//!             body_read_timeout_seconds: 30 },
+//!             body_read_timeout_seconds: 30, max_devices_per_user: 64 },
 //! }
 //! ```
 
@@ -59,6 +59,10 @@ pub struct GatewayLimitsConfig {
     /// Time to send a whole request body.
     #[serde(alias = "bodyReadTimeoutSeconds")]
     pub body_read_timeout_seconds: u64,
+    /// Devices one user (or the shared operator credential) may keep paired; past it a
+    /// new device is refused until one is revoked.
+    #[serde(alias = "maxDevicesPerUser")]
+    pub max_devices_per_user: usize,
 }
 
 impl Default for GatewayLimitsConfig {
@@ -71,6 +75,7 @@ impl Default for GatewayLimitsConfig {
             connect_timeout_seconds: 10,
             header_read_timeout_seconds: 10,
             body_read_timeout_seconds: 30,
+            max_devices_per_user: 64,
         }
     }
 }

@@ -35,11 +35,28 @@ pub struct DeviceRecord {
     pub revoked_at: Option<i64>,
 }
 
+/// What pairing a device did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DevicePairing {
+    /// Recorded.
+    Paired,
+    /// The id is already known (paired or revoked): nothing changed.
+    Known,
+    /// Its user (or the shared operator credential) already has the most devices it may
+    /// keep paired: nothing changed.
+    Full,
+}
+
 #[async_trait]
 pub trait DeviceStore: Send + Sync {
-    /// Records a newly paired device; `false` when the id is already known (paired or
-    /// revoked), in which case nothing changes.
-    async fn pair_device(&self, device: &DeviceRecord) -> Result<bool, StoreError>;
+    /// Records a newly paired device unless its id is known or `device.user_id` already
+    /// has `max_active` devices that are not revoked. (Two instances pairing at the same
+    /// moment may each see room for one more.)
+    async fn pair_device(
+        &self,
+        device: &DeviceRecord,
+        max_active: usize,
+    ) -> Result<DevicePairing, StoreError>;
     async fn device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError>;
     /// Newest pairing first.
     async fn devices(&self) -> Result<Vec<DeviceRecord>, StoreError>;

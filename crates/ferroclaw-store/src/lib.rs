@@ -35,7 +35,7 @@ pub use channels::{
     ApprovedSender, ChannelStore, PairingOutcome, PairingRequest, DELIVERY_MEMORY_MS,
 };
 pub use cron::{CronJob, CronRun, CronStore, RUNS_KEPT_PER_JOB};
-pub use devices::{DeviceRecord, DeviceStore};
+pub use devices::{DevicePairing, DeviceRecord, DeviceStore};
 pub use directory::{
     AgentKind, AgentRecord, Directory, FileScope, ProviderRecord, Share, ShareRole, StoredFile,
 };

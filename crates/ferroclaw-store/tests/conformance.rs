@@ -1645,7 +1645,7 @@ async fn reading_a_session_while_its_run_waits_on_a_tool_leaves_the_run_s_writes
 
 #[tokio::test]
 async fn devices_are_paired_once_listed_touched_and_revoked_for_good() {
-    use ferroclaw_store::DeviceRecord;
+    use ferroclaw_store::{DevicePairing, DeviceRecord};
     for s in Subject::all().await {
         let n = s.name;
         let devices = s.store.devices().expect("device store");
@@ -1663,17 +1663,28 @@ async fn devices_are_paired_once_listed_touched_and_revoked_for_good() {
             last_seen_at: at,
             revoked_at: None,
         };
-        assert!(devices.pair_device(&d("d1", 10)).await.unwrap(), "{n}");
+        let paired = |p: DevicePairing| p == DevicePairing::Paired;
+        assert!(
+            paired(devices.pair_device(&d("d1", 10), 8).await.unwrap()),
+            "{n}"
+        );
         // A second pairing of the same id changes nothing (from any instance).
         let mut again = d("d1", 20);
         again.token_hash = "another".into();
-        assert!(!other.pair_device(&again).await.unwrap(), "{n}");
+        assert_eq!(
+            other.pair_device(&again, 8).await.unwrap(),
+            DevicePairing::Known,
+            "{n}"
+        );
         assert_eq!(
             devices.device("d1").await.unwrap().unwrap().token_hash,
             "hash-of-d1",
             "{n}"
         );
-        assert!(devices.pair_device(&d("d2", 30)).await.unwrap(), "{n}");
+        assert!(
+            paired(devices.pair_device(&d("d2", 30), 8).await.unwrap()),
+            "{n}"
+        );
         let ids: Vec<String> = other
             .devices()
             .await
@@ -1736,7 +1747,99 @@ async fn devices_are_paired_once_listed_touched_and_revoked_for_good() {
             "{n}"
         );
         // Revoked stays revoked: pairing the key again is refused.
-        assert!(!devices.pair_device(&d("d1", 200)).await.unwrap(), "{n}");
+        assert_eq!(
+            devices.pair_device(&d("d1", 200), 8).await.unwrap(),
+            DevicePairing::Known,
+            "{n}"
+        );
         assert!(devices.device("nope").await.unwrap().is_none(), "{n}");
+    }
+}
+
+/// One credential holder cannot fill the store with devices: past the cap a new device
+/// is refused (from any instance) until one is revoked; other users, the shared operator
+/// credential and devices already paired are not affected.
+#[tokio::test]
+async fn devices_per_user_are_capped() {
+    use ferroclaw_store::{DevicePairing, DeviceRecord};
+    for s in Subject::all().await {
+        let n = s.name;
+        let devices = s.store.devices().expect("device store");
+        let other = s.another().await.devices().expect("device store");
+        let d = |id: &str, user: Option<&str>| DeviceRecord {
+            id: id.into(),
+            public_key: format!("key-of-{id}"),
+            client_id: "openclaw-tui".into(),
+            platform: "linux".into(),
+            user_id: user.map(str::to_string),
+            role: "operator".into(),
+            token_hash: format!("hash-of-{id}"),
+            credential_hash: format!("credential-of-{id}"),
+            paired_at: 1,
+            last_seen_at: 1,
+            revoked_at: None,
+        };
+        for id in ["m1", "m2"] {
+            assert_eq!(
+                devices
+                    .pair_device(&d(id, Some("mallory")), 2)
+                    .await
+                    .unwrap(),
+                DevicePairing::Paired,
+                "{n}"
+            );
+        }
+        assert_eq!(
+            other
+                .pair_device(&d("m3", Some("mallory")), 2)
+                .await
+                .unwrap(),
+            DevicePairing::Full,
+            "{n}: the third device of one user"
+        );
+        assert!(
+            devices.device("m3").await.unwrap().is_none(),
+            "{n}: nothing stored"
+        );
+        // A known device is still known, not "full".
+        assert_eq!(
+            devices
+                .pair_device(&d("m1", Some("mallory")), 2)
+                .await
+                .unwrap(),
+            DevicePairing::Known,
+            "{n}"
+        );
+        // Other users and the operator credential (no user) count on their own.
+        assert_eq!(
+            devices
+                .pair_device(&d("c1", Some("carol")), 2)
+                .await
+                .unwrap(),
+            DevicePairing::Paired,
+            "{n}"
+        );
+        for id in ["o1", "o2"] {
+            assert_eq!(
+                devices.pair_device(&d(id, None), 2).await.unwrap(),
+                DevicePairing::Paired,
+                "{n}"
+            );
+        }
+        assert_eq!(
+            devices.pair_device(&d("o3", None), 2).await.unwrap(),
+            DevicePairing::Full,
+            "{n}"
+        );
+        // Revoking one makes room.
+        assert!(devices.revoke_device("m1", 5).await.unwrap(), "{n}");
+        assert_eq!(
+            other
+                .pair_device(&d("m3", Some("mallory")), 2)
+                .await
+                .unwrap(),
+            DevicePairing::Paired,
+            "{n}"
+        );
     }
 }

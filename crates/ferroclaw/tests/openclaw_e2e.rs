@@ -774,3 +774,103 @@ async fn protocol_4_agent_calls_are_rate_limited() {
         "8 turns at once under 1 per minute (burst 5) must meet the limit"
     );
 }
+
+/// Attack: one credential pairs key after key to fill the device store. Past
+/// `gateway.limits.max_devices_per_user` a new device is refused with the reason; devices
+/// already paired still sign in, another user's device still pairs, and revoking one
+/// makes room again.
+#[tokio::test]
+async fn attack_pairing_endless_devices_hits_the_per_user_cap() {
+    let users = r#"users: [{ id: "ro", token_env: "RO_TOKEN", role: "viewer" }],
+                   limits: { max_devices_per_user: 2 }"#;
+    let gw = Gateway::start_with(
+        "",
+        "",
+        users,
+        &[
+            ("FERROCLAW_GATEWAY_TOKEN", "cap-token"),
+            ("RO_TOKEN", "ro-token"),
+        ],
+    )
+    .await;
+    let keys: Vec<_> = (0..3).map(|_| new_key()).collect();
+    let mut tokens = Vec::new();
+    for key in &keys[..2] {
+        let hello = connect_device(&gw, json!({"token": "cap-token"}), key).await;
+        tokens.push(
+            hello["payload"]["auth"]["deviceToken"]
+                .as_str()
+                .expect("paired")
+                .to_string(),
+        );
+    }
+    let refused = connect_device(&gw, json!({"token": "cap-token"}), &keys[2]).await;
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(refused["error"]["code"], "RESOURCE_EXHAUSTED", "{refused}");
+    assert_eq!(
+        refused["error"]["details"]["code"], "DEVICE_LIMIT",
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("2 paired devices")),
+        "{refused}"
+    );
+    // Look-alikes that must still work: a paired device with its own token, the same
+    // key back with the shared token, and another user's first device.
+    let hello = connect_device(&gw, json!({"deviceToken": tokens[0]}), &keys[0]).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+    let hello = connect_device(&gw, json!({"token": "cap-token"}), &keys[1]).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+    let viewer = connect_device(&gw, json!({"token": "ro-token"}), &new_key()).await;
+    assert!(
+        viewer["payload"]["auth"]["deviceToken"].is_string(),
+        "{viewer}"
+    );
+
+    // The operator revokes one: the refused key now pairs.
+    let (mut ws, ch) = open(&gw).await;
+    let nonce = ch["nonce"].as_str().expect("nonce").to_string();
+    send(
+        &mut ws,
+        signed_with(
+            json!({"deviceToken": tokens[0]}),
+            &tokens[0],
+            &ch,
+            &keys[0],
+            &nonce,
+            false,
+        ),
+    )
+    .await;
+    let hello = next_json(&mut ws).await.expect("hello");
+    assert_eq!(hello["ok"], true, "{hello}");
+    ws.send(Message::text(
+        json!({"type": "req", "id": "1:l", "method": "devices.list", "params": {}}).to_string(),
+    ))
+    .await
+    .expect("send");
+    let listed = response(&mut ws).await;
+    let first = listed["payload"]["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .filter(|d| d["userId"].is_null())
+        .map(|d| d["id"].as_str().expect("id").to_string())
+        .next_back()
+        .expect("the first device");
+    ws.send(Message::text(
+        json!({"type": "req", "id": "2:r", "method": "devices.revoke", "params": {"id": first}})
+            .to_string(),
+    ))
+    .await
+    .expect("send");
+    let revoked = response(&mut ws).await;
+    assert_eq!(revoked["payload"]["revoked"], true, "{revoked}");
+    let paired = connect_device(&gw, json!({"token": "cap-token"}), &keys[2]).await;
+    assert!(
+        paired["payload"]["auth"]["deviceToken"].is_string(),
+        "{paired}"
+    );
+}

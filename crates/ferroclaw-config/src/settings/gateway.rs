@@ -77,6 +77,8 @@ pub struct GatewayLimitsSettings {
     pub header_read_timeout: Duration,
     /// Time to send a whole request body.
     pub body_read_timeout: Duration,
+    /// Devices one user (or the shared operator credential) may keep paired.
+    pub max_devices_per_user: usize,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -499,6 +499,7 @@ fn gateway(c: &schema::GatewayConfig, env: &Env) -> GatewaySettings {
             connect_timeout: Duration::from_secs(c.limits.connect_timeout_seconds.max(1)),
             header_read_timeout: Duration::from_secs(c.limits.header_read_timeout_seconds.max(1)),
             body_read_timeout: Duration::from_secs(c.limits.body_read_timeout_seconds.max(1)),
+            max_devices_per_user: c.limits.max_devices_per_user,
         },
         shutdown_grace: Duration::from_secs(c.shutdown_grace_seconds),
         queue_mode: match c.queue_mode {

@@ -6,6 +6,8 @@
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
+use ferroclaw_store::DevicePairing;
+
 use crate::auth::{Caller, Role};
 use crate::error::{WsCode, WsError};
 use crate::state::AppState;
@@ -150,10 +152,29 @@ pub async fn pair(
         revoked_at: None,
     };
     // Another instance may pair it at the same moment: whoever wrote first holds the
-    // token, and this connection simply goes on with its credential.
-    let paired = devices.pair_device(&record).await.map_err(store_error)?;
-    tracing::info!(target: "security.auth", event = "security.device_paired", device = %device_id, role = role.as_str(), "device paired");
-    Ok(paired.then_some(token))
+    // token, and this connection simply goes on with its credential. Past the cap of
+    // devices per user the connect is refused: one credential cannot fill the store.
+    let cap = state.config.limits.max_devices_per_user;
+    match devices
+        .pair_device(&record, cap)
+        .await
+        .map_err(store_error)?
+    {
+        DevicePairing::Paired => {
+            tracing::info!(target: "security.auth", event = "security.device_paired", device = %device_id, role = role.as_str(), "device paired");
+            Ok(Some(token))
+        }
+        DevicePairing::Known => Ok(None),
+        DevicePairing::Full => {
+            tracing::warn!(target: "security.auth", event = "security.device_limit", device = %device_id, user = user.unwrap_or("(operator)"), cap, "device pairing refused: too many devices");
+            Err(super::v4::refusal(
+                WsCode::ResourceExhausted,
+                "DEVICE_LIMIT",
+                format!("this credential already has {cap} paired devices: revoke one (devices.revoke) to pair another"),
+                json!({}),
+            ))
+        }
+    }
 }
 
 /// `devices.list` (admin): every paired device, revoked ones marked.

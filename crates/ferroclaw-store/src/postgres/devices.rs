@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use tokio_postgres::Row;
 
 use super::{db_error, PgSessionStore};
-use crate::devices::{DeviceRecord, DeviceStore};
+use crate::devices::{DevicePairing, DeviceRecord, DeviceStore};
 use crate::StoreError;
 
 const COLUMNS: &str = "id, public_key, client_id, platform, user_id, role, token_hash, paired_at, last_seen_at, revoked_at, credential_hash";
@@ -27,12 +27,21 @@ fn row(r: &Row) -> DeviceRecord {
 
 #[async_trait]
 impl DeviceStore for PgSessionStore {
-    async fn pair_device(&self, d: &DeviceRecord) -> Result<bool, StoreError> {
+    async fn pair_device(
+        &self,
+        d: &DeviceRecord,
+        max_active: usize,
+    ) -> Result<DevicePairing, StoreError> {
         let client = self.client().await?;
+        let max = i64::try_from(max_active).unwrap_or(i64::MAX);
+        // One statement: the count and the insert see the same snapshot.
         let n = client
             .execute(
                 &format!(
-                    "INSERT INTO gateway_devices ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                    "INSERT INTO gateway_devices ({COLUMNS})
+                     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+                     WHERE (SELECT count(*) FROM gateway_devices
+                            WHERE user_id IS NOT DISTINCT FROM $5 AND revoked_at IS NULL) < $12
                      ON CONFLICT (id) DO NOTHING"
                 ),
                 &[
@@ -47,11 +56,24 @@ impl DeviceStore for PgSessionStore {
                     &d.last_seen_at,
                     &d.revoked_at,
                     &d.credential_hash,
+                    &max,
                 ],
             )
             .await
             .map_err(db_error)?;
-        Ok(n == 1)
+        if n == 1 {
+            return Ok(DevicePairing::Paired);
+        }
+        let known = client
+            .query_opt("SELECT 1 FROM gateway_devices WHERE id = $1", &[&d.id])
+            .await
+            .map_err(db_error)?
+            .is_some();
+        Ok(if known {
+            DevicePairing::Known
+        } else {
+            DevicePairing::Full
+        })
     }
 
     async fn device(&self, id: &str) -> Result<Option<DeviceRecord>, StoreError> {

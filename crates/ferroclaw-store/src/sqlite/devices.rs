@@ -1,10 +1,10 @@
 //! The embedded backend's [`DeviceStore`]: a table in the records database.
 
 use async_trait::async_trait;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use super::records::RecordsDb;
-use crate::devices::{DeviceRecord, DeviceStore};
+use crate::devices::{DevicePairing, DeviceRecord, DeviceStore};
 use crate::StoreError;
 
 pub(crate) struct SqliteDevices {
@@ -37,15 +37,38 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeviceRecord> {
 
 #[async_trait]
 impl DeviceStore for SqliteDevices {
-    async fn pair_device(&self, d: &DeviceRecord) -> Result<bool, StoreError> {
+    async fn pair_device(
+        &self,
+        d: &DeviceRecord,
+        max_active: usize,
+    ) -> Result<DevicePairing, StoreError> {
         let d = d.clone();
+        let max = i64::try_from(max_active).unwrap_or(i64::MAX);
         self.db
             .with(move |conn| {
-                let n = conn.execute(
-                    &format!("INSERT OR IGNORE INTO gateway_devices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let known: bool = tx.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM gateway_devices WHERE id = ?1)",
+                    [&d.id],
+                    |r| r.get(0),
+                )?;
+                if known {
+                    return Ok(DevicePairing::Known);
+                }
+                let active: i64 = tx.query_row(
+                    "SELECT count(*) FROM gateway_devices WHERE user_id IS ?1 AND revoked_at IS NULL",
+                    [&d.user_id],
+                    |r| r.get(0),
+                )?;
+                if active >= max {
+                    return Ok(DevicePairing::Full);
+                }
+                tx.execute(
+                    &format!("INSERT INTO gateway_devices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
                     params![d.id, d.public_key, d.client_id, d.platform, d.user_id, d.role, d.token_hash, d.paired_at, d.last_seen_at, d.revoked_at, d.credential_hash],
                 )?;
-                Ok(n == 1)
+                tx.commit()?;
+                Ok(DevicePairing::Paired)
             })
             .await
     }
