@@ -116,12 +116,31 @@ const CONCEPTS: &[Concept] = &[
         verbs: &["transfer", "hand", "delegate", "forward"],
         nouns: &[],
     },
+    // Claude Code's `Agent` (`Task`) tool: "let me spawn a subagent to …".
+    Concept {
+        keys: &["agent", "subagent"],
+        verbs: &["spawn", "launch", "dispatch"],
+        nouns: &["subagent", "subagents", "sub-agent"],
+    },
     Concept {
         keys: &["memory", "memories", "remember", "notes"],
         verbs: &["search", "look up", "recall", "check"],
         nouns: &["memory", "memories", "notes"],
     },
 ];
+
+/// Nouns of tool names and the words models use for the same things.
+const NOUN_KIN: &[(&str, &[&str])] = &[
+    ("event", &["appointment", "meeting"]),
+    ("events", &["appointment", "meeting"]),
+];
+
+/// `word` is a word models use for the name's noun `n` ("appointment" for `event`).
+fn kin_of(n: &str, word: &str) -> bool {
+    NOUN_KIN
+        .iter()
+        .any(|(noun, kin)| *noun == n && kin.iter().any(|k| names_noun(k, word)))
+}
 
 /// Words of tool names that are neither verb nor noun (`about_the_user`).
 const NAME_FILLERS: &[&str] = &[
@@ -168,7 +187,7 @@ const NAME_VERBS: &[&str] = &[
 ];
 /// Verbs that ask a look-up tool for something.
 const LOOKUP_VERBS: &[&str] = &[
-    "check", "get", "fetch", "look up", "find", "retrieve", "find out",
+    "check", "get", "fetch", "look up", "find", "retrieve", "find out", "query",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,6 +383,18 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                         || CONCEPTS.iter().any(|c| c.keys.contains(&w.as_str()));
                     if w.len() > 2 && !generic && !nouns.contains(&w) {
                         nouns.push(w);
+                        // A tool that lists (`list_calendar_events`) is also what "check
+                        // the calendar" means, with a noun of its name.
+                        let reads = own_verbs.iter().any(|v| v[0] == "list");
+                        if reads && !lookup_needs_noun {
+                            lookup_needs_noun = true;
+                            for v in LOOKUP_VERBS {
+                                let v: Vec<String> = v.split(' ').map(str::to_string).collect();
+                                if !verbs.contains(&v) {
+                                    verbs.push(v);
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -584,6 +615,35 @@ fn gerunds_as_verbs(toks: &mut [Tok], is_verb: &dyn Fn(&str) -> bool) {
             || (prev(1) == Some("am") && prev(2) == Some("i"))
             || (prev(1) == Some("to") && prev(2) == Some("on"))
             || (prev(1) == Some("with") && matches!(prev(2), Some("proceed" | "continue")));
+        // "I will proceed with the cancellation of reservation FDZ0T5": the action named
+        // as a noun.
+        let nominal = prev(1) == Some("the")
+            && prev(2) == Some("with")
+            && matches!(prev(3), Some("proceed" | "continue" | "ahead"));
+        if nominal {
+            let w = toks[k].lower.as_str();
+            let base = ["ation", "ition", "ion", "ment", "al"]
+                .iter()
+                .find_map(|suf| w.strip_suffix(suf).filter(|s| s.len() > 2))
+                .and_then(|stem| {
+                    let undoubled = stem
+                        .chars()
+                        .rev()
+                        .take(2)
+                        .collect::<Vec<_>>()
+                        .windows(2)
+                        .any(|p| p[0] == p[1] && p[0].is_ascii())
+                        .then(|| stem[..stem.len() - 1].to_string());
+                    [Some(stem.to_string()), Some(format!("{stem}e")), undoubled]
+                        .into_iter()
+                        .flatten()
+                        .find(|v| is_verb(v))
+                });
+            if let Some(base) = base {
+                toks[k].lower = base;
+            }
+            continue;
+        }
         if lead {
             chain_until = k + 8;
         } else if !(k > 0 && k <= chain_until && toks[k - 1].lower == "and") {
@@ -916,7 +976,14 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
                 .is_some_and(|x| x.range.end == t_end && matches!(x.lower.as_str(), "tool" | "function"))
             // "the OpenMeteoTool", "the get_weather": written as an identifier.
             || identifier_shaped(&text[trig.range.clone()]);
-        if BEFORE_BLOCK.contains(&prev.lower.as_str()) && !followed_by_tool {
+        // ("proceed with the cancellation": the noun was read as its verb.)
+        let nominal = || {
+            text[trig.range.clone()]
+                .to_lowercase()
+                .replace('\u{2019}', "'")
+                != trig.lower
+        };
+        if BEFORE_BLOCK.contains(&prev.lower.as_str()) && !followed_by_tool && !nominal() {
             return false;
         }
     }
@@ -2581,6 +2648,8 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() && text.chars().any(is_cjk) {
         cjk_intent(text, cfg, tools, &mut out);
     }
+    drop_later_steps(text, &mut out.calls);
+    drop_purposes(text, &mut out.calls);
     fill_bindings(text, tools, &mut out.calls);
     repeat_calls(text, tools, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
@@ -2893,6 +2962,54 @@ fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
             calls.push(m);
         }
     }
+}
+
+/// "I will first list the tables, then I will query the schema of the relevant ones": a
+/// step after "then" whose arguments the text does not state waits on the result of the
+/// step before it. (A later step with its own arguments — "after that we'll read
+/// docs/protocol.md" — does not.)
+fn drop_later_steps(text: &str, calls: &mut Vec<ParsedCall>) {
+    let Some(first) = calls.first() else {
+        return;
+    };
+    let (first_end, first_name) = (first.span.end, first.name.clone());
+    calls.retain(|c| {
+        let stated = c.arguments.as_object().is_some_and(|a| !a.is_empty());
+        if stated || c.span.start < first_end || c.name == first_name {
+            return true;
+        }
+        let between = text[floor(text, first_end)..floor(text, c.span.start)].to_lowercase();
+        !["then", "after that", "afterwards", "once"]
+            .iter()
+            .any(|w| has_phrase(&between, w))
+    });
+}
+
+/// "Let me spawn a subagent to fetch the weather": what another call is for, in the
+/// same sentence after "to", is no call of its own.
+fn drop_purposes(text: &str, calls: &mut Vec<ParsedCall>) {
+    if calls.len() < 2 {
+        return;
+    }
+    let spans: Vec<(Range<usize>, String)> = calls
+        .iter()
+        .map(|c| (c.span.clone(), c.name.clone()))
+        .collect();
+    calls.retain(|c| {
+        let head = &text[..floor(text, c.span.start)];
+        let lead = head.trim_end();
+        let purpose = lead.len() < head.len()
+            && lead
+                .rsplit(|ch: char| !ch.is_alphanumeric())
+                .next()
+                .is_some_and(|w| w.eq_ignore_ascii_case("to"));
+        !purpose
+            || !spans.iter().any(|(r, name)| {
+                *name != c.name
+                    && r.end <= c.span.start
+                    && sentence_around(text, r).end >= c.span.start
+            })
+    });
 }
 
 /// The sentence around `span`.
@@ -3859,7 +3976,7 @@ fn named_by_nouns(
                 Some(n) != lead_verb
                     && n.len() >= 3
                     && !NAME_VERBS.contains(&n.as_str())
-                    && names_noun(n, w)
+                    && (names_noun(n, w) || kin_of(n, w))
             })
     };
     if !p.lookup_needs_noun && !tr.own {
@@ -3905,8 +4022,13 @@ fn past_purpose(lower_before: &str) -> &str {
 }
 
 /// `word` in the text names the tool's noun `n`: the same word, its plural ("tables" for
-/// `describe_table`), or its start ("info" for `information`).
+/// `describe_table`), its start ("info" for `information`), or with "sub" before it
+/// ("subagent" for `Agent`).
 fn names_noun(n: &str, word: &str) -> bool {
+    let word = word
+        .strip_prefix("sub")
+        .filter(|w| w.len() > 3)
+        .unwrap_or(word);
     n == word || word.strip_suffix('s') == Some(n) || (word.len() > 3 && n.starts_with(word))
 }
 

@@ -3222,3 +3222,135 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
         vec![("get_order_by_id".to_string(), json!({"order_id": "O-77"}))]
     );
 }
+
+#[test]
+fn plans_handoffs_and_nouns_from_the_thirteenth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    let none = || json!({});
+    let names = |text: &str, tools: &[ToolSpec]| -> Vec<String> {
+        calls_in(None, Some(text), tools)
+            .into_iter()
+            .map(|c| c.0)
+            .collect()
+    };
+    // A plan in steps: a step after "then" whose arguments the text does not state waits
+    // on the one before; a step with its own arguments does not.
+    let sql = vec![
+        s("sql_db_query", text_prop("query"), &["query"]),
+        s("sql_db_schema", text_prop("table_names"), &["table_names"]),
+        s("sql_db_list_tables", none(), &[]),
+    ];
+    assert_eq!(
+        names("I will first list the tables in the database, then I will query the schema of the most relevant tables.", &sql),
+        vec!["sql_db_list_tables"]
+    );
+    assert_eq!(
+        names("Let me list the tables. Then, once I have them, I can query the schema of the relevant ones.", &sql),
+        vec!["sql_db_list_tables"]
+    );
+    // Joined by "and", both steps are meant now.
+    assert_eq!(
+        names(
+            "I will list the tables in the database and query the schema of the Customer table.",
+            &sql
+        )
+        .len(),
+        2
+    );
+    let web = vec![
+        s("web_search", text_prop("query"), &["query"]),
+        s("read", text_prop("path"), &["path"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("First we should search the web for \"gateway protocol\". After that we'll read docs/protocol.md."), &web),
+        vec![
+            ("web_search".to_string(), json!({"query": "gateway protocol"})),
+            ("read".to_string(), json!({"path": "docs/protocol.md"})),
+        ]
+    );
+    // "query" is a look-up verb: "query the schema" for `sql_db_schema`.
+    assert_eq!(
+        names("I will now query the schema of these tables.", &sql),
+        vec!["sql_db_schema"]
+    );
+
+    // The action named as a noun after "proceed with the".
+    let airline = vec![
+        s(
+            "cancel_reservation",
+            text_prop("reservation_id"),
+            &["reservation_id"],
+        ),
+        s(
+            "get_reservation_details",
+            text_prop("reservation_id"),
+            &["reservation_id"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(None, Some("It can be cancelled at any time. I will proceed with the cancellation of reservation ID FDZ0T5."), &airline),
+        vec![("cancel_reservation".to_string(), json!({"reservation_id": "FDZ0T5"}))]
+    );
+    for not_now in [
+        "The cancellation of reservation ID FDZ0T5 is not possible.",
+        "I won't proceed with the cancellation of reservation ID FDZ0T5 unless you confirm.",
+    ] {
+        assert!(
+            calls_in(None, Some(not_now), &airline).is_empty(),
+            "{not_now}"
+        );
+    }
+
+    // A subagent is the `Agent` tool; what it is spawned to do is no call of its own.
+    let claude_code = vec![
+        ToolSpec::new(
+            "Agent",
+            "Launch a new agent to handle a task.",
+            obj(text_prop("prompt"), &["prompt"]),
+        ),
+        s("mcp__local__fetch_weather", text_prop("city"), &["city"]),
+    ];
+    assert_eq!(
+        names(
+            "Sure! Let me first spawn a subagent to fetch New York's weather!",
+            &claude_code
+        ),
+        vec!["Agent"]
+    );
+    assert_eq!(
+        names("Let me fetch the weather in Oslo.", &claude_code),
+        vec!["mcp__local__fetch_weather"]
+    );
+    assert!(calls_in(
+        None,
+        Some("A subagent was spawned earlier to fetch the weather."),
+        &claude_code
+    )
+    .is_empty());
+
+    // Calendars: an appointment is an event; checking the calendar lists it.
+    let calendar = vec![
+        s("list_calendar_events", text_prop("date"), &["date"]),
+        s(
+            "create_calendar_event",
+            json!({"start": {"type": "string"}, "duration": {"type": "integer"}}),
+            &["start"],
+        ),
+    ];
+    assert_eq!(
+        names("The user has a free slot from 10:00. I will now create an hour-long appointment for this time slot.", &calendar),
+        vec!["create_calendar_event"]
+    );
+    assert_eq!(
+        names("I will first check the user's calendar for 23/05/2024 to see if there are free slots. I will then create an hour-long appointment for the first free slot.", &calendar),
+        vec!["list_calendar_events"]
+    );
+    assert!(calls_in(
+        None,
+        Some("Your calendar has an appointment at 10:00 already."),
+        &calendar
+    )
+    .is_empty());
+}
