@@ -33,10 +33,12 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         .filter(char::is_ascii_alphanumeric)
         .map(|c| c.to_ascii_lowercase())
         .collect();
-    if !props
-        .iter()
-        .any(|(_, f)| !f.is_empty() && compact_text.contains(f.as_str()))
-    {
+    let named = |f: &str| {
+        compact_text.contains(f)
+            || f.strip_suffix("id")
+                .is_some_and(|t| t.len() > 2 && compact_text.contains(t))
+    };
+    if !props.iter().any(|(_, f)| !f.is_empty() && named(f)) {
         return out;
     }
     let mut found: Vec<(usize, &str, Value)> = Vec::new();
@@ -127,6 +129,13 @@ fn match_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
         .find(|(_, f)| *f == whole)
         .or_else(|| props.iter().find(|(_, f)| *f == last))
         .or_else(|| props.iter().find(|(_, f)| !first.is_empty() && *f == first))
+        // ("Invoice #382" for `invoice_id`: the thing named, its id the value.)
+        .or_else(|| {
+            props.iter().find(|(_, f)| {
+                f.strip_suffix("id")
+                    .is_some_and(|t| t == whole || t == last)
+            })
+        })
         .map(|(p, _)| *p)
 }
 
@@ -172,10 +181,10 @@ static THE_KEY_OF: LazyLock<Regex> = LazyLock::new(|| {
         r"\b(?i:the)\s+([A-Za-z_][\w-]{0,40})\s+of\s+([A-Za-z][\w-]*(?: [A-Za-z][\w-]*){0,4})\s*(?:[.,;:!?]|$)",
     )
 });
-/// `user ID user_11111`: an identifier-looking value right after the key.
+/// `user ID user_11111`, `Invoice #382`: an identifier-looking value right after the key.
 static KEY_ID: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(&format!(
-        r"\b{KEY}\s+([A-Za-z_-]*\d[\w-]*|[A-Za-z][\w-]*_[\w-]+)\b"
+        r"\b{KEY}\s+#?([A-Za-z_-]*\d[\w-]*|[A-Za-z][\w-]*_[\w-]+)\b"
     ))
 });
 /// `the experiment ID for the experiment named "x" is exp_003`: an identifier stated

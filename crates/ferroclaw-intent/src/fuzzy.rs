@@ -383,9 +383,13 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                         || CONCEPTS.iter().any(|c| c.keys.contains(&w.as_str()));
                     if w.len() > 2 && !generic && !nouns.contains(&w) {
                         nouns.push(w);
-                        // A tool that lists (`list_calendar_events`) is also what "check
-                        // the calendar" means, with a noun of its name.
-                        let reads = own_verbs.iter().any(|v| v[0] == "list");
+                        // A tool that lists (`list_calendar_events`) or hands over to an
+                        // agent (`transfer_to_invoice_information_subagent`) is also what
+                        // "check the calendar" or "get your invoice information" means,
+                        // with a noun of its name.
+                        let reads = own_verbs
+                            .iter()
+                            .any(|v| v[0] == "list" || v[0] == "transfer");
                         if reads && !lookup_needs_noun {
                             lookup_needs_noun = true;
                             for v in LOOKUP_VERBS {
@@ -941,6 +945,13 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     }
     let post: Vec<&str> = post_toks.map(|p| p.lower.as_str()).collect();
     if post.iter().any(|w| POST_PAST.contains(w)) {
+        return false;
+    }
+    // "… I can help you find the weather if you'd like!": an offer to the reader.
+    if post
+        .windows(2)
+        .any(|w| w[0] == "if" && matches!(w[1], "you" | "you'd" | "you're" | "you'll"))
+    {
         return false;
     }
     if from_code(&post) {
@@ -2260,7 +2271,11 @@ fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
     }
     // The clause may end on its joining word ("for Seoul and | then …").
     for tail in [" and", " or", " but"] {
-        if v.len() > tail.len() && v[v.len() - tail.len()..].eq_ignore_ascii_case(tail) {
+        // (`get`: the byte `tail.len()` from the end may fall inside a character.)
+        if v.len() > tail.len()
+            && v.get(v.len() - tail.len()..)
+                .is_some_and(|t| t.eq_ignore_ascii_case(tail))
+        {
             v = v[..v.len() - tail.len()].trim_end();
         }
     }
@@ -2567,10 +2582,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         .filter(|&j| noun_of(p, &toks[j].lower))
                         .collect();
                     let noun_hits = nouns.len() as i32;
-                    if (p.needs_noun || (p.lookup_needs_noun && !tr.own))
-                        && noun_hits == 0
-                        && !tr.by_name
-                    {
+                    if (p.needs_noun || !tr.own) && noun_hits == 0 && !tr.by_name {
                         continue;
                     }
                     let alias_hit = cfg
@@ -2633,7 +2645,12 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         trailing_arguments(text, cfg, tools, &mut out);
     }
-    if out.calls.is_empty() && !both_functions(text, cfg, tools, &mut out) {
+    // ("I'll read the file using both available tools": the verb found one of the two.)
+    let bare = out
+        .calls
+        .iter()
+        .all(|c| c.arguments.as_object().is_some_and(Map::is_empty));
+    if bare && !both_functions(text, cfg, tools, &mut out) && out.calls.is_empty() {
         the_function(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
@@ -3163,6 +3180,12 @@ pub(crate) fn last_sentence(text: &str) -> &str {
 /// tool whose missing required properties are all numbers takes the sentence's numbers
 /// in order, when the sentence holds exactly as many as are missing. False when the
 /// sentence holds no number.
+static DATE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?\b|\b\d{4}-\d{2}-\d{2}\b",
+    )
+});
+
 fn numbers_in_order(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Value>) -> bool {
     let missing: Vec<&str> = tool
         .required()
@@ -3172,7 +3195,9 @@ fn numbers_in_order(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Valu
     if missing.len() < 2 || !missing.iter().all(|k| numeric_prop(tool, k)) {
         return true;
     }
-    let nums: Vec<&str> = sentence
+    // A date's numbers ("August 7, 2025") are no arguments of their own.
+    let undated = DATE.replace_all(sentence, " ");
+    let nums: Vec<&str> = undated
         .split(|c: char| c.is_whitespace() || matches!(c, ',' | '+' | '*' | '(' | ')'))
         .map(|w| w.trim_end_matches(['.', '!', '?', ':', ';']))
         .filter(|w| w.starts_with(|c: char| c.is_ascii_digit() || c == '-'))
@@ -3463,7 +3488,7 @@ fn last_proper_noun(back: &str) -> Option<String> {
 
 static BOTH_UNNAMED: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\b(?:call|use|invoke)\s+(?:both\s+(?:of\s+)?(?:the\s+)?|(?:the\s+)?(?:available\s+|two\s+)(?:separate\s+)?)(?:functions|tools)\b",
+        r"(?i)\b(?:call|use|using|invoke)\s+(?:both\s+(?:of\s+)?(?:the\s+)?(?:available\s+)?|(?:the\s+)?(?:available\s+|two\s+)(?:separate\s+)?)(?:functions|tools)\b",
     )
 });
 
@@ -3504,6 +3529,7 @@ fn both_functions(
     for t in [ta, tb] {
         let args = crate::bind::bindings(text, t);
         if let Some(call) = make_call(&t.name, Value::Object(args), 0.6, m.range(), tools, cfg) {
+            out.calls.retain(|c| c.name != call.name);
             out.calls.push(call);
         }
     }

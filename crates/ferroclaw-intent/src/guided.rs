@@ -199,6 +199,8 @@ pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
         .or_else(|| item.get("tool"))
         .or_else(|| item.get("tool_name"))
         .or_else(|| item.get("function_name"))
+        // ModelScope-Agent's `<|startofthink|>{"api_name": …, "parameters": …}`.
+        .or_else(|| item.get("api_name"))
         .or_else(|| item.get("$function"))
         // Home Assistant's `{"service": "light.turn_off", …}`, Langroid's
         // `{"request": "duckduckgo_search", …}`: the other keys are the arguments.
@@ -294,6 +296,19 @@ fn with_fence(text: &str, r: Range<usize>) -> Range<usize> {
     let ta = after.trim_start();
     if start != r.start && ta.starts_with("```") {
         end = r.end + (after.len() - ta.len()) + 3;
+    }
+    // A special token right around it (`<|startofthink|>…<|endofthink|>`) is markup too.
+    let head = text[..start].trim_end();
+    if head.ends_with("|>") {
+        if let Some(i) = head.rfind("<|") {
+            start = i;
+        }
+    }
+    let tail = text[end..].trim_start();
+    if tail.starts_with("<|") {
+        if let Some(i) = tail.find("|>") {
+            end = text.len() - tail.len() + i + 2;
+        }
     }
     start..end
 }

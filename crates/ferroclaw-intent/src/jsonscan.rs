@@ -18,6 +18,12 @@ static ARG_KEY: LazyLock<Regex> = LazyLock::new(|| {
 static BARE_VALUE: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(r#"(:\s*)([A-Za-z_][A-Za-z0-9_.\-]*)(\s*[,}\]])"#)
 });
+/// `"x": 10 - 5`: a value written as the arithmetic that gives it.
+static ARITHMETIC: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"("\s*:\s*)(-?\d{1,15}(?:\.\d{1,15})?)\s*([-+*/])\s*(-?\d{1,15}(?:\.\d{1,15})?)(\s*[,}\]])"#,
+    )
+});
 /// `{"command": "ls", ...}` — an elision where more members were left out.
 static ELISION: LazyLock<Regex> =
     LazyLock::new(|| ferroclaw_types::literal_regex(r#",\s*(?:\.\.\.|\u{2026})\s*([}\]])"#));
@@ -168,6 +174,14 @@ pub(crate) fn repair(s: &str) -> Option<Value> {
     if let Some(v) = parse_lenient(&fixed) {
         return Some(v);
     }
+    let fixed = ARITHMETIC
+        .replace_all(&fixed, |c: &regex::Captures| {
+            match arithmetic(&c[2], &c[3], &c[4]) {
+                Some(v) => format!("{}{v}{}", &c[1], &c[5]),
+                None => c[0].to_string(),
+            }
+        })
+        .into_owned();
     let fixed = BARE_VALUE
         .replace_all(&fixed, |c: &regex::Captures| {
             let w = &c[2];
@@ -193,6 +207,29 @@ pub(crate) fn repair(s: &str) -> Option<Value> {
     // Junk after the last brace (`}}"`): cut back to the last balanced object.
     let t = fixed.trim_end_matches(|c: char| c != '}' && c != ']');
     (t.len() < fixed.len()).then(|| parse_lenient(t)).flatten()
+}
+
+/// `a op b` worked out, as JSON text: whole numbers stay whole.
+fn arithmetic(a: &str, op: &str, b: &str) -> Option<String> {
+    if let (Ok(x), Ok(y)) = (a.parse::<i64>(), b.parse::<i64>()) {
+        let v = match op {
+            "+" => x.checked_add(y),
+            "-" => x.checked_sub(y),
+            "*" => x.checked_mul(y),
+            _ => None,
+        };
+        if let Some(v) = v {
+            return Some(v.to_string());
+        }
+    }
+    let (x, y) = (a.parse::<f64>().ok()?, b.parse::<f64>().ok()?);
+    let v = match op {
+        "+" => x + y,
+        "-" => x - y,
+        "*" => x * y,
+        _ => x / y,
+    };
+    serde_json::Number::from_f64(v).map(|n| n.to_string())
 }
 
 /// `s` with typographic quotes made plain and stray backslashes doubled, or `None`

@@ -69,7 +69,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     } else if text.contains("[TOOL_CALL]") {
         tool_call_tags(&cx, &mut out, &mut taken);
     }
-    if text.contains("[TOOL_CALLS]") || text.contains("[FUNCTION]") {
+    if text.contains("[TOOL_CALLS") || text.contains("[FUNCTION]") {
         mistral(&cx, &mut out, &mut taken);
     }
     if text.contains("```") {
@@ -614,16 +614,22 @@ fn gemma_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usiz
             }
         }
     }
+    // (After an answer, or behind another token: "…cheetahs!\n<|begin_of_box|>NAME\n
+    // <arg_key>…".)
     if out.calls.is_empty() {
-        if let Some(k) = find_ci(&text[start..], 0, "<arg_key>") {
-            let name = text[start..start + k].trim();
-            let span = start..text.trim_end().len();
+        if let Some(k) = find_ci(text, start, "<arg_key>") {
+            let head = text[start..k].trim_end();
+            let line = head.rfind('\n').map_or(0, |i| i + 1);
+            let token = head[line..].rfind("|>").map_or(line, |i| line + i + 2);
+            let name = head[token..].trim();
+            // The markup (and the token before the name) leaves the text; the answer stays.
+            let span = start + line..text.trim_end().len();
             if !name.is_empty()
                 && !name.contains(char::is_whitespace)
                 && push(
                     out,
                     name,
-                    Value::Object(glm_args(&text[start + k..])),
+                    Value::Object(glm_args(&text[k..])),
                     MARKED,
                     span.clone(),
                     tools,
@@ -1209,7 +1215,14 @@ fn code_tool(tools: &[ToolSpec]) -> Option<&ToolSpec> {
 /// Mistral's `[TOOL_CALLS]`, and the `[FUNCTION] name [ARGS] {…}` some models invent
 /// after it.
 fn mistral(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
-    for open in ["[TOOL_CALLS]", "[FUNCTION]"] {
+    // (A provider that strips the tokens' closing brackets leaves
+    // `[TOOL_CALLSget_weather[ARGS{…}`.)
+    let calls = if cx.text.contains("[TOOL_CALLS]") {
+        "[TOOL_CALLS]"
+    } else {
+        "[TOOL_CALLS"
+    };
+    for open in [calls, "[FUNCTION]"] {
         mistral_blocks(cx, open, out, taken);
     }
 }

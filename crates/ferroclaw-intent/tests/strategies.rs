@@ -2918,6 +2918,25 @@ fn bracketed_pseudo_markup_leaves_the_final_text() {
     );
 }
 
+/// Found by a shake run: a value ending in a multibyte character three bytes from its
+/// end ("m“ode") was trimmed of a joining word by byte offset and panicked.
+#[test]
+fn a_value_ending_in_a_wide_character_does_not_break_the_parser() {
+    let replace = vec![ToolSpec::new(
+        "Replace",
+        "",
+        json!({"type": "object", "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}}}),
+    )];
+    for text in [
+        "we should use the Replace function in read-only m\u{201c}ode (by not changing its content).",
+        "we should use the Replace function in read-only m\u{201c}ode and",
+        "we should use the Replace function in read-only mode and",
+    ] {
+        let out = parse(None, Some(text), &replace, &ParserConfig::default());
+        assert!(out.calls.len() <= 1, "{text}: {:?}", out.calls);
+    }
+}
+
 #[test]
 fn gerunds_in_any_script_do_not_break_the_parser() {
     // `က` ends in two equal bytes: undoubling must cut characters, not bytes.
@@ -3353,4 +3372,164 @@ fn plans_handoffs_and_nouns_from_the_thirteenth_consumed_part() {
         &calendar
     )
     .is_empty());
+}
+
+#[test]
+fn formats_and_offers_from_the_fourteenth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    let weather = vec![
+        s("get_weather", text_prop("location"), &["location"]),
+        s("tell_joke", json!({}), &[]),
+    ];
+    let paris = vec![(
+        "get_weather".to_string(),
+        json!({"location": "Paris, France"}),
+    )];
+    // Mistral's tokens with their closing brackets stripped by the provider.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("[TOOL_CALLSget_weather[ARGS{\"location\": \"Paris, France\"}"),
+            &weather
+        ),
+        paris
+    );
+    // GLM's markup after an answer, behind another token: the call, and the answer stays.
+    let glm = "Why don't cats play poker? Too many cheetahs!\n<|begin_of_box|>get_weather\n<arg_key>location</arg_key>\n<arg_value>Paris, France</arg_value>\n</tool_call>";
+    let out = parse(None, Some(glm), &weather, &ParserConfig::default());
+    assert_eq!(
+        out.calls
+            .iter()
+            .map(|c| (c.name.clone(), c.arguments.clone()))
+            .collect::<Vec<_>>(),
+        paris
+    );
+    assert_eq!(
+        out.final_text.as_deref(),
+        Some("Why don't cats play poker? Too many cheetahs!")
+    );
+    // A name before `<arg_key>` that is no offered tool is no call.
+    assert!(calls_in(None, Some("Done.\n<|begin_of_box|>get_time\n<arg_key>location</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"), &weather).is_empty());
+
+    // ModelScope-Agent: `{"api_name", "parameters"}` between think tokens, which leave
+    // the text with the call.
+    let speech = vec![s(
+        "modelscope_speech-generation",
+        json!({"input": {"type": "string"}, "gender": {"type": "string"}}),
+        &["input"],
+    )];
+    let ms = "AI changes life.\n<|startofthink|>```JSON\n{\n   \"api_name\": \"modelscope_speech-generation\",\n   \"parameters\": {\"input\": \"AI changes life.\", \"gender\": \"man\"}\n}\n```<|endofthink|>\n";
+    let out = parse(None, Some(ms), &speech, &ParserConfig::default());
+    assert_eq!(
+        out.calls
+            .iter()
+            .map(|c| (c.name.clone(), c.arguments.clone()))
+            .collect::<Vec<_>>(),
+        vec![(
+            "modelscope_speech-generation".to_string(),
+            json!({"input": "AI changes life.", "gender": "man"})
+        )]
+    );
+    assert_eq!(out.final_text.as_deref(), Some("AI changes life."));
+    // An `api_name` that is not offered is no call.
+    assert!(calls_in(
+        None,
+        Some("{\"api_name\": \"speech\", \"parameters\": {\"input\": \"x\"}}"),
+        &speech
+    )
+    .is_empty());
+
+    // Arithmetic written as a JSON value is worked out; text inside strings is left alone.
+    let hypot = vec![s(
+        "math.hypot",
+        json!({"x": {"type": "number"}, "y": {"type": "number"}, "note": {"type": "string"}}),
+        &["x", "y"],
+    )];
+    assert_eq!(
+        calls_in(None, Some("<tool_call>\n{\"name\": \"math.hypot\", \"arguments\": {\"x\": 10 - 5, \"y\": 15 - 7, \"note\": \"ratio: 3 - 1\"}}\n</tool_call>"), &hypot),
+        vec![("math.hypot".to_string(), json!({"x": 5, "y": 8, "note": "ratio: 3 - 1"}))]
+    );
+
+    // A verb only the description gives ("Search web and save results to files": "save",
+    // "create") needs a noun of the tool to call it.
+    let research = vec![
+        ToolSpec::new(
+            "tavily_search",
+            "Search web and save detailed results to files.",
+            obj(text_prop("query"), &["query"]),
+        ),
+        ToolSpec::new(
+            "write_todos",
+            "Create or update the TODO list.",
+            obj(json!({"todos": {"type": "array"}}), &["todos"]),
+        ),
+    ];
+    assert!(calls_in(
+        None,
+        Some("Let me start by creating a research plan."),
+        &research
+    )
+    .is_empty());
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me start by searching the web for \"MCP\"."),
+            &research
+        ),
+        vec![("tavily_search".to_string(), json!({"query": "MCP"}))]
+    );
+
+    // An offer to the reader ("if you'd like") is no call; the same words without it are.
+    let one = vec![s("get_weather", text_prop("location"), &["location"])];
+    assert!(calls_in(None, Some("I can't tell jokes right now, but I can help you find the weather in your area if you'd like!"), &one).is_empty());
+    assert_eq!(
+        calls_in(None, Some("Let me find the weather in Oslo."), &one),
+        vec![("get_weather".to_string(), json!({"location": "Oslo"}))]
+    );
+
+    // "Invoice #382" is the invoice's id; a date's numbers are no arguments.
+    let employee = vec![s(
+        "get_employee_by_invoice_and_customer",
+        json!({"invoice_id": {"type": "integer"}, "customer_id": {"type": "integer"}}),
+        &["invoice_id", "customer_id"],
+    )];
+    assert_eq!(
+        calls_in(None, Some("Your most recent invoice is Invoice #382 from August 7, 2025. Now let me find out which employee assisted you with this invoice."), &employee),
+        vec![("get_employee_by_invoice_and_customer".to_string(), json!({"invoice_id": 382}))]
+    );
+    assert_eq!(
+        calls_in(None, Some("Your invoice is from August 7, 2025. Now let me find out which employee assisted you with this invoice."), &employee),
+        vec![("get_employee_by_invoice_and_customer".to_string(), json!({}))]
+    );
+    // Two plain numbers are still read in order.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me find out which employee assisted you with invoice 382 of customer 17."),
+            &employee
+        ),
+        vec![(
+            "get_employee_by_invoice_and_customer".to_string(),
+            json!({"invoice_id": 382, "customer_id": 17})
+        )]
+    );
+
+    // "using both available tools" with two tools: both, though the verb fits one.
+    let halves = vec![
+        s("read_file_head", text_prop("path"), &["path"]),
+        s("read_file_tail", text_prop("path"), &["path"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll read the file using both available tools."),
+            &halves
+        )
+        .into_iter()
+        .map(|c| c.0)
+        .collect::<Vec<_>>(),
+        vec!["read_file_head", "read_file_tail"]
+    );
 }

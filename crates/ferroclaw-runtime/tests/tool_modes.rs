@@ -399,6 +399,21 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "mistral-unbracketed",
+            "[TOOL_CALLSexec[ARGS{\"command\": \"echo fmt-mistral-unbracketed\"}",
+            None,
+        ),
+        (
+            "glm-after-answer",
+            "Sure.\n<|begin_of_box|>exec\n<arg_key>command</arg_key>\n<arg_value>echo fmt-glm-after-answer</arg_value>\n</tool_call>",
+            None,
+        ),
+        (
+            "modelscope-api-name",
+            "<|startofthink|>```JSON\n{\"api_name\": \"exec\", \"parameters\": {\"command\": \"echo fmt-modelscope-api-name\"}}\n```<|endofthink|>",
+            None,
+        ),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
