@@ -90,6 +90,28 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             }
         }
     }
+    // "for four guests": a count before a numeric property's name.
+    for c in COUNT_OF_KEY.captures_iter(text) {
+        let (Some(n), Some(k)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        let Some(prop) = match_prop(k.as_str(), &props) else {
+            continue;
+        };
+        if !matches!(tool.prop_type(prop), Some("integer" | "number")) {
+            continue;
+        }
+        let word = n.as_str().to_ascii_lowercase();
+        let count = word.parse::<u64>().ok().or_else(|| {
+            NUMBER_WORDS
+                .iter()
+                .position(|w| *w == word)
+                .and_then(|i| u64::try_from(i + 1).ok())
+        });
+        if let Some(count) = count {
+            found.push((n.start(), prop, Value::from(count)));
+        }
+    }
     // The last statement wins: reasoning revises ("… "San Francisco". So we should call
     // get_weather with location "San Francisco, USA"").
     found.sort_by_key(|(at, _, _)| *at);
@@ -141,6 +163,18 @@ fn match_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
 
 const VALUE: &str = r#"(\[[^\[\]\n]{1,200}\]|\{[^{}\n]{1,200}\}|"(?:[^"\\\n]|\\.){1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|-?\d+(?:\.\d+)?\b|[A-Za-z](?:[\w/:@+-]|\.\w)*(?:,? [A-Z](?:[\w-]|\.\w)*){0,3})"#;
 const KEY: &str = r"([A-Za-z_][\w-]{0,40}(?: [A-Za-z_][\w-]{0,40})?)";
+
+const NUMBER_WORDS: &[&str] = &[
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve",
+];
+
+/// `four guests`, `2 adults`: a count, then the property's name.
+static COUNT_OF_KEY: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(\d{1,6}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+([A-Za-z_][\w-]{0,40})\b",
+    )
+});
 
 /// `x=5`, `location: "Paris"`, `the location parameter, which in this case is Tokyo`,
 /// `unit should be celsius`.

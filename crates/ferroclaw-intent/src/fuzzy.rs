@@ -1007,7 +1007,8 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     if imperative {
         return true;
     }
-    let pre_norm = pre.replace('\u{2019}', "'");
+    // ("The question implies the need to find …": a noun, not the model's need.)
+    let pre_norm = pre.replace('\u{2019}', "'").replace("the need to", "");
     // "I'm checking the weather for you": the progressive reports what is being done.
     let progressive = text[trig.range.clone()].ends_with("ing")
         && ["i'm", "i am", "we're", "we are"]
@@ -2667,6 +2668,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     }
     drop_later_steps(text, &mut out.calls);
     drop_purposes(text, &mut out.calls);
+    drop_replaced_by_instrument(text, &mut out.calls);
     fill_bindings(text, tools, &mut out.calls);
     repeat_calls(text, tools, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
@@ -3026,6 +3028,45 @@ fn drop_purposes(text: &str, calls: &mut Vec<ParsedCall>) {
                     && r.end <= c.span.start
                     && sentence_around(text, r).end >= c.span.start
             })
+    });
+}
+
+/// "I will now search for papers on alien life using the arxiv tool": the tool named as
+/// the instrument is the call; the one the verb alone suggested is not.
+fn drop_replaced_by_instrument(text: &str, calls: &mut Vec<ParsedCall>) {
+    if calls.len() < 2 {
+        return;
+    }
+    let instruments: Vec<(Range<usize>, String)> = calls
+        .iter()
+        .filter(|c| {
+            let lead = text[..floor(text, c.span.start)]
+                .trim_end()
+                .to_ascii_lowercase();
+            ["using the", "using", "via the", "via", "with the"]
+                .iter()
+                .any(|w| {
+                    lead.strip_suffix(w).is_some_and(|head| {
+                        head.chars()
+                            .next_back()
+                            .is_none_or(|ch| !ch.is_alphanumeric())
+                    })
+                })
+                && text
+                    .get(c.span.clone())
+                    .is_some_and(|s| s.eq_ignore_ascii_case(&c.name))
+        })
+        .map(|c| (c.span.clone(), c.name.clone()))
+        .collect();
+    if instruments.is_empty() {
+        return;
+    }
+    calls.retain(|c| {
+        !instruments.iter().any(|(r, name)| {
+            *name != c.name
+                && c.span.start < r.start
+                && sentence_around(text, &c.span).end >= r.start
+        })
     });
 }
 

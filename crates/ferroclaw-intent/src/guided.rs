@@ -206,9 +206,10 @@ pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
         // `{"request": "duckduckgo_search", …}`: the other keys are the arguments.
         .or_else(|| item.get("service"))
         .or_else(|| item.get("request"))
+        // (`{"action": "search_vehicles", "parameters": {…}}` too.)
         .or_else(|| {
             item.get("action")
-                .filter(|_| item.get("action_input").is_some())
+                .filter(|_| item.get("action_input").is_some() || args_of(item).is_some())
         })
         .or_else(|| func.and_then(|f| f.get("name")))
         .or_else(|| func.filter(|f| f.is_string()))

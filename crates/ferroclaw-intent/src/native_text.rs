@@ -82,6 +82,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         pythonic_answer(text, tools, cfg, &mut out);
     }
+    if out.calls.is_empty() && text.contains('(') {
+        pythonic_lines(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() {
         shell_fence_answer(text, tools, cfg, &mut out);
     }
@@ -1760,6 +1763,50 @@ fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
     let span = start..start + trimmed.len();
     for (n, a) in calls {
         push(out, &n, a, conf, span.clone(), tools, cfg);
+    }
+}
+
+/// Lines that are nothing but pythonic calls of offered tools, after prose or a heading
+/// ("Here is the corrected function call:\n\n[f(x=1)]", "**f(x=1)**", "`f(x=1)`"): the
+/// calls, each with its arguments named (or a bracketed list), unless the text shows them
+/// as an example.
+fn pythonic_lines(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    // (Pushed only once no line turns out to be an example.)
+    let mut found: Vec<(Range<usize>, String, Value)> = Vec::new();
+    let mut at = 0;
+    for raw in text.split_inclusive('\n') {
+        let start = at;
+        at += raw.len();
+        let line = raw
+            .trim()
+            .trim_start_matches("- ")
+            .trim_matches(|c| c == '*' || c == '`')
+            .trim();
+        if line.len() < 3 || !line.ends_with([')', ']']) || !line.contains('(') {
+            continue;
+        }
+        let Some((calls, consumed)) = pythonic_calls(line) else {
+            continue;
+        };
+        let listed = line.starts_with('[');
+        let named = calls.iter().all(|(_, a)| {
+            a.as_object()
+                .is_some_and(|a| !a.is_empty() && !a.contains_key(POSITIONAL))
+        });
+        let resolved = calls
+            .iter()
+            .all(|(n, _)| schema::resolve(n, tools, &cfg.aliases).is_some());
+        if consumed != line.len() || !(listed || named) || !resolved {
+            continue;
+        }
+        if shown_as_example(text, start) {
+            return;
+        }
+        let span = start..start + raw.trim_end().len();
+        found.extend(calls.into_iter().map(|(n, a)| (span.clone(), n, a)));
+    }
+    for (span, n, a) in found {
+        push(out, &n, a, PYTHONIC, span, tools, cfg);
     }
 }
 

@@ -3533,3 +3533,112 @@ fn formats_and_offers_from_the_fourteenth_consumed_part() {
         vec!["read_file_head", "read_file_tail"]
     );
 }
+
+#[test]
+fn call_lines_and_instruments_from_the_fifteenth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    // Lines that are nothing but pythonic calls, after prose or a heading, bold or in
+    // backticks (BFCL dumps).
+    let bird = vec![
+        s(
+            "identify_bird",
+            json!({"color": {"type": "string"}, "size": {"type": "string"}}),
+            &["color"],
+        ),
+        s(
+            "concert.find_details",
+            json!({"artist": {"type": "string"}, "month": {"type": "string"}}),
+            &["artist"],
+        ),
+    ];
+    for (text, want) in [
+        (
+            "### Feedback from the validator:\n\n* The `size` should be 'medium'.\n\n## Corrected function call:\n\n[identify_bird(color='green', size='medium')]",
+            vec![("identify_bird", json!({"color": "green", "size": "medium"}))],
+        ),
+        (
+            "**Function Calling Response**: \nidentify_bird(color=\"red\")\nconcert.find_details(artist=\"The Weeknd\", month=\"December\")",
+            vec![
+                ("identify_bird", json!({"color": "red"})),
+                ("concert.find_details", json!({"artist": "The Weeknd", "month": "December"})),
+            ],
+        ),
+        (
+            "**identify_bird(color='blue')**\n`concert.find_details(artist='Adele')`",
+            vec![
+                ("identify_bird", json!({"color": "blue"})),
+                ("concert.find_details", json!({"artist": "Adele"})),
+            ],
+        ),
+    ] {
+        let got = calls_in(None, Some(text), &bird);
+        let want: Vec<(String, Value)> = want.into_iter().map(|(n, a)| (n.to_string(), a)).collect();
+        assert_eq!(got, want, "{text}");
+    }
+    // Not calls: shown as an example, a name not offered, positional arguments in prose.
+    for text in [
+        "You can call it like this, for example:\n\n`identify_bird(color='green')`",
+        "The fix is simple.\n\nprint(color='green')",
+        "The result was computed.\n\nidentify_bird('green')",
+    ] {
+        assert!(calls_in(None, Some(text), &bird).is_empty(), "{text}");
+    }
+
+    // The tool named as the instrument, not the one the verb suggests.
+    let research = vec![
+        s("web_search", text_prop("query"), &["query"]),
+        s("arxiv", text_prop("query"), &["query"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Thought: I will now search for scientific papers related to alien life using the arxiv tool."), &research)
+            .into_iter()
+            .map(|c| c.0)
+            .collect::<Vec<_>>(),
+        vec!["arxiv"]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I will now search for \"alien life\" causing the arxiv tool to wait."),
+            &research
+        )
+        .into_iter()
+        .map(|c| c.0)
+        .collect::<Vec<_>>()
+        .first()
+        .map(String::as_str),
+        Some("web_search")
+    );
+
+    // "the need to" is a noun: what the question implies is no commitment.
+    let nearby = vec![s(
+        "restaurant.find_nearby",
+        json!({"location": {"type": "string"}, "dietary_preference": {"type": "string"}}),
+        &["location"],
+    )];
+    assert!(calls_in(None, Some("The user question implies the need to find nearby restaurants with a specific dietary preference, which in this case is \"Vegan\"."), &nearby).is_empty());
+
+    // A count before a numeric property's name; not for a text property.
+    let hotel = vec![s(
+        "create_reservation",
+        json!({"guests": {"type": "integer"}, "rooms": {"type": "string"}}),
+        &["guests"],
+    )];
+    assert_eq!(
+        calls_in(None, Some("Now I can create the reservation for you: a Family Room for four guests and two rooms."), &hotel),
+        vec![("create_reservation".to_string(), json!({"guests": 4}))]
+    );
+
+    // `{"tool_call": {"action": NAME, "parameters": {…}}}` in a `tool_code` fence.
+    let cars = vec![s(
+        "search_vehicles",
+        json!({"vehicle_type": {"type": "string"}, "max_price": {"type": "number"}}),
+        &[],
+    )];
+    assert_eq!(
+        calls_in(None, Some("Let me check our inventory.\n\n```tool_code\n{\n  \"tool_call\": {\n    \"action\": \"search_vehicles\",\n    \"parameters\": {\"vehicle_type\": \"SUV\", \"max_price\": 25000}\n  }\n}\n```"), &cars),
+        vec![("search_vehicles".to_string(), json!({"vehicle_type": "SUV", "max_price": 25000}))]
+    );
+}

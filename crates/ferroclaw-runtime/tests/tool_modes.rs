@@ -414,6 +414,11 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "pythonic-after-heading",
+            "## Corrected function call:\n\n[exec(command='echo fmt-pythonic-after-heading')]",
+            None,
+        ),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
