@@ -31,7 +31,13 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         }
         let list = ["tool_calls", "calls", "tool_call", "actions", "action"]
             .iter()
-            .find_map(|k| obj.get(*k));
+            .find_map(|k| obj.get(*k))
+            // AutoGPT: `{"thoughts": {…}, "command": {"name": …, "args": {…}}}` (a
+            // `command` string is an exec tool's argument).
+            .or_else(|| {
+                obj.get("command")
+                    .filter(|c| c.get("name").is_some_and(Value::is_string))
+            });
         let done = match obj.get("done") {
             Some(Value::Bool(b)) => Some(*b),
             Some(Value::String(s)) => Some(s.trim().eq_ignore_ascii_case("true")),

@@ -85,6 +85,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() && text.contains('(') {
         pythonic_lines(text, tools, cfg, &mut out);
     }
+    if out.calls.is_empty() && text.trim_end().ends_with(']') {
+        bracket_action_answer(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() {
         shell_fence_answer(text, tools, cfg, &mut out);
     }
@@ -243,6 +246,8 @@ const TOOL_CALL_OPEN: &[&str] = &[
     "[TOOL_CALL]",
     // Gemini: `<tool_code>grep_search(pattern='…')</tool_code>`.
     "<tool_code>",
+    // MINT's code agents: `<execute> print(wikipedia_search('…')) </execute>`.
+    "<execute>",
 ];
 
 fn tool_call_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
@@ -1766,6 +1771,70 @@ fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
     }
 }
 
+/// The code of a numbered or bulleted item that opens with a call in backticks, when
+/// only an explanation (after `:` or a dash) follows it.
+fn item_call(raw: &str) -> Option<&str> {
+    let t = raw.trim_start();
+    let rest = t
+        .strip_prefix("- ")
+        .or_else(|| t.strip_prefix("* "))
+        .or_else(|| {
+            let digits = t.find(|c: char| !c.is_ascii_digit())?;
+            (digits > 0)
+                .then(|| t[digits..].strip_prefix(". "))
+                .flatten()
+        })?
+        .trim_start();
+    let body = rest.strip_prefix('`')?;
+    let close = body.find('`')?;
+    let after = body[close + 1..].trim();
+    let code = body[..close].trim();
+    (code.ends_with(')')
+        && (after.is_empty() || after.starts_with([':', '-', '\u{2014}', '\u{2013}'])))
+    .then_some(code)
+}
+
+/// The whole answer is `NAME[argument]` (WebShop's `search[kids toothbrush]`,
+/// `click[Buy Now]`) for an offered tool: the argument is its main property.
+fn bracket_action_answer(
+    text: &str,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+    out: &mut StrategyOutput,
+) {
+    let t = text.trim();
+    if t.contains('\n') {
+        return;
+    }
+    let Some(open) = t.find('[') else { return };
+    let (name, inner) = (&t[..open], t[open + 1..t.len() - 1].trim());
+    if name.is_empty()
+        || inner.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    {
+        return;
+    }
+    let Some(tool) = schema::resolve(name, tools, &cfg.aliases) else {
+        return;
+    };
+    let mut args = Map::new();
+    if let Some(key) = tool.primary_property() {
+        args.insert(key.to_string(), Value::String(inner.to_string()));
+    }
+    let start = first_text(text, 0..text.len());
+    push(
+        out,
+        name,
+        Value::Object(args),
+        PYTHONIC,
+        start..start + t.len(),
+        tools,
+        cfg,
+    );
+}
+
 /// Lines that are nothing but pythonic calls of offered tools, after prose or a heading
 /// ("Here is the corrected function call:\n\n[f(x=1)]", "**f(x=1)**", "`f(x=1)`"): the
 /// calls, each with its arguments named (or a bracketed list), unless the text shows them
@@ -1777,6 +1846,29 @@ fn pythonic_lines(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut 
     for raw in text.split_inclusive('\n') {
         let start = at;
         at += raw.len();
+        // "1. `search_class("Sitemap")`: This will help …": a list item that opens with
+        // a call in backticks, explained after it (positional arguments too).
+        if let Some(code) = item_call(raw) {
+            let Some((calls, consumed)) = pythonic_calls(code) else {
+                continue;
+            };
+            if consumed != code.len()
+                || !calls
+                    .iter()
+                    .all(|(n, _)| schema::resolve(n, tools, &cfg.aliases).is_some())
+            {
+                continue;
+            }
+            if shown_as_example(text, start) {
+                return;
+            }
+            let span = start..start + raw.trim_end().len();
+            found.extend(calls.into_iter().map(|(n, a)| {
+                let a = positional_args(a, &n, tools, cfg);
+                (span.clone(), n, a)
+            }));
+            continue;
+        }
         let line = raw
             .trim()
             .trim_start_matches("- ")

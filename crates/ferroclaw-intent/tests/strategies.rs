@@ -3642,3 +3642,93 @@ fn call_lines_and_instruments_from_the_fifteenth_consumed_part() {
         vec![("search_vehicles".to_string(), json!({"vehicle_type": "SUV", "max_price": 25000}))]
     );
 }
+
+#[test]
+fn agent_formats_from_the_sixteenth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    // MINT: the tool's call inside `<execute>` code, `print` around it ignored.
+    let wiki = vec![s("wikipedia_search", text_prop("query"), &["query"])];
+    assert_eq!(
+        calls_in(None, Some("Assistant:\n<thought> I'm going to search for John Ericsson's death date. </thought>\n<execute> print(wikipedia_search('John Ericsson')) </execute>"), &wiki),
+        vec![("wikipedia_search".to_string(), json!({"query": "John Ericsson"}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("<execute> print(len('John Ericsson')) </execute>"),
+        &wiki
+    )
+    .is_empty());
+
+    // AutoGPT: the `command` object; a `command` string stays an exec tool's argument.
+    let autogpt = vec![
+        s(
+            "browse_website",
+            json!({"url": {"type": "string"}, "question": {"type": "string"}}),
+            &["url"],
+        ),
+        s("exec", text_prop("command"), &["command"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("{\n  \"thoughts\": {\"text\": \"I will use the browse_website command.\", \"plan\": \"- browse\"},\n  \"command\": {\"name\": \"browse_website\", \"args\": {\"url\": \"http://books.toscrape.com/\", \"question\": \"What is the price?\"}}\n}"), &autogpt),
+        vec![("browse_website".to_string(), json!({"url": "http://books.toscrape.com/", "question": "What is the price?"}))]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("{\"name\": \"exec\", \"command\": \"ls -la\"}"),
+            &autogpt
+        ),
+        vec![("exec".to_string(), json!({"command": "ls -la"}))]
+    );
+
+    // WebShop: the whole answer `NAME[argument]` for an offered tool; not inside prose,
+    // not for a name that is not offered.
+    let shop = vec![
+        s("search", text_prop("query"), &["query"]),
+        s("click", text_prop("element"), &["element"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("search[kids toothbrush 6 to 12]"), &shop),
+        vec![(
+            "search".to_string(),
+            json!({"query": "kids toothbrush 6 to 12"})
+        )]
+    );
+    assert_eq!(
+        calls_in(None, Some("click[Buy Now]"), &shop),
+        vec![("click".to_string(), json!({"element": "Buy Now"}))]
+    );
+    assert!(calls_in(None, Some("think[I should buy the cheaper one]"), &shop).is_empty());
+
+    // AutoCodeRover: list items that open with a call in backticks, explained after it.
+    let acr = vec![
+        s("search_class", text_prop("class_name"), &["class_name"]),
+        s(
+            "search_method_in_class",
+            json!({"method_name": {"type": "string"}, "class_name": {"type": "string"}}),
+            &["method_name", "class_name"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Therefore, the following API calls will be made:\n\n1. `search_class(\"Sitemap\")`: This will help us understand the class.\n\n2. `search_method_in_class(\"items\", \"Sitemap\")`: This gives the method."), &acr),
+        vec![
+            ("search_class".to_string(), json!({"class_name": "Sitemap"})),
+            ("search_method_in_class".to_string(), json!({"method_name": "items", "class_name": "Sitemap"})),
+        ]
+    );
+    // Shown as an example, or a call in backticks in the middle of a sentence: no call.
+    assert!(calls_in(
+        None,
+        Some("For example, you could write:\n\n1. `search_class(\"Sitemap\")`: finds the class."),
+        &acr
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("1. The result of `search_class(\"Sitemap\")` shows the class has no items."),
+        &acr
+    )
+    .is_empty());
+}

@@ -419,6 +419,22 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "mint-execute",
+            "<thought> Run it. </thought>\n<execute> print(exec(command='echo fmt-mint-execute')) </execute>",
+            None,
+        ),
+        (
+            "autogpt-command",
+            "{\"thoughts\": {\"text\": \"run it\"}, \"command\": {\"name\": \"exec\", \"args\": {\"command\": \"echo fmt-autogpt-command\"}}}",
+            None,
+        ),
+        ("bracket-action", "exec[echo fmt-bracket-action]", None),
+        (
+            "list-item-call",
+            "The following call will be made:\n\n1. `exec(\"echo fmt-list-item-call\")`: runs it.",
+            None,
+        ),
+        (
             "qwen-xml-in-reasoning",
             "",
             Some("The user wants it run.\n<tool_call>\n<function=exec>\n<parameter=command>\necho fmt-qwen-xml-in-reasoning\n</parameter>\n</function>\n</tool_call>"),
