@@ -374,6 +374,13 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     lookup_needs_noun = true;
                 }
             } else {
+                // A tool that lists (`list_calendar_events`) or hands over to an agent
+                // (`transfer_to_invoice_information_subagent`) is also what "check the
+                // calendar" or "get your invoice information" means, with a noun of its
+                // name.
+                let reads = own_verbs
+                    .iter()
+                    .any(|v| v[0] == "list" || v[0] == "transfer");
                 // `DocumentSearchTool`: the words of the name beside its concept's
                 // ("searching the document") tell it from the other searches.
                 for w in crate::schema::name_words(&t.name) {
@@ -383,13 +390,6 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                         || CONCEPTS.iter().any(|c| c.keys.contains(&w.as_str()));
                     if w.len() > 2 && !generic && !nouns.contains(&w) {
                         nouns.push(w);
-                        // A tool that lists (`list_calendar_events`) or hands over to an
-                        // agent (`transfer_to_invoice_information_subagent`) is also what
-                        // "check the calendar" or "get your invoice information" means,
-                        // with a noun of its name.
-                        let reads = own_verbs
-                            .iter()
-                            .any(|v| v[0] == "list" || v[0] == "transfer");
                         if reads && !lookup_needs_noun {
                             lookup_needs_noun = true;
                             for v in LOOKUP_VERBS {
@@ -629,20 +629,7 @@ fn gerunds_as_verbs(toks: &mut [Tok], is_verb: &dyn Fn(&str) -> bool) {
             let base = ["ation", "ition", "ion", "ment", "al"]
                 .iter()
                 .find_map(|suf| w.strip_suffix(suf).filter(|s| s.len() > 2))
-                .and_then(|stem| {
-                    let undoubled = stem
-                        .chars()
-                        .rev()
-                        .take(2)
-                        .collect::<Vec<_>>()
-                        .windows(2)
-                        .any(|p| p[0] == p[1] && p[0].is_ascii())
-                        .then(|| stem[..stem.len() - 1].to_string());
-                    [Some(stem.to_string()), Some(format!("{stem}e")), undoubled]
-                        .into_iter()
-                        .flatten()
-                        .find(|v| is_verb(v))
-                });
+                .and_then(|stem| verb_of_stem(stem, is_verb));
             if let Some(base) = base {
                 toks[k].lower = base;
             }
@@ -657,18 +644,23 @@ fn gerunds_as_verbs(toks: &mut [Tok], is_verb: &dyn Fn(&str) -> bool) {
             continue;
         };
         // "running" -> "run", "creating" -> "create", "searching" -> "search".
-        let mut last = stem.chars().rev();
-        let doubled = stem.len() > 2
-            && matches!((last.next(), last.next()), (Some(a), Some(b)) if a == b && a.is_ascii());
-        let undoubled = doubled.then(|| stem[..stem.len() - 1].to_string());
-        let base = [Some(stem.to_string()), undoubled, Some(format!("{stem}e"))]
-            .into_iter()
-            .flatten()
-            .find(|w| is_verb(w));
-        if let Some(base) = base {
+        if let Some(base) = verb_of_stem(stem, is_verb) {
             toks[k].lower = base;
         }
     }
+}
+
+/// The verb a stem stands for, when a tool has it: the stem itself, without a doubled
+/// last letter ("runn", "cancell"), or with an "e" ("creat").
+fn verb_of_stem(stem: &str, is_verb: &dyn Fn(&str) -> bool) -> Option<String> {
+    let mut last = stem.chars().rev();
+    let doubled = stem.len() > 2
+        && matches!((last.next(), last.next()), (Some(a), Some(b)) if a == b && a.is_ascii());
+    let undoubled = doubled.then(|| stem[..stem.len() - 1].to_string());
+    [Some(stem.to_string()), undoubled, Some(format!("{stem}e"))]
+        .into_iter()
+        .flatten()
+        .find(|w| is_verb(w))
 }
 
 /// Whether the words `w` are the tokens from `k` on.
@@ -1763,11 +1755,24 @@ fn url_in(text: &str, win: Range<usize>) -> Option<Found> {
 
 /// "named" or "called" right before `at`: what follows is a name.
 fn named_just_before(text: &str, at: usize) -> bool {
-    let before = text[..at].trim_end();
-    [" named", " called"].iter().any(|w| {
-        before.len() >= w.len()
-            && before.is_char_boundary(before.len() - w.len())
-            && before[before.len() - w.len()..].eq_ignore_ascii_case(w)
+    phrase_just_before(text, at, &[" named", " called"])
+}
+
+/// One of `phrases` (ASCII, any case) ends the text before `at`, spaces aside, as whole
+/// words: "using the" before a tool's name, not "causing the".
+fn phrase_just_before(text: &str, at: usize, phrases: &[&str]) -> bool {
+    let before = text[..floor(text, at)].trim_end();
+    phrases.iter().any(|p| {
+        let Some(cut) = before.len().checked_sub(p.len()) else {
+            return false;
+        };
+        before.is_char_boundary(cut)
+            && before[cut..].eq_ignore_ascii_case(p)
+            && (p.starts_with(|c: char| !c.is_alphanumeric())
+                || before[..cut]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| !c.is_alphanumeric()))
     })
 }
 
@@ -3015,13 +3020,8 @@ fn drop_purposes(text: &str, calls: &mut Vec<ParsedCall>) {
         .map(|c| (c.span.clone(), c.name.clone()))
         .collect();
     calls.retain(|c| {
-        let head = &text[..floor(text, c.span.start)];
-        let lead = head.trim_end();
-        let purpose = lead.len() < head.len()
-            && lead
-                .rsplit(|ch: char| !ch.is_alphanumeric())
-                .next()
-                .is_some_and(|w| w.eq_ignore_ascii_case("to"));
+        let purpose = text[..floor(text, c.span.start)].ends_with(char::is_whitespace)
+            && phrase_just_before(text, c.span.start, &["to"]);
         !purpose
             || !spans.iter().any(|(r, name)| {
                 *name != c.name
@@ -3040,21 +3040,13 @@ fn drop_replaced_by_instrument(text: &str, calls: &mut Vec<ParsedCall>) {
     let instruments: Vec<(Range<usize>, String)> = calls
         .iter()
         .filter(|c| {
-            let lead = text[..floor(text, c.span.start)]
-                .trim_end()
-                .to_ascii_lowercase();
-            ["using the", "using", "via the", "via", "with the"]
-                .iter()
-                .any(|w| {
-                    lead.strip_suffix(w).is_some_and(|head| {
-                        head.chars()
-                            .next_back()
-                            .is_none_or(|ch| !ch.is_alphanumeric())
-                    })
-                })
-                && text
-                    .get(c.span.clone())
-                    .is_some_and(|s| s.eq_ignore_ascii_case(&c.name))
+            phrase_just_before(
+                text,
+                c.span.start,
+                &["using the", "using", "via the", "via", "with the"],
+            ) && text
+                .get(c.span.clone())
+                .is_some_and(|s| s.eq_ignore_ascii_case(&c.name))
         })
         .map(|c| (c.span.clone(), c.name.clone()))
         .collect();

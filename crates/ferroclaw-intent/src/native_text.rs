@@ -1757,11 +1757,7 @@ fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         }
         conf = conf.min(PYTHONIC);
     }
-    // Every name must be an offered tool: a stray `print(x)` is code, not a call.
-    if !calls
-        .iter()
-        .all(|(n, _)| schema::resolve(n, tools, &cfg.aliases).is_some())
-    {
+    if !all_offered(&calls, tools, cfg) {
         return;
     }
     let start = first_text(text, 0..text.len());
@@ -1848,58 +1844,49 @@ fn pythonic_lines(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut 
         at += raw.len();
         // "1. `search_class("Sitemap")`: This will help …": a list item that opens with
         // a call in backticks, explained after it (positional arguments too).
-        if let Some(code) = item_call(raw) {
-            let Some((calls, consumed)) = pythonic_calls(code) else {
-                continue;
-            };
-            if consumed != code.len()
-                || !calls
-                    .iter()
-                    .all(|(n, _)| schema::resolve(n, tools, &cfg.aliases).is_some())
-            {
-                continue;
-            }
-            if shown_as_example(text, start) {
-                return;
-            }
-            let span = start..start + raw.trim_end().len();
-            found.extend(calls.into_iter().map(|(n, a)| {
-                let a = positional_args(a, &n, tools, cfg);
-                (span.clone(), n, a)
-            }));
+        let item = item_call(raw);
+        let code = item.unwrap_or_else(|| {
+            raw.trim()
+                .trim_start_matches("- ")
+                .trim_matches(|c| c == '*' || c == '`')
+                .trim()
+        });
+        if item.is_none() && (code.len() < 3 || !code.ends_with([')', ']']) || !code.contains('('))
+        {
             continue;
         }
-        let line = raw
-            .trim()
-            .trim_start_matches("- ")
-            .trim_matches(|c| c == '*' || c == '`')
-            .trim();
-        if line.len() < 3 || !line.ends_with([')', ']']) || !line.contains('(') {
-            continue;
-        }
-        let Some((calls, consumed)) = pythonic_calls(line) else {
+        let Some((calls, consumed)) = pythonic_calls(code) else {
             continue;
         };
-        let listed = line.starts_with('[');
+        // Elsewhere each call names its arguments, or the line is a bracketed list.
+        let listed = code.starts_with('[');
         let named = calls.iter().all(|(_, a)| {
             a.as_object()
                 .is_some_and(|a| !a.is_empty() && !a.contains_key(POSITIONAL))
         });
-        let resolved = calls
-            .iter()
-            .all(|(n, _)| schema::resolve(n, tools, &cfg.aliases).is_some());
-        if consumed != line.len() || !(listed || named) || !resolved {
+        if consumed != code.len()
+            || !(item.is_some() || listed || named)
+            || !all_offered(&calls, tools, cfg)
+        {
             continue;
         }
         if shown_as_example(text, start) {
             return;
         }
         let span = start..start + raw.trim_end().len();
+        // (`push` gives positional arguments their names.)
         found.extend(calls.into_iter().map(|(n, a)| (span.clone(), n, a)));
     }
     for (span, n, a) in found {
         push(out, &n, a, PYTHONIC, span, tools, cfg);
     }
+}
+
+/// Every call names an offered tool: a stray `print(x)` is code, not a call.
+fn all_offered(calls: &[(String, Value)], tools: &[ToolSpec], cfg: &ParserConfig) -> bool {
+    calls
+        .iter()
+        .all(|(n, _)| schema::resolve(n, tools, &cfg.aliases).is_some())
 }
 
 /// Positional pythonic arguments (`add(2, 3)`, kept as `{"$args": [2, 3]}`) given the
