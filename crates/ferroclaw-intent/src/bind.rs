@@ -52,6 +52,7 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         (&*KEY_ID, 1, 2),
         (&*KEY_AS_QUOTED, 1, 2),
         (&*THE_KEY_OF, 1, 2),
+        (&*KEY_PAREN, 1, 2),
     ] {
         // Restart after each key, not after each whole match: in `add: a=2, b=3` the
         // failed key `add` must not swallow `a`.
@@ -85,6 +86,13 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             if short && !assigned {
                 continue;
             }
+            // (`firstName (string)` in a list of parameters is its type.)
+            // ("with the city name": what the value is, not the value.)
+            let v_lower = v.as_str().trim().to_ascii_lowercase();
+            if TYPE_WORDS.contains(&v_lower.as_str()) || GENERIC_VALUES.contains(&v_lower.as_str())
+            {
+                continue;
+            }
             if let Some(value) = value_of(v.as_str()) {
                 found.push((v.start(), prop, value));
             }
@@ -110,6 +118,40 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         });
         if let Some(count) = count {
             found.push((n.start(), prop, Value::from(count)));
+        }
+    }
+    // "the ruby channel", "the users table": a container named before its kind.
+    for c in NAME_THEN_CONTAINER.captures_iter(text) {
+        let (Some(v), Some(k)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        let kind = k.as_str().to_ascii_lowercase();
+        let value = v.as_str();
+        if !CONTAINERS.contains(&kind.as_str())
+            || NOT_NAMES.contains(&value.to_ascii_lowercase().as_str())
+        {
+            continue;
+        }
+        if let Some((prop, _)) = props.iter().find(|(p, _)| p.eq_ignore_ascii_case(&kind)) {
+            if matches!(tool.prop_type(prop), None | Some("string")) {
+                found.push((v.start(), prop, Value::String(value.to_string())));
+            }
+        }
+    }
+    // `a project named "Dark Mode Feature"`: the thing's name, for a `name` property.
+    for c in NAMED_QUOTED.captures_iter(text) {
+        let (Some(w), Some(v)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        let key = if w.as_str().eq_ignore_ascii_case("titled") {
+            "title"
+        } else {
+            "name"
+        };
+        if let Some((prop, _)) = props.iter().find(|(p, _)| p.eq_ignore_ascii_case(key)) {
+            if let Some(value) = value_of(v.as_str()) {
+                found.push((v.start(), prop, value));
+            }
         }
     }
     // The last statement wins: reasoning revises ("… "San Francisco". So we should call
@@ -158,11 +200,133 @@ fn match_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
                     .is_some_and(|t| t == whole || t == last)
             })
         })
+        // ("the booking with the ID 203" for `booking_id`: a bare "ID" is the id of the
+        // one thing the tool takes an id of.)
+        .or_else(|| {
+            let bare_id =
+                ["id", "theid", "withid", "itsid", "thisid", "anid"].contains(&whole.as_str());
+            let mut ids = props
+                .iter()
+                .filter(|(_, f)| f.len() > 2 && f.ends_with("id"));
+            match (bare_id, ids.next(), ids.next()) {
+                (true, Some(one), None) => Some(one),
+                _ => None,
+            }
+        })
         .map(|(p, _)| *p)
 }
 
 const VALUE: &str = r#"(\[[^\[\]\n]{1,200}\]|\{[^{}\n]{1,200}\}|"(?:[^"\\\n]|\\.){1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|-?\d+(?:\.\d+)?\b|[A-Za-z](?:[\w/:@+-]|\.\w)*(?:,? [A-Z](?:[\w-]|\.\w)*){0,3})"#;
 const KEY: &str = r"([A-Za-z_][\w-]{0,40}(?: [A-Za-z_][\w-]{0,40})?)";
+
+/// `first name (Alex)`: the value in brackets after the key.
+static KEY_PAREN: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(&format!(r"\b{KEY}\s+\(([^()\n,;]{{1,60}})\)"))
+});
+/// What a bracket after a parameter's name says when it gives its type, not its value.
+const TYPE_WORDS: &[&str] = &[
+    "string", "str", "number", "integer", "int", "float", "boolean", "bool", "array", "list",
+    "object", "dict", "optional", "required", "default", "enum", "null", "none",
+];
+
+/// Words after a key that say what kind of value it is, not the value.
+const GENERIC_VALUES: &[&str] = &[
+    "name",
+    "names",
+    "value",
+    "values",
+    "parameter",
+    "param",
+    "argument",
+    "field",
+    "id",
+    "info",
+    "information",
+    "data",
+    "details",
+    "input",
+    "format",
+];
+
+/// `named "x"`, `called 'x'`, `titled "x"`.
+static NAMED_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"\b(?i:(named|called|titled))\s+("[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`)"#,
+    )
+});
+
+/// Kinds of named containers a tool takes the name of ("the main branch").
+const CONTAINERS: &[&str] = &[
+    "channel",
+    "table",
+    "branch",
+    "repo",
+    "repository",
+    "database",
+    "collection",
+    "index",
+    "bucket",
+    "namespace",
+    "environment",
+    "project",
+    "folder",
+    "room",
+    "team",
+    "workspace",
+    "cluster",
+    "queue",
+    "topic",
+    "board",
+    "region",
+    "schema",
+];
+/// Words before a container's kind that are not its name.
+const NOT_NAMES: &[&str] = &[
+    "same",
+    "new",
+    "current",
+    "first",
+    "second",
+    "last",
+    "next",
+    "previous",
+    "following",
+    "given",
+    "specified",
+    "correct",
+    "right",
+    "wrong",
+    "default",
+    "appropriate",
+    "relevant",
+    "required",
+    "specific",
+    "provided",
+    "desired",
+    "actual",
+    "exact",
+    "full",
+    "entire",
+    "whole",
+    "other",
+    "original",
+    "updated",
+    "latest",
+    "target",
+    "source",
+    "selected",
+    "existing",
+    "proper",
+    "that",
+    "this",
+    "said",
+    "above",
+    "below",
+    "one",
+];
+static NAME_THEN_CONTAINER: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(r"\b(?i:the)\s+([#@]?[A-Za-z0-9][\w.#-]{0,40})\s+([A-Za-z]+)\b")
+});
 
 const NUMBER_WORDS: &[&str] = &[
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
@@ -250,6 +414,11 @@ fn value_of(raw: &str) -> Option<Value> {
     for (o, c) in [('"', '"'), ('\'', '\''), ('`', '`')] {
         if t.len() >= 2 && t.starts_with(o) && t.ends_with(c) {
             let inner = t[1..t.len() - 1].trim();
+            let inner = if o == '`' {
+                inner
+            } else {
+                crate::schema::without_closing_stop(inner)
+            };
             return (!inner.is_empty()).then(|| Value::String(inner.to_string()));
         }
     }

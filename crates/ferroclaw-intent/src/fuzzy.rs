@@ -133,6 +133,12 @@ const CONCEPTS: &[Concept] = &[
 const NOUN_KIN: &[(&str, &[&str])] = &[
     ("event", &["appointment", "meeting"]),
     ("events", &["appointment", "meeting"]),
+    // Names abbreviate what prose spells out (`list_dir`: "the directory").
+    ("dir", &["directory", "folder"]),
+    ("repo", &["repository"]),
+    ("msg", &["message"]),
+    ("env", &["environment"]),
+    ("config", &["configuration"]),
 ];
 
 /// `word` is a word models use for the name's noun `n` ("appointment" for `event`).
@@ -187,7 +193,7 @@ const NAME_VERBS: &[&str] = &[
 ];
 /// Verbs that ask a look-up tool for something.
 const LOOKUP_VERBS: &[&str] = &[
-    "check", "get", "fetch", "look up", "find", "retrieve", "find out", "query",
+    "check", "get", "fetch", "look up", "find", "retrieve", "find out", "query", "pull",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,6 +234,9 @@ struct Profile<'a> {
     needs_noun: bool,
     /// The generic look-up verbs count only with a noun of the tool's name.
     lookup_needs_noun: bool,
+    /// A tool that makes something of its own (`create_goal`): the words of its name
+    /// that say what, which its verb needs ("create a file" makes no goal).
+    made_nouns: Vec<String>,
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -344,6 +353,7 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 .iter()
                 .any(|k| ["memory", "memories", "notes"].contains(&k.as_str()));
             let mut lookup_needs_noun = false;
+            let mut made_nouns: Vec<String> = Vec::new();
             // No concept in the name (`weather`, `get_boiling_point`), whatever the
             // description matched: the name's own words lead.
             if own_verbs.is_empty() {
@@ -374,6 +384,9 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     lookup_needs_noun = true;
                 }
             } else {
+                let makes = own_verbs
+                    .iter()
+                    .any(|v| ["create", "write", "save", "store"].contains(&v[0].as_str()));
                 // A tool that lists (`list_calendar_events`) or hands over to an agent
                 // (`transfer_to_invoice_information_subagent`) is also what "check the
                 // calendar" or "get your invoice information" means, with a noun of its
@@ -389,6 +402,9 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                         || ["tool", "tools", "function", "api"].contains(&w.as_str())
                         || CONCEPTS.iter().any(|c| c.keys.contains(&w.as_str()));
                     if w.len() > 2 && !generic && !nouns.contains(&w) {
+                        if makes {
+                            made_nouns.push(w.clone());
+                        }
                         nouns.push(w);
                         if reads && !lookup_needs_noun {
                             lookup_needs_noun = true;
@@ -418,6 +434,7 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 kind,
                 needs_noun,
                 lookup_needs_noun,
+                made_nouns,
             }
         })
         .collect()
@@ -806,7 +823,7 @@ const HYP: &[&str] = &[
     "meaning",
     "unless",
 ];
-const POST_PAST: &[&str] = &["already", "earlier", "previously"];
+const POST_PAST: &[&str] = &["already", "earlier", "previously", "failed"];
 /// A call already made: "I called get_x for now and get_y for tomorrow".
 const PRE_PAST: &[&str] = &[
     "called",
@@ -936,7 +953,11 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         return false;
     }
     let post: Vec<&str> = post_toks.map(|p| p.lower.as_str()).collect();
-    if post.iter().any(|w| POST_PAST.contains(w)) {
+    // ("Running the command failed": a report. "Retry the search that failed": not.)
+    if post.iter().enumerate().any(|(i, w)| {
+        POST_PAST.contains(w)
+            && !(*w == "failed" && i > 0 && matches!(post[i - 1], "that" | "which"))
+    }) {
         return false;
     }
     // "… I can help you find the weather if you'd like!": an offer to the reader.
@@ -978,7 +999,15 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
                 .last()
                 .is_some_and(|x| x.range.end == t_end && matches!(x.lower.as_str(), "tool" | "function"))
             // "the OpenMeteoTool", "the get_weather": written as an identifier.
-            || identifier_shaped(&text[trig.range.clone()]);
+            || identifier_shaped(&text[trig.range.clone()])
+            // "use the structured data assistant": a name of several words as the
+            // object of "use".
+            || (t_end > trig.range.end
+                && pre_toks.len() >= 2
+                && matches!(
+                    pre_toks[pre_toks.len() - 2].lower.as_str(),
+                    "use" | "using" | "call" | "invoke"
+                ));
         // ("proceed with the cancellation": the noun was read as its verb.)
         let nominal = || {
             text[trig.range.clone()]
@@ -1271,6 +1300,27 @@ fn waits_on_user(lower_before: &str) -> bool {
                 )
             })
     })
+}
+
+/// The text ends by asking the user something ("Please provide the address so I can
+/// proceed.", "Would 7:30 PM work for you?"): the turn ends there, and what it planned
+/// waits on the answer.
+fn ends_asking_user(text: &str) -> bool {
+    let last = last_sentence(text.trim_end()).trim();
+    let lower = last
+        .trim_start_matches(|c: char| !c.is_alphanumeric())
+        .to_lowercase()
+        .replace('\u{2019}', "'");
+    let asks = last.ends_with('?') && words(&lower).iter().any(|w| w == "you" || w == "your");
+    asks || [
+        "please provide",
+        "please share",
+        "please let me know",
+        "please tell me",
+        "please confirm",
+    ]
+    .iter()
+    .any(|p| has_phrase(&lower, p))
 }
 
 /// The line so far is a tool's name as a label: `2. **Search Web**: Search the …`.
@@ -1735,9 +1785,17 @@ fn quoted_in(prot: &[Protected], text: &str, win: Range<usize>, kinds: &[Quote])
             p.range.start >= win.start && p.range.start < win.end && kinds.contains(&p.kind)
         })
         .find(|p| !text[p.inner.clone()].trim().is_empty())
-        .map(|p| Found {
-            value: text[p.inner.clone()].trim().to_string(),
-            range: p.range.clone(),
+        .map(|p| {
+            let inner = text[p.inner.clone()].trim();
+            let value = if matches!(p.kind, Quote::Backtick) {
+                inner
+            } else {
+                crate::schema::without_closing_stop(inner)
+            };
+            Found {
+                value: value.to_string(),
+                range: p.range.clone(),
+            }
         })
 }
 
@@ -1783,8 +1841,14 @@ fn path_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
         if let Some(p) = prot_at(prot, r.start) {
             if p.range.start == r.start {
                 let inner = text[p.inner.clone()].trim();
-                // "a file named 'boring'": the name given is the path, extension or not.
-                let named = named_just_before(text, p.range.start)
+                // "a file named 'boring'", "the subdirectory `roast`": the name given is
+                // the path, extension or not.
+                let named = (named_just_before(text, p.range.start)
+                    || phrase_just_before(
+                        text,
+                        p.range.start,
+                        &[" directory", " subdirectory", " folder", " file", " dir"],
+                    ))
                     && !inner.is_empty()
                     && inner.len() <= 100
                     && !inner.contains(char::is_whitespace);
@@ -2392,6 +2456,8 @@ fn more_of_kind(
 
 struct Trigger {
     tok: usize,
+    /// Where its first word starts.
+    start: usize,
     end: usize,
     profile: usize,
     by_name: bool,
@@ -2464,6 +2530,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     if p.names.contains(&t.lower) {
                         trigs.push(Trigger {
                             tok: k,
+                            start: t.range.start,
                             end: t.range.end,
                             profile: pi,
                             by_name: true,
@@ -2477,6 +2544,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     {
                         trigs.push(Trigger {
                             tok: k,
+                            start: t.range.start,
                             end,
                             profile: pi,
                             by_name: true,
@@ -2509,6 +2577,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                                     .any(|(j, q)| j != pi && q.verbs.contains(v));
                             trigs.push(Trigger {
                                 tok: k,
+                                start: t.range.start,
                                 end,
                                 profile: pi,
                                 by_name: false,
@@ -2591,6 +2660,22 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     if (p.needs_noun || !tr.own) && noun_hits == 0 && !tr.by_name {
                         continue;
                     }
+                    let made = || {
+                        idx.iter()
+                            .filter(|&&j| {
+                                toks[j].range.start >= toks[tok].range.start
+                                    && toks[j].range.end <= reach
+                            })
+                            .any(|&j| {
+                                let w = &toks[j].lower;
+                                p.made_nouns
+                                    .iter()
+                                    .any(|n| names_noun(n, w) || kin_of(n, w))
+                            })
+                    };
+                    if !p.made_nouns.is_empty() && !tr.by_name && !made() {
+                        continue;
+                    }
                     let alias_hit = cfg
                         .aliases
                         .get(verb_word)
@@ -2663,6 +2748,18 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         call_it(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
+        do_that(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
+        closing_colon(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
+        try_again(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
+        shell_status_line(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
         value_for_property(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
@@ -2670,6 +2767,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     }
     if out.calls.is_empty() && text.chars().any(is_cjk) {
         cjk_intent(text, cfg, tools, &mut out);
+    }
+    if ends_asking_user(text) {
+        out.calls.clear();
     }
     drop_later_steps(text, &mut out.calls);
     drop_purposes(text, &mut out.calls);
@@ -2757,7 +2857,20 @@ fn spaced_name(
         }
         // `web-browsing` written as it is offered is its name, whatever follows.
         let joined = !text[toks[k].range.start..last.range.end].contains(char::is_whitespace);
+        // ("I'll use the structured data assistant": a name of several words as the
+        // object of "use".)
+        let used = w.len() >= 2 && {
+            let before = text[..toks[k].range.start].trim_end().to_ascii_lowercase();
+            ["use the", "using the", "call the", "invoke the"]
+                .iter()
+                .any(|u| {
+                    before.strip_suffix(u).is_some_and(|s| {
+                        s.is_empty() || s.ends_with(|c: char| !c.is_alphanumeric())
+                    })
+                })
+        };
         let named = joined
+            || used
             || matches!(w.last().map(String::as_str), Some("tool" | "function"))
             || toks.get(k + w.len()).is_some_and(|n| {
                 matches!(
@@ -3137,6 +3250,10 @@ fn fits(tool: &ToolSpec, key: &str, v: &Value) -> bool {
         Some("integer" | "number") => v.is_number(),
         Some("array") => v.is_array(),
         Some("object") => v.is_object(),
+        // An id is one token: "Implement User Notifications" is the thing's name.
+        _ if key.eq_ignore_ascii_case("id") || key.to_ascii_lowercase().ends_with("_id") => v
+            .as_str()
+            .is_none_or(|s| !s.trim().contains(char::is_whitespace)),
         _ => true,
     }
 }
@@ -3160,7 +3277,10 @@ fn keep_strongest_per_tool(calls: &mut Vec<ParsedCall>) {
 /// is Tokyo"): looked for in the call's own sentence, and in the whole text when the
 /// call is the only one (with several, a value could belong to another call).
 fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
-    let single = calls.len() == 1;
+    // (The same call found twice, by its name and by its verb, is still one call.)
+    let single = calls
+        .iter()
+        .all(|c| c.name == calls[0].name && c.arguments == calls[0].arguments);
     for c in calls.iter_mut() {
         let Some(tool) = tools.iter().find(|t| t.name == c.name) else {
             continue;
@@ -3636,6 +3756,266 @@ fn call_it(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Strateg
     }
 }
 
+/// "Let me do that right away." / "Let me fetch that information for you." as the
+/// text's last words: a commitment whose object is what the text said before.
+static DO_THAT: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:let\s+me|i'll|i\s+will|i'm\s+going\s+to)\s+(?:now\s+|quickly\s+|just\s+|go\s+ahead\s+and\s+)?(?:(do)\s+(?:that|this|so)|(search|look|check|fetch|get|find|retrieve|pull|gather|grab)\s+(?:up\s+|for\s+|into\s+|on\s+)?(?:that|this|some\s+options|some\s+information)(?:\s+(?:information|info|data|details|up))?|(look)\s+(?:that|this|it)\s+up)(?:\s+(?:for\s+you|right\s+away|now|right\s+now|first|quickly))*\s*[.!:\u{2026}]*\s*$",
+    )
+});
+
+/// The tool a closing "let me do that" is about: the one whose name's nouns the text
+/// before names (else the only tool offered), if the verb is one of its verbs.
+fn do_that(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    let Some(c) = DO_THAT.captures(text.trim_end()) else {
+        return;
+    };
+    let (Some(m), Some(verb)) = (c.get(0), c.get(1).or_else(|| c.get(2)).or_else(|| c.get(3)))
+    else {
+        return;
+    };
+    let at = m.start();
+    if !committed_sentence(text, at) {
+        return;
+    }
+    let verb = verb.as_str().to_ascii_lowercase();
+    let back = &text[floor(text, at.saturating_sub(400))..at];
+    let said = words(back);
+    let profs = profiles(tools, cfg);
+    let fits = |p: &Profile| verb == "do" || p.verbs.iter().any(|v| v[0] == verb);
+    let named: Vec<&Profile> = profs
+        .iter()
+        .filter(|p| fits(p) && said.iter().any(|w| noun_of(p, w)))
+        .collect();
+    let tool = match (named.as_slice(), profs.as_slice()) {
+        ([one], _) => one.tool,
+        ([], [only]) if fits(only) => only.tool,
+        _ => return,
+    };
+    let args = crate::bind::bindings(back, tool);
+    if let Some(c) = make_call(&tool.name, Value::Object(args), 0.6, m.range(), tools, cfg) {
+        out.calls.push(c);
+    }
+}
+
+/// "Let's try again", "Let me retry", "Let me try to summarize the content again".
+static TRY_AGAIN: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:let's|let\s+me|i'll|i\s+will|we'll|we\s+will)\s+(?:retry\b|(?:try|attempt)\b(?:\s+[\w'-]+){0,8}?\s+(?:again|once\s+more|one\s+more\s+time)\b)",
+    )
+});
+
+/// A retry after a failed call, with one tool offered: that tool again.
+fn try_again(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    let [tool] = tools else { return };
+    let Some(m) = TRY_AGAIN.find(text) else {
+        return;
+    };
+    let at = m.start();
+    // ("Let me try again using a different approach": not the same call.)
+    let rest = &text[m.end()..floor(text, (m.end() + 40).min(text.len()))];
+    // Only its own clause can refuse ("Since you asked for 1 to 10, let's try again").
+    let clause_start = text[..at]
+        .rfind(['.', '!', '?', '\n', ',', ';'])
+        .map_or(0, |i| i + 1);
+    let sentence_start = text[..at].rfind(['.', '!', '?', '\n']).map_or(0, |i| i + 1);
+    let sentence_end = text[m.end()..]
+        .find(['.', '!', '?', '\n'])
+        .map_or(text.len(), |i| m.end() + i + 1);
+    if refusing(
+        words(&text[clause_start..at].to_lowercase())
+            .iter()
+            .map(String::as_str),
+    ) || sentence_rejected(
+        text,
+        &(sentence_start..floor(text, sentence_end.min(text.len()))),
+    ) || has_phrase(&rest.to_ascii_lowercase(), "different")
+    {
+        return;
+    }
+    // ("Let me try checking the weather in San Francisco again.")
+    let mut args = crate::bind::bindings(m.as_str(), tool);
+    if let Some(primary) = tool
+        .primary_property()
+        .filter(|p| kind_of(tool, p) == Kind::Text)
+    {
+        if let Some(place) = PROPER_AFTER_PREP
+            .captures(m.as_str())
+            .and_then(|c| c.get(1))
+        {
+            args.entry(primary.to_string())
+                .or_insert_with(|| Value::String(place.as_str().to_string()));
+        }
+    }
+    if let Some(c) = make_call(&tool.name, Value::Object(args), 0.6, m.range(), tools, cfg) {
+        out.calls.push(c);
+    }
+}
+
+/// What a status line's gerund works on when the work is the shell's.
+const SHELL_OBJECTS: &[&str] = &[
+    "git",
+    "rebase",
+    "commit",
+    "branch",
+    "stash",
+    "merge",
+    "dependencies",
+    "packages",
+    "tests",
+    "test",
+    "build",
+    "server",
+    "container",
+    "migrations",
+    "script",
+];
+/// Words a status line skips between its gerund and what it works on.
+const OBJECT_LEADS: &[&str] = &[
+    "the", "a", "an", "existing", "current", "new", "latest", "local", "remote", "all", "my",
+    "our", "this", "that", "its",
+];
+/// Words that report an outcome: the line says what happened, not what is being done.
+const OUTCOMES: &[&str] = &[
+    "showed",
+    "shows",
+    "passed",
+    "failed",
+    "succeeded",
+    "completed",
+    "found",
+    "returned",
+    "worked",
+    "done",
+];
+
+/// A coding agent's status line (Cursor: "Amending the commit to update the author:",
+/// "Checking git history to locate the commit."): a gerund whose work is the shell's,
+/// with one shell tool offered.
+fn shell_status_line(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    let line = text.trim().trim_matches('*').trim();
+    if line.is_empty() || line.len() > 240 || line.contains('\n') {
+        return;
+    }
+    let lower = line.to_lowercase();
+    let ws = words(&lower);
+    let Some(gerund) = ws.first().and_then(|w| w.strip_suffix("ing")) else {
+        return;
+    };
+    // ("Running `rm -rf /` would be catastrophic, so we won't.")
+    if !line.starts_with(char::is_uppercase)
+        || ws.iter().any(|w| OUTCOMES.contains(&w.as_str()))
+        || refusing(ws.iter().map(String::as_str))
+    {
+        return;
+    }
+    let shell_verb = verb_of_stem(gerund, &|v| SHELL_VERBS.contains(&v)).is_some();
+    let object = ws[1..].iter().find(|w| !OBJECT_LEADS.contains(&w.as_str()));
+    if !shell_verb && !object.is_some_and(|o| SHELL_OBJECTS.contains(&o.as_str())) {
+        return;
+    }
+    let profs = profiles(tools, cfg);
+    let shells: Vec<&Profile> = profs.iter().filter(|p| p.kind == Kind::Command).collect();
+    let [shell] = shells.as_slice() else { return };
+    let args = crate::bind::bindings(line, shell.tool);
+    let at = text.len() - text.trim_start().len();
+    let span = at..at + text.trim().len();
+    if let Some(c) = make_call(&shell.tool.name, Value::Object(args), 0.6, span, tools, cfg) {
+        out.calls.push(c);
+    }
+}
+
+/// Verbs that announce the model's own words (an explanation, a plan), not a tool's work.
+const TELLING_VERBS: &[&str] = &[
+    "break",
+    "think",
+    "explain",
+    "summarize",
+    "summarise",
+    "recap",
+    "outline",
+    "walk",
+    "consider",
+    "clarify",
+    "note",
+    "reason",
+    "describe",
+    "answer",
+    "respond",
+    "reply",
+    "provide",
+    "give",
+    "show",
+    "share",
+    "tell",
+    "write",
+    "draft",
+    "compose",
+    "present",
+];
+/// What a shell does, when no other offered tool does it.
+const SHELL_VERBS: &[&str] = &[
+    "run", "rerun", "execute", "copy", "move", "rename", "install", "build", "compile", "restart",
+    "start", "stop", "kill", "test", "clone", "commit", "push", "delete", "remove", "launch",
+];
+
+/// "Now let me copy the XML file:" as the text's last words: the model stopped to make
+/// the call its colon announces — the only tool offered, or the shell for what a shell
+/// does.
+fn closing_colon(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    let trimmed = text.trim_end();
+    let Some(body) = trimmed.strip_suffix(':') else {
+        return;
+    };
+    let last = last_sentence(body);
+    let at = body.len() - last.len();
+    let lower = last.trim_start().to_lowercase().replace('\u{2019}', "'");
+    let ws: Vec<String> = words(&lower)
+        .into_iter()
+        .skip_while(|w| DISCOURSE.contains(&w.as_str()) || w == "great" || w == "good")
+        .collect();
+    let after_cue = match ws.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["let", "me", rest @ ..] | ["let's", rest @ ..] | ["i'll", rest @ ..] => rest.len(),
+        ["i", "will", rest @ ..] | ["i", "need", "to", rest @ ..] => rest.len(),
+        _ => return,
+    };
+    let verb = ws[ws.len() - after_cue..].iter().find(|w| {
+        ![
+            "now", "first", "also", "quickly", "just", "go", "ahead", "and",
+        ]
+        .contains(&w.as_str())
+    });
+    let Some(verb) = verb else { return };
+    if TELLING_VERBS.contains(&verb.as_str()) || !committed_sentence(text, at + 1) {
+        return;
+    }
+    // "let me verify the implementation by running the tests:": how, after "by".
+    let by_gerund = ws
+        .windows(2)
+        .find(|w| w[0] == "by")
+        .and_then(|w| verb_of_stem(w[1].strip_suffix("ing")?, &|v| SHELL_VERBS.contains(&v)));
+    let verb = by_gerund.as_ref().unwrap_or(verb);
+    let profs = profiles(tools, cfg);
+    let tool = match profs.as_slice() {
+        [only] => only.tool,
+        _ if SHELL_VERBS.contains(&verb.as_str()) => {
+            let has_verb = |p: &Profile| p.verbs.iter().any(|v| v.len() == 1 && v[0] == *verb);
+            let shells: Vec<&Profile> = profs.iter().filter(|p| p.kind == Kind::Command).collect();
+            let others = profs.iter().any(|p| p.kind != Kind::Command && has_verb(p));
+            match shells.as_slice() {
+                [shell] if !others => shell.tool,
+                _ => return,
+            }
+        }
+        _ => return,
+    };
+    let args = crate::bind::bindings(last, tool);
+    let span = at..trimmed.len();
+    if let Some(c) = make_call(&tool.name, Value::Object(args), 0.6, span, tools, cfg) {
+        out.calls.push(c);
+    }
+}
+
 static THE_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
         r"(?im)(?:^|[.!?]\s+|,\s*so\s+|,\s*(?:i|we)\s+(?:need\s+to|should|must|will)\s+)(?:so\s*,?\s+|now\s*,?\s+|then\s*,?\s+)?(?:we\s+need\s+to\s+|we\s+should\s+|let's\s+|let\s+me\s+|i'll\s+|we'll\s+|i\s+need\s+to\s+|i\s+should\s+|we\s+must\s+)?(?:use|call|invoke)\s+(?:(?:the|this|that)\s+)?(?:function|tool)\b",
@@ -3751,6 +4131,10 @@ fn build_calls(
         if !tr.by_name && !named_by_nouns(text, tr, p, clause, sent) {
             return None;
         }
+        // ("`get_goal`, `create_goal`: for managing goals": one of a list of names.)
+        if tr.by_name && listed_name(text, tr) {
+            return None;
+        }
         let span = toks_start(tr, text)..tr.end;
         return Some(vec![make_call(
             &p.tool.name,
@@ -3762,11 +4146,14 @@ fn build_calls(
         )?]);
     }
     // A tool's own name (`load_capability` in backticks) is not an argument.
+    // (Nor is a command its own tool's name: "using the `exec_command` tool".)
     let first = extract_primary(p.kind, text, prot, win.clone(), &p.primary).filter(|f| {
-        p.kind != Kind::Text
-            || !tools
-                .iter()
-                .any(|t| t.name.eq_ignore_ascii_case(f.value.trim()))
+        let v = f.value.trim();
+        match p.kind {
+            Kind::Text => !tools.iter().any(|t| t.name.eq_ignore_ascii_case(v)),
+            Kind::Command => !p.tool.name.eq_ignore_ascii_case(v),
+            _ => true,
+        }
     });
     // "call get_time with the timezone set to UTC" (or the value stated by name earlier
     // in the sentence): the binder reads what the extractors do not.
@@ -3896,6 +4283,16 @@ fn build_calls(
     (!calls.is_empty()).then_some(calls)
 }
 
+/// The name is one of a list of names (`a, b and c`).
+fn listed_name(text: &str, tr: &Trigger) -> bool {
+    let start = toks_start(tr, text);
+    let before = text[..start].trim_end_matches(['`', '"', '\'']).trim_end();
+    let after = text[tr.end..]
+        .trim_start_matches(['`', '"', '\''])
+        .trim_start();
+    before.ends_with(',') || after.starts_with(',') || after.starts_with("and ")
+}
+
 /// Without an argument, a bare word is no evidence of a call ("then read the docs"):
 /// the name must read as a tool's — an identifier (`get_weather`, `getWeather`), a
 /// `functions.` prefix, or followed by "function"/"tool" — and not be one of a list.
@@ -3908,7 +4305,7 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
     let after = text[tr.end..]
         .trim_start_matches(['`', '"', '\''])
         .trim_start();
-    let listed = before.ends_with(',') || after.starts_with(',') || after.starts_with("and ");
+    let listed = listed_name(text, tr);
     // "I called get_x for now and get_y for tomorrow": done, not to do.
     let sentence_before = text[sent.start.min(start)..start]
         .to_ascii_lowercase()
@@ -4216,10 +4613,9 @@ fn fitting_property(p: &Profile, value: &str) -> String {
         .map_or_else(|| p.primary.clone(), str::to_string)
 }
 
+/// Where the trigger's first word starts, with any punctuation stuck to its front.
 fn toks_start(tr: &Trigger, text: &str) -> usize {
-    // The trigger token starts at most a few words before `end`; find the word start.
-    let _ = tr.tok;
-    let s = &text[..tr.end];
+    let s = &text[..tr.start];
     s.rfind(|c: char| c.is_whitespace() || is_cjk(c))
         .map_or(0, |i| i + s[i..].chars().next().map_or(1, char::len_utf8))
 }

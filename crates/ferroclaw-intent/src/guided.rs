@@ -22,11 +22,14 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if !text.contains('{') {
         return out;
     }
+    // Objects shown as examples (or as calls already made), with whatever they hold.
+    let mut shown: Vec<Range<usize>> = Vec::new();
     for (range, obj) in jsonscan::find_objects(text) {
         if out.calls.len() >= crate::MAX_CALLS {
             break;
         }
         if crate::native_text::shown_as_example(text, range.start) {
+            shown.push(range);
             continue;
         }
         let list = ["tool_calls", "calls", "tool_call", "actions", "action"]
@@ -87,7 +90,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             if out.calls.len() >= crate::MAX_CALLS {
                 break;
             }
-            if crate::native_text::shown_as_example(text, m.start()) {
+            if crate::native_text::shown_as_example(text, m.start())
+                || shown.iter().any(|r| r.contains(&m.start()))
+            {
                 continue;
             }
             let args_at = m.end() - 1;

@@ -100,6 +100,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         key_value_call(text, tools, cfg, &mut out);
     }
+    if text.contains(QWEN_AGENT_FUNCTION) {
+        qwen_agent_calls(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() && angle {
         tool_named_tags(text, tools, cfg, &mut out);
     }
@@ -308,6 +311,13 @@ const EXAMPLE_LEADS: &[&str] = &[
     "like this:",
     "here's how",
     "here is how",
+    // Not now: what it would do, or a call already made.
+    "hypothetically",
+    "the function call was",
+    "the tool call was",
+    "the call was",
+    "i called",
+    "i made the",
 ];
 
 /// The sentence before a block shows it to the reader ("For example, to get the
@@ -334,6 +344,9 @@ pub(crate) fn shown_as_example(text: &str, start: usize) -> bool {
     let sentence = crate::fuzzy::last_sentence(before);
     let lower = sentence.to_ascii_lowercase();
     EXAMPLE_LEADS.iter().any(|l| lower.contains(l))
+        // "Next, I would search for banks using `get_services`:" (not "I would like to").
+        || (["i would ", "we would "].iter().any(|l| lower.contains(l))
+            && !lower.contains("would like"))
 }
 
 /// One `<tool_call>` body: Qwen XML, JSON (one object or a list), or `name {json}`.
@@ -854,7 +867,8 @@ fn orphan_parameters(cx: &Cx<'_>, out: &mut StrategyOutput) {
     push(out, name, args, MARKED, start..end, tools, cfg);
 }
 
-const NAME_TAGS: &[&str] = &["tool_name", "function_name", "tool"];
+// (`<action>Calculator</action><action_input>…`: ReAct's fields written as tags.)
+const NAME_TAGS: &[&str] = &["tool_name", "function_name", "tool", "action"];
 const ARGUMENT_TAGS: &[&str] = &[
     "arguments",
     "args",
@@ -862,6 +876,7 @@ const ARGUMENT_TAGS: &[&str] = &[
     "params",
     "input",
     "tool_input",
+    "action_input",
 ];
 
 /// `<tool_name>add_memory</tool_name><arguments>{…}</arguments>` in whatever wrapper
@@ -902,8 +917,18 @@ fn name_and_argument_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec
                     } else if inner.starts_with('<') {
                         Value::Object(child_tags(inner, tool))
                     } else {
-                        // `<tool_input>llama 2`: the input itself, for the main argument.
-                        Value::String(inner.to_string())
+                        // `<tool_input>llama 2`: the input itself, for the main argument
+                        // (`question: What is …?`: or for the property it names).
+                        let named = inner.split_once(':').and_then(|(k, v)| {
+                            let (prop, _) = tool
+                                .properties()
+                                .into_iter()
+                                .find(|(p, _)| p.eq_ignore_ascii_case(k.trim()))?;
+                            let mut m = serde_json::Map::new();
+                            m.insert(prop.to_string(), Value::String(v.trim().to_string()));
+                            Some(Value::Object(m))
+                        });
+                        named.unwrap_or_else(|| Value::String(inner.to_string()))
                     };
                     (args, end)
                 }
@@ -1028,6 +1053,24 @@ fn xml_functions(
             .trim_matches(|c| c == '"' || c == '\'');
         // `>` normally; `=`, `(` or `{` when the model glued the arguments on.
         let mut body_start = name_start + name_len;
+        // `<function=get_agencies />`: no arguments, no closing tag.
+        if text[body_start..range.end].starts_with("/>") {
+            pos = body_start + 2;
+            if name.len() <= 128
+                && push(
+                    out,
+                    name,
+                    Value::Object(Map::new()),
+                    MARKED,
+                    start..pos,
+                    tools,
+                    cfg,
+                )
+            {
+                n += 1;
+            }
+            continue;
+        }
         if text[body_start..range.end].starts_with(['>', '=']) {
             body_start += 1;
         }
@@ -1559,7 +1602,10 @@ fn shell_fence_answer(
     };
     let Some(nl) = rest.find('\n') else { return };
     let lang = rest[..nl].trim().to_ascii_lowercase();
-    if !matches!(lang.as_str(), "bash" | "sh" | "shell" | "console" | "zsh") {
+    // (A python block for a code interpreter: NuminaMath, ChatGLM3 and the like print
+    // the code the harness runs.)
+    let python = matches!(lang.as_str(), "python" | "py");
+    if !python && !matches!(lang.as_str(), "bash" | "sh" | "shell" | "console" | "zsh") {
         return;
     }
     // Words before the block commit the assistant to running it ("I'll read the file
@@ -1574,6 +1620,10 @@ fn shell_fence_answer(
             "let's",
             "i need to",
             "we need to",
+            "我会",
+            "我将",
+            "让我",
+            "我来",
         ]
         .iter()
         .any(|c| lower.contains(c));
@@ -1587,15 +1637,22 @@ fn shell_fence_answer(
         }
     }
     let body = &rest[nl + 1..];
-    let cmd = body.trim();
-    if cmd.is_empty() || cmd.contains("```") || cmd.lines().count() > 3 {
+    let cmd = body.trim_end();
+    let max_lines = if python { 80 } else { 3 };
+    if cmd.trim().is_empty() || cmd.contains("```") || cmd.lines().count() > max_lines {
         return;
     }
+    let cmd = if python { cmd } else { cmd.trim() };
     let shell: Vec<&ToolSpec> = tools
         .iter()
         .filter(|t| {
-            t.primary_property()
-                .is_some_and(|p| p == "command" || p == "cmd")
+            t.primary_property().is_some_and(|p| {
+                if python {
+                    p == "code"
+                } else {
+                    p == "command" || p == "cmd"
+                }
+            })
         })
         .collect();
     if let [tool] = shell.as_slice() {
@@ -1608,6 +1665,37 @@ fn shell_fence_answer(
             tools,
             cfg,
         );
+    }
+}
+
+const QWEN_AGENT_FUNCTION: &str = "\u{273F}FUNCTION\u{273F}";
+const QWEN_AGENT_ARGS: &str = "\u{273F}ARGS\u{273F}";
+
+/// Qwen-Agent's prompt format, written by a model served without its parser:
+/// `✿FUNCTION✿: NAME` then `✿ARGS✿: {…}` (a `✿RESULT✿` the model adds is its guess).
+fn qwen_agent_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let mut pos = 0;
+    while let Some(i) = text[pos..].find(QWEN_AGENT_FUNCTION) {
+        let start = pos + i;
+        let after = start + QWEN_AGENT_FUNCTION.len();
+        pos = after;
+        let line_end = text[after..].find('\n').map_or(text.len(), |j| after + j);
+        let name = text[after..line_end].trim().trim_start_matches(':').trim();
+        let Some(a) = text[line_end..].find(QWEN_AGENT_ARGS) else {
+            continue;
+        };
+        let args_at = line_end + a + QWEN_AGENT_ARGS.len();
+        let lead = text[args_at..]
+            .find(|c: char| !c.is_whitespace() && c != ':')
+            .map_or(text.len(), |j| args_at + j);
+        let Some((r, v)) = jsonscan::value_at(text, lead) else {
+            continue;
+        };
+        if shown_as_example(text, start) {
+            continue;
+        }
+        push(out, name, v, MARKED, start..r.end, tools, cfg);
+        pos = r.end;
     }
 }
 
@@ -2083,6 +2171,18 @@ impl Py<'_> {
                 self.i = end;
                 Some(v)
             }
+            // A tuple, `range=(0, 100)`: a list.
+            b'(' => {
+                let text = std::str::from_utf8(self.s).ok()?;
+                let close = self.i + text[self.i..].find(')')?;
+                let inner = &text[self.i + 1..close];
+                if inner.contains(['(', '\n']) {
+                    return None;
+                }
+                let v = jsonscan::repair(&format!("[{inner}]"))?;
+                self.i = close + 1;
+                Some(v)
+            }
             _ => {
                 // A bare value is a number, `True`, `None`…: stop at anything else.
                 let st = self.i;
@@ -2123,7 +2223,14 @@ impl Py<'_> {
                 self.i += 2;
                 continue;
             }
-            if b == q && (!triple || self.s[self.i..].starts_with(&[q, q, q])) {
+            // (`'Schindler's List'`: a quote between two letters is an apostrophe the
+            // model did not escape; a closing quote is never followed by a letter.)
+            let apostrophe = q == b'\''
+                && !triple
+                && self.i > 0
+                && self.s[self.i - 1].is_ascii_alphabetic()
+                && self.s.get(self.i + 1).is_some_and(u8::is_ascii_alphabetic);
+            if b == q && !apostrophe && (!triple || self.s[self.i..].starts_with(&[q, q, q])) {
                 self.i += if triple { 3 } else { 1 };
                 return String::from_utf8(out).ok();
             }

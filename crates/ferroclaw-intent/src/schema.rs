@@ -354,6 +354,53 @@ fn resolve_exact<'a>(
 
 /// Argument-name synonyms models use (synonym → canonical). Applied only when the
 /// canonical name is a property of the tool and the synonym is not.
+/// `"banana."`: the sentence's full stop or comma written inside the quotes, after a
+/// word (not an ellipsis).
+pub(crate) fn without_closing_stop(quoted: &str) -> &str {
+    quoted
+        .strip_suffix(['.', ','])
+        .filter(|v| v.ends_with(char::is_alphanumeric))
+        .unwrap_or(quoted)
+}
+
+/// Keys that say nothing of what they hold.
+const GENERIC_KEYS: &[&str] = &[
+    "input",
+    "inputs",
+    "arg",
+    "args",
+    "argument",
+    "arguments",
+    "param",
+    "params",
+    "parameter",
+    "parameters",
+    "value",
+    "val",
+    "x",
+    "q",
+    "query",
+    "text",
+    "string",
+    "s",
+    "data",
+    "content",
+    "request",
+    "prompt",
+    "keyword",
+    "keywords",
+    "term",
+    "search",
+    "question",
+    "tool_input",
+    "action_input",
+    "__arg1",
+    "arg1",
+    "input_text",
+    "message",
+    "expression",
+];
+
 const KEY_SYNONYMS: &[(&str, &str)] = &[
     ("file_path", "path"),
     ("filepath", "path"),
@@ -446,10 +493,13 @@ pub(crate) fn coerce_args(args: Value, tool: &ToolSpec) -> Value {
                 }
             }
         }
-        // A lone unknown key (`input`, `arg`) goes to the primary property.
+        // A lone unknown key (`input`, `arg`) goes to the primary property — not a
+        // name of its own meaning (`busStopName` is no `geometry`), unless the tool has
+        // no other property it could be.
         if obj.len() == 1 {
             let k = obj.keys().next().cloned().unwrap_or_default();
-            if !props.iter().any(|(p, _)| *p == k) {
+            let generic = GENERIC_KEYS.contains(&k.to_ascii_lowercase().as_str());
+            if !props.iter().any(|(p, _)| *p == k) && (generic || props.len() == 1) {
                 if let Some(p) = tool.primary_property() {
                     if let Some(v) = obj.remove(&k) {
                         obj.insert(p.to_string(), v);

@@ -3732,3 +3732,601 @@ fn agent_formats_from_the_sixteenth_consumed_part() {
     )
     .is_empty());
 }
+
+#[test]
+fn closings_ids_and_tags_from_the_seventeenth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+
+    // A closing "let me do that": the tool the text before names, else the only one.
+    let time_and_kb = vec![
+        s("current_time", text_prop("timezone"), &[]),
+        s("weather", json!({}), &[]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I can look up the current time for you. Let me do that right away."),
+            &time_and_kb
+        ),
+        vec![("current_time".to_string(), json!({}))]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some(
+                "Happy to check the weather for you today. Let me fetch that information for you."
+            ),
+            &time_and_kb
+        ),
+        vec![("weather".to_string(), json!({}))]
+    );
+    let web = vec![ToolSpec::new(
+        "websearch",
+        "Search the web to get updated information.",
+        obj(text_prop("keywords"), &["keywords"]),
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some(
+                "A dish with leeks and beans sounds good! Let me search for some options for you."
+            ),
+            &web
+        ),
+        vec![("websearch".to_string(), json!({}))]
+    );
+    // Not the last words, checking its own sums, two tools and neither named, or a verb
+    // the tool does not have: no call.
+    assert!(calls_in(
+        None,
+        Some("Let me do that for you. Here is the answer: 42."),
+        &web
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("17 * 23 is 391. Wait, let me check that again."),
+        &web
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("Sure thing. Let me do that right away."),
+        &time_and_kb
+    )
+    .is_empty());
+    let calc = vec![s("calculator", text_prop("expression"), &["expression"])];
+    assert!(calls_in(
+        None,
+        Some("Recipes with leeks! Let me search for some options."),
+        &calc
+    )
+    .is_empty());
+
+    // A text that ends by asking the user: what it planned waits on the answer.
+    let maps = vec![s(
+        "maps_shortest_path",
+        json!({"start_location": {"type": "string"}, "end_location": {"type": "string"}}),
+        &["start_location", "end_location"],
+    )];
+    assert!(calls_in(None, Some("Once I have your address, I will use the `maps_shortest_path` function to find the route to the museum.\n\nPlease provide the address of your home so I can proceed."), &maps).is_empty());
+    assert!(calls_in(None, Some("Next, I will use the `maps_shortest_path` function from Union Square to the museum. Would 7:30 PM work for you?"), &maps).is_empty());
+    // (A question the model asks itself does not end the turn.)
+    assert_eq!(
+        calls_in(None, Some("I will use the `maps_shortest_path` function with start_location \"Union Square\" and end_location \"MoMA\". Is that the fastest?"), &maps),
+        vec![("maps_shortest_path".to_string(), json!({"start_location": "Union Square", "end_location": "MoMA"}))]
+    );
+
+    // A bare "ID" is the id of the one thing the tool takes an id of.
+    let hotel = vec![
+        s(
+            "retrieve_hotel_booking",
+            json!({"booking_id": {"type": "integer"}}),
+            &["booking_id"],
+        ),
+        s(
+            "cancel_hotel_booking",
+            json!({"booking_id": {"type": "integer"}}),
+            &["booking_id"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(None, Some("<thinking> The user wants to cancel a hotel booking with the ID 193. I will use the `cancel_hotel_booking` tool to cancel the booking. </thinking>"), &hotel),
+        vec![("cancel_hotel_booking".to_string(), json!({"booking_id": 193}))]
+    );
+    // (Another thing's id is not the booking's; two id properties leave it unsure.)
+    let two_ids = vec![s(
+        "move_booking",
+        json!({"booking_id": {"type": "integer"}, "room_id": {"type": "integer"}}),
+        &["booking_id", "room_id"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("The booking with the ID 193 should move. I will use the `move_booking` tool."),
+            &two_ids
+        ),
+        vec![("move_booking".to_string(), json!({}))]
+    );
+    assert_eq!(
+        calls_in(None, Some("The user with ID 7 owns booking 12. I will use the `retrieve_hotel_booking` tool for booking 12."), &hotel[..1]),
+        vec![("retrieve_hotel_booking".to_string(), json!({"booking_id": 12}))]
+    );
+
+    // A name of several words as the object of "use".
+    let assistants = vec![
+        s("structured_data_assistant", text_prop("query"), &["query"]),
+        s(
+            "unstructured_data_assistant",
+            text_prop("query"),
+            &["query"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(None, Some("This needs numbers, so I'll use the structured data assistant to retrieve this information."), &assistants),
+        vec![("structured_data_assistant".to_string(), json!({}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("The structured data assistant answered with the totals."),
+        &assistants
+    )
+    .is_empty());
+
+    // ReAct's fields written as tags; `key: value` input goes to the property it names.
+    let react = vec![
+        s("Search", text_prop("question"), &["question"]),
+        s("Calculator", text_prop("question"), &["question"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("<thought>Now I need pi times the square root of 64.</thought>\n<action>Calculator</action>\n<action_input>pi * sqrt(64)</action_input>"), &react),
+        vec![("Calculator".to_string(), json!({"question": "pi * sqrt(64)"}))]
+    );
+    assert_eq!(
+        calls_in(None, Some("<action>Calculator</action>\n<action_input>question: What is the square root of 9.87?</action_input>"), &react),
+        vec![("Calculator".to_string(), json!({"question": "What is the square root of 9.87?"}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("<action>Browse</action>\n<action_input>example.com</action_input>"),
+        &react
+    )
+    .is_empty());
+
+    // Pythonic calls with an apostrophe the model did not escape.
+    let movies = vec![s(
+        "get_movie_rating",
+        text_prop("movie_name"),
+        &["movie_name"],
+    )];
+    assert_eq!(
+        calls_in(None, Some("get_movie_rating(movie_name='Heat'); get_movie_rating(movie_name='Schindler's List'); get_movie_rating(movie_name='Alien');"), &movies),
+        vec![
+            ("get_movie_rating".to_string(), json!({"movie_name": "Heat"})),
+            ("get_movie_rating".to_string(), json!({"movie_name": "Schindler's List"})),
+            ("get_movie_rating".to_string(), json!({"movie_name": "Alien"})),
+        ]
+    );
+    assert_eq!(
+        calls_in(None, Some("get_movie_rating(movie_name='It''s')"), &movies),
+        Vec::<(String, Value)>::new()
+    );
+}
+
+#[test]
+fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+
+    // A closing colon after a commitment: the call it announces follows.
+    let py = vec![s("execute_python", text_prop("code"), &["code"])];
+    assert_eq!(
+        calls_in(None, Some("I'll find the largest prime below 84. To do this, I'll write code.\n\nLet me implement this:"), &py),
+        vec![("execute_python".to_string(), json!({}))]
+    );
+    // (Its own words announced, or not the last words: no call.)
+    assert!(calls_in(None, Some("Okay, let's break this down step-by-step:"), &py).is_empty());
+    assert!(calls_in(None, Some("Let me explain the approach:"), &py).is_empty());
+    assert!(calls_in(
+        None,
+        Some("Let me implement this:\n\nprimes = [p for p in range(84)]"),
+        &py
+    )
+    .is_empty());
+    // Among several tools: the shell, for what a shell does and no other tool does.
+    let coding = vec![
+        s("Bash", text_prop("command"), &["command"]),
+        s("Read", text_prop("file_path"), &["file_path"]),
+        s("WebSearch", text_prop("query"), &["query"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Great! Now let me copy the XML file:"), &coding),
+        vec![("Bash".to_string(), json!({}))]
+    );
+    assert!(calls_in(None, Some("Now let me think about the XML file:"), &coding).is_empty());
+    let with_delete = vec![
+        s("Bash", text_prop("command"), &["command"]),
+        s("delete_file", text_prop("path"), &["path"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Now let me delete the old build output:"),
+            &with_delete
+        ),
+        Vec::<(String, Value)>::new()
+    );
+
+    // "the ruby channel": a container's name before its kind; "pull" looks things up.
+    let chat = vec![s("list_messages", text_prop("channel"), &["channel"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll pull the messages from the ruby channel for you."),
+            &chat
+        ),
+        vec![("list_messages".to_string(), json!({"channel": "ruby"}))]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll pull the messages from the same channel for you."),
+            &chat
+        ),
+        vec![("list_messages".to_string(), json!({}))]
+    );
+
+    // A value in brackets after its key; a type in brackets is no value.
+    let ids = vec![s(
+        "unique_id",
+        json!({"firstName": {"type": "string"}, "lastName": {"type": "string"}}),
+        &["firstName", "lastName"],
+    )];
+    assert_eq!(
+        calls_in(None, Some("<thinking>\nThe unique_id tool needs:\n- firstName (string)\n- lastName (string)\nThey gave their first name (Alex) and last name (Yang), so we can call the unique_id tool.\n</thinking>"), &ids),
+        vec![("unique_id".to_string(), json!({"firstName": "Alex", "lastName": "Yang"}))]
+    );
+    // "with the city name": what the value is, not the value.
+    let weather = vec![s("get_weather", text_prop("city"), &["city"])];
+    assert_eq!(
+        calls_in(Some("So I need to call that function with \"New York\" as the city. I should format the JSON with the city name."), None, &weather),
+        vec![("get_weather".to_string(), json!({"city": "New York"}))]
+    );
+
+    // A failure reported is no call; a retry of what failed is.
+    let shell = vec![s(
+        "execute_shell",
+        text_prop("command_line"),
+        &["command_line"],
+    )];
+    assert!(calls_in(None, Some("Running the 'execute_shell' command failed because I am not authorized to run shell commands"), &shell).is_empty());
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll run `ls -la` again with execute_shell, the command that failed."),
+            &shell
+        ),
+        vec![(
+            "execute_shell".to_string(),
+            json!({"command_line": "ls -la"})
+        )]
+    );
+
+    // A JSON call shown as made, or as what it would do, is not made now.
+    let stops = vec![
+        s("get_bus_stops", text_prop("route"), &[]),
+        s("get_services", text_prop("categories"), &[]),
+    ];
+    assert!(calls_in(None, Some("Here are the results.\n\nThe function call was:\n```json\n{\"function_call\": {\"name\": \"get_bus_stops\", \"arguments\": {\"route\": \"55\"}}}\n```\nNo bus stops were found."), &stops).is_empty());
+    assert_eq!(
+        calls_in(None, Some("Let's start with the stops.\n```json\n{\"function_call\": {\"name\": \"get_bus_stops\", \"arguments\": {\"route\": \"55\"}}}\n```\nNext, I would search for banks using the `get_services` tool.\n```json\n{\"function_call\": {\"name\": \"get_services\", \"arguments\": {\"categories\": \"Bank\"}}}\n```"), &stops),
+        vec![("get_bus_stops".to_string(), json!({"route": "55"}))]
+    );
+    assert_eq!(
+        calls_in(None, Some("I would like to look up the stops.\n```json\n{\"function_call\": {\"name\": \"get_bus_stops\", \"arguments\": {\"route\": \"55\"}}}\n```"), &stops),
+        vec![("get_bus_stops".to_string(), json!({"route": "55"}))]
+    );
+
+    // A lone key the tool does not have: a generic one (`input`) is its main argument;
+    // one with a meaning of its own is not renamed to another property.
+    let two = vec![s(
+        "get_bus_stops",
+        json!({"route": {"type": "string"}, "geometry": {"type": "string"}}),
+        &["route"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some(
+                "{\"name\": \"get_bus_stops\", \"arguments\": {\"busStopName\": \"Santa Marta\"}}"
+            ),
+            &two
+        ),
+        vec![(
+            "get_bus_stops".to_string(),
+            json!({"busStopName": "Santa Marta"})
+        )]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("{\"name\": \"get_bus_stops\", \"arguments\": {\"input\": \"55\"}}"),
+            &two
+        ),
+        vec![("get_bus_stops".to_string(), json!({"route": "55"}))]
+    );
+
+    // A self-closing function tag: the call without arguments.
+    let agencies = vec![s("get_agencies", json!({}), &[])];
+    assert_eq!(
+        calls_in(None, Some("<function=get_agencies />"), &agencies),
+        vec![("get_agencies".to_string(), json!({}))]
+    );
+    assert!(calls_in(None, Some("<function=get_routes />"), &agencies).is_empty());
+}
+
+#[test]
+fn retries_interpreters_and_abbreviations_from_the_nineteenth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+
+    // A retry, with one tool offered: that tool again (and a place it names).
+    let rng = vec![s(
+        "RandomNumberGenerator_generate",
+        json!({"decimals": {"type": "integer"}}),
+        &[],
+    )];
+    assert_eq!(
+        calls_in(None, Some("The generated number is 0. Since you asked for 1 to 10, let's try again to ensure it falls within the range."), &rng),
+        vec![("RandomNumberGenerator_generate".to_string(), json!({}))]
+    );
+    let weather = vec![s("get_weather", text_prop("city"), &["city"])];
+    assert_eq!(
+        calls_in(None, Some("I apologize for the error. Let me try checking the weather in San Francisco again."), &weather),
+        vec![("get_weather".to_string(), json!({"city": "San Francisco"}))]
+    );
+    // (Another approach is not the same call; the reader asked to retry is not a call.)
+    assert!(calls_in(
+        None,
+        Some("That did not work. Let me try again using a different approach."),
+        &rng
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("The service is down. Could you try again in a moment?"),
+        &rng
+    )
+    .is_empty());
+
+    // The sentence's full stop inside the quotes is not part of the value.
+    let words = vec![s("get_number_for_word", text_prop("word"), &["word"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I will check the number assigned to the word \"banana.\""),
+            &words
+        ),
+        vec![("get_number_for_word".to_string(), json!({"word": "banana"}))]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I will check the number assigned to the word `v1.`"),
+            &words
+        ),
+        vec![("get_number_for_word".to_string(), json!({"word": "v1."}))]
+    );
+
+    // "the subdirectory `roast`": a bare name after a directory noun is a path; a name
+    // abbreviated in the tool (`list_dir`) is spelled out in prose.
+    let files = vec![
+        s("grep", text_prop("string"), &["string"]),
+        ToolSpec::new(
+            "read_file",
+            "Read a file. (If the path is a directory, list the contents.)",
+            obj(text_prop("path"), &["path"]),
+        ),
+    ];
+    assert_eq!(
+        calls_in(None, Some("The grep attempts have failed. I will attempt to read the contents of the subdirectory `roast` to find any Ruby files there."), &files),
+        vec![("read_file".to_string(), json!({"path": "roast"}))]
+    );
+    let dirs = vec![
+        ToolSpec::new(
+            "list_dir",
+            "List the contents of a directory",
+            obj(
+                text_prop("relative_workspace_path"),
+                &["relative_workspace_path"],
+            ),
+        ),
+        s("run_terminal_cmd", text_prop("command"), &["command"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Let's start by checking the project. I'll list the contents of your project directory to see if there's a `.git` folder."), &dirs),
+        vec![("list_dir".to_string(), json!({}))]
+    );
+    // A request to the user anywhere in the last sentence ends the turn.
+    assert!(calls_in(None, Some("Next, I'll list the contents of your project directory. If you have the CLI, please provide the name of the new repository."), &dirs).is_empty());
+    // A closing colon with the shell's work after "by".
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Now let me verify the implementation by running the golden tests:"),
+            &dirs
+        ),
+        vec![("run_terminal_cmd".to_string(), json!({}))]
+    );
+
+    // A python block ending the answer, for the one code interpreter offered.
+    let py = vec![s("python", text_prop("code"), &["code"])];
+    assert_eq!(
+        calls_in(None, Some("Let's compute 10! using Python.\n```python\nimport math\nprint(math.factorial(10))\n```"), &py),
+        vec![("python".to_string(), json!({"code": "import math\nprint(math.factorial(10))"}))]
+    );
+    assert_eq!(
+        calls_in(None, Some("好的，我会为您列出100以内的所有质数。\n```python\nprint([p for p in range(2, 101) if all(p % d for d in range(2, p))])\n```"), &py),
+        vec![("python".to_string(), json!({"code": "print([p for p in range(2, 101) if all(p % d for d in range(2, p))])"}))]
+    );
+    // (Shown to the reader, or followed by more text, or no interpreter offered: no call.)
+    assert!(calls_in(
+        None,
+        Some("You can compute it yourself:\n```python\nprint(3 * 7)\n```"),
+        &py
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("Let's compute it.\n```python\nprint(3 * 7)\n```\nThe answer is 21."),
+        &py
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("Let's compute it.\n```python\nprint(3 * 7)\n```"),
+        &weather
+    )
+    .is_empty());
+
+    // Pythonic tuples are lists; Qwen-Agent's ✿FUNCTION✿ / ✿ARGS✿ lines are calls.
+    let rand = vec![s(
+        "random_number_generator",
+        json!({"seed": {"type": "integer"}, "range": {"type": "array"}}),
+        &["seed", "range"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("random_number_generator\n```python\ntool_call(seed=42, range=(0, 100))\n```"),
+            &rand
+        ),
+        vec![(
+            "random_number_generator".to_string(),
+            json!({"seed": 42, "range": [0, 100]})
+        )]
+    );
+    let gen = vec![s("my_image_gen", text_prop("prompt"), &["prompt"])];
+    assert_eq!(
+        calls_in(None, Some("\u{273F}FUNCTION\u{273F}: my_image_gen\n\u{273F}ARGS\u{273F}: {\"prompt\": \"a puppy on the grass\"}"), &gen),
+        vec![("my_image_gen".to_string(), json!({"prompt": "a puppy on the grass"}))]
+    );
+    assert!(calls_in(
+        None,
+        Some("\u{273F}FUNCTION\u{273F}: draw_map\n\u{273F}ARGS\u{273F}: {\"prompt\": \"x\"}"),
+        &gen
+    )
+    .is_empty());
+}
+
+#[test]
+fn made_things_names_and_status_lines_from_the_twentieth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+
+    // A tool that makes a thing of its own needs that thing named: "create a file" or
+    // "output the word" makes no goal.
+    let goals = vec![
+        s("create_goal", text_prop("goal"), &["goal"]),
+        s("get_goal", json!({}), &[]),
+        s("web_search", text_prop("query"), &["query"]),
+    ];
+    assert!(calls_in(Some("The steps are:\n1. Create a file named `agent_loop.txt` with the content \"agent loop ready\".\n2. Output the word \"done\"."), None, &goals).is_empty());
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll create a goal named \"ship the release\"."),
+            &goals
+        ),
+        vec![(
+            "create_goal".to_string(),
+            json!({"goal": "ship the release"})
+        )]
+    );
+    // (A kin word names it too: an appointment is a calendar event.)
+    let cal = vec![s("create_calendar_event", text_prop("time"), &[])];
+    assert_eq!(
+        calls_in(None, Some("The calendar is free from 10:00. I will now create an hour-long appointment for this slot."), &cal),
+        vec![("create_calendar_event".to_string(), json!({}))]
+    );
+    // One of a list of names with what they are for is no call.
+    assert!(calls_in(
+        Some(
+            "Looking at the tools:\n- `get_goal`, `create_goal`: For managing goals. Not relevant."
+        ),
+        None,
+        &goals
+    )
+    .is_empty());
+
+    // `named "X"` is the thing's name; an id is one token.
+    let projects = vec![
+        s(
+            "create_project",
+            json!({"name": {"type": "string"}, "description": {"type": "string"}}),
+            &["name"],
+        ),
+        s("get_project", text_prop("id"), &["id"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("First, I'll create a project named \"Dark Mode Feature\"."),
+            &projects
+        ),
+        vec![(
+            "create_project".to_string(),
+            json!({"name": "Dark Mode Feature"})
+        )]
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I need to get the project \"Implement User Notifications\" first, using its id."),
+            &projects
+        ),
+        vec![("get_project".to_string(), json!({}))]
+    );
+
+    // A shell tool's own name is not its command.
+    let codex = vec![
+        s("exec_command", text_prop("cmd"), &["cmd"]),
+        s("update_plan", text_prop("plan"), &["plan"]),
+    ];
+    assert_eq!(
+        calls_in(Some("I will execute the three requested steps sequentially using the `exec_command` tool."), None, &codex),
+        vec![("exec_command".to_string(), json!({}))]
+    );
+
+    // A coding agent's status line whose work is the shell's.
+    let cursor = vec![
+        s("run_terminal_cmd", text_prop("command"), &["command"]),
+        s("read_file", text_prop("target_file"), &["target_file"]),
+    ];
+    for line in [
+        "Checking git history to locate the commit and determine the best way to update its author.",
+        "Amending the commit to update the author:",
+        "Continuing the rebase:",
+        "Installing the dependencies first.",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(line), &cursor),
+            vec![("run_terminal_cmd".to_string(), json!({}))],
+            "{line}"
+        );
+    }
+    // (An outcome, a refusal, other work, or more than a status line: no call.)
+    for line in [
+        "Running the tests showed that all of them pass.",
+        "Running `rm -rf /` would be catastrophic, so we won't.",
+        "Preparing prompt for the git subagent.",
+        "Checking git history.\n\nThe last commit is by Ann.",
+    ] {
+        assert!(calls_in(None, Some(line), &cursor).is_empty(), "{line}");
+    }
+}

@@ -430,6 +430,16 @@ async fn every_text_call_format_runs_the_tool() {
         ),
         ("bracket-action", "exec[echo fmt-bracket-action]", None),
         (
+            "qwen-agent",
+            "\u{273F}FUNCTION\u{273F}: exec\n\u{273F}ARGS\u{273F}: {\"command\": \"echo fmt-qwen-agent\"}",
+            None,
+        ),
+        (
+            "react-tags",
+            "<thought>I should run it.</thought>\n<action>exec</action>\n<action_input>command: echo fmt-react-tags</action_input>",
+            None,
+        ),
+        (
             "list-item-call",
             "The following call will be made:\n\n1. `exec(\"echo fmt-list-item-call\")`: runs it.",
             None,
