@@ -3986,7 +3986,9 @@ fn closing_colon(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut S
         .contains(&w.as_str())
     });
     let Some(verb) = verb else { return };
-    if TELLING_VERBS.contains(&verb.as_str()) || !committed_sentence(text, at + 1) {
+    // (Inside the sentence: its first word, which may follow a wide quote mark.)
+    let inside = at + last.find(char::is_alphanumeric).unwrap_or(0);
+    if TELLING_VERBS.contains(&verb.as_str()) || !committed_sentence(text, inside) {
         return;
     }
     // "let me verify the implementation by running the tests:": how, after "by".

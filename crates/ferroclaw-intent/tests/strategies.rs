@@ -3947,6 +3947,15 @@ fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
         vec![("Bash".to_string(), json!({}))]
     );
     assert!(calls_in(None, Some("Now let me think about the XML file:"), &coding).is_empty());
+    // (A wide quote mark opening the line does not break the parser.)
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Done.\n\u{201C}Now let me copy the XML file:"),
+            &coding
+        ),
+        vec![("Bash".to_string(), json!({}))]
+    );
     let with_delete = vec![
         s("Bash", text_prop("command"), &["command"]),
         s("delete_file", text_prop("path"), &["path"]),
