@@ -121,7 +121,13 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         }
     }
     // "the ruby channel", "the users table": a container named before its kind.
-    for c in NAME_THEN_CONTAINER.captures_iter(text) {
+    let containers = props
+        .iter()
+        .any(|(p, _)| CONTAINERS.iter().any(|c| p.eq_ignore_ascii_case(c)));
+    for c in NAME_THEN_CONTAINER
+        .captures_iter(text)
+        .take_while(|_| containers)
+    {
         let (Some(v), Some(k)) = (c.get(1), c.get(2)) else {
             continue;
         };
@@ -139,7 +145,10 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         }
     }
     // `a project named "Dark Mode Feature"`: the thing's name, for a `name` property.
-    for c in NAMED_QUOTED.captures_iter(text) {
+    let has_name = props
+        .iter()
+        .any(|(p, _)| p.eq_ignore_ascii_case("name") || p.eq_ignore_ascii_case("title"));
+    for c in NAMED_QUOTED.captures_iter(text).take_while(|_| has_name) {
         let (Some(w), Some(v)) = (c.get(1), c.get(2)) else {
             continue;
         };

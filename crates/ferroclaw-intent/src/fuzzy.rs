@@ -2768,7 +2768,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() && text.chars().any(is_cjk) {
         cjk_intent(text, cfg, tools, &mut out);
     }
-    if ends_asking_user(text) {
+    if !out.calls.is_empty() && ends_asking_user(text) {
         out.calls.clear();
     }
     drop_later_steps(text, &mut out.calls);
