@@ -124,23 +124,23 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
     let containers = props
         .iter()
         .any(|(p, _)| CONTAINERS.iter().any(|c| p.eq_ignore_ascii_case(c)));
-    for c in NAME_THEN_CONTAINER
-        .captures_iter(text)
-        .take_while(|_| containers)
-    {
-        let (Some(v), Some(k)) = (c.get(1), c.get(2)) else {
-            continue;
-        };
-        let kind = k.as_str().to_ascii_lowercase();
-        let value = v.as_str();
-        if !CONTAINERS.contains(&kind.as_str())
-            || NOT_NAMES.contains(&value.to_ascii_lowercase().as_str())
-        {
-            continue;
-        }
-        if let Some((prop, _)) = props.iter().find(|(p, _)| p.eq_ignore_ascii_case(&kind)) {
-            if matches!(tool.prop_type(prop), None | Some("string")) {
-                found.push((v.start(), prop, Value::String(value.to_string())));
+    // (Only for a tool that takes a container: the search itself is not free.)
+    if containers {
+        for c in NAME_THEN_CONTAINER.captures_iter(text) {
+            let (Some(v), Some(k)) = (c.get(1), c.get(2)) else {
+                continue;
+            };
+            let kind = k.as_str().to_ascii_lowercase();
+            let value = v.as_str();
+            if !CONTAINERS.contains(&kind.as_str())
+                || NOT_NAMES.contains(&value.to_ascii_lowercase().as_str())
+            {
+                continue;
+            }
+            if let Some((prop, _)) = props.iter().find(|(p, _)| p.eq_ignore_ascii_case(&kind)) {
+                if matches!(tool.prop_type(prop), None | Some("string")) {
+                    found.push((v.start(), prop, Value::String(value.to_string())));
+                }
             }
         }
     }
@@ -148,18 +148,20 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
     let has_name = props
         .iter()
         .any(|(p, _)| p.eq_ignore_ascii_case("name") || p.eq_ignore_ascii_case("title"));
-    for c in NAMED_QUOTED.captures_iter(text).take_while(|_| has_name) {
-        let (Some(w), Some(v)) = (c.get(1), c.get(2)) else {
-            continue;
-        };
-        let key = if w.as_str().eq_ignore_ascii_case("titled") {
-            "title"
-        } else {
-            "name"
-        };
-        if let Some((prop, _)) = props.iter().find(|(p, _)| p.eq_ignore_ascii_case(key)) {
-            if let Some(value) = value_of(v.as_str()) {
-                found.push((v.start(), prop, value));
+    if has_name {
+        for c in NAMED_QUOTED.captures_iter(text) {
+            let (Some(w), Some(v)) = (c.get(1), c.get(2)) else {
+                continue;
+            };
+            let key = if w.as_str().eq_ignore_ascii_case("titled") {
+                "title"
+            } else {
+                "name"
+            };
+            if let Some((prop, _)) = props.iter().find(|(p, _)| p.eq_ignore_ascii_case(key)) {
+                if let Some(value) = value_of(v.as_str()) {
+                    found.push((v.start(), prop, value));
+                }
             }
         }
     }

@@ -2859,16 +2859,12 @@ fn spaced_name(
         let joined = !text[toks[k].range.start..last.range.end].contains(char::is_whitespace);
         // ("I'll use the structured data assistant": a name of several words as the
         // object of "use".)
-        let used = w.len() >= 2 && {
-            let before = text[..toks[k].range.start].trim_end().to_ascii_lowercase();
-            ["use the", "using the", "call the", "invoke the"]
-                .iter()
-                .any(|u| {
-                    before.strip_suffix(u).is_some_and(|s| {
-                        s.is_empty() || s.ends_with(|c: char| !c.is_alphanumeric())
-                    })
-                })
-        };
+        let used = w.len() >= 2
+            && phrase_just_before(
+                text,
+                toks[k].range.start,
+                &["use the", "using the", "call the", "invoke the"],
+            );
         let named = joined
             || used
             || matches!(w.last().map(String::as_str), Some("tool" | "function"))
@@ -3915,13 +3911,23 @@ fn shell_status_line(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &m
         return;
     }
     let profs = profiles(tools, cfg);
-    let shells: Vec<&Profile> = profs.iter().filter(|p| p.kind == Kind::Command).collect();
-    let [shell] = shells.as_slice() else { return };
+    let Some(shell) = sole_shell(&profs) else {
+        return;
+    };
     let args = crate::bind::bindings(line, shell.tool);
     let at = text.len() - text.trim_start().len();
     let span = at..at + text.trim().len();
     if let Some(c) = make_call(&shell.tool.name, Value::Object(args), 0.6, span, tools, cfg) {
         out.calls.push(c);
+    }
+}
+
+/// The one offered tool that runs commands, if there is exactly one.
+fn sole_shell<'p, 'a>(profs: &'p [Profile<'a>]) -> Option<&'p Profile<'a>> {
+    let mut shells = profs.iter().filter(|p| p.kind == Kind::Command);
+    match (shells.next(), shells.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
     }
 }
 
@@ -4002,10 +4008,9 @@ fn closing_colon(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut S
         [only] => only.tool,
         _ if SHELL_VERBS.contains(&verb.as_str()) => {
             let has_verb = |p: &Profile| p.verbs.iter().any(|v| v.len() == 1 && v[0] == *verb);
-            let shells: Vec<&Profile> = profs.iter().filter(|p| p.kind == Kind::Command).collect();
             let others = profs.iter().any(|p| p.kind != Kind::Command && has_verb(p));
-            match shells.as_slice() {
-                [shell] if !others => shell.tool,
+            match sole_shell(&profs) {
+                Some(shell) if !others => shell.tool,
                 _ => return,
             }
         }
