@@ -93,6 +93,15 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             {
                 continue;
             }
+            // ("a US location (CA is California)": a remark in brackets, not the value.)
+            let bracketed = std::ptr::eq(re, &*KEY_PAREN);
+            if bracketed
+                && v_lower
+                    .split_whitespace()
+                    .any(|w| matches!(w, "is" | "are" | "was" | "means"))
+            {
+                continue;
+            }
             if let Some(value) = value_of(v.as_str()) {
                 found.push((v.start(), prop, value));
             }
@@ -162,6 +171,15 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
                 if let Some(value) = value_of(v.as_str()) {
                     found.push((v.start(), prop, value));
                 }
+            }
+        }
+    }
+    // "update the three cogs with `replace_all`": a flag named as what to do it with.
+    for c in WITH_FLAG.captures_iter(text) {
+        let Some(k) = c.get(1) else { continue };
+        if let Some(prop) = match_prop(k.as_str(), &props) {
+            if tool.prop_type(prop) == Some("boolean") {
+                found.push((k.start(), prop, Value::Bool(true)));
             }
         }
     }
@@ -404,6 +422,11 @@ static KEY_LATER_ID: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 /// `experiment_name "boiling_point"`
+static WITH_FLAG: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\bwith\s+(?:the\s+)?`([A-Za-z_][\w-]{0,40})`(?:\s+(?:flag|option|set|enabled|on))?",
+    )
+});
 static KEY_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(&format!(
         r#"\b{KEY}\s+("[^"\n]{{1,200}}"|'[^'\n]{{1,200}}')"#

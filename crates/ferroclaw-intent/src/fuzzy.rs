@@ -18,6 +18,8 @@ use serde_json::{Map, Value};
 use crate::harmony::floor;
 use crate::{jsonscan, make_call, ParsedCall, ParserConfig, StrategyOutput, ToolSpec};
 
+mod workbench;
+
 const MAX_TEXT: usize = 256 * 1024;
 /// How far (bytes) context cues and arguments are looked for around a trigger.
 const WINDOW: usize = 240;
@@ -418,6 +420,19 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     }
                 }
             }
+            // `HassTurnOff`: a verb and its particle in the name are a verb of the tool.
+            let name_words = crate::schema::name_words(&t.name);
+            for pair in name_words.windows(2) {
+                if PARTICLES.contains(&pair[1].as_str())
+                    && !NAME_FILLERS.contains(&pair[0].as_str())
+                {
+                    let v = pair.to_vec();
+                    if !verbs.contains(&v) {
+                        verbs.push(v.clone());
+                        own_verbs.push(v);
+                    }
+                }
+            }
             let spaced = names
                 .iter()
                 .map(|n| words(n))
@@ -678,6 +693,33 @@ fn verb_of_stem(stem: &str, is_verb: &dyn Fn(&str) -> bool) -> Option<String> {
         .into_iter()
         .flatten()
         .find(|w| is_verb(w))
+}
+
+/// Particles of phrasal verbs that tool names hold (`HassTurnOff`, `switch_on`).
+const PARTICLES: &[&str] = &["on", "off", "up", "down"];
+
+/// Where the verb `v` written from token `k` ends inside the clause: its words in a
+/// row, or a phrasal verb split by its object at the clause's end ("turn those off").
+fn verb_end(toks: &[Tok], k: usize, v: &[String], clause_end: usize) -> Option<usize> {
+    if words_at(toks, k, v) {
+        let end = toks[k + v.len() - 1].range.end;
+        return (end <= clause_end).then_some(end);
+    }
+    let [verb, particle] = v else { return None };
+    if toks[k].lower != *verb || !PARTICLES.contains(&particle.as_str()) {
+        return None;
+    }
+    let last = toks.partition_point(|t| t.range.end <= clause_end);
+    (k + 2..last.min(k + 5))
+        .find(|&j| toks[j].lower == *particle)
+        .filter(|&j| {
+            toks.get(j + 1).is_none_or(|n| {
+                n.range.end > clause_end
+                    || !n.lower.starts_with(char::is_alphanumeric)
+                    || ["now", "for", "please"].contains(&n.lower.as_str())
+            })
+        })
+        .map(|j| toks[j].range.end)
 }
 
 /// Whether the words `w` are the tokens from `k` on.
@@ -980,10 +1022,13 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     if advice_item(text, trig.range.start) {
         return false;
     }
-    // "- get_weather: for getting the weather": a definition, not an intent.
-    if text[t_end..]
-        .trim_start_matches(['*', '`', '"', '\''])
-        .starts_with(':')
+    // "- get_weather: for getting the weather": a definition, not an intent. (Not a
+    // phrasal verb split by its object: "Let me turn those off:".)
+    let split_verb = text[trig.range.start..t_end].split_whitespace().count() > 2;
+    if !split_verb
+        && text[t_end..]
+            .trim_start_matches(['*', '`', '"', '\''])
+            .starts_with(':')
     {
         return false;
     }
@@ -1107,6 +1152,8 @@ const CJK_NOUNS: &[(&str, &str)] = &[
     ("股票", "stock"),
     ("价格", "price"),
     ("汇率", "exchange"),
+    ("历史", "history"),
+    ("消息", "message"),
 ];
 
 /// "我来为您查询当前人民币与美元的汇率。": a Chinese commitment and a verb of the one
@@ -2469,6 +2516,11 @@ struct Trigger {
 pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
     let mut out = StrategyOutput::default();
     let text = &text[..floor(text, MAX_TEXT)];
+    // A smolagents planning step (`… <end_plan>`) names the tools of later steps; a
+    // plan runs nothing.
+    if text.contains("<end_plan>") {
+        return out;
+    }
     let profs = profiles(tools, cfg);
     if profs.is_empty() || text.trim().is_empty() {
         return out;
@@ -2567,8 +2619,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                         continue;
                     }
                     for v in &p.verbs {
-                        if words_at(&toks, k, v) && toks[k + v.len() - 1].range.end <= clause.end {
-                            let end = toks[k + v.len() - 1].range.end;
+                        if let Some(end) = verb_end(&toks, k, v, clause.end) {
                             let own = p.own_verbs.contains(v);
                             let sole = own
                                 && !profs
@@ -2760,6 +2811,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         shell_status_line(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
+        workbench::next_step(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
         value_for_property(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
@@ -2865,8 +2919,16 @@ fn spaced_name(
                 toks[k].range.start,
                 &["use the", "using the", "call the", "invoke the"],
             );
+        // ("Let me exit plan mode.": a name of three words or more said as the step.)
+        let stepped = w.len() >= 3
+            && phrase_just_before(
+                text,
+                toks[k].range.start,
+                &["let me", "let's", "i'll", "i will", "i'm going to"],
+            );
         let named = joined
             || used
+            || stepped
             || matches!(w.last().map(String::as_str), Some("tool" | "function"))
             || toks.get(k + w.len()).is_some_and(|n| {
                 matches!(
@@ -3239,6 +3301,29 @@ fn drop_misfits(tools: &[ToolSpec], calls: &mut [ParsedCall]) {
     }
 }
 
+/// A property that takes a SQL statement: `query`/`sql`/`statement` of a tool whose
+/// name or description says SQL.
+fn holds_sql(tool: &ToolSpec, key: &str) -> bool {
+    let about = format!("{} {}", tool.name, tool.description).to_ascii_lowercase();
+    matches!(
+        key.to_ascii_lowercase().as_str(),
+        "query" | "sql" | "statement"
+    ) && (about.contains("sql") || about.contains("select query"))
+}
+
+fn sql_shaped(s: &str) -> bool {
+    let first = s
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_uppercase();
+    [
+        "SELECT", "WITH", "SHOW", "PRAGMA", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP",
+        "ALTER", "DESCRIBE", "EXPLAIN", "FROM",
+    ]
+    .contains(&first.as_str())
+}
+
 /// The schema's type for `key` can hold `v`.
 fn fits(tool: &ToolSpec, key: &str, v: &Value) -> bool {
     match tool.prop_type(key) {
@@ -3246,6 +3331,8 @@ fn fits(tool: &ToolSpec, key: &str, v: &Value) -> bool {
         Some("integer" | "number") => v.is_number(),
         Some("array") => v.is_array(),
         Some("object") => v.is_object(),
+        // "if there's any overlap or duplicates" is no statement for a SQL tool.
+        _ if holds_sql(tool, key) => v.as_str().is_none_or(sql_shaped),
         // An id is one token: "Implement User Notifications" is the thing's name.
         _ if key.eq_ignore_ascii_case("id") || key.to_ascii_lowercase().ends_with("_id") => v
             .as_str()
@@ -3437,10 +3524,19 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
             .iter()
             .any(|p| before.trim_start().starts_with(p));
         let committed = POS.iter().any(|cue| has_phrase(&before, cue));
-        if refused || able || !committed {
+        if refused || able || !committed || addresses_reader(&before) {
             continue;
         }
         let span = name.start()..name.start() + used;
+        // A call shown to the reader: the answer goes on to sign off ("Let me know if you
+        // need help interpreting the results!").
+        let rest = text[span.end..].to_lowercase();
+        if ["let me know", "feel free to ask", "hope this helps"]
+            .iter()
+            .any(|p| rest.contains(p))
+        {
+            continue;
+        }
         for (n, a) in calls.into_iter().take(1) {
             let a = crate::native_text::positional_args(a, &n, tools, cfg);
             if let Some(c) = make_call(&n, a, 0.7, span.clone(), tools, cfg) {
@@ -3843,6 +3939,18 @@ fn try_again(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Strat
                 .or_insert_with(|| Value::String(place.as_str().to_string()));
         }
     }
+    // "… while trying to add the word "haben" to your vocabulary. Let me try that
+    // again.": the one value the failed attempt named, for a tool of one property.
+    if let ([(prop, _)], true) = (tool.properties().as_slice(), args.is_empty()) {
+        let back = &text[floor(text, at.saturating_sub(300))..at];
+        let prot = protected_spans(back);
+        if let Some(q) = prot.iter().rev().find(|q| q.kind == Quote::Double) {
+            let v = back[q.inner.clone()].trim();
+            if !v.is_empty() && v.len() <= 80 {
+                args.insert((*prop).to_string(), Value::String(v.to_string()));
+            }
+        }
+    }
     if let Some(c) = make_call(&tool.name, Value::Object(args), 0.6, m.range(), tools, cfg) {
         out.calls.push(c);
     }
@@ -4135,7 +4243,14 @@ fn build_calls(
     if p.primary.is_empty() {
         // A tool without arguments, by its name or by its verb and a noun of its name
         // ("let me check your eligibility" for `verify_eligibility_tool`).
-        if !tr.by_name && !named_by_nouns(text, tr, p, clause, sent) {
+        // ("Let me turn those off" for `HassTurnOff`: the name's own phrasal verb.)
+        let said = text[tr.start..tr.end].to_lowercase();
+        let phrasal = p.verbs.iter().any(|v| {
+            matches!(v.as_slice(), [verb, particle] if PARTICLES.contains(&particle.as_str())
+                && said.starts_with(verb.as_str())
+                && said.ends_with(particle.as_str()))
+        });
+        if !tr.by_name && !phrasal && !named_by_nouns(text, tr, p, clause, sent) {
             return None;
         }
         // ("`get_goal`, `create_goal`: for managing goals": one of a list of names.)

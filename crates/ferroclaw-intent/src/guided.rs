@@ -256,6 +256,8 @@ fn args_of(v: &Value) -> Option<Value> {
         "params",
         "tool_input",
         "tool_arguments",
+        // LangChain4j's prompt-injected tools: `{"name": …, "inputs": {…}}`.
+        "inputs",
         "action_input",
         // `{"tool_name": "exec", "properties": {…}}`: the schema's word for them.
         "properties",

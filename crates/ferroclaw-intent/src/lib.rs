@@ -395,7 +395,9 @@ pub fn parse(
     if let Some(r) = reasoning.as_deref() {
         reasoned_values(r, &mut calls, tools);
     }
-    if answered_instead(content.as_deref(), &calls, tools, cfg) {
+    if answered_instead(content.as_deref(), &calls, tools, cfg)
+        || answered_after(reasoning.as_deref(), content.as_deref(), &calls)
+    {
         calls.clear();
     }
 
@@ -502,6 +504,33 @@ fn answered_instead(
     cfg.order
         .iter()
         .all(|&st| run_strategy(st, answer, tools, cfg).calls.is_empty())
+}
+
+/// Labels of a result the model states itself ("**Result:** The result of 3 * 12 is 36.",
+/// "\\boxed{36}").
+const ANSWER_MARKS: &[&str] = &[
+    "\\boxed{",
+    "**answer:**",
+    "**result:**",
+    "**final answer:**",
+];
+
+/// A call the model narrated and then answered itself: its result is labelled after
+/// the call in the same text ("Using the multiply function: multiply(a=3, b=12). …
+/// **Result:** 36"). The turn ended with the answer; nothing is left to call.
+fn answered_after(reasoning: Option<&str>, content: Option<&str>, calls: &[ParsedCall]) -> bool {
+    let Some(last) = calls.iter().max_by_key(|c| c.span.end) else {
+        return false;
+    };
+    let text = match last.source {
+        Source::Reasoning => reasoning,
+        Source::Content => content,
+    };
+    let Some(after) = text.and_then(|t| t.get(last.span.end..)) else {
+        return false;
+    };
+    let lower = after.to_lowercase();
+    ANSWER_MARKS.iter().any(|m| lower.contains(m))
 }
 
 fn remove_ranges(text: &str, ranges: &[Range<usize>]) -> String {

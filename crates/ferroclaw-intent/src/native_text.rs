@@ -76,6 +76,10 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         tool_code_fences(&cx, &mut out, &mut taken);
         chatglm_calls(&cx, &mut out, &mut taken);
     }
+    // (Before the other pythonic readers: a smolagents step binds its strings first.)
+    if out.calls.is_empty() && text.contains("Code:\n```") {
+        code_agent_step(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() {
         json_string_list(text, tools, cfg, &mut out);
     }
@@ -94,14 +98,14 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() && text.contains("```") {
         command_fence(text, tools, cfg, &mut out);
     }
-    if out.calls.is_empty() && text.contains("Code:\n```") {
-        code_agent_step(text, tools, cfg, &mut out);
-    }
     if out.calls.is_empty() {
         key_value_call(text, tools, cfg, &mut out);
     }
     if text.contains(QWEN_AGENT_FUNCTION) {
         qwen_agent_calls(text, tools, cfg, &mut out);
+    }
+    if out.calls.is_empty() && text.contains('!') {
+        bang_command(text, tools, cfg, &mut out);
     }
     if out.calls.is_empty() && angle {
         tool_named_tags(text, tools, cfg, &mut out);
@@ -1013,7 +1017,8 @@ fn kimi_name(id: &str) -> &str {
 
 fn function_tags(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usize>>) {
     let Cx { text, tools, cfg } = *cx;
-    let mut blocks = Block::new(text, &["</function>"], &["<tool_call>"]);
+    // (`<function=list_repos> </tool_call>`: the wrapper's closing tag ends it too.)
+    let mut blocks = Block::new(text, &["</function>", "</tool_call>"], &["<tool_call>"]);
     let mut pos = 0;
     while let Some(start) = find_ci(text, pos, "<function=") {
         pos = start + 1;
@@ -1039,7 +1044,11 @@ fn xml_functions(
 ) -> usize {
     let mut n = 0;
     let mut pos = range.start;
-    let mut blocks = Block::new(&text[..range.end], &["</function>"], &["<function="]);
+    let mut blocks = Block::new(
+        &text[..range.end],
+        &["</function>", "</tool_call>"],
+        &["<function="],
+    );
     while let Some(start) = find_ci(&text[..range.end], pos, "<function=") {
         let name_start = start + "<function=".len();
         let rest = &text[name_start..range.end];
@@ -1547,7 +1556,21 @@ fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         return;
     };
     let span = start..body_start + close + 3;
-    for line in text[body_start..body_start + close].lines() {
+    let block = &text[body_start..body_start + close];
+    // `task = "Find …"` then `web_agent(task=task)`: a string bound before the call.
+    let bound: Vec<(String, String)> = STRING_BINDING
+        .captures_iter(block)
+        .filter_map(|c| {
+            let (n, v) = (c.get(1)?, c.get(2)?);
+            let lit = v.as_str();
+            let inner = &lit[1..lit.len() - 1];
+            Some((
+                n.as_str().to_string(),
+                inner.replace("\\\"", "\"").replace("\\'", "'"),
+            ))
+        })
+        .collect();
+    for line in block.lines() {
         let l = line.trim();
         // `x = tool(…)`: the call is the right-hand side.
         let call = match l.split_once('=') {
@@ -1566,13 +1589,41 @@ fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         if !named {
             continue;
         }
-        if let Some((calls, _)) = pythonic_calls(call) {
+        // (`web_agent(task=task)`: the bound string stands in for its name.)
+        let call = bind_names(call, &bound);
+        if let Some((calls, _)) = pythonic_calls(&call) {
             for (n, a) in calls {
                 push(out, &n, a, PYTHONIC, span.clone(), tools, cfg);
             }
         }
     }
 }
+
+/// `f(task=task)` with `task` bound to a string: `f(task="…")`.
+fn bind_names(call: &str, bound: &[(String, String)]) -> String {
+    let mut out = call.to_string();
+    for (name, value) in bound.iter().rev() {
+        let lit = serde_json::to_string(value).unwrap_or_default();
+        for (before, after) in [
+            ('=', ')'),
+            ('=', ','),
+            ('(', ')'),
+            ('(', ','),
+            (' ', ')'),
+            (' ', ','),
+        ] {
+            let pat = format!("{before}{name}{after}");
+            out = out.replace(&pat, &format!("{before}{lit}{after}"));
+        }
+    }
+    out
+}
+
+static STRING_BINDING: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"(?m)^[ \t]*([A-Za-z_]\w{0,63})[ \t]*=[ \t]*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')[ \t]*$"#,
+    )
+});
 
 /// The whole answer is one shell fence and a shell tool is offered: the model printed
 /// the command instead of calling the tool with it.
@@ -1588,20 +1639,22 @@ fn shell_fence_answer(
     let fenced = t
         .strip_suffix("```")
         .and_then(|b| b.rfind("```").map(|o| (o, &b[o + 3..])));
-    let (open, rest) = match fenced {
-        Some((o, rest)) => (o, rest),
-        None => {
-            let Some(o) = ["bash\n", "sh\n", "shell\n"]
-                .iter()
-                .find_map(|l| t.rfind(l).filter(|&i| i == 0 || t[..i].ends_with('\n')))
-            else {
-                return;
-            };
-            (o, &t[o..])
-        }
+    let (open, lang, body) = if let Some((o, rest)) = fenced {
+        let Some(nl) = rest.find('\n') else { return };
+        (o, rest[..nl].trim().to_ascii_lowercase(), &rest[nl + 1..])
+    } else if let Some((o, body)) = code_tag_block(t) {
+        (o, "bash".to_string(), body)
+    } else {
+        let Some(o) = ["bash\n", "sh\n", "shell\n"]
+            .iter()
+            .find_map(|l| t.rfind(l).filter(|&i| i == 0 || t[..i].ends_with('\n')))
+        else {
+            return;
+        };
+        let rest = &t[o..];
+        let Some(nl) = rest.find('\n') else { return };
+        (o, rest[..nl].trim().to_ascii_lowercase(), &rest[nl + 1..])
     };
-    let Some(nl) = rest.find('\n') else { return };
-    let lang = rest[..nl].trim().to_ascii_lowercase();
     // (A python block for a code interpreter: NuminaMath, ChatGLM3 and the like print
     // the code the harness runs.)
     let python = matches!(lang.as_str(), "python" | "py");
@@ -1636,7 +1689,6 @@ fn shell_fence_answer(
             return;
         }
     }
-    let body = &rest[nl + 1..];
     let cmd = body.trim_end();
     let max_lines = if python { 80 } else { 3 };
     if cmd.trim().is_empty() || cmd.contains("```") || cmd.lines().count() > max_lines {
@@ -1666,6 +1718,85 @@ fn shell_fence_answer(
             cfg,
         );
     }
+}
+
+/// Tags models wrap a command in when prompted with them (devstral's `<CODE>`).
+const CODE_TAGS: &[&str] = &["code", "bash", "shell", "sh", "cmd", "command"];
+
+/// `<CODE>\nllm --help\n</CODE>` ending the answer, on lines of its own; the closing tag
+/// is often cut by the stop sequence. Where the block opens, and its body.
+fn code_tag_block(t: &str) -> Option<(usize, &str)> {
+    let open = t.rfind('<').filter(|&i| i == 0 || t[..i].ends_with('\n'))?;
+    let (open, body_end) = match t[open..].strip_prefix("</") {
+        // A closing tag ends the text: its opening tag is further back.
+        Some(closing) => {
+            let name = closing.strip_suffix('>')?;
+            let opening = format!("<{name}>\n");
+            let o = t[..open]
+                .rfind(&opening)
+                .filter(|&i| i == 0 || t[..i].ends_with('\n'))?;
+            (o, open)
+        }
+        None => (open, t.len()),
+    };
+    let after = &t[open + 1..];
+    let name_len = after.find('>')?;
+    let name = &after[..name_len];
+    if !CODE_TAGS.iter().any(|c| name.eq_ignore_ascii_case(c)) {
+        return None;
+    }
+    let body_start = open + 1 + name_len + 1;
+    let body = t.get(body_start..body_end)?;
+    body.starts_with('\n')
+        .then(|| (open, body.trim_start_matches('\n')))
+}
+
+/// `!placeHere('oak_planks', 64)` / `!attack` ending the answer: Mindcraft's command
+/// syntax, an offered tool's exact name after `!`, its arguments positional.
+static BANG_COMMAND: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?:^|\s)!([A-Za-z_][A-Za-z0-9_]{1,63})(\([^()\n]{0,400}\))?\s*$",
+    )
+});
+
+fn bang_command(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let t = text.trim_end();
+    let Some(c) = BANG_COMMAND.captures(t) else {
+        return;
+    };
+    let (Some(m), Some(name)) = (c.get(0), c.get(1)) else {
+        return;
+    };
+    // The exact name: "Great!" before a word is no command.
+    if !tools.iter().any(|tool| tool.name == name.as_str()) {
+        return;
+    }
+    let args = match c.get(2) {
+        Some(a) => {
+            let call = format!("{}{}", name.as_str(), a.as_str());
+            let Some((n, v)) = pythonic_calls(&call).and_then(|(mut calls, _)| calls.pop()) else {
+                return;
+            };
+            let given = v.as_object().is_some_and(|o| !o.is_empty());
+            let args = positional_args(v, &n, tools, cfg);
+            // (More values than the tool takes: which is which is a guess.)
+            if given && args.as_object().is_some_and(Map::is_empty) {
+                return;
+            }
+            args
+        }
+        None => Value::Object(Map::new()),
+    };
+    let start = m.start() + m.as_str().find('!').unwrap_or(0);
+    push(
+        out,
+        name.as_str(),
+        args,
+        TOOL_TAG,
+        start..t.len(),
+        tools,
+        cfg,
+    );
 }
 
 const QWEN_AGENT_FUNCTION: &str = "\u{273F}FUNCTION\u{273F}";

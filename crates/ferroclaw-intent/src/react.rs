@@ -11,9 +11,21 @@ use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
 static LABEL: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?mi)^(?:[ \t>*_-]*(thought|action input|action|observation|final answer)[ \t*_]*:[ \t]*|[ \t]*\[\[ ## (next_thought|next_tool_name|next_tool_args|completed) ## \]\][ \t]*\n?)",
+        r"(?mi)^(?:[ \t>*_-]*(thought|action input|action|observation|final answer|tool name|tool input|tool caption|tool output)[ \t*_]*:[ \t]*|[ \t]*\[\[ ## (next_thought|next_tool_name|next_tool_args|completed) ## \]\][ \t]*\n?)",
     )
 });
+
+/// The Bee agent's fields (`Tool Name:` / `Tool Caption:` / `Tool Input:` /
+/// `Tool Output:`) as the ReAct labels they stand for.
+fn bee_label(label: &str) -> &str {
+    match label {
+        "tool name" => "action",
+        "tool input" => "action input",
+        "tool caption" => "caption",
+        "tool output" => "observation",
+        other => other,
+    }
+}
 
 /// A DSPy field as the ReAct label it stands for.
 fn field_label(field: &str) -> &'static str {
@@ -38,7 +50,9 @@ static DONE_NAMES: &[&str] = &[
 
 pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
     let mut out = StrategyOutput::default();
-    if !text.to_ascii_lowercase().contains("action")
+    let lower = text.to_ascii_lowercase();
+    if !lower.contains("action")
+        && !lower.contains("tool name")
         && !text.contains("inal Answer")
         && !text.contains("[[ ## next_tool_name ## ]]")
     {
@@ -50,11 +64,13 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         .filter_map(|c| {
             let m = c.get(0)?;
             let label = match c.get(1) {
-                Some(l) => l.as_str().to_ascii_lowercase(),
+                Some(l) => bee_label(&l.as_str().to_ascii_lowercase()).to_string(),
                 None => field_label(c.get(2)?.as_str()).to_string(),
             };
             Some((label, m.start(), m.end()))
         })
+        // (A caption between the tool's name and its input says nothing to parse.)
+        .filter(|(label, _, _)| label != "caption")
         .collect();
     let mut i = 0;
     while i < labels.len() && out.calls.len() < crate::MAX_CALLS {
@@ -62,6 +78,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         let vend = labels.get(i + 1).map_or(text.len(), |l| l.1);
         match label.as_str() {
             "final answer" => {
+                // Actions before the model's own final answer in one text were imagined
+                // (it wrote their results itself): the turn ended with the answer.
+                out.calls.clear();
                 out.done = true;
                 let body = text[vstart..].trim();
                 if !body.is_empty() {

@@ -113,11 +113,11 @@ fn real_corpus_is_sourced_labelled_and_split() {
 }
 
 /// Floors at what the parser scored (rules alone) when this was written, so a change
-/// that loses ground fails. Development part: P 0.905 / R 0.843 (2,089 cases, twenty
+/// that loses ground fails. Development part: P 0.904 / R 0.848 (2,390 cases, twenty-four
 /// earlier held-out parts included). Held-out part, gathered after that tuning and scored
-/// once at its end: P 1.000 / R 0.333 (69). The aim for the held-out part is P 0.95 /
+/// once at its end: P 0.828 / R 0.727 (66). The aim for the held-out part is P 0.95 /
 /// R 0.90; see the corpus README.
-const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.90, 0.84), ("heldout", 0.99, 0.33)];
+const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.90, 0.84), ("heldout", 0.82, 0.72)];
 
 #[test]
 fn real_output_scores_hold() {

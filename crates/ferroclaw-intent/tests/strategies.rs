@@ -4339,3 +4339,567 @@ fn made_things_names_and_status_lines_from_the_twentieth_consumed_part() {
         assert!(calls_in(None, Some(line), &cursor).is_empty(), "{line}");
     }
 }
+
+#[test]
+fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    let one = |name: &str, args: Value| vec![(name.to_string(), args)];
+
+    // A coding agent's next step in words: the verb's kind of work picks the one tool
+    // offered for it.
+    let claude = vec![
+        s("Bash", text_prop("command"), &["command"]),
+        s("Read", text_prop("file_path"), &["file_path"]),
+        s(
+            "Edit",
+            json!({"file_path": {"type": "string"}, "old_string": {"type": "string"},
+                   "new_string": {"type": "string"}, "replace_all": {"type": "boolean"}}),
+            &["file_path"],
+        ),
+        s(
+            "Write",
+            json!({"file_path": {"type": "string"}, "content": {"type": "string"}}),
+            &["file_path"],
+        ),
+        s("Glob", text_prop("pattern"), &["pattern"]),
+        s("Grep", text_prop("pattern"), &["pattern"]),
+        s("TodoWrite", json!({"todos": {"type": "array"}}), &["todos"]),
+    ];
+    let steps: &[(&str, &str, Value)] = &[
+        ("Let me also check the registration and admin cogs.", "Read", json!({})),
+        ("Now update the three cogs with `replace_all`:", "Edit", json!({"replace_all": true})),
+        ("Good. Node and npm are installed. Let me check a few more things about the environment.", "Bash", json!({})),
+        ("Let me first explore your current project directory to understand what already exists.", "Glob", json!({})),
+        ("Next, I need to update all usages in the codebase. Let me find all usages:", "Grep", json!({})),
+        ("Let me verify by checking that no smithery references remain.", "Grep", json!({"pattern": "smithery"})),
+        ("The Contact model is in apps/core/models/contact.py. Let me check if it has the required fields.", "Read", json!({"file_path": "apps/core/models/contact.py"})),
+        ("Now let me restart the Django server to apply the changes", "Bash", json!({})),
+        ("Confirming `.env` loads; Postgres isn't reachable. Rewriting the HTTP test to spy on the permission service.", "Edit", json!({})),
+        ("Deciding to remove the min clamp on the remaining height.", "Edit", json!({})),
+        ("计划已经设计完成，让我将其写入计划文件。", "Write", json!({})),
+        ("找到问题了。让我再确认一下关键的循环逻辑：", "Read", json!({})),
+        ("Vou verificar como o workflow deve ser invocado:", "Read", json!({})),
+        ("Perfeito! Agora vou executar o benchmark em modo piloto.", "Bash", json!({})),
+        ("Preciso remover o .env do git tracking usando `git rm --cached .env`.", "Bash", json!({"command": "git rm --cached .env"})),
+    ];
+    for (text, tool, args) in steps {
+        assert_eq!(
+            calls_in(None, Some(text), &claude),
+            one(tool, args.clone()),
+            "{text}"
+        );
+    }
+    // A Codex tool set: a shell and a patch tool. The shell reads; the patch edits.
+    let codex = vec![
+        s("shell_command", text_prop("command"), &["command"]),
+        s("apply_patch", text_prop("input"), &["input"]),
+    ];
+    for (text, tool) in [
+        ("**Preparing to add drawing feature**\n\nI'm opening the WeeklyWidgetProvider to understand where to draw.", "shell_command"),
+        ("**Updating past event line limits**\n\nI'm changing past events to always limit to one line.", "apply_patch"),
+        ("**Inspecting existing scraper pattern**", "shell_command"),
+        ("我先看一下当前 `GlobalPose.code-workspace` 里怎么配置 `folders`。", "shell_command"),
+        ("我准备先改两个 Python 文件。", "apply_patch"),
+    ] {
+        assert_eq!(calls_in(None, Some(text), &codex), one(tool, json!({})), "{text}");
+    }
+
+    // Not steps: the reader's, past, asked, hypothetical, the model's own words, a
+    // heading or a list, a clause rather than a status line, or a step that is not the
+    // text's last.
+    for text in [
+        "Let me know if you need anything else.",
+        "Let me explain what changed:",
+        "Looking at the output, the error is in the parser.",
+        "Summary\n\nTesting",
+        "Remaining work:\n\n- Update the docs\n- Fix the parser",
+        "I updated the three cogs and checked the registration.",
+        "Should I update the config?",
+        "If you want, I can update the README.",
+        "Let me summarize the changes:",
+        "Let me check the file. The file shows the clamp is wrong.",
+        "Running `rm -rf /` would be catastrophic.",
+        "Update your config file and restart.",
+        "我不需要再检查这个文件。",
+        "你已经检查过这个文件。",
+        "Vou explicar o que mudou.",
+    ] {
+        assert!(calls_in(None, Some(text), &claude).is_empty(), "{text}");
+    }
+    // A step that names another tool's work is that tool's to take.
+    let mut with_lints = claude.clone();
+    with_lints.push(s("read_lints", json!({"paths": {"type": "array"}}), &[]));
+    assert!(!calls_in(
+        None,
+        Some("Let me check for linting issues on the modified files:"),
+        &with_lints
+    )
+    .iter()
+    .any(|(name, _)| name == "Read"));
+    // Two tools for one kind of work leave the step open; a set that is no workbench
+    // gets nothing from this rule.
+    let mut two_readers = claude.clone();
+    two_readers.push(s("read_file", text_prop("path"), &["path"]));
+    assert!(calls_in(
+        None,
+        Some("Let me also check the registration and admin cogs."),
+        &two_readers
+    )
+    .is_empty());
+    let chat = vec![
+        s("get_weather", text_prop("location"), &["location"]),
+        s("web_search", text_prop("query"), &["query"]),
+    ];
+    assert!(calls_in(
+        None,
+        Some("Let me also check the registration and admin cogs."),
+        &chat
+    )
+    .is_empty());
+
+    // A name of three words said as the step.
+    let plan = vec![
+        s("ExitPlanMode", text_prop("plan"), &[]),
+        s("Bash", text_prop("command"), &["command"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Everything is ready. Let me exit plan mode."),
+            &plan
+        ),
+        one("ExitPlanMode", json!({}))
+    );
+    assert!(calls_in(
+        None,
+        Some("I can't exit plan mode until you approve."),
+        &plan
+    )
+    .is_empty());
+
+    // The Bee agent's fields: `Tool Name:` / `Tool Caption:` / `Tool Input:`.
+    let bee = vec![
+        s("RouterUpdate", text_prop("phoneNumber"), &["phoneNumber"]),
+        s(
+            "WriteMail",
+            json!({"phoneNumber": {"type": "string"}, "summary": {"type": "string"}}),
+            &["phoneNumber"],
+        ),
+    ];
+    let fields = "Thought: I need to update the router software for Mary's router.\nTool Name: RouterUpdate\nTool Caption: Updating router software for Mary's router\nTool Input: {\"phoneNumber\":\"123-555-1234\"}\nTool Output: ";
+    assert_eq!(
+        calls_in(None, Some(fields), &bee),
+        one("RouterUpdate", json!({"phoneNumber": "123-555-1234"}))
+    );
+    // (A name not offered is no call; nor is the field named inside a sentence.)
+    assert!(calls_in(
+        None,
+        Some(&fields.replace("Tool Name: RouterUpdate", "Tool Name: FirmwareFlash")),
+        &bee
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("The log shows Tool Name: RouterUpdate was used yesterday."),
+        &bee
+    )
+    .is_empty());
+}
+
+#[test]
+fn imagined_results_and_code_tags_from_the_twenty_second_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    let one = |name: &str, args: Value| vec![(name.to_string(), args)];
+
+    // ReAct actions followed by the model's own final answer in the same text were
+    // imagined: the turn ended with the answer (LangChain refuses such output).
+    let calc = vec![
+        s("calculator", text_prop("expression"), &["expression"]),
+        s("web_search", text_prop("query"), &["query"]),
+    ];
+    let action = "Thought: Now I need to add 45.\n\nAction: calculator\nAction Input: 345 + 45";
+    assert_eq!(
+        calls_in(None, Some(action), &calc),
+        one("calculator", json!({"expression": "345 + 45"}))
+    );
+    for tail in [
+        "\nTool Result: Result: 390\n\nFinal Answer: 390",
+        "\nObservation: 390\nFinal Answer: 390",
+    ] {
+        let text = format!("{action}{tail}");
+        assert!(calls_in(None, Some(&text), &calc).is_empty(), "{text}");
+    }
+    // So is a call the model narrates and then states the result of.
+    let arith = vec![
+        s(
+            "multiply",
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+            &["a", "b"],
+        ),
+        s(
+            "add",
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+            &["a", "b"],
+        ),
+    ];
+    let narrated =
+        "Let me calculate that.\n\n**Step 1:** Using the multiply function: multiply(a=3, b=12).";
+    assert_eq!(
+        calls_in(None, Some(narrated), &arith),
+        one("multiply", json!({"a": 3, "b": 12}))
+    );
+    for tail in [
+        "\n\n**Result:** The result of 3 * 12 is 36.",
+        "\n\nSo the answer is \\boxed{36}.",
+    ] {
+        let text = format!("{narrated}{tail}");
+        assert!(calls_in(None, Some(&text), &arith).is_empty(), "{text}");
+    }
+
+    // A command block written as tags (devstral's `<CODE>`), its closing tag often cut
+    // by the stop sequence, for the one shell offered.
+    let bash = vec![s("bash", text_prop("command"), &["command"])];
+    for text in [
+        "Let me start by exploring the llm CLI tool.\n\n<CODE>\nllm --help",
+        "Let me start by exploring the llm CLI tool.\n\n<CODE>\nllm --help\n</CODE>",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &bash),
+            one("bash", json!({"command": "llm --help"})),
+            "{text}"
+        );
+    }
+    for text in [
+        "You can run it yourself:\n\n<CODE>\nllm --help",
+        "The flag is shown in <code>llm --help</code>.",
+        "Let me check.\n\n<CODE>\nllm --help\n</CODE>\n\nThat printed the usage.",
+    ] {
+        assert!(calls_in(None, Some(text), &bash).is_empty(), "{text}");
+    }
+
+    // Qwen XML whose `</function>` is missing before the wrapper's closing tag, and a
+    // JSON call whose arguments are under `inputs`.
+    let repos = vec![
+        s("list_repos", json!({"page": {"type": "integer"}}), &[]),
+        s("search_code", text_prop("query"), &["query"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("<function=list_repos> </tool_call>"), &repos),
+        one("list_repos", json!({}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some(r#"{"name": "search_code", "inputs": {"query": "TODO"}}"#),
+            &repos
+        ),
+        one("search_code", json!({"query": "TODO"}))
+    );
+
+    // "find" a fact is a search; "find them" (files) is a listing.
+    let agent = vec![
+        s("read_file", text_prop("file_path"), &["file_path"]),
+        s("list_files", text_prop("path"), &[]),
+        s("run_terminal_command", text_prop("command"), &["command"]),
+        s("search", text_prop("query"), &["query"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Tokyo hosted the 2020 Olympics. Now I need to find New York City's population to compare the two."), &agent),
+        one("search", json!({}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("The schemas must be elsewhere. Let me find them:"),
+            &agent
+        ),
+        one("list_files", json!({}))
+    );
+
+    // A remark in brackets after a key is not its value.
+    let weather = vec![s(
+        "get_weather",
+        json!({"location": {"type": "string"}, "unit": {"type": "string"}}),
+        &["location"],
+    )];
+    assert_eq!(
+        calls_in(
+            Some("I need to use get_weather with the location \"San Francisco, CA\". Since it is a US location (CA is California), Fahrenheit it is."),
+            Some("I'll get the current weather for San Francisco, CA."),
+            &weather
+        ),
+        one("get_weather", json!({"location": "San Francisco, CA"}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll call get_weather with the location (Paris) now."),
+            &weather
+        ),
+        one("get_weather", json!({"location": "Paris"}))
+    );
+}
+
+#[test]
+fn phrasal_verbs_and_bang_commands_from_the_twenty_third_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    let one = |name: &str, args: Value| vec![(name.to_string(), args)];
+
+    // A phrasal verb in a tool's name (`HassTurnOff`), also split by its object.
+    let home = vec![
+        s("HassTurnOn", json!({}), &[]),
+        s("HassTurnOff", json!({}), &[]),
+        s("HassMediaPause", json!({}), &[]),
+        s("GetLiveContext", json!({}), &[]),
+    ];
+    for text in [
+        "I'll turn off the kitchen light for you.",
+        "I can see lights in the bedrooms (Bedroom 1-4). Let me turn those off:",
+        "I'll turn the kitchen lights off now.",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &home),
+            one("HassTurnOff", json!({})),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("The valve is closed. I will open it to turn on the water."),
+            &home
+        ),
+        one("HassTurnOn", json!({}))
+    );
+    for text in [
+        "I won't turn it off.",
+        "I turned off the kitchen light.",
+        "Should I turn the lights off?",
+        "- turn off: switches a device off",
+    ] {
+        assert!(calls_in(None, Some(text), &home).is_empty(), "{text}");
+    }
+
+    // Mindcraft's `!command` ending the answer: an offered name, exactly.
+    let bot = vec![
+        s("attack", text_prop("type"), &[]),
+        s("placeHere", text_prop("type"), &["type"]),
+        s("stats", json!({}), &[]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("!attack"), &bot),
+        one("attack", json!({}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Sweet! I'll build a house.  !placeHere('oak_planks')"),
+            &bot
+        ),
+        one("placeHere", json!({"type": "oak_planks"}))
+    );
+    for text in [
+        "Great!attack",
+        "Sweet! I'll build a house.",
+        "!Attack",
+        "I used !stats earlier, then went home.",
+        // (More values than the tool takes: which is which is a guess.)
+        "!placeHere('oak_planks', 64)",
+    ] {
+        assert!(calls_in(None, Some(text), &bot).is_empty(), "{text}");
+    }
+
+    // A retry of a tool of one property takes the value the failed attempt named.
+    let vocab = vec![s("addWordToVocabulary", text_prop("arg1"), &["arg1"])];
+    assert_eq!(
+        calls_in(None, Some("I encountered an issue while trying to add the word \"haben\" to your vocabulary. Let me try that again."), &vocab),
+        one("addWordToVocabulary", json!({"arg1": "haben"}))
+    );
+
+    // More of a coding agent's steps: registering code edits, navigating is the
+    // shell's, exploring files reads them.
+    let claude = vec![
+        s("Bash", text_prop("command"), &["command"]),
+        s("Read", text_prop("file_path"), &["file_path"]),
+        s(
+            "Edit",
+            json!({"file_path": {"type": "string"}, "old_string": {"type": "string"}}),
+            &["file_path"],
+        ),
+        s("Glob", text_prop("pattern"), &["pattern"]),
+    ];
+    for (text, tool, args) in [
+        (
+            "Now let me register the memory router in main.py:",
+            "Edit",
+            json!({"file_path": "main.py"}),
+        ),
+        (
+            "The branch exists in a worktree. Let me navigate there and proceed:",
+            "Bash",
+            json!({}),
+        ),
+        (
+            "Let me explore the key files to understand the provider structure:",
+            "Read",
+            json!({}),
+        ),
+        (
+            "Let me explore the project structure first.",
+            "Glob",
+            json!({}),
+        ),
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &claude),
+            one(tool, args),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    let one = |name: &str, args: Value| vec![(name.to_string(), args)];
+
+    // A smolagents step that binds a string and passes the name: the string.
+    let manager = vec![
+        s("web_agent", text_prop("task"), &["task"]),
+        s("final_answer", text_prop("answer"), &["answer"]),
+    ];
+    let step = "Thought: I'll call the `web_agent` tool again.\nCode:\n```py\ntask_description = \"Find all US national parks\"\nweb_agent(task=task_description)\n```\n<end_code>";
+    assert_eq!(
+        calls_in(None, Some(step), &manager),
+        one("web_agent", json!({"task": "Find all US national parks"}))
+    );
+    // (A quoted word that happens to be a bound name stays the word.)
+    let quoted = step.replace(
+        "web_agent(task=task_description)",
+        "web_agent(task=\"task_description\")",
+    );
+    assert_eq!(
+        calls_in(None, Some(&quoted), &manager),
+        one("web_agent", json!({"task": "task_description"}))
+    );
+    // A planning step names the tools of later steps and runs nothing.
+    let plan = "1. Assign the task to `web_agent` to find the parks.\n2. Use the `final_answer` tool to return the table.\n\n<end_plan>";
+    assert!(calls_in(None, Some(plan), &manager).is_empty());
+
+    // A call written out for the reader, the answer signing off after it.
+    let dbn = vec![
+        s(
+            "get_range",
+            json!({"dataset": {"type": "string"}, "symbol": {"type": "string"}}),
+            &["dataset"],
+        ),
+        s(
+            "get_cost",
+            json!({"dataset": {"type": "string"}, "symbol": {"type": "string"}}),
+            &["dataset"],
+        ),
+    ];
+    let shown = "We will use the trades schema. I'll run the query now: get_range(dataset=\"XNAS.ITCH\", symbol=\"QQQ\")";
+    assert_eq!(
+        calls_in(None, Some(shown), &dbn),
+        one(
+            "get_range",
+            json!({"dataset": "XNAS.ITCH", "symbol": "QQQ"})
+        )
+    );
+    let signed =
+        format!("{shown}\n\nIf you need further assistance processing the data, let me know!");
+    assert!(calls_in(None, Some(&signed), &dbn).is_empty());
+
+    // A coding agent's step that names another offered tool's work goes to that tool.
+    let gemini = vec![
+        s("read_file", text_prop("absolute_path"), &["absolute_path"]),
+        s(
+            "replace",
+            json!({"file_path": {"type": "string"}, "old_string": {"type": "string"}}),
+            &["file_path"],
+        ),
+        s("glob", text_prop("pattern"), &["pattern"]),
+        s("run_shell_command", text_prop("command"), &["command"]),
+        s(
+            "todo_write",
+            json!({"todos": {"type": "array"}}),
+            &["todos"],
+        ),
+        s("read_lints", json!({"paths": {"type": "array"}}), &[]),
+    ];
+    for (text, tool) in [
+        (
+            "Now let me complete the task. Let me update the todo and start implementing:",
+            "todo_write",
+        ),
+        (
+            "Let me check for linting issues on the modified TypeScript files:",
+            "read_lints",
+        ),
+        (
+            "Let me update the parser to handle the new flag.",
+            "replace",
+        ),
+        ("Let me check the repository structure first.", "glob"),
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &gemini),
+            one(tool, json!({})),
+            "{text}"
+        );
+    }
+    // (Two other tools named: which one is open.)
+    assert!(calls_in(
+        None,
+        Some("Let me update the todo list and the lints."),
+        &gemini
+    )
+    .is_empty());
+
+    // Chinese nouns of a look-up tool's name.
+    let bot = vec![
+        s(
+            "get_message_history",
+            json!({"count": {"type": "integer"}}),
+            &[],
+        ),
+        s("web_search", text_prop("query"), &["query"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("让我查看一下历史消息。"), &bot),
+        one("get_message_history", json!({}))
+    );
+    assert!(calls_in(None, Some("我已经查看过历史消息了。"), &bot).is_empty());
+
+    // Prose is no statement for a SQL tool; SQL is.
+    let sqlite = vec![ToolSpec::new(
+        "read_query",
+        "Execute a SELECT query on the SQLite database",
+        obj(text_prop("query"), &["query"]),
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I need to check if there's any overlap or duplicates."),
+            &sqlite
+        ),
+        one("read_query", json!({}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I will use read_query with the query \"SELECT COUNT(*) FROM users\"."),
+            &sqlite
+        ),
+        one("read_query", json!({"query": "SELECT COUNT(*) FROM users"}))
+    );
+}

@@ -440,6 +440,21 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            "bee-fields",
+            "Thought: I should run it.\nTool Name: exec\nTool Caption: Running the echo\nTool Input: {\"command\": \"echo fmt-bee-fields\"}\nTool Output: ",
+            None,
+        ),
+        (
+            "code-tag-block",
+            "Let me start by running it.\n\n<CODE>\necho fmt-code-tag-block",
+            None,
+        ),
+        (
+            "qwen-xml-wrapper-closed",
+            "<function=exec>{\"command\": \"echo fmt-qwen-xml-wrapper-closed\"} </tool_call>",
+            None,
+        ),
+        (
             "list-item-call",
             "The following call will be made:\n\n1. `exec(\"echo fmt-list-item-call\")`: runs it.",
             None,

@@ -1,0 +1,850 @@
+//! A coding agent's next step said in words, among tools that each do one kind of work
+//! on a workspace: "Let me check the registration cog.", "Now update the three cogs
+//! with `replace_all`:", "Rewriting the HTTP test to spy on …", "I'm opening the
+//! WeeklyWidgetProvider to understand …", "让我将其写入计划文件。".
+//!
+//! Such texts name no tool and rarely an argument: the verb says what kind of work comes
+//! next (read, edit, write, search, list, run) and the tool is the one offered for that
+//! work. Only the text's last paragraph counts — the step the model stopped to take.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::{
+    committed_sentence, extract_primary, kind_of, protected_spans, refusing, verb_of_stem,
+    waits_on_user, Kind, OUTCOMES, SHELL_OBJECTS, SHELL_VERBS,
+};
+use crate::harmony::floor;
+use crate::{make_call, schema::name_words, ParserConfig, StrategyOutput, ToolSpec};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Work {
+    Read,
+    Edit,
+    Write,
+    Search,
+    List,
+    /// Files found by name, or by their contents when nothing lists them.
+    Find,
+    Shell,
+}
+
+/// Words a workspace tool's name may hold besides its verb (`read_file_v2`,
+/// `ripgrep_raw_search`, `glob_file_search`).
+const FILE_WORDS: &[&str] = &[
+    "file",
+    "files",
+    "v2",
+    "text",
+    "content",
+    "contents",
+    "multiple",
+    "many",
+    "code",
+    "source",
+    "to",
+    "new",
+    "raw",
+    "in",
+    "str",
+    "string",
+    "multi",
+    "apply",
+    "codebase",
+    "workspace",
+    "dir",
+    "directory",
+    "directories",
+    "folder",
+    "by",
+    "name",
+    "path",
+    "paths",
+    "tree",
+    "semantic",
+    "editor",
+    "diff",
+    "block",
+    "insert",
+];
+
+/// The kind of work a tool's name says it does, for names made only of a work verb and
+/// file words (`Read`, `edit_file`, `grep_search`; not `read_lints`, `web_search`).
+fn work_of(tool: &ToolSpec) -> Option<Work> {
+    let primary = tool.primary_property().unwrap_or_default();
+    if kind_of(tool, primary) == Kind::Command {
+        return Some(Work::Shell);
+    }
+    let ws = name_words(&tool.name);
+    let has = |list: &[&str]| ws.iter().any(|w| list.contains(&w.as_str()));
+    let shell = ["bash", "shell", "terminal", "zsh", "powershell", "exec"];
+    if has(&shell) {
+        return Some(Work::Shell);
+    }
+    let kinds: [(Work, &[&str]); 5] = [
+        (Work::Edit, &["edit", "patch", "replace", "modify"]),
+        (Work::Write, &["write", "create", "save"]),
+        (Work::List, &["glob", "list", "ls", "find"]),
+        (Work::Search, &["grep", "ripgrep", "rg", "search"]),
+        (Work::Read, &["read", "view", "cat", "open"]),
+    ];
+    let (work, verbs) = kinds.iter().find(|(_, verbs)| has(verbs))?;
+    let all_known = ws.iter().all(|w| {
+        FILE_WORDS.contains(&w.as_str())
+            || kinds.iter().any(|(_, v)| v.contains(&w.as_str()))
+            || verbs.contains(&w.as_str())
+    });
+    all_known.then_some(*work)
+}
+
+/// The verbs of each kind of work, as the first verb of a step.
+const READ_VERBS: &[&str] = &[
+    "read", "reread", "open", "view", "look", "check", "inspect", "examine", "review", "verify",
+    "see", "study", "peek", "confirm", "revisit",
+];
+const SEARCH_VERBS: &[&str] = &["search", "find", "locate", "grep", "hunt"];
+const LIST_VERBS: &[&str] = &["explore", "list", "survey"];
+const EDIT_VERBS: &[&str] = &[
+    "register",
+    "integrate",
+    "import",
+    "hook",
+    "mount",
+    "inject",
+    "append",
+    "prepend",
+    "edit",
+    "update",
+    "fix",
+    "change",
+    "modify",
+    "patch",
+    "replace",
+    "rewrite",
+    "refactor",
+    "add",
+    "insert",
+    "adjust",
+    "tweak",
+    "implement",
+    "apply",
+    "correct",
+    "widen",
+    "wire",
+    "extend",
+    "restructure",
+    "uncomment",
+    "rework",
+    "simplify",
+    "amend",
+];
+const WRITE_VERBS: &[&str] = &["write", "create", "save", "generate", "scaffold"];
+/// What a written thing must be for "write"/"create" to be a file's work ("write a
+/// summary" is the model's own words).
+const FILE_THINGS: &[&str] = &[
+    "file",
+    "files",
+    "script",
+    "module",
+    "component",
+    "class",
+    "test",
+    "tests",
+    "config",
+    "readme",
+    "dockerfile",
+    "makefile",
+    "stylesheet",
+    "template",
+    "page",
+    "function",
+];
+/// What is read rather than listed when explored.
+const READ_THINGS: &[&str] = &[
+    "files",
+    "file",
+    "modules",
+    "module",
+    "components",
+    "classes",
+    "code",
+];
+/// Verbs of moving about a workspace, which only a shell does.
+const NAVIGATE_VERBS: &[&str] = &["navigate", "cd"];
+/// Objects of a look that only a command shows.
+const SYSTEM_OBJECTS: &[&str] = &[
+    "environment",
+    "env",
+    "processes",
+    "process",
+    "status",
+    "logs",
+    "log",
+    "version",
+    "versions",
+    "installed",
+    "disk",
+    "port",
+    "ports",
+    "system",
+    "service",
+    "services",
+    "output",
+    "containers",
+    "docker",
+];
+/// What a search of the code looks for, as against files found by name.
+const SEARCHED: &[&str] = &[
+    "usages",
+    "usage",
+    "references",
+    "reference",
+    "occurrences",
+    "instances",
+    "callers",
+    "mentions",
+    "definition",
+    "definitions",
+    "where",
+];
+/// `font-editorial usages`, `usages of `foo``: the name a search looks for.
+static SEARCHED_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)(?:\b(?:no|any|all|the|remaining|other)\s+`?([A-Za-z_][\w.-]*)`?\s+(?:usages|references|occurrences|mentions|instances|callers)\b|\b(?:usages|references|occurrences|mentions|instances|callers)\s+(?:of|to)\s+`([^`\n]{1,80})`)",
+    )
+});
+/// Things a shell removes, as against lines of code.
+const FILE_OBJECTS: &[&str] = &[
+    "file",
+    "files",
+    "directory",
+    "directories",
+    "folder",
+    "folders",
+    "dir",
+    "branch",
+    "cache",
+    "package",
+    "packages",
+    "container",
+    "containers",
+    "image",
+    "volume",
+];
+/// Words of tool names that say nothing of what the tool is for.
+const GENERIC_NAME_WORDS: &[&str] = &[
+    "read", "write", "create", "update", "list", "search", "find", "make", "tool", "file", "files",
+    "with", "from", "info", "data", "user", "task",
+];
+/// Words between the lead and the verb.
+const FILLERS: &[&str] = &[
+    "now",
+    "first",
+    "also",
+    "quickly",
+    "just",
+    "then",
+    "go",
+    "ahead",
+    "and",
+    "briefly",
+    "next",
+    "still",
+    "actually",
+    "quick",
+    "double",
+    "re",
+    "carefully",
+    "again",
+    "further",
+    "directly",
+];
+/// Words before the lead that leave it the model's own next step.
+const OPENERS: &[&str] = &[
+    "now",
+    "next",
+    "then",
+    "first",
+    "okay",
+    "ok",
+    "alright",
+    "great",
+    "good",
+    "perfect",
+    "so",
+    "finally",
+    "and",
+    "also",
+    "excellent",
+    "right",
+    "got",
+    "it",
+];
+/// A gerund that is the subject, not a status line ("Running it would …").
+const SUBJECT_OF: &[&str] = &[
+    "is", "are", "was", "were", "be", "would", "could", "will", "can", "might", "may", "should",
+    "seems", "requires", "needs",
+];
+
+fn tokens(s: &str) -> Vec<String> {
+    s.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '\u{2019}'))
+        .map(|w| w.trim_matches(['\'', '\u{2019}']).replace('\u{2019}', "'"))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_lowercase())
+        .collect()
+}
+
+/// Where the step's verb is among a sentence's words: after a lead that commits the
+/// model ("let me", "I'll", "I'm going to", "Now" before an imperative, "I'm" before a
+/// gerund, "Preparing to"), or a capitalised gerund opening the sentence (a status
+/// line). `None` when the sentence is no step of the model's.
+fn step_verb(ws: &[String], capital: bool) -> Option<usize> {
+    let w = |i: usize| ws.get(i).map_or("", String::as_str);
+    let i = ws
+        .iter()
+        .take_while(|x| OPENERS.contains(&x.as_str()))
+        .count();
+    let lead_end = match (w(i), w(i + 1), w(i + 2), w(i + 3)) {
+        ("let", "me" | "us", _, _) => i + 2,
+        ("let's" | "i'll" | "we'll", _, _, _) => i + 1,
+        ("i" | "we", "will" | "shall", _, _) => i + 2,
+        ("i" | "we", "need" | "want", "to", _) => i + 3,
+        ("i'm" | "we're", "going" | "about" | "ready", "to", _) => i + 3,
+        ("i", "am", "going", "to") => i + 4,
+        ("time", "to", _, _) => i + 2,
+        ("i'm" | "we're", g, _, _) if g.ends_with("ing") => i + 1,
+        ("preparing" | "planning" | "going" | "deciding" | "moving", "to", _, _) => i + 2,
+        // A status line: "Rewriting the HTTP test …", not "Running it would …".
+        (g, _, _, _) if g.ends_with("ing") && g.len() > 5 => {
+            if !capital || ws.iter().any(|x| SUBJECT_OF.contains(&x.as_str())) {
+                return None;
+            }
+            i
+        }
+        // "Now update the three cogs": an imperative after "now"/"next" is the model's.
+        (_, _, _, _) if i > 0 && ws[..i].iter().any(|x| matches!(x.as_str(), "now" | "next")) => i,
+        _ => return None,
+    };
+    if refusing(ws[..lead_end].iter().map(String::as_str)) {
+        return None;
+    }
+    let v = (lead_end..ws.len()).find(|&k| !FILLERS.contains(&ws[k].as_str()))?;
+    // "Let me start by reading …": the step is the gerund's.
+    if matches!(ws[v].as_str(), "start" | "begin") && matches!(w(v + 1), "by" | "with") {
+        return (v + 2 < ws.len()).then_some(v + 2);
+    }
+    Some(v)
+}
+
+/// The kind of work a step's verb asks for, with the words after it deciding between
+/// looking at files and looking at the system.
+fn work_asked(ws: &[String], v: usize) -> Option<Work> {
+    let known = |x: &str| {
+        [
+            READ_VERBS,
+            SEARCH_VERBS,
+            LIST_VERBS,
+            EDIT_VERBS,
+            WRITE_VERBS,
+            SHELL_VERBS,
+            NAVIGATE_VERBS,
+        ]
+        .iter()
+        .any(|l| l.contains(&x))
+    };
+    let raw = ws[v].as_str();
+    let verb = match raw.strip_suffix("ing") {
+        Some(stem) => verb_of_stem(stem, &known)?,
+        None if known(raw) => raw.to_string(),
+        None => return None,
+    };
+    let after = &ws[v + 1..ws.len().min(v + 9)];
+    let next = after.first().map_or("", String::as_str);
+    // "look for" searches; "take a look at" is caught as "look" after its fillers.
+    if verb == "look" && matches!(next, "for" | "up") {
+        return Some(Work::Search);
+    }
+    if verb == "look" && !matches!(next, "at" | "into" | "through" | "over" | "closer") {
+        return None;
+    }
+    // "… by running the tests", "… by listing hidden files": how, after "by".
+    let how = after
+        .windows(2)
+        .find(|p| p[0] == "by")
+        .and_then(|p| p[1].strip_suffix("ing").map(str::to_string))
+        .and_then(|stem| verb_of_stem(&stem, &|x| SHELL_VERBS.contains(&x) || x == "list"));
+    if how.is_some() {
+        return Some(Work::Shell);
+    }
+    let system = after
+        .iter()
+        .take(8)
+        .any(|x| SYSTEM_OBJECTS.contains(&x.as_str()) || SHELL_OBJECTS.contains(&x.as_str()));
+    let v = verb.as_str();
+    // "check the repository structure": what is in it, as a listing shows.
+    let layout = after
+        .iter()
+        .take(4)
+        .any(|x| matches!(x.as_str(), "structure" | "layout" | "tree"));
+    if layout && READ_VERBS.contains(&v) {
+        return Some(Work::List);
+    }
+    if NAVIGATE_VERBS.contains(&v) {
+        return Some(Work::Shell);
+    }
+    let searched = after.iter().any(|x| SEARCHED.contains(&x.as_str()));
+    // "remove the min clamp" edits code; "remove the build directory" is the shell's.
+    if matches!(v, "remove" | "delete") {
+        let on_files = after
+            .iter()
+            .take(5)
+            .any(|x| FILE_OBJECTS.contains(&x.as_str()) || x.contains('/'));
+        return Some(if on_files { Work::Shell } else { Work::Edit });
+    }
+    if SHELL_VERBS.contains(&v) {
+        return Some(Work::Shell);
+    }
+    // "find all usages", "check that no references remain": a search of the code.
+    if searched && (READ_VERBS.contains(&v) || SEARCH_VERBS.contains(&v)) {
+        return Some(Work::Search);
+    }
+    // "find them", "find the schemas file": files by name; "find New York City's
+    // population": a search.
+    if v == "find" {
+        let files = after.iter().take(6).any(|x| {
+            FILE_THINGS.contains(&x.as_str())
+                || FILE_OBJECTS.contains(&x.as_str())
+                || matches!(x.as_str(), "them" | "it" | "where")
+                || x.contains('.')
+        });
+        return Some(if files { Work::Find } else { Work::Search });
+    }
+    if system && (READ_VERBS.contains(&v) || SEARCH_VERBS.contains(&v) || LIST_VERBS.contains(&v)) {
+        return Some(Work::Shell);
+    }
+    if READ_VERBS.contains(&v) {
+        return Some(Work::Read);
+    }
+    if SEARCH_VERBS.contains(&v) {
+        return Some(Work::Search);
+    }
+    // "explore the key files" reads them; "explore the project" lists it.
+    if v == "explore"
+        && after
+            .iter()
+            .take(4)
+            .any(|x| READ_THINGS.contains(&x.as_str()))
+    {
+        return Some(Work::Read);
+    }
+    if LIST_VERBS.contains(&v) {
+        return Some(Work::List);
+    }
+    if EDIT_VERBS.contains(&v) {
+        return Some(Work::Edit);
+    }
+    let made_file = after
+        .iter()
+        .take(6)
+        .any(|x| FILE_THINGS.contains(&x.as_str()) || (x.contains('.') && !x.ends_with('.')));
+    (WRITE_VERBS.contains(&v) && made_file).then_some(Work::Write)
+}
+
+/// Chinese leads that commit the model to its next step, and the work of each verb.
+const CJK_LEADS: &[&str] = &[
+    "让我",
+    "我先",
+    "我现在",
+    "我来",
+    "我会先",
+    "我将",
+    "下一步会先",
+    "下一步",
+    "我准备",
+    "我直接",
+    "接下来",
+    "我再",
+    "我去",
+    "我要",
+    "讓我",
+    "我會先",
+    "我會",
+    "接下來",
+];
+const CJK_WORK: &[(&str, Work)] = &[
+    ("读取", Work::Read),
+    ("讀取", Work::Read),
+    ("查看", Work::Read),
+    ("检查", Work::Read),
+    ("檢查", Work::Read),
+    ("确认", Work::Read),
+    ("確認", Work::Read),
+    ("阅读", Work::Read),
+    ("看", Work::Read),
+    ("搜索", Work::Search),
+    ("搜尋", Work::Search),
+    ("检索", Work::Search),
+    ("查找", Work::Search),
+    ("列出", Work::List),
+    ("修改", Work::Edit),
+    ("改", Work::Edit),
+    ("新增", Work::Edit),
+    ("添加", Work::Edit),
+    ("更新", Work::Edit),
+    ("修复", Work::Edit),
+    ("補上", Work::Edit),
+    ("补上", Work::Edit),
+    ("写入", Work::Write),
+    ("寫入", Work::Write),
+    ("创建", Work::Write),
+    ("运行", Work::Shell),
+    ("執行", Work::Shell),
+    ("执行", Work::Shell),
+    ("安装", Work::Shell),
+    ("提权", Work::Shell),
+    ("测试", Work::Shell),
+];
+
+/// The work a Chinese sentence commits to: its lead's first verb. Past or negated
+/// steps ("已经", "不") after the lead are none.
+fn cjk_work(sentence: &str) -> Option<Work> {
+    let lead = CJK_LEADS
+        .iter()
+        .filter_map(|l| sentence.find(l).map(|i| (i, i + l.len())))
+        .min()?;
+    let rest = &sentence[lead.1..];
+    if ["不", "没", "無", "无需", "别", "无法", "已经", "已經", "你"]
+        .iter()
+        .any(|n| rest.contains(n))
+    {
+        return None;
+    }
+    CJK_WORK
+        .iter()
+        .filter_map(|(w, work)| rest.find(w).map(|i| (i, *work)))
+        .min_by_key(|(i, _)| *i)
+        .map(|(_, w)| w)
+}
+
+/// Portuguese and Spanish leads ("Vou verificar …", "Agora vou executar …", "Voy a
+/// revisar …") and status lines ("Buscando referencias …", "Executando teste …").
+const ROMANCE_OPENERS: &[&str] = &[
+    "agora", "ahora", "primeiro", "primero", "depois", "después", "luego", "então", "entonces",
+    "perfeito", "perfecto", "ok", "bem", "bien", "bom", "ótimo", "genial",
+];
+const ROMANCE_LEADS: &[&[&str]] = &[
+    &["vou"],
+    &["voy", "a"],
+    &["vamos"],
+    &["preciso"],
+    &["necesito"],
+    &["irei"],
+    &["devo"],
+    &["debo"],
+];
+/// Stems of the verbs of each kind of work, in both languages.
+const ROMANCE_STEMS: &[(&str, Work)] = &[
+    ("verific", Work::Read),
+    ("checa", Work::Read),
+    ("revis", Work::Read),
+    ("analis", Work::Read),
+    ("analiz", Work::Read),
+    ("examin", Work::Read),
+    ("inspec", Work::Read),
+    ("comprob", Work::Read),
+    ("ler", Work::Read),
+    ("lend", Work::Read),
+    ("leer", Work::Read),
+    ("leyend", Work::Read),
+    ("olha", Work::Read),
+    ("busca", Work::Search),
+    ("procura", Work::Search),
+    ("pesquis", Work::Search),
+    ("explora", Work::List),
+    ("lista", Work::List),
+    ("atualiz", Work::Edit),
+    ("actualiz", Work::Edit),
+    ("corrig", Work::Edit),
+    ("modific", Work::Edit),
+    ("edita", Work::Edit),
+    ("altera", Work::Edit),
+    ("ajusta", Work::Edit),
+    ("adiciona", Work::Edit),
+    ("agrega", Work::Edit),
+    ("añad", Work::Edit),
+    ("descomenta", Work::Edit),
+    ("implementa", Work::Edit),
+    ("refatora", Work::Edit),
+    ("cria", Work::Write),
+    ("crea", Work::Write),
+    ("escrev", Work::Write),
+    ("escrib", Work::Write),
+    ("execut", Work::Shell),
+    ("ejecut", Work::Shell),
+    ("roda", Work::Shell),
+    ("instala", Work::Shell),
+    ("compila", Work::Shell),
+    ("testa", Work::Shell),
+    ("reinicia", Work::Shell),
+];
+
+fn romance_work(sentence: &str) -> Option<Work> {
+    let ws = tokens(sentence);
+    let i = ws
+        .iter()
+        .take_while(|w| ROMANCE_OPENERS.contains(&w.as_str()))
+        .count();
+    let lead = ROMANCE_LEADS
+        .iter()
+        .find(|l| ws.len() > i + l.len() && l.iter().enumerate().all(|(j, w)| ws[i + j] == *w));
+    let verb = match lead {
+        Some(l) => ws.get(i + l.len())?,
+        // A status line opens with its gerund.
+        None => {
+            let g = ws.get(i)?;
+            let gerund = ["ando", "endo", "indo"].iter().any(|e| g.ends_with(e));
+            if !gerund || !sentence.starts_with(char::is_uppercase) || ws.len() < 3 {
+                return None;
+            }
+            g
+        }
+    };
+    // "Preciso remover o .env do git tracking usando `git rm --cached .env`": the
+    // command says how.
+    if sentence.contains('`')
+        && ws
+            .iter()
+            .any(|w| matches!(w.as_str(), "usando" | "com" | "con" | "git"))
+    {
+        return Some(Work::Shell);
+    }
+    ROMANCE_STEMS
+        .iter()
+        .find(|(stem, _)| verb.starts_with(stem))
+        .map(|(_, w)| *w)
+}
+
+/// The tool offered for a kind of work, falling back to the one that can do it too
+/// (a shell reads, searches and lists; a patch tool writes new files).
+fn tool_for<'a>(work: Work, offered: &[(Work, &'a ToolSpec)]) -> Option<&'a ToolSpec> {
+    let sole = |w: Work| {
+        let mut it = offered.iter().filter(|(x, _)| *x == w);
+        match (it.next(), it.next()) {
+            (Some((_, t)), None) => Some(*t),
+            _ => None,
+        }
+    };
+    let present = |w: Work| offered.iter().any(|(x, _)| *x == w);
+    let order: &[Work] = match work {
+        Work::Read => &[Work::Read, Work::Shell],
+        Work::Search => &[Work::Search, Work::Shell],
+        Work::List => &[Work::List, Work::Shell],
+        Work::Find => &[Work::List, Work::Search, Work::Shell],
+        Work::Edit => &[Work::Edit, Work::Write],
+        Work::Write => &[Work::Write, Work::Edit],
+        Work::Shell => &[Work::Shell],
+    };
+    // The first kind offered decides; two tools of that kind leave it open.
+    let kind = order.iter().copied().find(|w| present(*w))?;
+    sole(kind)
+}
+
+/// The first backticked span in `win` that starts with a known program.
+fn program_line(
+    text: &str,
+    prot: &[super::Protected],
+    win: std::ops::Range<usize>,
+) -> Option<String> {
+    prot.iter()
+        .filter(|p| p.kind == super::Quote::Backtick && win.contains(&p.range.start))
+        .map(|p| text[p.inner.clone()].trim())
+        .find(|inner| {
+            inner
+                .split_whitespace()
+                .next()
+                .is_some_and(|w| super::KNOWN_BINS.contains(&w))
+        })
+        .map(str::to_string)
+}
+
+/// The last path named in `win`.
+fn last_path(text: &str, prot: &[super::Protected], win: std::ops::Range<usize>) -> Option<String> {
+    let mut from = win.start;
+    let mut last = None;
+    while let Some(f) = super::path_in(text, prot, from..win.end) {
+        if f.range.end <= from {
+            break;
+        }
+        from = f.range.end;
+        last = Some(f.value);
+    }
+    last
+}
+
+/// The step the paragraph's last sentence states, where it starts, and the work it asks
+/// for.
+fn last_step(paragraph: &str) -> Option<(usize, Work)> {
+    let body = paragraph.trim_end();
+    let cut = body
+        .trim_end_matches(['.', '!', '。', '！', ':', '：', '\u{2026}', '*'])
+        .char_indices()
+        .rev()
+        .find(|&(i, c)| {
+            matches!(c, '。' | '！' | '？' | '\n')
+                || (matches!(c, '.' | '!' | '?') && body[i + 1..].starts_with(char::is_whitespace))
+        })
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let s = &body[cut..];
+    let s_trim = s.trim().trim_matches('*').trim();
+    if s_trim.is_empty() || s_trim.ends_with(['?', '？']) {
+        return None;
+    }
+    let work = if s_trim.chars().any(super::is_cjk) {
+        cjk_work(s_trim)?
+    } else if let Some(work) = romance_work(s_trim) {
+        work
+    } else {
+        let ws = tokens(s_trim);
+        let capital = s_trim.starts_with(char::is_uppercase);
+        let v = step_verb(&ws, capital)?;
+        if ws[v].ends_with("ing") {
+            // ("Looking at the output, the error is …": a clause, not a status line;
+            // "Testing" alone is a heading.)
+            let lower = s_trim.to_lowercase();
+            let clause_follows = [", i ", ", we ", ", it ", ", the ", ", this ", ", there "]
+                .iter()
+                .any(|p| lower.contains(p));
+            if clause_follows
+                || ws.len() < 3
+                || s_trim.len() > 300
+                || ws[v] == "seeing"
+                || ws.iter().any(|x| OUTCOMES.contains(&x.as_str()))
+            {
+                return None;
+            }
+        }
+        work_asked(&ws, v)?
+    };
+    let lead = s.len() - s.trim_start().len();
+    Some((cut + lead, work))
+}
+
+/// A coding agent's next step in words: the last paragraph's committed step, mapped to
+/// the one offered tool for its kind of work.
+pub(super) fn next_step(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    out: &mut StrategyOutput,
+) {
+    let offered: Vec<(Work, &ToolSpec)> = tools
+        .iter()
+        .filter_map(|t| work_of(t).map(|w| (w, t)))
+        .collect();
+    let kinds = |w: Work| offered.iter().any(|(x, _)| *x == w);
+    let distinct = [
+        Work::Read,
+        Work::Edit,
+        Work::Write,
+        Work::Search,
+        Work::List,
+        Work::Shell,
+    ]
+    .iter()
+    .filter(|w| kinds(**w))
+    .count();
+    // A workbench: tools for two kinds of work, or a shell that does them all.
+    if distinct < 2 && !kinds(Work::Shell) {
+        return;
+    }
+    let trimmed = text.trim_end();
+    let para_start = trimmed.rfind("\n\n").map_or(0, |i| i + 2);
+    let paragraph = &trimmed[para_start..];
+    let first = paragraph.trim_start();
+    if first.starts_with(['-', '|', '`', '>']) || first.starts_with(|c: char| c.is_ascii_digit()) {
+        return;
+    }
+    let Some((at, work)) = last_step(paragraph) else {
+        return;
+    };
+    let at = para_start + at;
+    let before = text[floor(text, at.saturating_sub(200))..at].to_lowercase();
+    if !committed_sentence(text, at) || waits_on_user(&before) {
+        return;
+    }
+    let step = &text[at..trimmed.len()];
+    // "Let me check for linting issues", "Let me update the todo": the step names what
+    // another offered tool is for (`read_lints`, `todo_write`); that tool takes it.
+    let step_words = tokens(step);
+    let mut named = tools.iter().filter(|t| work_of(t).is_none()).filter(|t| {
+        name_words(&t.name)
+            .iter()
+            // (Its nouns: `delete_file`'s verb is the shell's too.)
+            .filter(|w| {
+                w.len() >= 4
+                    && !GENERIC_NAME_WORDS.contains(&w.as_str())
+                    && !super::NAME_VERBS.contains(&w.as_str())
+            })
+            .any(|w| {
+                let stem = w.strip_suffix('s').unwrap_or(w);
+                step_words.iter().any(|x| x.starts_with(stem))
+            })
+    });
+    let tool = match (named.next(), named.next()) {
+        (Some(one), None) => one,
+        (None, _) => match tool_for(work, &offered) {
+            Some(t) => t,
+            None => return,
+        },
+        _ => return,
+    };
+    let mut args = crate::bind::bindings(step, tool);
+    if let Some(primary) = tool.primary_property() {
+        let kind = kind_of(tool, primary);
+        // "check that no smithery references remain": what a search looks for.
+        if work == Work::Search && matches!(kind, Kind::Pattern | Kind::Query) {
+            if let Some(p) = SEARCHED_NAME
+                .captures(step)
+                .and_then(|c| c.get(1).or_else(|| c.get(2)))
+            {
+                args.entry(primary.to_string())
+                    .or_insert_with(|| Value::String(p.as_str().to_string()));
+            }
+        }
+        if !args.contains_key(primary) && matches!(kind, Kind::File | Kind::Path | Kind::Command) {
+            let prot = protected_spans(text);
+            // A command only as a program's command line ("… usando `git rm --cached
+            // .env`"): a backticked file name is what the step is about, not the command.
+            let found = if kind == Kind::Command {
+                program_line(text, &prot, at..trimmed.len())
+            } else {
+                extract_primary(kind, text, &prot, at..trimmed.len(), primary)
+                    .map(|f| f.value)
+                    // "The model is in apps/core/contact.py. Let me check if it has …":
+                    // the path the sentence before named.
+                    .or_else(|| {
+                        let refers = step_words
+                            .iter()
+                            .any(|w| matches!(w.as_str(), "it" | "this" | "that"));
+                        let back = floor(text, at.saturating_sub(300));
+                        refers.then(|| last_path(text, &prot, back..at)).flatten()
+                    })
+            };
+            if let Some(found) = found {
+                args.insert(primary.to_string(), Value::String(found));
+            }
+        }
+    }
+    if let Some(c) = make_call(
+        &tool.name,
+        Value::Object(args),
+        0.55,
+        at..trimmed.len(),
+        tools,
+        cfg,
+    ) {
+        out.calls.push(c);
+    }
+}
