@@ -1,7 +1,8 @@
 //! Scheduled jobs with a clock the test moves: each schedule kind, retries with
 //! back-off, catch-up after downtime, delivery, the run log, the `cron` tool, and a due
 //! job run exactly once by two runtimes at once (two stores on one SQLite home; two
-//! instances on one PostgreSQL).
+//! instances on one PostgreSQL), and a run that ends while PostgreSQL is away not run
+//! again when it comes back.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -781,4 +782,266 @@ async fn the_cron_tool_acts_for_the_run_s_user_even_on_a_shared_agent() {
     let hers = book.list(alice).await.expect("list");
     assert_eq!(hers.len(), 1);
     assert_eq!(hers[0].owner.as_deref(), Some("alice"));
+}
+
+/// A store whose database is stopped the first time a job's release is written: the run
+/// itself is over by then, and the release meets a database that went away.
+struct CutAtRelease {
+    inner: Arc<dyn SessionStore>,
+    cron: Arc<CutCron>,
+}
+
+struct CutCron {
+    inner: Arc<dyn ferroclaw_store::CronStore>,
+    server: Arc<Mutex<ferroclaw_testkit::pg::OwnServer>>,
+    cut: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl ferroclaw_store::CronStore for CutCron {
+    async fn put_job(
+        &self,
+        job: &ferroclaw_store::CronJob,
+    ) -> Result<(), ferroclaw_store::StoreError> {
+        self.inner.put_job(job).await
+    }
+    async fn job(
+        &self,
+        id: &str,
+    ) -> Result<Option<ferroclaw_store::CronJob>, ferroclaw_store::StoreError> {
+        self.inner.job(id).await
+    }
+    async fn jobs(
+        &self,
+        owner: Option<&str>,
+    ) -> Result<Vec<ferroclaw_store::CronJob>, ferroclaw_store::StoreError> {
+        self.inner.jobs(owner).await
+    }
+    async fn delete_job(&self, id: &str) -> Result<bool, ferroclaw_store::StoreError> {
+        self.inner.delete_job(id).await
+    }
+    async fn claim_due(
+        &self,
+        now: i64,
+        holder: &str,
+        lease_until: i64,
+        limit: usize,
+    ) -> Result<Vec<ferroclaw_store::CronJob>, ferroclaw_store::StoreError> {
+        self.inner.claim_due(now, holder, lease_until, limit).await
+    }
+    async fn claim(
+        &self,
+        id: &str,
+        now: i64,
+        holder: &str,
+        lease_until: i64,
+    ) -> Result<Option<ferroclaw_store::CronJob>, ferroclaw_store::StoreError> {
+        self.inner.claim(id, now, holder, lease_until).await
+    }
+    async fn renew(
+        &self,
+        id: &str,
+        holder: &str,
+        lease_until: i64,
+    ) -> Result<bool, ferroclaw_store::StoreError> {
+        self.inner.renew(id, holder, lease_until).await
+    }
+    async fn release(
+        &self,
+        id: &str,
+        holder: &str,
+        claimed_version: i64,
+        next_run_at: Option<i64>,
+        remove: bool,
+    ) -> Result<(), ferroclaw_store::StoreError> {
+        if !self.cut.swap(true, Ordering::SeqCst) {
+            let server = self.server.clone();
+            tokio::task::spawn_blocking(move || server.lock().unwrap().stop())
+                .await
+                .expect("stop");
+        }
+        self.inner
+            .release(id, holder, claimed_version, next_run_at, remove)
+            .await
+    }
+    async fn put_run(
+        &self,
+        run: &ferroclaw_store::CronRun,
+    ) -> Result<(), ferroclaw_store::StoreError> {
+        self.inner.put_run(run).await
+    }
+    async fn runs(
+        &self,
+        job_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ferroclaw_store::CronRun>, ferroclaw_store::StoreError> {
+        self.inner.runs(job_id, limit).await
+    }
+    async fn interrupt_stale_runs(
+        &self,
+        job_id: &str,
+        holder: &str,
+    ) -> Result<(), ferroclaw_store::StoreError> {
+        self.inner.interrupt_stale_runs(job_id, holder).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ferroclaw_store::Integrity for CutAtRelease {
+    async fn scan(
+        &self,
+        opts: ferroclaw_store::ScanOptions,
+    ) -> Result<ferroclaw_store::ScanSummary, ferroclaw_store::StoreError> {
+        self.inner.scan(opts).await
+    }
+    async fn last_scan_status(&self) -> Option<ferroclaw_store::IntegrityStatus> {
+        self.inner.last_scan_status().await
+    }
+    async fn report_incident(
+        &self,
+        incident: ferroclaw_store::Incident,
+    ) -> Result<(), ferroclaw_store::StoreError> {
+        self.inner.report_incident(incident).await
+    }
+    async fn incidents(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<ferroclaw_store::Incident>, ferroclaw_store::StoreError> {
+        self.inner.incidents(limit).await
+    }
+    fn scan_at_start(&self) -> bool {
+        self.inner.scan_at_start()
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for CutAtRelease {
+    async fn open(
+        &self,
+        agent_id: &str,
+        key: &str,
+    ) -> Result<Box<dyn ferroclaw_store::SessionLog>, ferroclaw_store::StoreError> {
+        self.inner.open(agent_id, key).await
+    }
+    async fn read(
+        &self,
+        agent_id: &str,
+        key: &str,
+    ) -> Result<Option<Vec<ferroclaw_types::Entry>>, ferroclaw_store::StoreError> {
+        self.inner.read(agent_id, key).await
+    }
+    async fn get(
+        &self,
+        agent_id: &str,
+        key: &str,
+    ) -> Result<Option<ferroclaw_store::SessionMeta>, ferroclaw_store::StoreError> {
+        self.inner.get(agent_id, key).await
+    }
+    async fn list(
+        &self,
+        agent_id: &str,
+    ) -> Result<Vec<ferroclaw_store::SessionMeta>, ferroclaw_store::StoreError> {
+        self.inner.list(agent_id).await
+    }
+    async fn record_run(
+        &self,
+        agent_id: &str,
+        key: &str,
+        provider: &str,
+        model: &str,
+        usage: &ferroclaw_types::Usage,
+    ) -> Result<(), ferroclaw_store::StoreError> {
+        self.inner
+            .record_run(agent_id, key, provider, model, usage)
+            .await
+    }
+    async fn delete(&self, agent_id: &str, key: &str) -> Result<bool, ferroclaw_store::StoreError> {
+        self.inner.delete(agent_id, key).await
+    }
+    async fn lease(
+        &self,
+        agent_id: &str,
+        key: &str,
+    ) -> Result<ferroclaw_store::SessionLease, ferroclaw_store::StoreError> {
+        self.inner.lease(agent_id, key).await
+    }
+    async fn export(
+        &self,
+        agent_id: &str,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, ferroclaw_store::StoreError> {
+        self.inner.export(agent_id, key).await
+    }
+    fn cron(&self) -> Option<Arc<dyn ferroclaw_store::CronStore>> {
+        Some(self.cron.clone())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_ends_while_the_database_is_away_does_not_run_again() {
+    let h = Home::new().await;
+    let server = Arc::new(Mutex::new(
+        ferroclaw_testkit::pg::OwnServer::start().expect("postgres"),
+    ));
+    let url = server.lock().unwrap().url().to_string();
+    let pg = Arc::new(PgSessionStore::connect(&url).await.expect("pg"));
+    let store = Arc::new(CutAtRelease {
+        inner: pg.clone(),
+        cron: Arc::new(CutCron {
+            inner: pg.cron().expect("pg keeps jobs"),
+            server: server.clone(),
+            cut: std::sync::atomic::AtomicBool::new(false),
+        }),
+    });
+    let clock = TestClock::at(T0);
+    let rt = h.runtime_on(store, clock.clone());
+    let job = rt
+        .cron_create(
+            ADMIN,
+            input(json!({"message": "hourly report",
+            "schedule": {"kind": "every", "every": "1h"}})),
+        )
+        .await
+        .expect("job");
+    h.llm.push(Reply::text("report one"));
+    h.llm.push(Reply::text("report two"));
+    let svc = service(&rt);
+
+    // The run ends with an answer; writing its release meets a stopped database.
+    clock.set(T0 + HOUR);
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(h.llm.requests().len(), 1);
+    // While it is away nothing is claimed, and nothing fails but the log lines.
+    assert_eq!(svc.tick().await, 0);
+
+    // It comes back after the job's lease ran out: the kept release is written first,
+    // so the job is not claimed again as still due.
+    let resumed = server.clone();
+    tokio::task::spawn_blocking(move || resumed.lock().unwrap().resume())
+        .await
+        .expect("resume")
+        .expect("postgres again");
+    clock.set(T0 + HOUR + 3 * 60_000);
+    assert_eq!(svc.tick().await, 0, "the run that ended is not run again");
+    assert_eq!(h.llm.requests().len(), 1);
+    let after = rt
+        .cron()
+        .expect("cron")
+        .get(ADMIN, &job.id)
+        .await
+        .expect("job");
+    assert_eq!(after.next_run_at, Some(T0 + 2 * HOUR));
+    let runs = rt
+        .cron()
+        .expect("cron")
+        .runs(ADMIN, Some(&job.id), 10)
+        .await
+        .expect("runs");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].status, "ok");
+
+    // Its next time comes: it runs, as scheduled.
+    clock.set(T0 + 2 * HOUR);
+    assert_eq!(svc.tick().await, 1);
+    assert_eq!(h.llm.requests().len(), 2);
 }

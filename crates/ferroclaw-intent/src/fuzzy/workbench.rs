@@ -739,6 +739,11 @@ pub(super) fn next_step(
     tools: &[ToolSpec],
     out: &mut StrategyOutput,
 ) {
+    // A tool named without a commitment the rules trust ("Next, read.") was judged
+    // unsure: asking the model (`intent.confirm`) settles it, not a guess here.
+    if !out.unsure.is_empty() {
+        return;
+    }
     let offered: Vec<(Work, &ToolSpec)> = tools
         .iter()
         .filter_map(|t| work_of(t).map(|w| (w, t)))

@@ -1,7 +1,8 @@
 //! The tick loop: claim the due jobs, run each through the runtime, log it, schedule
 //! its next time. Every instance runs one; the store's claim makes a due job run on
 //! exactly one of them, and its lease (renewed while the run goes on) keeps a job from
-//! running twice at once.
+//! running twice at once. A run's end the store misses (it went away) is kept and
+//! written before the next claims, so the job is not claimed as still due again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,7 +81,24 @@ pub struct CronService {
     book: CronBook,
     holder: String,
     retry: RetryPolicy,
+    /// Ends of runs the store did not take while it was away, written before anything
+    /// else at the next ticks.
+    unwritten: std::sync::Mutex<Vec<Unwritten>>,
 }
+
+/// What a run's end writes: its log entry, and the job's release with its next time.
+enum Unwritten {
+    Run(CronRun),
+    Release {
+        job_id: String,
+        claimed_version: i64,
+        next: Option<i64>,
+        remove: bool,
+    },
+}
+
+/// Ends kept at most while the store is away (oldest dropped past it, with a warning).
+const UNWRITTEN_MAX: usize = 10_000;
 
 impl CronService {
     /// `None` when the runtime's storage keeps no jobs.
@@ -92,6 +110,7 @@ impl CronService {
             book,
             holder: uuid::Uuid::new_v4().to_string(),
             retry: RetryPolicy::default(),
+            unwritten: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -128,6 +147,9 @@ impl CronService {
         if let Err(e) = synced {
             warn!(error = %e, "heartbeat: could not schedule the agents' heartbeats; retrying");
         }
+        // First what the store missed: a run that ended while it was away must not be
+        // claimed again as still due once its lease has run out.
+        self.write_unwritten().await;
         let now = self.book.clock().now_ms();
         let lease_until = now + LEASE.as_millis() as i64;
         let claimed = match self
@@ -193,6 +215,13 @@ impl CronService {
 
     async fn run_claimed(&self, job: CronJob, now: i64, trigger: Trigger) {
         let store = self.book.store();
+        // Claimed again by this instance because its release never reached the store:
+        // the run is over, only its release is left to write.
+        if self.awaits_release(&job.id) {
+            self.write_unwritten().await;
+            info!(job = %job.id, "cron: a run that ended while the store was away is not run again");
+            return;
+        }
         if let Err(e) = store.interrupt_stale_runs(&job.id, &self.holder).await {
             warn!(job = %job.id, error = %e, "cron: could not close the runs of a dead instance");
         }
@@ -584,9 +613,67 @@ impl CronService {
             .release(&job.id, &self.holder, job.updated_at, next, remove)
             .await
         {
-            // The lease expires on its own; the job then runs again.
-            warn!(job = %job.id, error = %e, "cron: could not release a job");
+            // Kept and written at the next ticks: left to its lease, the job would run
+            // again once the lease ran out.
+            warn!(job = %job.id, error = %e, "cron: could not release a job; kept to write when the store answers");
+            self.keep(Unwritten::Release {
+                job_id: job.id.clone(),
+                claimed_version: job.updated_at,
+                next,
+                remove,
+            });
         }
+    }
+
+    fn keep(&self, end: Unwritten) {
+        let mut kept = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= UNWRITTEN_MAX {
+            warn!("cron: too many run ends kept while the store is away; the oldest is dropped");
+            kept.remove(0);
+        }
+        kept.push(end);
+    }
+
+    fn awaits_release(&self, job_id: &str) -> bool {
+        let kept = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
+        kept.iter()
+            .any(|u| matches!(u, Unwritten::Release { job_id: id, .. } if id == job_id))
+    }
+
+    /// Writes the run ends the store missed, in order; what it still refuses is kept.
+    async fn write_unwritten(&self) {
+        let pending =
+            std::mem::take(&mut *self.unwritten.lock().unwrap_or_else(|p| p.into_inner()));
+        if pending.is_empty() {
+            return;
+        }
+        let store = self.book.store();
+        let mut left = Vec::new();
+        for end in pending {
+            let written = match &end {
+                Unwritten::Run(run) => store.put_run(run).await,
+                Unwritten::Release {
+                    job_id,
+                    claimed_version,
+                    next,
+                    remove,
+                } => {
+                    store
+                        .release(job_id, &self.holder, *claimed_version, *next, *remove)
+                        .await
+                }
+            };
+            if written.is_err() {
+                left.push(end);
+            }
+        }
+        if left.is_empty() {
+            info!("cron: run ends kept while the store was away are written");
+        }
+        // (Ends kept meanwhile by runs that failed to write come after these.)
+        let mut kept = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
+        left.append(&mut kept);
+        *kept = left;
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -616,6 +703,10 @@ impl CronService {
         };
         if let Err(e) = self.book.store().put_run(&run).await {
             warn!(job = %job.id, error = %e, "cron: could not log a run");
+            // A run's end is kept to log later; its start is replaced by its end anyway.
+            if run.ended_at.is_some() {
+                self.keep(Unwritten::Run(run));
+            }
         }
     }
 }
