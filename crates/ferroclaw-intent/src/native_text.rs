@@ -1788,6 +1788,16 @@ fn bang_command(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
         None => Value::Object(Map::new()),
     };
     let start = m.start() + m.as_str().find('!').unwrap_or(0);
+    // "To make me stop, just type !stop": a command shown to the reader.
+    let lead = t[..start].to_lowercase();
+    let told = crate::fuzzy::addresses_reader(&lead)
+        || lead
+            .split_whitespace()
+            .last()
+            .is_some_and(|w| matches!(w, "type" | "send" | "enter" | "say" | "use" | "try"));
+    if told {
+        return;
+    }
     push(
         out,
         name.as_str(),

@@ -11,7 +11,7 @@ use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
 static LABEL: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?mi)^(?:[ \t>*_-]*(thought|action input|action|observation|final answer|tool name|tool input|tool caption|tool output)[ \t*_]*:[ \t]*|[ \t]*\[\[ ## (next_thought|next_tool_name|next_tool_args|completed) ## \]\][ \t]*\n?)",
+        r"(?mi)^(?:[ \t>*_-]*(thought|action input|action|observation|final answer|tool name|tool input|tool caption|tool output|tool result)[ \t*_]*:[ \t]*|[ \t]*\[\[ ## (next_thought|next_tool_name|next_tool_args|completed) ## \]\][ \t]*\n?)",
     )
 });
 
@@ -22,7 +22,7 @@ fn bee_label(label: &str) -> &str {
         "tool name" => "action",
         "tool input" => "action input",
         "tool caption" => "caption",
-        "tool output" => "observation",
+        "tool output" | "tool result" => "observation",
         other => other,
     }
 }
@@ -72,6 +72,8 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         // (A caption between the tool's name and its input says nothing to parse.)
         .filter(|(label, _, _)| label != "caption")
         .collect();
+    // Whether a thought or a result came after the last action read.
+    let mut stepped_past = false;
     let mut i = 0;
     while i < labels.len() && out.calls.len() < crate::MAX_CALLS {
         let (label, lstart, vstart) = (&labels[i].0, labels[i].1, labels[i].2);
@@ -79,8 +81,11 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         match label.as_str() {
             "final answer" => {
                 // Actions before the model's own final answer in one text were imagined
-                // (it wrote their results itself): the turn ended with the answer.
-                out.calls.clear();
+                // when it wrote a result or a thought after them: the turn ended with the
+                // answer. (A `Final Answer:` line inside an action's input is its text.)
+                if stepped_past {
+                    out.calls.clear();
+                }
                 out.done = true;
                 let body = text[vstart..].trim();
                 if !body.is_empty() {
@@ -139,6 +144,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     if next.0 == "action input" {
                         let iend = labels.get(i + 2).map_or(text.len(), |l| l.1);
                         let (v, used) = input_value_at(text, next.2, iend);
+                        // An input read whole ends the action: a final answer after it
+                        // is the model's own (not a here-document's `<<EOF` lines).
+                        stepped_past = !text[next.2..used].contains("<<");
                         input = Some(v);
                         end = used;
                         i += 1;
@@ -150,7 +158,10 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 }
                 out.markup.push(lstart..end);
             }
-            "thought" | "observation" | "completed" => out.markup.push(lstart..vend),
+            "thought" | "observation" | "completed" => {
+                stepped_past = !out.calls.is_empty();
+                out.markup.push(lstart..vend);
+            }
             _ => {}
         }
         i += 1;

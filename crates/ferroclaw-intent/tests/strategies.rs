@@ -4903,3 +4903,83 @@ fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
         one("read_query", json!({"query": "SELECT COUNT(*) FROM users"}))
     );
 }
+
+/// Texts a review of the next-step rule, the `!command` reader and ReAct's final answer
+/// found read as calls: advice, remarks, conditions, asking someone, quoted or reported
+/// words, the model's own words in Chinese and Portuguese, the web — none is a step.
+#[test]
+fn next_steps_refuse_what_a_review_found() {
+    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
+    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
+    let text_prop = |k: &str| json!({ k: {"type": "string"} });
+    let claude = vec![
+        s("Bash", text_prop("command"), &["command"]),
+        s("Read", text_prop("file_path"), &["file_path"]),
+        s(
+            "Edit",
+            json!({"file_path": {"type": "string"}, "old_string": {"type": "string"}}),
+            &["file_path"],
+        ),
+        s("Glob", text_prop("pattern"), &["pattern"]),
+        s("Grep", text_prop("pattern"), &["pattern"]),
+        s("TodoWrite", json!({"todos": {"type": "array"}}), &["todos"]),
+    ];
+    for text in [
+        "I've fixed the bug in the parser. Now restart the server to apply the changes.",
+        "Reviewing the diff, everything looks fine.",
+        "Refactoring this module later makes sense.",
+        "Updating the docs remains a TODO for later.",
+        "I'll update the README if you'd like.",
+        "I'll review it once you push the changes.",
+        "Let me check with the team and get back to you.",
+        "I need to confirm with you before deleting anything.",
+        "\"Let me check the registration cog.\"",
+        "The agent wrote:\nLet me check the registration cog.",
+        "让我总结一下修改内容：",
+        "我将为您总结测试结果。",
+        "让我解释一下为什么要修改这个文件。",
+        "Vou explicar o que mudou com `git diff`.",
+        "Let me search the web for the latest React docs.",
+    ] {
+        assert!(calls_in(None, Some(text), &claude).is_empty(), "{text}");
+    }
+    // (Look-alikes that stay steps.)
+    for (text, tool, args) in [
+        ("Now update the three cogs:", "Edit", json!({})),
+        (
+            "Let me check if you have a requirements.txt file.",
+            "Read",
+            json!({"file_path": "requirements.txt"}),
+        ),
+        (
+            "Let me add the dependency with `npm install lodash`.",
+            "Bash",
+            json!({"command": "npm install lodash"}),
+        ),
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &claude),
+            vec![(tool.to_string(), args)],
+            "{text}"
+        );
+    }
+
+    // A `Final Answer:` line inside a here-document is the action's input, not the
+    // model's answer.
+    let heredoc = "Action: Bash\nAction Input: cat > tpl.txt <<EOF\nFinal Answer: {answer}\nEOF";
+    let got = calls_in(None, Some(heredoc), &claude);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, "Bash");
+    // A `!command` shown to the reader is theirs to type.
+    let bot = vec![s("stop", json!({}), &[]), s("stats", json!({}), &[])];
+    assert!(calls_in(
+        None,
+        Some("To make me stop at any time, just type !stop"),
+        &bot
+    )
+    .is_empty());
+    assert_eq!(
+        calls_in(None, Some("Okay, stopping now. !stop"), &bot),
+        vec![("stop".to_string(), json!({}))]
+    );
+}

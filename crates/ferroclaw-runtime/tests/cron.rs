@@ -1022,6 +1022,14 @@ async fn a_run_that_ends_while_the_database_is_away_does_not_run_again() {
         .expect("resume")
         .expect("postgres again");
     clock.set(T0 + HOUR + 3 * 60_000);
+    // (Run by hand before the release is written: refused, its last run is not over.)
+    assert!(
+        matches!(
+            svc.run_job(ADMIN, &job.id).await,
+            Err(ferroclaw_runtime::cron::CronError::Busy(_))
+        ),
+        "a manual run waits for the kept release"
+    );
     assert_eq!(svc.tick().await, 0, "the run that ended is not run again");
     assert_eq!(h.llm.requests().len(), 1);
     let after = rt

@@ -282,10 +282,36 @@ const OPENERS: &[&str] = &[
     "got",
     "it",
 ];
+/// Words that report someone's words before a colon.
+const REPORTING: &[&str] = &[
+    "wrote",
+    "said",
+    "says",
+    "replied",
+    "answered",
+    "responded",
+    "printed",
+    "output",
+    "asked",
+];
+/// Phrases by which a step waits on the reader.
+const WAITS_ON_READER: &[&str] = &[
+    "if you'd",
+    "if you would",
+    "if you want",
+    "if you like",
+    "if you prefer",
+    "if you need",
+    "once you",
+    "when you",
+    "after you",
+    "get back to you",
+    "if needed",
+];
 /// A gerund that is the subject, not a status line ("Running it would …").
 const SUBJECT_OF: &[&str] = &[
     "is", "are", "was", "were", "be", "would", "could", "will", "can", "might", "may", "should",
-    "seems", "requires", "needs",
+    "seems", "requires", "needs", "makes", "remains", "looks", "sounds", "helps", "means", "works",
 ];
 
 fn tokens(s: &str) -> Vec<String> {
@@ -300,7 +326,7 @@ fn tokens(s: &str) -> Vec<String> {
 /// model ("let me", "I'll", "I'm going to", "Now" before an imperative, "I'm" before a
 /// gerund, "Preparing to"), or a capitalised gerund opening the sentence (a status
 /// line). `None` when the sentence is no step of the model's.
-fn step_verb(ws: &[String], capital: bool) -> Option<usize> {
+fn step_verb(ws: &[String], capital: bool, colon: bool) -> Option<usize> {
     let w = |i: usize| ws.get(i).map_or("", String::as_str);
     let i = ws
         .iter()
@@ -323,8 +349,13 @@ fn step_verb(ws: &[String], capital: bool) -> Option<usize> {
             }
             i
         }
-        // "Now update the three cogs": an imperative after "now"/"next" is the model's.
-        (_, _, _, _) if i > 0 && ws[..i].iter().any(|x| matches!(x.as_str(), "now" | "next")) => i,
+        // "Now update the three cogs:": an imperative after "now"/"next" that stops for
+        // the call is the model's ("Now restart the server to apply it." tells the user).
+        (_, _, _, _)
+            if colon && i > 0 && ws[..i].iter().any(|x| matches!(x.as_str(), "now" | "next")) =>
+        {
+            i
+        }
         _ => return None,
     };
     if refusing(ws[..lead_end].iter().map(String::as_str)) {
@@ -367,6 +398,10 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
         return Some(Work::Search);
     }
     if verb == "look" && !matches!(next, "at" | "into" | "through" | "over" | "closer") {
+        return None;
+    }
+    // "check with the team", "confirm with you": asking someone, not reading.
+    if READ_VERBS.contains(&verb.as_str()) && next == "with" {
         return None;
     }
     // "… by running the tests", "… by listing hidden files": how, after "by".
@@ -521,11 +556,16 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     {
         return None;
     }
-    CJK_WORK
+    let (at, work) = CJK_WORK
         .iter()
         .filter_map(|(w, work)| rest.find(w).map(|i| (i, *work)))
-        .min_by_key(|(i, _)| *i)
-        .map(|(_, w)| w)
+        .min_by_key(|(i, _)| *i)?;
+    // "让我总结一下修改内容": the model's own words about the work, not the work; "看起来"
+    // is how a thing looks.
+    let told = ["总结", "解释", "说明", "介绍", "汇报", "概括", "回答"]
+        .iter()
+        .any(|t| rest[..at].contains(t));
+    (!told && !rest[at..].starts_with("看起来")).then_some(work)
 }
 
 /// Portuguese and Spanish leads ("Vou verificar …", "Agora vou executar …", "Voy a
@@ -575,6 +615,7 @@ const ROMANCE_STEMS: &[(&str, Work)] = &[
     ("agrega", Work::Edit),
     ("añad", Work::Edit),
     ("descomenta", Work::Edit),
+    ("remov", Work::Edit),
     ("implementa", Work::Edit),
     ("refatora", Work::Edit),
     ("cria", Work::Write),
@@ -611,15 +652,6 @@ fn romance_work(sentence: &str) -> Option<Work> {
             g
         }
     };
-    // "Preciso remover o .env do git tracking usando `git rm --cached .env`": the
-    // command says how.
-    if sentence.contains('`')
-        && ws
-            .iter()
-            .any(|w| matches!(w.as_str(), "usando" | "com" | "con" | "git"))
-    {
-        return Some(Work::Shell);
-    }
     ROMANCE_STEMS
         .iter()
         .find(|(stem, _)| verb.starts_with(stem))
@@ -701,6 +733,21 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
     if s_trim.is_empty() || s_trim.ends_with(['?', '？']) {
         return None;
     }
+    // A quoted or reported sentence ("The agent wrote:\nLet me …") is someone's words.
+    let before = body[..cut].trim_end();
+    let reported = before.ends_with(':')
+        && super::words(before.rsplit('\n').next().unwrap_or(before))
+            .iter()
+            .any(|w| REPORTING.contains(&w.as_str()));
+    if s_trim.starts_with(['"', '\u{201C}', '\'', '\u{2018}', '`']) || reported {
+        return None;
+    }
+    // "I'll update the README if you'd like.": the step waits on the reader.
+    let lower = s_trim.to_lowercase().replace('\u{2019}', "'");
+    if WAITS_ON_READER.iter().any(|p| lower.contains(p)) {
+        return None;
+    }
+    let colon = paragraph.trim_end().ends_with([':', '：']);
     let work = if s_trim.chars().any(super::is_cjk) {
         cjk_work(s_trim)?
     } else if let Some(work) = romance_work(s_trim) {
@@ -708,7 +755,7 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
     } else {
         let ws = tokens(s_trim);
         let capital = s_trim.starts_with(char::is_uppercase);
-        let v = step_verb(&ws, capital)?;
+        let v = step_verb(&ws, capital, colon)?;
         if ws[v].ends_with("ing") {
             // ("Looking at the output, the error is …": a clause, not a status line;
             // "Testing" alone is a heading.)
@@ -780,6 +827,24 @@ pub(super) fn next_step(
         return;
     }
     let step = &text[at..trimmed.len()];
+    let step_lower = step.to_lowercase();
+    // A search of the web is no search of the code ("Let me look up the docs online").
+    if work == Work::Search
+        && ["web", "online", "internet"]
+            .iter()
+            .any(|w| super::has_phrase(&step_lower, w))
+    {
+        return;
+    }
+    // "Let me add the dependency with `npm install lodash`", "Preciso remover o .env …
+    // usando `git rm --cached .env`": a program's command line says the work is the
+    // shell's.
+    let prot = protected_spans(text);
+    let program = program_line(text, &prot, at..trimmed.len());
+    let work = match work {
+        Work::Edit | Work::Write if program.is_some() => Work::Shell,
+        w => w,
+    };
     // "Let me check for linting issues", "Let me update the todo": the step names what
     // another offered tool is for (`read_lints`, `todo_write`); that tool takes it.
     let step_words = tokens(step);
@@ -819,7 +884,6 @@ pub(super) fn next_step(
             }
         }
         if !args.contains_key(primary) && matches!(kind, Kind::File | Kind::Path | Kind::Command) {
-            let prot = protected_spans(text);
             // A command only as a program's command line ("… usando `git rm --cached
             // .env`"): a backticked file name is what the step is about, not the command.
             let found = if kind == Kind::Command {

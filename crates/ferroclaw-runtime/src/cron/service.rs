@@ -4,6 +4,7 @@
 //! running twice at once. A run's end the store misses (it went away) is kept and
 //! written before the next claims, so the job is not claimed as still due again.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,12 +82,16 @@ pub struct CronService {
     book: CronBook,
     holder: String,
     retry: RetryPolicy,
-    /// Ends of runs the store did not take while it was away, written before anything
-    /// else at the next ticks.
-    unwritten: std::sync::Mutex<Vec<Unwritten>>,
+    /// Ends of runs the store did not take while it was away, each with its number,
+    /// written before anything else at the next ticks and kept until written.
+    unwritten: std::sync::Mutex<(u64, VecDeque<(u64, Unwritten)>)>,
+    /// Held while they are written, and while a tick claims: a tick never claims while
+    /// another is still writing what the store missed.
+    writing: tokio::sync::Mutex<()>,
 }
 
 /// What a run's end writes: its log entry, and the job's release with its next time.
+#[derive(Clone)]
 enum Unwritten {
     Run(CronRun),
     Release {
@@ -110,7 +115,8 @@ impl CronService {
             book,
             holder: uuid::Uuid::new_v4().to_string(),
             retry: RetryPolicy::default(),
-            unwritten: std::sync::Mutex::new(Vec::new()),
+            unwritten: std::sync::Mutex::new((0, VecDeque::new())),
+            writing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -148,16 +154,21 @@ impl CronService {
             warn!(error = %e, "heartbeat: could not schedule the agents' heartbeats; retrying");
         }
         // First what the store missed: a run that ended while it was away must not be
-        // claimed again as still due once its lease has run out.
+        // claimed again as still due once its lease has run out. (A tick that finds
+        // another still writing leaves the claims to the next one.)
+        let Ok(writing) = self.writing.try_lock() else {
+            return 0;
+        };
         self.write_unwritten().await;
         let now = self.book.clock().now_ms();
         let lease_until = now + LEASE.as_millis() as i64;
-        let claimed = match self
+        let claimed = self
             .book
             .store()
             .claim_due(now, &self.holder, lease_until, CLAIM_BATCH)
-            .await
-        {
+            .await;
+        drop(writing);
+        let claimed = match claimed {
             Ok(jobs) => jobs,
             Err(e) => {
                 warn!(error = %e, "cron: could not look for due jobs");
@@ -180,6 +191,10 @@ impl CronService {
         id: &str,
     ) -> Result<super::RunView, super::CronError> {
         self.book.get(who, id).await?;
+        // (Its last run's end is still to be written: that run is not over for the store.)
+        if self.awaits_release(id) {
+            return Err(super::CronError::Busy(id.to_string()));
+        }
         let now = self.book.clock().now_ms();
         let lease_until = now + LEASE.as_millis() as i64;
         let job = self
@@ -218,6 +233,7 @@ impl CronService {
         // Claimed again by this instance because its release never reached the store:
         // the run is over, only its release is left to write.
         if self.awaits_release(&job.id) {
+            let _writing = self.writing.lock().await;
             self.write_unwritten().await;
             info!(job = %job.id, "cron: a run that ended while the store was away is not run again");
             return;
@@ -627,29 +643,34 @@ impl CronService {
 
     fn keep(&self, end: Unwritten) {
         let mut kept = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-        if kept.len() >= UNWRITTEN_MAX {
+        let (next, list) = &mut *kept;
+        *next += 1;
+        list.push_back((*next, end));
+        if list.len() > UNWRITTEN_MAX {
             warn!("cron: too many run ends kept while the store is away; the oldest is dropped");
-            kept.remove(0);
+            list.pop_front();
         }
-        kept.push(end);
     }
 
     fn awaits_release(&self, job_id: &str) -> bool {
         let kept = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-        kept.iter()
-            .any(|u| matches!(u, Unwritten::Release { job_id: id, .. } if id == job_id))
+        kept.1
+            .iter()
+            .any(|(_, u)| matches!(u, Unwritten::Release { job_id: id, .. } if id == job_id))
     }
 
-    /// Writes the run ends the store missed, in order; what it still refuses is kept.
+    /// Writes the run ends the store missed, oldest first, each removed once written;
+    /// stops at the first the store still refuses. The caller holds `writing`.
     async fn write_unwritten(&self) {
-        let pending =
-            std::mem::take(&mut *self.unwritten.lock().unwrap_or_else(|p| p.into_inner()));
-        if pending.is_empty() {
-            return;
-        }
         let store = self.book.store();
-        let mut left = Vec::new();
-        for end in pending {
+        loop {
+            let first = {
+                let kept = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
+                kept.1.front().cloned()
+            };
+            let Some((n, end)) = first else {
+                return;
+            };
             let written = match &end {
                 Unwritten::Run(run) => store.put_run(run).await,
                 Unwritten::Release {
@@ -663,17 +684,16 @@ impl CronService {
                         .await
                 }
             };
-            if written.is_err() {
-                left.push(end);
+            if let Err(e) = written {
+                warn!(error = %e, "cron: the store still refuses a kept run end");
+                return;
+            }
+            let mut kept = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
+            kept.1.retain(|(m, _)| *m != n);
+            if kept.1.is_empty() {
+                info!("cron: run ends kept while the store was away are written");
             }
         }
-        if left.is_empty() {
-            info!("cron: run ends kept while the store was away are written");
-        }
-        // (Ends kept meanwhile by runs that failed to write come after these.)
-        let mut kept = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-        left.append(&mut kept);
-        *kept = left;
     }
 
     #[allow(clippy::too_many_arguments)]
