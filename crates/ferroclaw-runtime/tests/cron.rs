@@ -795,6 +795,19 @@ struct CutCron {
     inner: Arc<dyn ferroclaw_store::CronStore>,
     server: Arc<Mutex<ferroclaw_testkit::pg::OwnServer>>,
     cut: std::sync::atomic::AtomicBool,
+    /// Cut when the run's end is logged (before its release) rather than at the release.
+    at_run_end: bool,
+}
+
+impl CutCron {
+    async fn cut_once(&self) {
+        if !self.cut.swap(true, Ordering::SeqCst) {
+            let server = self.server.clone();
+            tokio::task::spawn_blocking(move || server.lock().unwrap().stop())
+                .await
+                .expect("stop");
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -854,12 +867,7 @@ impl ferroclaw_store::CronStore for CutCron {
         next_run_at: Option<i64>,
         remove: bool,
     ) -> Result<(), ferroclaw_store::StoreError> {
-        if !self.cut.swap(true, Ordering::SeqCst) {
-            let server = self.server.clone();
-            tokio::task::spawn_blocking(move || server.lock().unwrap().stop())
-                .await
-                .expect("stop");
-        }
+        self.cut_once().await;
         self.inner
             .release(id, holder, claimed_version, next_run_at, remove)
             .await
@@ -868,6 +876,9 @@ impl ferroclaw_store::CronStore for CutCron {
         &self,
         run: &ferroclaw_store::CronRun,
     ) -> Result<(), ferroclaw_store::StoreError> {
+        if self.at_run_end && run.ended_at.is_some() {
+            self.cut_once().await;
+        }
         self.inner.put_run(run).await
     }
     async fn runs(
@@ -991,6 +1002,7 @@ async fn a_run_that_ends_while_the_database_is_away_does_not_run_again() {
             inner: pg.cron().expect("pg keeps jobs"),
             server: server.clone(),
             cut: std::sync::atomic::AtomicBool::new(false),
+            at_run_end: false,
         }),
     });
     let clock = TestClock::at(T0);
@@ -1052,4 +1064,76 @@ async fn a_run_that_ends_while_the_database_is_away_does_not_run_again() {
     clock.set(T0 + 2 * HOUR);
     assert_eq!(svc.tick().await, 1);
     assert_eq!(h.llm.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_s_end_kept_while_the_database_is_away_is_logged_later_unless_its_job_is_gone() {
+    let h = Home::new().await;
+    let server = Arc::new(Mutex::new(
+        ferroclaw_testkit::pg::OwnServer::start().expect("postgres"),
+    ));
+    let url = server.lock().unwrap().url().to_string();
+    let pg = Arc::new(PgSessionStore::connect(&url).await.expect("pg"));
+    let cron = Arc::new(CutCron {
+        inner: pg.cron().expect("pg keeps jobs"),
+        server: server.clone(),
+        cut: std::sync::atomic::AtomicBool::new(false),
+        at_run_end: true,
+    });
+    let store = Arc::new(CutAtRelease {
+        inner: pg.clone(),
+        cron: cron.clone(),
+    });
+    let clock = TestClock::at(T0);
+    let rt = h.runtime_on(store, clock.clone());
+    let book = rt.cron().expect("cron");
+    let job = rt
+        .cron_create(
+            ADMIN,
+            input(json!({"message": "hourly", "schedule": {"kind": "every", "every": "1h"}})),
+        )
+        .await
+        .expect("job");
+    h.llm.push(Reply::text("first"));
+    h.llm.push(Reply::text("second"));
+    let svc = service(&rt);
+    let resume = || {
+        let server = server.clone();
+        async move {
+            tokio::task::spawn_blocking(move || server.lock().unwrap().resume())
+                .await
+                .expect("resume")
+                .expect("postgres again");
+        }
+    };
+
+    // The run ends as the database goes away: neither its log entry nor its release
+    // is written. Once it is back, both are, and the run is not run again.
+    clock.set(T0 + HOUR);
+    assert_eq!(svc.tick().await, 1);
+    resume().await;
+    clock.set(T0 + HOUR + 3 * 60_000);
+    assert_eq!(svc.tick().await, 0, "the run is not run again");
+    assert_eq!(h.llm.requests().len(), 1);
+    let runs = book.runs(ADMIN, None, 10).await.expect("runs");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].status, "ok");
+    assert_eq!(runs[0].output.as_deref(), Some("first"));
+    assert_eq!(
+        book.get(ADMIN, &job.id).await.expect("job").next_run_at,
+        Some(T0 + 2 * HOUR)
+    );
+
+    // Again; this time the job is deleted before the database comes back. Its log went
+    // with it, and the kept end does not bring a run of it back.
+    cron.cut.store(false, Ordering::SeqCst);
+    clock.set(T0 + 2 * HOUR);
+    assert_eq!(svc.tick().await, 1);
+    resume().await;
+    book.delete(ADMIN, &job.id).await.expect("delete");
+    clock.set(T0 + 2 * HOUR + 3 * 60_000);
+    assert_eq!(svc.tick().await, 0);
+    assert_eq!(h.llm.requests().len(), 2);
+    let runs = book.runs(ADMIN, None, 10).await.expect("runs");
+    assert!(runs.is_empty(), "{runs:?}");
 }

@@ -672,7 +672,13 @@ impl CronService {
                 return;
             };
             let written = match &end {
-                Unwritten::Run(run) => store.put_run(run).await,
+                // (A job deleted meanwhile took its log with it: its run is not logged
+                // after it, where nothing would ever remove it.)
+                Unwritten::Run(run) => match store.job(&run.job_id).await {
+                    Ok(Some(_)) => store.put_run(run).await,
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                },
                 Unwritten::Release {
                     job_id,
                     claimed_version,
