@@ -3304,11 +3304,15 @@ fn drop_misfits(tools: &[ToolSpec], calls: &mut [ParsedCall]) {
 /// A property that takes a SQL statement: `query`/`sql`/`statement` of a tool whose
 /// name or description says SQL.
 fn holds_sql(tool: &ToolSpec, key: &str) -> bool {
+    // (The key first: `fits` asks this of every argument of every call.)
+    if !["query", "sql", "statement"]
+        .iter()
+        .any(|k| key.eq_ignore_ascii_case(k))
+    {
+        return false;
+    }
     let about = format!("{} {}", tool.name, tool.description).to_ascii_lowercase();
-    matches!(
-        key.to_ascii_lowercase().as_str(),
-        "query" | "sql" | "statement"
-    ) && (about.contains("sql") || about.contains("select query"))
+    about.contains("sql") || about.contains("select query")
 }
 
 fn sql_shaped(s: &str) -> bool {

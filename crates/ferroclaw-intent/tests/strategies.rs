@@ -503,7 +503,6 @@ fn guided_json_done_object_carries_the_answer() {
 // ------------------------------------------------------------- native formats of other families
 
 fn weather_tools() -> Vec<ToolSpec> {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
     vec![
         ToolSpec::new(
             "get_weather",
@@ -532,6 +531,26 @@ fn calls_in(
         .into_iter()
         .map(|c| (c.name, c.arguments))
         .collect()
+}
+
+/// A JSON schema object of `props`, with `req` required.
+fn obj(props: Value, req: &[&str]) -> Value {
+    json!({"type": "object", "properties": props, "required": req})
+}
+
+/// An offered tool without a description.
+fn tool(name: &str, props: Value, req: &[&str]) -> ToolSpec {
+    ToolSpec::new(name, "", obj(props, req))
+}
+
+/// A string property named `k`.
+fn text_prop(k: &str) -> Value {
+    json!({ k: {"type": "string"} })
+}
+
+/// What `calls_in` returns for a single call.
+fn one_call(name: &str, args: Value) -> Vec<(String, Value)> {
+    vec![(name.to_string(), args)]
 }
 
 fn weather(loc: &str) -> (String, Value) {
@@ -753,7 +772,6 @@ fn reasoning_streamed_in_wrapped_pieces() {
 }
 
 fn prose_tools() -> Vec<ToolSpec> {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
     vec![
         ToolSpec::new(
             "get_weather",
@@ -1507,7 +1525,6 @@ fn formats_and_prose_from_the_fifth_consumed_part() {
 
 #[test]
 fn formats_and_prose_from_the_sixth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
     let shell = vec![ToolSpec::new(
         "send_command_to_shell",
         "Run a command.",
@@ -1748,7 +1765,6 @@ fn formats_and_prose_from_the_sixth_consumed_part() {
 
 #[test]
 fn formats_and_prose_from_the_seventh_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
     let tools = vec![
         ToolSpec::new(
             "exec",
@@ -1924,7 +1940,6 @@ fn formats_and_prose_from_the_seventh_consumed_part() {
 
 #[test]
 fn formats_and_prose_from_the_eighth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
     let tools = vec![
         ToolSpec::new(
             "read_file",
@@ -2094,7 +2109,6 @@ fn formats_and_prose_from_the_eighth_consumed_part() {
 
 #[test]
 fn formats_and_prose_from_the_ninth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
     let weather = vec![ToolSpec::new(
         "get_weather",
         "Weather for a city.",
@@ -2173,11 +2187,8 @@ fn formats_and_prose_from_the_ninth_consumed_part() {
 
 #[test]
 fn formats_and_prose_from_the_tenth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
     // Cline's MCP call: the name and the arguments in their own tags, in any wrapper.
-    let memory = vec![s("add_memory", text_prop("content"), &["content"])];
+    let memory = vec![tool("add_memory", text_prop("content"), &["content"])];
     let mcp = "I'll save that.\n\n<use_mcp_tool>\n<server_name>memory</server_name>\n<tool_name>add_memory</tool_name>\n<arguments>\n{\"content\": \"likes tea\"}\n</arguments>\n</use_mcp_tool>";
     assert_eq!(
         calls_in(None, Some(mcp), &memory),
@@ -2195,7 +2206,7 @@ fn formats_and_prose_from_the_tenth_consumed_part() {
         );
     }
     // Qwen XML whose `<function=read>` became `<read>`.
-    let read = vec![s("read", text_prop("filePath"), &["filePath"])];
+    let read = vec![tool("read", text_prop("filePath"), &["filePath"])];
     assert_eq!(
         calls_in(
             None,
@@ -2205,7 +2216,7 @@ fn formats_and_prose_from_the_tenth_consumed_part() {
         vec![("read".to_string(), json!({"filePath": "/src/a.java"}))]
     );
     // `<write_file>` for `write_to_file`: the little words of a name do not decide.
-    let write = vec![s(
+    let write = vec![tool(
         "write_to_file",
         json!({"path": {"type": "string"}, "content": {"type": "string"}}),
         &["path", "content"],
@@ -2230,12 +2241,12 @@ fn formats_and_prose_from_the_tenth_consumed_part() {
     // NexusRaven: a call as another call's argument is made first; code calling anything
     // not offered is no call.
     let raven = vec![
-        s(
+        tool(
             "get_weather_data",
             text_prop("coordinates"),
             &["coordinates"],
         ),
-        s(
+        tool(
             "get_coordinates_from_city",
             text_prop("city_name"),
             &["city_name"],
@@ -2259,7 +2270,7 @@ fn formats_and_prose_from_the_tenth_consumed_part() {
     )
     .is_empty());
     // An object never closed, then text the model made up: the object up to that text.
-    let send = vec![s("send_message", text_prop("message"), &["message"])];
+    let send = vec![tool("send_message", text_prop("message"), &["message"])];
     assert_eq!(
         calls_in(
             None,
@@ -2272,16 +2283,14 @@ fn formats_and_prose_from_the_tenth_consumed_part() {
 
 #[test]
 fn prose_from_the_tenth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
     let loc = || json!({"location": {"type": "string"}});
     let search = vec![
-        s(
+        tool(
             "search_web",
             json!({"query": {"type": "string"}}),
             &["query"],
         ),
-        s("fetch_url", json!({"url": {"type": "string"}}), &["url"]),
+        tool("fetch_url", json!({"url": {"type": "string"}}), &["url"]),
     ];
     // The gerund after "by" is the step it commits to.
     assert_eq!(
@@ -2311,7 +2320,7 @@ fn prose_from_the_tenth_consumed_part() {
         vec![("search_web".to_string(), json!({}))]
     );
     // A name given to a file is its path; the reader as an object is no hypothetical.
-    let write = vec![s(
+    let write = vec![tool(
         "Write",
         json!({"file_path": {"type": "string"}, "content": {"type": "string"}}),
         &["file_path", "content"],
@@ -2331,7 +2340,7 @@ fn prose_from_the_tenth_consumed_part() {
     )
     .is_empty());
     // The local part of an MCP-namespaced name.
-    let editor = vec![s(
+    let editor = vec![tool(
         "developer__text_editor",
         json!({"path": {"type": "string"}, "command": {"type": "string"}}),
         &["path", "command"],
@@ -2353,8 +2362,8 @@ fn prose_from_the_tenth_consumed_part() {
     .is_empty());
     // One verb, two tools' nouns joined by "and"; "there" is the place just named.
     let both = vec![
-        s("get_time", loc(), &["location"]),
-        s("get_weather", loc(), &["location"]),
+        tool("get_time", loc(), &["location"]),
+        tool("get_weather", loc(), &["location"]),
     ];
     assert_eq!(
         calls_in(
@@ -2392,7 +2401,11 @@ fn prose_from_the_tenth_consumed_part() {
     )
     .is_empty());
     // The request restated in reasoning; a hyphenated name written as offered.
-    let ping = vec![s("ping", json!({"value": {"type": "integer"}}), &["value"])];
+    let ping = vec![tool(
+        "ping",
+        json!({"value": {"type": "integer"}}),
+        &["value"],
+    )];
     assert_eq!(
         calls_in(
             Some("The user wants me to call the ping function with value 1."),
@@ -2407,7 +2420,7 @@ fn prose_from_the_tenth_consumed_part() {
         &ping
     )
     .is_empty());
-    let browse = vec![s(
+    let browse = vec![tool(
         "web-browsing",
         json!({"query": {"type": "string"}}),
         &["query"],
@@ -2417,7 +2430,7 @@ fn prose_from_the_tenth_consumed_part() {
         vec![("web-browsing".to_string(), json!({}))]
     );
     // An identifier stated later in its key's sentence; a name is not an id.
-    let results = vec![s(
+    let results = vec![tool(
         "get_experiment_results",
         json!({"experiment_id": {"type": "string"}}),
         &["experiment_id"],
@@ -2431,7 +2444,7 @@ fn prose_from_the_tenth_consumed_part() {
         vec![("get_experiment_results".to_string(), json!({"experiment_id": "exp_003"}))]
     );
     // A signature in backticks names the tool; its placeholders are no arguments.
-    let events = vec![s(
+    let events = vec![tool(
         "get_historical_events",
         json!({"year": {"type": "integer"}}),
         &["year"],
@@ -2445,7 +2458,7 @@ fn prose_from_the_tenth_consumed_part() {
         vec![("get_historical_events".to_string(), json!({}))]
     );
     // "Let me proceed with the tool call.": the one tool offered.
-    let best = vec![s("best_language_to_learn", json!({}), &[])];
+    let best = vec![tool("best_language_to_learn", json!({}), &[])];
     assert_eq!(
         calls_in(
             Some("The question is vague. Let me proceed with the tool call as per the example."),
@@ -2455,7 +2468,7 @@ fn prose_from_the_tenth_consumed_part() {
         vec![("best_language_to_learn".to_string(), json!({}))]
     );
     // Chinese: a commitment and a verb of the one tool that holds its concept.
-    let web = vec![s(
+    let web = vec![tool(
         "SearchWeb",
         json!({"query": {"type": "string"}}),
         &["query"],
@@ -2472,12 +2485,12 @@ fn prose_from_the_tenth_consumed_part() {
         assert!(calls_in(None, Some(refused), &web).is_empty(), "{refused}");
     }
     let two_searches = vec![
-        s(
+        tool(
             "search_chunks",
             json!({"query": {"type": "string"}}),
             &["query"],
         ),
-        s(
+        tool(
             "search_docs",
             json!({"query": {"type": "string"}}),
             &["query"],
@@ -2486,7 +2499,7 @@ fn prose_from_the_tenth_consumed_part() {
     assert!(calls_in(None, Some("请稍等，我将进行相关搜索。"), &two_searches).is_empty());
     // Qwen XML that lost its `<function=` opener: the last offered name before the
     // first parameter.
-    let task = vec![s(
+    let task = vec![tool(
         "task",
         json!({"description": {"type": "string"}, "subagent_type": {"type": "string"}}),
         &["description"],
@@ -2507,7 +2520,7 @@ fn prose_from_the_tenth_consumed_part() {
     .is_empty());
     // Gemini's `<tool_code>`: a Python call, string escapes read as Python reads them;
     // code that calls what is not offered is no call.
-    let grep = vec![s(
+    let grep = vec![tool(
         "grep_search",
         json!({"pattern": {"type": "string"}, "dir_path": {"type": "string"}}),
         &["pattern"],
@@ -2530,20 +2543,18 @@ fn prose_from_the_tenth_consumed_part() {
 
 #[test]
 fn commitments_and_refusals_from_the_tenth_round() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
     let office = vec![
-        s(
+        tool(
             "get_weather",
             json!({"city": {"type": "string"}}),
             &["city"],
         ),
-        s(
+        tool(
             "search_files",
             json!({"pattern": {"type": "string"}}),
             &["pattern"],
         ),
-        s(
+        tool(
             "schedule_meeting",
             json!({"title": {"type": "string"}, "time": {"type": "string"}}),
             &["title", "time"],
@@ -2598,14 +2609,14 @@ fn commitments_and_refusals_from_the_tenth_round() {
     );
     // A sentence that opens with what the model is doing; a gerund as a subject is not.
     let days = vec![
-        s("get_current_date", json!({}), &[]),
-        s("get_current_day_name", json!({}), &[]),
+        tool("get_current_date", json!({}), &[]),
+        tool("get_current_day_name", json!({}), &[]),
     ];
     assert_eq!(
         calls_in(None, Some("Getting the name of the current day..."), &days),
         vec![("get_current_day_name".to_string(), json!({}))]
     );
-    let exec = vec![s(
+    let exec = vec![tool(
         "exec",
         json!({"command": {"type": "string"}}),
         &["command"],
@@ -2618,8 +2629,8 @@ fn commitments_and_refusals_from_the_tenth_round() {
     .is_empty());
     // Chinese: a look-up of the thing one tool's name holds.
     let clock = vec![
-        s("get_current_time", json!({}), &[]),
-        s(
+        tool("get_current_time", json!({}), &[]),
+        tool(
             "get_weather",
             json!({"city": {"type": "string"}}),
             &["city"],
@@ -2631,7 +2642,7 @@ fn commitments_and_refusals_from_the_tenth_round() {
     );
     assert!(calls_in(None, Some("我无法查询当前时间"), &clock).is_empty());
     // The users' request reported is no hypothetical; "this function" with one tool.
-    let dice = vec![s("dice_roll", json!({}), &[])];
+    let dice = vec![tool("dice_roll", json!({}), &[])];
     assert_eq!(
         calls_in(
             Some("Since they asked for three rolls, I need to call this function three times."),
@@ -2648,7 +2659,7 @@ fn commitments_and_refusals_from_the_tenth_round() {
     )
     .is_empty());
     // "So I need to format Paris as the location."
-    let weather = vec![s(
+    let weather = vec![tool(
         "get_weather",
         json!({"location": {"type": "string"}}),
         &["location"],
@@ -2663,12 +2674,12 @@ fn commitments_and_refusals_from_the_tenth_round() {
     );
     // The same value stated again later, shorter or longer, is the one used.
     let two = vec![
-        s(
+        tool(
             "get_current_time",
             json!({"location": {"type": "string"}}),
             &["location"],
         ),
-        s(
+        tool(
             "get_current_temperature",
             json!({"location": {"type": "string"}}),
             &["location"],
@@ -2683,7 +2694,7 @@ fn commitments_and_refusals_from_the_tenth_round() {
         vec![("get_current_time".to_string(), json!({"location": "Vancouver, Canada"}))]
     );
     // The arguments written out after "the JSON … would be", keys held by one tool.
-    let page = vec![s(
+    let page = vec![tool(
         "webpage_query",
         json!({"query": {"type": "string"}}),
         &["query"],
@@ -2706,14 +2717,11 @@ fn commitments_and_refusals_from_the_tenth_round() {
 
 #[test]
 fn formats_and_prose_from_the_eleventh_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
     // `<think>` wraps reasoning even when a tool is named `think`; the Action after it
     // is the call.
     let tau = vec![
-        s("think", text_prop("thought"), &["thought"]),
-        s("get_user_details", text_prop("user_id"), &["user_id"]),
+        tool("think", text_prop("thought"), &["thought"]),
+        tool("get_user_details", text_prop("user_id"), &["user_id"]),
     ];
     assert_eq!(
         calls_in(
@@ -2739,8 +2747,8 @@ fn formats_and_prose_from_the_eleventh_consumed_part() {
     );
     // ReAct actions written as Python calls or the paper's brackets, any script.
     let weather = vec![
-        s("get_weather", text_prop("city"), &["city"]),
-        s("Search", text_prop("query"), &["query"]),
+        tool("get_weather", text_prop("city"), &["city"]),
+        tool("Search", text_prop("query"), &["query"]),
     ];
     assert_eq!(
         calls_in(
@@ -2759,7 +2767,7 @@ fn formats_and_prose_from_the_eleventh_consumed_part() {
         vec![("Search".to_string(), json!({"query": "华为最新手机"}))]
     );
     // A spaced tool name before its brackets, its description glued on.
-    let internet = vec![s("Internet Search Tool", text_prop("query"), &["query"])];
+    let internet = vec![tool("Internet Search Tool", text_prop("query"), &["query"])];
     assert_eq!(
         calls_in(
             None,
@@ -2770,12 +2778,12 @@ fn formats_and_prose_from_the_eleventh_consumed_part() {
     );
     // SWE-agent's command block: the tool's own name, then its arguments in order.
     let swe = vec![
-        s(
+        tool(
             "find_file",
             json!({"file_name": {"type": "string"}, "dir": {"type": "string"}}),
             &["file_name"],
         ),
-        s(
+        tool(
             "open",
             json!({"path": {"type": "string"}, "line_number": {"type": "integer"}}),
             &["path"],
@@ -2797,7 +2805,7 @@ fn formats_and_prose_from_the_eleventh_consumed_part() {
         assert!(calls_in(None, Some(refused), &swe).is_empty(), "{refused}");
     }
     // LangChain's XML agent, its closing tag cut by the stop sequence.
-    let arxiv = vec![s("arxiv_search", text_prop("query"), &["query"])];
+    let arxiv = vec![tool("arxiv_search", text_prop("query"), &["query"])];
     assert_eq!(
         calls_in(
             None,
@@ -2810,22 +2818,19 @@ fn formats_and_prose_from_the_eleventh_consumed_part() {
 
 #[test]
 fn prose_from_the_eleventh_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
     // ToolBench's `<endpoint>_for_<api>` named by its API; a key's kind word after it.
     let toolbench = vec![
-        s(
+        tool(
             "retorna_dados_do_endereco_for_cep_brazil",
             text_prop("cepnumber"),
             &["cepnumber"],
         ),
-        s(
+        tool(
             "api_tracking_for_pack_send",
             text_prop("reference"),
             &["reference"],
         ),
-        s(
+        tool(
             "track_package_for_pridnestrovie_post",
             text_prop("tracking"),
             &["tracking"],
@@ -2852,7 +2857,7 @@ fn prose_from_the_eleventh_consumed_part() {
     );
     // Claude 3: what it can do, announced with a colon as its last words; not when the
     // answer goes on.
-    let calc = vec![s("calculator", text_prop("expression"), &["expression"])];
+    let calc = vec![tool("calculator", text_prop("expression"), &["expression"])];
     assert_eq!(
         calls_in(
             None,
@@ -2868,7 +2873,7 @@ fn prose_from_the_eleventh_consumed_part() {
         assert!(calls_in(None, Some(refused), &calc).is_empty(), "{refused}");
     }
     // Claude 3's thinking: ready to call, with the value it stated.
-    let wolfram = vec![s(
+    let wolfram = vec![tool(
         "wolfram_alpha",
         text_prop("search_query"),
         &["search_query"],
@@ -2956,19 +2961,16 @@ fn gerunds_in_any_script_do_not_break_the_parser() {
 
 #[test]
 fn formats_and_prose_from_the_twelfth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
     let none = || json!({});
     // DSPy's ReAct fields: the tool's name and its JSON arguments; `finish` ends the run.
     let flights = vec![
-        s("get_user_info", text_prop("name"), &["name"]),
-        s(
+        tool("get_user_info", text_prop("name"), &["name"]),
+        tool(
             "fetch_flight_info",
             json!({"origin": {"type": "string"}, "destination": {"type": "string"}}),
             &["origin"],
         ),
-        s("finish", none(), &[]),
+        tool("finish", none(), &[]),
     ];
     let dspy = |thought: &str, name: &str, args: &str| {
         format!("[[ ## next_thought ## ]]\n{thought}\n\n[[ ## next_tool_name ## ]]\n{name}\n\n[[ ## next_tool_args ## ]]\n{args}\n\n[[ ## completed ## ]]")
@@ -3002,7 +3004,7 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
 
     // After the thinking, a question to the user or a signed-off answer: the model
     // answered instead of calling, however short.
-    let temp = vec![s("get_weather", text_prop("location"), &["location"])];
+    let temp = vec![tool("get_weather", text_prop("location"), &["location"])];
     let think = "<think>\nThe user wants the weather. I need to call the get_weather function, but the user gave no location.\n</think>\n\n";
     for answered in [
         "Could you please specify the location you'd like the weather for?",
@@ -3041,7 +3043,7 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
         ),
         vec![("get_weather".to_string(), json!({"location": "Oslo"}))]
     );
-    let concept = vec![s("fetch_concept", text_prop("concept"), &["concept"])];
+    let concept = vec![tool("fetch_concept", text_prop("concept"), &["concept"])];
     assert_eq!(
         calls_in(
             None,
@@ -3053,7 +3055,7 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
 
     // Handoffs to agents: the agent's noun picks the tool.
     let agents = vec![
-        s("research", text_prop("query"), &["query"]),
+        tool("research", text_prop("query"), &["query"]),
         ToolSpec::new(
             "transfer_to_summarizer",
             "Handoff to the Summarizer agent.",
@@ -3082,8 +3084,8 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
 
     // "use the available tools" / "two separate functions" with two tools offered.
     let pair = vec![
-        s("get_weather", text_prop("location"), &["location"]),
-        s("get_time", text_prop("location"), &["location"]),
+        tool("get_weather", text_prop("location"), &["location"]),
+        tool("get_time", text_prop("location"), &["location"]),
     ];
     for both in [
         "I'd be happy to help with both the weather in New York and the time there. Let's use the available tools to get this information for you.",
@@ -3100,7 +3102,7 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
     .is_empty());
 
     // One call per name listed just before "each of these".
-    let forecast = vec![s(
+    let forecast = vec![tool(
         "get_current_weather",
         text_prop("location"),
         &["location"],
@@ -3120,9 +3122,9 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
     // SQL agents: a plural noun, a pronoun for the noun just named, a gerund after
     // "move on to".
     let sql = vec![
-        s("list_tables", none(), &[]),
-        s("describe_table", text_prop("table_name"), &["table_name"]),
-        s("run_query", text_prop("sql"), &["sql"]),
+        tool("list_tables", none(), &[]),
+        tool("describe_table", text_prop("table_name"), &["table_name"]),
+        tool("run_query", text_prop("sql"), &["sql"]),
     ];
     for (text, want) in [
         (
@@ -3156,8 +3158,8 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
     // The words of a name beside its concept tell one search from another, and the place
     // searched is not the query.
     let searches = vec![
-        s("DocumentSearchTool", text_prop("query"), &["query"]),
-        s(
+        tool("DocumentSearchTool", text_prop("query"), &["query"]),
+        tool(
             "Search the internet",
             text_prop("search_query"),
             &["search_query"],
@@ -3190,7 +3192,7 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
 
     // The progressive reports what is being done; a progressive that is not the model's
     // is no call.
-    let weather = vec![s("get_weather", text_prop("city"), &["city"])];
+    let weather = vec![tool("get_weather", text_prop("city"), &["city"])];
     assert_eq!(
         calls_in(
             None,
@@ -3214,8 +3216,8 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
 
     // Between tools the words fit equally, the one whose argument the text states.
     let orders = vec![
-        s("get_order_by_id", text_prop("order_id"), &["order_id"]),
-        s(
+        tool("get_order_by_id", text_prop("order_id"), &["order_id"]),
+        tool(
             "get_customer_orders",
             text_prop("customer_id"),
             &["customer_id"],
@@ -3244,9 +3246,6 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
 
 #[test]
 fn plans_handoffs_and_nouns_from_the_thirteenth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
     let none = || json!({});
     let names = |text: &str, tools: &[ToolSpec]| -> Vec<String> {
         calls_in(None, Some(text), tools)
@@ -3257,9 +3256,9 @@ fn plans_handoffs_and_nouns_from_the_thirteenth_consumed_part() {
     // A plan in steps: a step after "then" whose arguments the text does not state waits
     // on the one before; a step with its own arguments does not.
     let sql = vec![
-        s("sql_db_query", text_prop("query"), &["query"]),
-        s("sql_db_schema", text_prop("table_names"), &["table_names"]),
-        s("sql_db_list_tables", none(), &[]),
+        tool("sql_db_query", text_prop("query"), &["query"]),
+        tool("sql_db_schema", text_prop("table_names"), &["table_names"]),
+        tool("sql_db_list_tables", none(), &[]),
     ];
     assert_eq!(
         names("I will first list the tables in the database, then I will query the schema of the most relevant tables.", &sql),
@@ -3279,8 +3278,8 @@ fn plans_handoffs_and_nouns_from_the_thirteenth_consumed_part() {
         2
     );
     let web = vec![
-        s("web_search", text_prop("query"), &["query"]),
-        s("read", text_prop("path"), &["path"]),
+        tool("web_search", text_prop("query"), &["query"]),
+        tool("read", text_prop("path"), &["path"]),
     ];
     assert_eq!(
         calls_in(None, Some("First we should search the web for \"gateway protocol\". After that we'll read docs/protocol.md."), &web),
@@ -3297,12 +3296,12 @@ fn plans_handoffs_and_nouns_from_the_thirteenth_consumed_part() {
 
     // The action named as a noun after "proceed with the".
     let airline = vec![
-        s(
+        tool(
             "cancel_reservation",
             text_prop("reservation_id"),
             &["reservation_id"],
         ),
-        s(
+        tool(
             "get_reservation_details",
             text_prop("reservation_id"),
             &["reservation_id"],
@@ -3329,7 +3328,7 @@ fn plans_handoffs_and_nouns_from_the_thirteenth_consumed_part() {
             "Launch a new agent to handle a task.",
             obj(text_prop("prompt"), &["prompt"]),
         ),
-        s("mcp__local__fetch_weather", text_prop("city"), &["city"]),
+        tool("mcp__local__fetch_weather", text_prop("city"), &["city"]),
     ];
     assert_eq!(
         names(
@@ -3351,8 +3350,8 @@ fn plans_handoffs_and_nouns_from_the_thirteenth_consumed_part() {
 
     // Calendars: an appointment is an event; checking the calendar lists it.
     let calendar = vec![
-        s("list_calendar_events", text_prop("date"), &["date"]),
-        s(
+        tool("list_calendar_events", text_prop("date"), &["date"]),
+        tool(
             "create_calendar_event",
             json!({"start": {"type": "string"}, "duration": {"type": "integer"}}),
             &["start"],
@@ -3376,12 +3375,9 @@ fn plans_handoffs_and_nouns_from_the_thirteenth_consumed_part() {
 
 #[test]
 fn formats_and_offers_from_the_fourteenth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
     let weather = vec![
-        s("get_weather", text_prop("location"), &["location"]),
-        s("tell_joke", json!({}), &[]),
+        tool("get_weather", text_prop("location"), &["location"]),
+        tool("tell_joke", json!({}), &[]),
     ];
     let paris = vec![(
         "get_weather".to_string(),
@@ -3415,7 +3411,7 @@ fn formats_and_offers_from_the_fourteenth_consumed_part() {
 
     // ModelScope-Agent: `{"api_name", "parameters"}` between think tokens, which leave
     // the text with the call.
-    let speech = vec![s(
+    let speech = vec![tool(
         "modelscope_speech-generation",
         json!({"input": {"type": "string"}, "gender": {"type": "string"}}),
         &["input"],
@@ -3442,7 +3438,7 @@ fn formats_and_offers_from_the_fourteenth_consumed_part() {
     .is_empty());
 
     // Arithmetic written as a JSON value is worked out; text inside strings is left alone.
-    let hypot = vec![s(
+    let hypot = vec![tool(
         "math.hypot",
         json!({"x": {"type": "number"}, "y": {"type": "number"}, "note": {"type": "string"}}),
         &["x", "y"],
@@ -3482,7 +3478,7 @@ fn formats_and_offers_from_the_fourteenth_consumed_part() {
     );
 
     // An offer to the reader ("if you'd like") is no call; the same words without it are.
-    let one = vec![s("get_weather", text_prop("location"), &["location"])];
+    let one = vec![tool("get_weather", text_prop("location"), &["location"])];
     assert!(calls_in(None, Some("I can't tell jokes right now, but I can help you find the weather in your area if you'd like!"), &one).is_empty());
     assert_eq!(
         calls_in(None, Some("Let me find the weather in Oslo."), &one),
@@ -3490,7 +3486,7 @@ fn formats_and_offers_from_the_fourteenth_consumed_part() {
     );
 
     // "Invoice #382" is the invoice's id; a date's numbers are no arguments.
-    let employee = vec![s(
+    let employee = vec![tool(
         "get_employee_by_invoice_and_customer",
         json!({"invoice_id": {"type": "integer"}, "customer_id": {"type": "integer"}}),
         &["invoice_id", "customer_id"],
@@ -3518,8 +3514,8 @@ fn formats_and_offers_from_the_fourteenth_consumed_part() {
 
     // "using both available tools" with two tools: both, though the verb fits one.
     let halves = vec![
-        s("read_file_head", text_prop("path"), &["path"]),
-        s("read_file_tail", text_prop("path"), &["path"]),
+        tool("read_file_head", text_prop("path"), &["path"]),
+        tool("read_file_tail", text_prop("path"), &["path"]),
     ];
     assert_eq!(
         calls_in(
@@ -3536,18 +3532,15 @@ fn formats_and_offers_from_the_fourteenth_consumed_part() {
 
 #[test]
 fn call_lines_and_instruments_from_the_fifteenth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
     // Lines that are nothing but pythonic calls, after prose or a heading, bold or in
     // backticks (BFCL dumps).
     let bird = vec![
-        s(
+        tool(
             "identify_bird",
             json!({"color": {"type": "string"}, "size": {"type": "string"}}),
             &["color"],
         ),
-        s(
+        tool(
             "concert.find_details",
             json!({"artist": {"type": "string"}, "month": {"type": "string"}}),
             &["artist"],
@@ -3588,8 +3581,8 @@ fn call_lines_and_instruments_from_the_fifteenth_consumed_part() {
 
     // The tool named as the instrument, not the one the verb suggests.
     let research = vec![
-        s("web_search", text_prop("query"), &["query"]),
-        s("arxiv", text_prop("query"), &["query"]),
+        tool("web_search", text_prop("query"), &["query"]),
+        tool("arxiv", text_prop("query"), &["query"]),
     ];
     assert_eq!(
         calls_in(None, Some("Thought: I will now search for scientific papers related to alien life using the arxiv tool."), &research)
@@ -3613,7 +3606,7 @@ fn call_lines_and_instruments_from_the_fifteenth_consumed_part() {
     );
 
     // "the need to" is a noun: what the question implies is no commitment.
-    let nearby = vec![s(
+    let nearby = vec![tool(
         "restaurant.find_nearby",
         json!({"location": {"type": "string"}, "dietary_preference": {"type": "string"}}),
         &["location"],
@@ -3621,7 +3614,7 @@ fn call_lines_and_instruments_from_the_fifteenth_consumed_part() {
     assert!(calls_in(None, Some("The user question implies the need to find nearby restaurants with a specific dietary preference, which in this case is \"Vegan\"."), &nearby).is_empty());
 
     // A count before a numeric property's name; not for a text property.
-    let hotel = vec![s(
+    let hotel = vec![tool(
         "create_reservation",
         json!({"guests": {"type": "integer"}, "rooms": {"type": "string"}}),
         &["guests"],
@@ -3632,7 +3625,7 @@ fn call_lines_and_instruments_from_the_fifteenth_consumed_part() {
     );
 
     // `{"tool_call": {"action": NAME, "parameters": {…}}}` in a `tool_code` fence.
-    let cars = vec![s(
+    let cars = vec![tool(
         "search_vehicles",
         json!({"vehicle_type": {"type": "string"}, "max_price": {"type": "number"}}),
         &[],
@@ -3645,11 +3638,8 @@ fn call_lines_and_instruments_from_the_fifteenth_consumed_part() {
 
 #[test]
 fn agent_formats_from_the_sixteenth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
     // MINT: the tool's call inside `<execute>` code, `print` around it ignored.
-    let wiki = vec![s("wikipedia_search", text_prop("query"), &["query"])];
+    let wiki = vec![tool("wikipedia_search", text_prop("query"), &["query"])];
     assert_eq!(
         calls_in(None, Some("Assistant:\n<thought> I'm going to search for John Ericsson's death date. </thought>\n<execute> print(wikipedia_search('John Ericsson')) </execute>"), &wiki),
         vec![("wikipedia_search".to_string(), json!({"query": "John Ericsson"}))]
@@ -3663,12 +3653,12 @@ fn agent_formats_from_the_sixteenth_consumed_part() {
 
     // AutoGPT: the `command` object; a `command` string stays an exec tool's argument.
     let autogpt = vec![
-        s(
+        tool(
             "browse_website",
             json!({"url": {"type": "string"}, "question": {"type": "string"}}),
             &["url"],
         ),
-        s("exec", text_prop("command"), &["command"]),
+        tool("exec", text_prop("command"), &["command"]),
     ];
     assert_eq!(
         calls_in(None, Some("{\n  \"thoughts\": {\"text\": \"I will use the browse_website command.\", \"plan\": \"- browse\"},\n  \"command\": {\"name\": \"browse_website\", \"args\": {\"url\": \"http://books.toscrape.com/\", \"question\": \"What is the price?\"}}\n}"), &autogpt),
@@ -3686,8 +3676,8 @@ fn agent_formats_from_the_sixteenth_consumed_part() {
     // WebShop: the whole answer `NAME[argument]` for an offered tool; not inside prose,
     // not for a name that is not offered.
     let shop = vec![
-        s("search", text_prop("query"), &["query"]),
-        s("click", text_prop("element"), &["element"]),
+        tool("search", text_prop("query"), &["query"]),
+        tool("click", text_prop("element"), &["element"]),
     ];
     assert_eq!(
         calls_in(None, Some("search[kids toothbrush 6 to 12]"), &shop),
@@ -3704,8 +3694,8 @@ fn agent_formats_from_the_sixteenth_consumed_part() {
 
     // AutoCodeRover: list items that open with a call in backticks, explained after it.
     let acr = vec![
-        s("search_class", text_prop("class_name"), &["class_name"]),
-        s(
+        tool("search_class", text_prop("class_name"), &["class_name"]),
+        tool(
             "search_method_in_class",
             json!({"method_name": {"type": "string"}, "class_name": {"type": "string"}}),
             &["method_name", "class_name"],
@@ -3735,14 +3725,10 @@ fn agent_formats_from_the_sixteenth_consumed_part() {
 
 #[test]
 fn closings_ids_and_tags_from_the_seventeenth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
-
     // A closing "let me do that": the tool the text before names, else the only one.
     let time_and_kb = vec![
-        s("current_time", text_prop("timezone"), &[]),
-        s("weather", json!({}), &[]),
+        tool("current_time", text_prop("timezone"), &[]),
+        tool("weather", json!({}), &[]),
     ];
     assert_eq!(
         calls_in(
@@ -3797,7 +3783,7 @@ fn closings_ids_and_tags_from_the_seventeenth_consumed_part() {
         &time_and_kb
     )
     .is_empty());
-    let calc = vec![s("calculator", text_prop("expression"), &["expression"])];
+    let calc = vec![tool("calculator", text_prop("expression"), &["expression"])];
     assert!(calls_in(
         None,
         Some("Recipes with leeks! Let me search for some options."),
@@ -3806,7 +3792,7 @@ fn closings_ids_and_tags_from_the_seventeenth_consumed_part() {
     .is_empty());
 
     // A text that ends by asking the user: what it planned waits on the answer.
-    let maps = vec![s(
+    let maps = vec![tool(
         "maps_shortest_path",
         json!({"start_location": {"type": "string"}, "end_location": {"type": "string"}}),
         &["start_location", "end_location"],
@@ -3821,12 +3807,12 @@ fn closings_ids_and_tags_from_the_seventeenth_consumed_part() {
 
     // A bare "ID" is the id of the one thing the tool takes an id of.
     let hotel = vec![
-        s(
+        tool(
             "retrieve_hotel_booking",
             json!({"booking_id": {"type": "integer"}}),
             &["booking_id"],
         ),
-        s(
+        tool(
             "cancel_hotel_booking",
             json!({"booking_id": {"type": "integer"}}),
             &["booking_id"],
@@ -3837,7 +3823,7 @@ fn closings_ids_and_tags_from_the_seventeenth_consumed_part() {
         vec![("cancel_hotel_booking".to_string(), json!({"booking_id": 193}))]
     );
     // (Another thing's id is not the booking's; two id properties leave it unsure.)
-    let two_ids = vec![s(
+    let two_ids = vec![tool(
         "move_booking",
         json!({"booking_id": {"type": "integer"}, "room_id": {"type": "integer"}}),
         &["booking_id", "room_id"],
@@ -3857,8 +3843,8 @@ fn closings_ids_and_tags_from_the_seventeenth_consumed_part() {
 
     // A name of several words as the object of "use".
     let assistants = vec![
-        s("structured_data_assistant", text_prop("query"), &["query"]),
-        s(
+        tool("structured_data_assistant", text_prop("query"), &["query"]),
+        tool(
             "unstructured_data_assistant",
             text_prop("query"),
             &["query"],
@@ -3877,8 +3863,8 @@ fn closings_ids_and_tags_from_the_seventeenth_consumed_part() {
 
     // ReAct's fields written as tags; `key: value` input goes to the property it names.
     let react = vec![
-        s("Search", text_prop("question"), &["question"]),
-        s("Calculator", text_prop("question"), &["question"]),
+        tool("Search", text_prop("question"), &["question"]),
+        tool("Calculator", text_prop("question"), &["question"]),
     ];
     assert_eq!(
         calls_in(None, Some("<thought>Now I need pi times the square root of 64.</thought>\n<action>Calculator</action>\n<action_input>pi * sqrt(64)</action_input>"), &react),
@@ -3896,7 +3882,7 @@ fn closings_ids_and_tags_from_the_seventeenth_consumed_part() {
     .is_empty());
 
     // Pythonic calls with an apostrophe the model did not escape.
-    let movies = vec![s(
+    let movies = vec![tool(
         "get_movie_rating",
         text_prop("movie_name"),
         &["movie_name"],
@@ -3917,12 +3903,8 @@ fn closings_ids_and_tags_from_the_seventeenth_consumed_part() {
 
 #[test]
 fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
-
     // A closing colon after a commitment: the call it announces follows.
-    let py = vec![s("execute_python", text_prop("code"), &["code"])];
+    let py = vec![tool("execute_python", text_prop("code"), &["code"])];
     assert_eq!(
         calls_in(None, Some("I'll find the largest prime below 84. To do this, I'll write code.\n\nLet me implement this:"), &py),
         vec![("execute_python".to_string(), json!({}))]
@@ -3938,9 +3920,9 @@ fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
     .is_empty());
     // Among several tools: the shell, for what a shell does and no other tool does.
     let coding = vec![
-        s("Bash", text_prop("command"), &["command"]),
-        s("Read", text_prop("file_path"), &["file_path"]),
-        s("WebSearch", text_prop("query"), &["query"]),
+        tool("Bash", text_prop("command"), &["command"]),
+        tool("Read", text_prop("file_path"), &["file_path"]),
+        tool("WebSearch", text_prop("query"), &["query"]),
     ];
     assert_eq!(
         calls_in(None, Some("Great! Now let me copy the XML file:"), &coding),
@@ -3957,8 +3939,8 @@ fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
         vec![("Bash".to_string(), json!({}))]
     );
     let with_delete = vec![
-        s("Bash", text_prop("command"), &["command"]),
-        s("delete_file", text_prop("path"), &["path"]),
+        tool("Bash", text_prop("command"), &["command"]),
+        tool("delete_file", text_prop("path"), &["path"]),
     ];
     assert_eq!(
         calls_in(
@@ -3970,7 +3952,7 @@ fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
     );
 
     // "the ruby channel": a container's name before its kind; "pull" looks things up.
-    let chat = vec![s("list_messages", text_prop("channel"), &["channel"])];
+    let chat = vec![tool("list_messages", text_prop("channel"), &["channel"])];
     assert_eq!(
         calls_in(
             None,
@@ -3989,7 +3971,7 @@ fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
     );
 
     // A value in brackets after its key; a type in brackets is no value.
-    let ids = vec![s(
+    let ids = vec![tool(
         "unique_id",
         json!({"firstName": {"type": "string"}, "lastName": {"type": "string"}}),
         &["firstName", "lastName"],
@@ -3999,14 +3981,14 @@ fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
         vec![("unique_id".to_string(), json!({"firstName": "Alex", "lastName": "Yang"}))]
     );
     // "with the city name": what the value is, not the value.
-    let weather = vec![s("get_weather", text_prop("city"), &["city"])];
+    let weather = vec![tool("get_weather", text_prop("city"), &["city"])];
     assert_eq!(
         calls_in(Some("So I need to call that function with \"New York\" as the city. I should format the JSON with the city name."), None, &weather),
         vec![("get_weather".to_string(), json!({"city": "New York"}))]
     );
 
     // A failure reported is no call; a retry of what failed is.
-    let shell = vec![s(
+    let shell = vec![tool(
         "execute_shell",
         text_prop("command_line"),
         &["command_line"],
@@ -4026,8 +4008,8 @@ fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
 
     // A JSON call shown as made, or as what it would do, is not made now.
     let stops = vec![
-        s("get_bus_stops", text_prop("route"), &[]),
-        s("get_services", text_prop("categories"), &[]),
+        tool("get_bus_stops", text_prop("route"), &[]),
+        tool("get_services", text_prop("categories"), &[]),
     ];
     assert!(calls_in(None, Some("Here are the results.\n\nThe function call was:\n```json\n{\"function_call\": {\"name\": \"get_bus_stops\", \"arguments\": {\"route\": \"55\"}}}\n```\nNo bus stops were found."), &stops).is_empty());
     assert_eq!(
@@ -4041,7 +4023,7 @@ fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
 
     // A lone key the tool does not have: a generic one (`input`) is its main argument;
     // one with a meaning of its own is not renamed to another property.
-    let two = vec![s(
+    let two = vec![tool(
         "get_bus_stops",
         json!({"route": {"type": "string"}, "geometry": {"type": "string"}}),
         &["route"],
@@ -4069,7 +4051,7 @@ fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
     );
 
     // A self-closing function tag: the call without arguments.
-    let agencies = vec![s("get_agencies", json!({}), &[])];
+    let agencies = vec![tool("get_agencies", json!({}), &[])];
     assert_eq!(
         calls_in(None, Some("<function=get_agencies />"), &agencies),
         vec![("get_agencies".to_string(), json!({}))]
@@ -4079,12 +4061,8 @@ fn colons_containers_and_past_blocks_from_the_eighteenth_consumed_part() {
 
 #[test]
 fn retries_interpreters_and_abbreviations_from_the_nineteenth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
-
     // A retry, with one tool offered: that tool again (and a place it names).
-    let rng = vec![s(
+    let rng = vec![tool(
         "RandomNumberGenerator_generate",
         json!({"decimals": {"type": "integer"}}),
         &[],
@@ -4093,7 +4071,7 @@ fn retries_interpreters_and_abbreviations_from_the_nineteenth_consumed_part() {
         calls_in(None, Some("The generated number is 0. Since you asked for 1 to 10, let's try again to ensure it falls within the range."), &rng),
         vec![("RandomNumberGenerator_generate".to_string(), json!({}))]
     );
-    let weather = vec![s("get_weather", text_prop("city"), &["city"])];
+    let weather = vec![tool("get_weather", text_prop("city"), &["city"])];
     assert_eq!(
         calls_in(None, Some("I apologize for the error. Let me try checking the weather in San Francisco again."), &weather),
         vec![("get_weather".to_string(), json!({"city": "San Francisco"}))]
@@ -4113,7 +4091,7 @@ fn retries_interpreters_and_abbreviations_from_the_nineteenth_consumed_part() {
     .is_empty());
 
     // The sentence's full stop inside the quotes is not part of the value.
-    let words = vec![s("get_number_for_word", text_prop("word"), &["word"])];
+    let words = vec![tool("get_number_for_word", text_prop("word"), &["word"])];
     assert_eq!(
         calls_in(
             None,
@@ -4134,7 +4112,7 @@ fn retries_interpreters_and_abbreviations_from_the_nineteenth_consumed_part() {
     // "the subdirectory `roast`": a bare name after a directory noun is a path; a name
     // abbreviated in the tool (`list_dir`) is spelled out in prose.
     let files = vec![
-        s("grep", text_prop("string"), &["string"]),
+        tool("grep", text_prop("string"), &["string"]),
         ToolSpec::new(
             "read_file",
             "Read a file. (If the path is a directory, list the contents.)",
@@ -4154,7 +4132,7 @@ fn retries_interpreters_and_abbreviations_from_the_nineteenth_consumed_part() {
                 &["relative_workspace_path"],
             ),
         ),
-        s("run_terminal_cmd", text_prop("command"), &["command"]),
+        tool("run_terminal_cmd", text_prop("command"), &["command"]),
     ];
     assert_eq!(
         calls_in(None, Some("Let's start by checking the project. I'll list the contents of your project directory to see if there's a `.git` folder."), &dirs),
@@ -4173,7 +4151,7 @@ fn retries_interpreters_and_abbreviations_from_the_nineteenth_consumed_part() {
     );
 
     // A python block ending the answer, for the one code interpreter offered.
-    let py = vec![s("python", text_prop("code"), &["code"])];
+    let py = vec![tool("python", text_prop("code"), &["code"])];
     assert_eq!(
         calls_in(None, Some("Let's compute 10! using Python.\n```python\nimport math\nprint(math.factorial(10))\n```"), &py),
         vec![("python".to_string(), json!({"code": "import math\nprint(math.factorial(10))"}))]
@@ -4203,7 +4181,7 @@ fn retries_interpreters_and_abbreviations_from_the_nineteenth_consumed_part() {
     .is_empty());
 
     // Pythonic tuples are lists; Qwen-Agent's ✿FUNCTION✿ / ✿ARGS✿ lines are calls.
-    let rand = vec![s(
+    let rand = vec![tool(
         "random_number_generator",
         json!({"seed": {"type": "integer"}, "range": {"type": "array"}}),
         &["seed", "range"],
@@ -4219,7 +4197,7 @@ fn retries_interpreters_and_abbreviations_from_the_nineteenth_consumed_part() {
             json!({"seed": 42, "range": [0, 100]})
         )]
     );
-    let gen = vec![s("my_image_gen", text_prop("prompt"), &["prompt"])];
+    let gen = vec![tool("my_image_gen", text_prop("prompt"), &["prompt"])];
     assert_eq!(
         calls_in(None, Some("\u{273F}FUNCTION\u{273F}: my_image_gen\n\u{273F}ARGS\u{273F}: {\"prompt\": \"a puppy on the grass\"}"), &gen),
         vec![("my_image_gen".to_string(), json!({"prompt": "a puppy on the grass"}))]
@@ -4234,16 +4212,12 @@ fn retries_interpreters_and_abbreviations_from_the_nineteenth_consumed_part() {
 
 #[test]
 fn made_things_names_and_status_lines_from_the_twentieth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
-
     // A tool that makes a thing of its own needs that thing named: "create a file" or
     // "output the word" makes no goal.
     let goals = vec![
-        s("create_goal", text_prop("goal"), &["goal"]),
-        s("get_goal", json!({}), &[]),
-        s("web_search", text_prop("query"), &["query"]),
+        tool("create_goal", text_prop("goal"), &["goal"]),
+        tool("get_goal", json!({}), &[]),
+        tool("web_search", text_prop("query"), &["query"]),
     ];
     assert!(calls_in(Some("The steps are:\n1. Create a file named `agent_loop.txt` with the content \"agent loop ready\".\n2. Output the word \"done\"."), None, &goals).is_empty());
     assert_eq!(
@@ -4258,7 +4232,7 @@ fn made_things_names_and_status_lines_from_the_twentieth_consumed_part() {
         )]
     );
     // (A kin word names it too: an appointment is a calendar event.)
-    let cal = vec![s("create_calendar_event", text_prop("time"), &[])];
+    let cal = vec![tool("create_calendar_event", text_prop("time"), &[])];
     assert_eq!(
         calls_in(None, Some("The calendar is free from 10:00. I will now create an hour-long appointment for this slot."), &cal),
         vec![("create_calendar_event".to_string(), json!({}))]
@@ -4275,12 +4249,12 @@ fn made_things_names_and_status_lines_from_the_twentieth_consumed_part() {
 
     // `named "X"` is the thing's name; an id is one token.
     let projects = vec![
-        s(
+        tool(
             "create_project",
             json!({"name": {"type": "string"}, "description": {"type": "string"}}),
             &["name"],
         ),
-        s("get_project", text_prop("id"), &["id"]),
+        tool("get_project", text_prop("id"), &["id"]),
     ];
     assert_eq!(
         calls_in(
@@ -4304,8 +4278,8 @@ fn made_things_names_and_status_lines_from_the_twentieth_consumed_part() {
 
     // A shell tool's own name is not its command.
     let codex = vec![
-        s("exec_command", text_prop("cmd"), &["cmd"]),
-        s("update_plan", text_prop("plan"), &["plan"]),
+        tool("exec_command", text_prop("cmd"), &["cmd"]),
+        tool("update_plan", text_prop("plan"), &["plan"]),
     ];
     assert_eq!(
         calls_in(Some("I will execute the three requested steps sequentially using the `exec_command` tool."), None, &codex),
@@ -4314,8 +4288,8 @@ fn made_things_names_and_status_lines_from_the_twentieth_consumed_part() {
 
     // A coding agent's status line whose work is the shell's.
     let cursor = vec![
-        s("run_terminal_cmd", text_prop("command"), &["command"]),
-        s("read_file", text_prop("target_file"), &["target_file"]),
+        tool("run_terminal_cmd", text_prop("command"), &["command"]),
+        tool("read_file", text_prop("target_file"), &["target_file"]),
     ];
     for line in [
         "Checking git history to locate the commit and determine the best way to update its author.",
@@ -4342,30 +4316,25 @@ fn made_things_names_and_status_lines_from_the_twentieth_consumed_part() {
 
 #[test]
 fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
-    let one = |name: &str, args: Value| vec![(name.to_string(), args)];
-
     // A coding agent's next step in words: the verb's kind of work picks the one tool
     // offered for it.
     let claude = vec![
-        s("Bash", text_prop("command"), &["command"]),
-        s("Read", text_prop("file_path"), &["file_path"]),
-        s(
+        tool("Bash", text_prop("command"), &["command"]),
+        tool("Read", text_prop("file_path"), &["file_path"]),
+        tool(
             "Edit",
             json!({"file_path": {"type": "string"}, "old_string": {"type": "string"},
                    "new_string": {"type": "string"}, "replace_all": {"type": "boolean"}}),
             &["file_path"],
         ),
-        s(
+        tool(
             "Write",
             json!({"file_path": {"type": "string"}, "content": {"type": "string"}}),
             &["file_path"],
         ),
-        s("Glob", text_prop("pattern"), &["pattern"]),
-        s("Grep", text_prop("pattern"), &["pattern"]),
-        s("TodoWrite", json!({"todos": {"type": "array"}}), &["todos"]),
+        tool("Glob", text_prop("pattern"), &["pattern"]),
+        tool("Grep", text_prop("pattern"), &["pattern"]),
+        tool("TodoWrite", json!({"todos": {"type": "array"}}), &["todos"]),
     ];
     let steps: &[(&str, &str, Value)] = &[
         ("Let me also check the registration and admin cogs.", "Read", json!({})),
@@ -4387,14 +4356,14 @@ fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
     for (text, tool, args) in steps {
         assert_eq!(
             calls_in(None, Some(text), &claude),
-            one(tool, args.clone()),
+            one_call(tool, args.clone()),
             "{text}"
         );
     }
     // A Codex tool set: a shell and a patch tool. The shell reads; the patch edits.
     let codex = vec![
-        s("shell_command", text_prop("command"), &["command"]),
-        s("apply_patch", text_prop("input"), &["input"]),
+        tool("shell_command", text_prop("command"), &["command"]),
+        tool("apply_patch", text_prop("input"), &["input"]),
     ];
     for (text, tool) in [
         ("**Preparing to add drawing feature**\n\nI'm opening the WeeklyWidgetProvider to understand where to draw.", "shell_command"),
@@ -4403,7 +4372,7 @@ fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
         ("我先看一下当前 `GlobalPose.code-workspace` 里怎么配置 `folders`。", "shell_command"),
         ("我准备先改两个 Python 文件。", "apply_patch"),
     ] {
-        assert_eq!(calls_in(None, Some(text), &codex), one(tool, json!({})), "{text}");
+        assert_eq!(calls_in(None, Some(text), &codex), one_call(tool, json!({})), "{text}");
     }
 
     // Not steps: the reader's, past, asked, hypothetical, the model's own words, a
@@ -4430,7 +4399,7 @@ fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
     }
     // A step that names another tool's work is that tool's to take.
     let mut with_lints = claude.clone();
-    with_lints.push(s("read_lints", json!({"paths": {"type": "array"}}), &[]));
+    with_lints.push(tool("read_lints", json!({"paths": {"type": "array"}}), &[]));
     assert!(!calls_in(
         None,
         Some("Let me check for linting issues on the modified files:"),
@@ -4441,7 +4410,7 @@ fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
     // Two tools for one kind of work leave the step open; a set that is no workbench
     // gets nothing from this rule.
     let mut two_readers = claude.clone();
-    two_readers.push(s("read_file", text_prop("path"), &["path"]));
+    two_readers.push(tool("read_file", text_prop("path"), &["path"]));
     assert!(calls_in(
         None,
         Some("Let me also check the registration and admin cogs."),
@@ -4449,8 +4418,8 @@ fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
     )
     .is_empty());
     let chat = vec![
-        s("get_weather", text_prop("location"), &["location"]),
-        s("web_search", text_prop("query"), &["query"]),
+        tool("get_weather", text_prop("location"), &["location"]),
+        tool("web_search", text_prop("query"), &["query"]),
     ];
     assert!(calls_in(
         None,
@@ -4461,8 +4430,8 @@ fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
 
     // A name of three words said as the step.
     let plan = vec![
-        s("ExitPlanMode", text_prop("plan"), &[]),
-        s("Bash", text_prop("command"), &["command"]),
+        tool("ExitPlanMode", text_prop("plan"), &[]),
+        tool("Bash", text_prop("command"), &["command"]),
     ];
     assert_eq!(
         calls_in(
@@ -4470,7 +4439,7 @@ fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
             Some("Everything is ready. Let me exit plan mode."),
             &plan
         ),
-        one("ExitPlanMode", json!({}))
+        one_call("ExitPlanMode", json!({}))
     );
     assert!(calls_in(
         None,
@@ -4481,8 +4450,8 @@ fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
 
     // The Bee agent's fields: `Tool Name:` / `Tool Caption:` / `Tool Input:`.
     let bee = vec![
-        s("RouterUpdate", text_prop("phoneNumber"), &["phoneNumber"]),
-        s(
+        tool("RouterUpdate", text_prop("phoneNumber"), &["phoneNumber"]),
+        tool(
             "WriteMail",
             json!({"phoneNumber": {"type": "string"}, "summary": {"type": "string"}}),
             &["phoneNumber"],
@@ -4491,7 +4460,7 @@ fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
     let fields = "Thought: I need to update the router software for Mary's router.\nTool Name: RouterUpdate\nTool Caption: Updating router software for Mary's router\nTool Input: {\"phoneNumber\":\"123-555-1234\"}\nTool Output: ";
     assert_eq!(
         calls_in(None, Some(fields), &bee),
-        one("RouterUpdate", json!({"phoneNumber": "123-555-1234"}))
+        one_call("RouterUpdate", json!({"phoneNumber": "123-555-1234"}))
     );
     // (A name not offered is no call; nor is the field named inside a sentence.)
     assert!(calls_in(
@@ -4510,21 +4479,16 @@ fn next_steps_and_agent_fields_from_the_twenty_first_consumed_part() {
 
 #[test]
 fn imagined_results_and_code_tags_from_the_twenty_second_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
-    let one = |name: &str, args: Value| vec![(name.to_string(), args)];
-
     // ReAct actions followed by the model's own final answer in the same text were
     // imagined: the turn ended with the answer (LangChain refuses such output).
     let calc = vec![
-        s("calculator", text_prop("expression"), &["expression"]),
-        s("web_search", text_prop("query"), &["query"]),
+        tool("calculator", text_prop("expression"), &["expression"]),
+        tool("web_search", text_prop("query"), &["query"]),
     ];
     let action = "Thought: Now I need to add 45.\n\nAction: calculator\nAction Input: 345 + 45";
     assert_eq!(
         calls_in(None, Some(action), &calc),
-        one("calculator", json!({"expression": "345 + 45"}))
+        one_call("calculator", json!({"expression": "345 + 45"}))
     );
     for tail in [
         "\nTool Result: Result: 390\n\nFinal Answer: 390",
@@ -4535,12 +4499,12 @@ fn imagined_results_and_code_tags_from_the_twenty_second_consumed_part() {
     }
     // So is a call the model narrates and then states the result of.
     let arith = vec![
-        s(
+        tool(
             "multiply",
             json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
             &["a", "b"],
         ),
-        s(
+        tool(
             "add",
             json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
             &["a", "b"],
@@ -4550,7 +4514,7 @@ fn imagined_results_and_code_tags_from_the_twenty_second_consumed_part() {
         "Let me calculate that.\n\n**Step 1:** Using the multiply function: multiply(a=3, b=12).";
     assert_eq!(
         calls_in(None, Some(narrated), &arith),
-        one("multiply", json!({"a": 3, "b": 12}))
+        one_call("multiply", json!({"a": 3, "b": 12}))
     );
     for tail in [
         "\n\n**Result:** The result of 3 * 12 is 36.",
@@ -4562,14 +4526,14 @@ fn imagined_results_and_code_tags_from_the_twenty_second_consumed_part() {
 
     // A command block written as tags (devstral's `<CODE>`), its closing tag often cut
     // by the stop sequence, for the one shell offered.
-    let bash = vec![s("bash", text_prop("command"), &["command"])];
+    let bash = vec![tool("bash", text_prop("command"), &["command"])];
     for text in [
         "Let me start by exploring the llm CLI tool.\n\n<CODE>\nllm --help",
         "Let me start by exploring the llm CLI tool.\n\n<CODE>\nllm --help\n</CODE>",
     ] {
         assert_eq!(
             calls_in(None, Some(text), &bash),
-            one("bash", json!({"command": "llm --help"})),
+            one_call("bash", json!({"command": "llm --help"})),
             "{text}"
         );
     }
@@ -4584,12 +4548,12 @@ fn imagined_results_and_code_tags_from_the_twenty_second_consumed_part() {
     // Qwen XML whose `</function>` is missing before the wrapper's closing tag, and a
     // JSON call whose arguments are under `inputs`.
     let repos = vec![
-        s("list_repos", json!({"page": {"type": "integer"}}), &[]),
-        s("search_code", text_prop("query"), &["query"]),
+        tool("list_repos", json!({"page": {"type": "integer"}}), &[]),
+        tool("search_code", text_prop("query"), &["query"]),
     ];
     assert_eq!(
         calls_in(None, Some("<function=list_repos> </tool_call>"), &repos),
-        one("list_repos", json!({}))
+        one_call("list_repos", json!({}))
     );
     assert_eq!(
         calls_in(
@@ -4597,19 +4561,19 @@ fn imagined_results_and_code_tags_from_the_twenty_second_consumed_part() {
             Some(r#"{"name": "search_code", "inputs": {"query": "TODO"}}"#),
             &repos
         ),
-        one("search_code", json!({"query": "TODO"}))
+        one_call("search_code", json!({"query": "TODO"}))
     );
 
     // "find" a fact is a search; "find them" (files) is a listing.
     let agent = vec![
-        s("read_file", text_prop("file_path"), &["file_path"]),
-        s("list_files", text_prop("path"), &[]),
-        s("run_terminal_command", text_prop("command"), &["command"]),
-        s("search", text_prop("query"), &["query"]),
+        tool("read_file", text_prop("file_path"), &["file_path"]),
+        tool("list_files", text_prop("path"), &[]),
+        tool("run_terminal_command", text_prop("command"), &["command"]),
+        tool("search", text_prop("query"), &["query"]),
     ];
     assert_eq!(
         calls_in(None, Some("Tokyo hosted the 2020 Olympics. Now I need to find New York City's population to compare the two."), &agent),
-        one("search", json!({}))
+        one_call("search", json!({}))
     );
     assert_eq!(
         calls_in(
@@ -4617,11 +4581,11 @@ fn imagined_results_and_code_tags_from_the_twenty_second_consumed_part() {
             Some("The schemas must be elsewhere. Let me find them:"),
             &agent
         ),
-        one("list_files", json!({}))
+        one_call("list_files", json!({}))
     );
 
     // A remark in brackets after a key is not its value.
-    let weather = vec![s(
+    let weather = vec![tool(
         "get_weather",
         json!({"location": {"type": "string"}, "unit": {"type": "string"}}),
         &["location"],
@@ -4632,7 +4596,7 @@ fn imagined_results_and_code_tags_from_the_twenty_second_consumed_part() {
             Some("I'll get the current weather for San Francisco, CA."),
             &weather
         ),
-        one("get_weather", json!({"location": "San Francisco, CA"}))
+        one_call("get_weather", json!({"location": "San Francisco, CA"}))
     );
     assert_eq!(
         calls_in(
@@ -4640,23 +4604,18 @@ fn imagined_results_and_code_tags_from_the_twenty_second_consumed_part() {
             Some("I'll call get_weather with the location (Paris) now."),
             &weather
         ),
-        one("get_weather", json!({"location": "Paris"}))
+        one_call("get_weather", json!({"location": "Paris"}))
     );
 }
 
 #[test]
 fn phrasal_verbs_and_bang_commands_from_the_twenty_third_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
-    let one = |name: &str, args: Value| vec![(name.to_string(), args)];
-
     // A phrasal verb in a tool's name (`HassTurnOff`), also split by its object.
     let home = vec![
-        s("HassTurnOn", json!({}), &[]),
-        s("HassTurnOff", json!({}), &[]),
-        s("HassMediaPause", json!({}), &[]),
-        s("GetLiveContext", json!({}), &[]),
+        tool("HassTurnOn", json!({}), &[]),
+        tool("HassTurnOff", json!({}), &[]),
+        tool("HassMediaPause", json!({}), &[]),
+        tool("GetLiveContext", json!({}), &[]),
     ];
     for text in [
         "I'll turn off the kitchen light for you.",
@@ -4665,7 +4624,7 @@ fn phrasal_verbs_and_bang_commands_from_the_twenty_third_consumed_part() {
     ] {
         assert_eq!(
             calls_in(None, Some(text), &home),
-            one("HassTurnOff", json!({})),
+            one_call("HassTurnOff", json!({})),
             "{text}"
         );
     }
@@ -4675,7 +4634,7 @@ fn phrasal_verbs_and_bang_commands_from_the_twenty_third_consumed_part() {
             Some("The valve is closed. I will open it to turn on the water."),
             &home
         ),
-        one("HassTurnOn", json!({}))
+        one_call("HassTurnOn", json!({}))
     );
     for text in [
         "I won't turn it off.",
@@ -4688,13 +4647,13 @@ fn phrasal_verbs_and_bang_commands_from_the_twenty_third_consumed_part() {
 
     // Mindcraft's `!command` ending the answer: an offered name, exactly.
     let bot = vec![
-        s("attack", text_prop("type"), &[]),
-        s("placeHere", text_prop("type"), &["type"]),
-        s("stats", json!({}), &[]),
+        tool("attack", text_prop("type"), &[]),
+        tool("placeHere", text_prop("type"), &["type"]),
+        tool("stats", json!({}), &[]),
     ];
     assert_eq!(
         calls_in(None, Some("!attack"), &bot),
-        one("attack", json!({}))
+        one_call("attack", json!({}))
     );
     assert_eq!(
         calls_in(
@@ -4702,7 +4661,7 @@ fn phrasal_verbs_and_bang_commands_from_the_twenty_third_consumed_part() {
             Some("Sweet! I'll build a house.  !placeHere('oak_planks')"),
             &bot
         ),
-        one("placeHere", json!({"type": "oak_planks"}))
+        one_call("placeHere", json!({"type": "oak_planks"}))
     );
     for text in [
         "Great!attack",
@@ -4716,23 +4675,23 @@ fn phrasal_verbs_and_bang_commands_from_the_twenty_third_consumed_part() {
     }
 
     // A retry of a tool of one property takes the value the failed attempt named.
-    let vocab = vec![s("addWordToVocabulary", text_prop("arg1"), &["arg1"])];
+    let vocab = vec![tool("addWordToVocabulary", text_prop("arg1"), &["arg1"])];
     assert_eq!(
         calls_in(None, Some("I encountered an issue while trying to add the word \"haben\" to your vocabulary. Let me try that again."), &vocab),
-        one("addWordToVocabulary", json!({"arg1": "haben"}))
+        one_call("addWordToVocabulary", json!({"arg1": "haben"}))
     );
 
     // More of a coding agent's steps: registering code edits, navigating is the
     // shell's, exploring files reads them.
     let claude = vec![
-        s("Bash", text_prop("command"), &["command"]),
-        s("Read", text_prop("file_path"), &["file_path"]),
-        s(
+        tool("Bash", text_prop("command"), &["command"]),
+        tool("Read", text_prop("file_path"), &["file_path"]),
+        tool(
             "Edit",
             json!({"file_path": {"type": "string"}, "old_string": {"type": "string"}}),
             &["file_path"],
         ),
-        s("Glob", text_prop("pattern"), &["pattern"]),
+        tool("Glob", text_prop("pattern"), &["pattern"]),
     ];
     for (text, tool, args) in [
         (
@@ -4758,7 +4717,7 @@ fn phrasal_verbs_and_bang_commands_from_the_twenty_third_consumed_part() {
     ] {
         assert_eq!(
             calls_in(None, Some(text), &claude),
-            one(tool, args),
+            one_call(tool, args),
             "{text}"
         );
     }
@@ -4766,20 +4725,15 @@ fn phrasal_verbs_and_bang_commands_from_the_twenty_third_consumed_part() {
 
 #[test]
 fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
-    let one = |name: &str, args: Value| vec![(name.to_string(), args)];
-
     // A smolagents step that binds a string and passes the name: the string.
     let manager = vec![
-        s("web_agent", text_prop("task"), &["task"]),
-        s("final_answer", text_prop("answer"), &["answer"]),
+        tool("web_agent", text_prop("task"), &["task"]),
+        tool("final_answer", text_prop("answer"), &["answer"]),
     ];
     let step = "Thought: I'll call the `web_agent` tool again.\nCode:\n```py\ntask_description = \"Find all US national parks\"\nweb_agent(task=task_description)\n```\n<end_code>";
     assert_eq!(
         calls_in(None, Some(step), &manager),
-        one("web_agent", json!({"task": "Find all US national parks"}))
+        one_call("web_agent", json!({"task": "Find all US national parks"}))
     );
     // (A quoted word that happens to be a bound name stays the word.)
     let quoted = step.replace(
@@ -4788,7 +4742,7 @@ fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
     );
     assert_eq!(
         calls_in(None, Some(&quoted), &manager),
-        one("web_agent", json!({"task": "task_description"}))
+        one_call("web_agent", json!({"task": "task_description"}))
     );
     // A planning step names the tools of later steps and runs nothing.
     let plan = "1. Assign the task to `web_agent` to find the parks.\n2. Use the `final_answer` tool to return the table.\n\n<end_plan>";
@@ -4796,12 +4750,12 @@ fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
 
     // A call written out for the reader, the answer signing off after it.
     let dbn = vec![
-        s(
+        tool(
             "get_range",
             json!({"dataset": {"type": "string"}, "symbol": {"type": "string"}}),
             &["dataset"],
         ),
-        s(
+        tool(
             "get_cost",
             json!({"dataset": {"type": "string"}, "symbol": {"type": "string"}}),
             &["dataset"],
@@ -4810,7 +4764,7 @@ fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
     let shown = "We will use the trades schema. I'll run the query now: get_range(dataset=\"XNAS.ITCH\", symbol=\"QQQ\")";
     assert_eq!(
         calls_in(None, Some(shown), &dbn),
-        one(
+        one_call(
             "get_range",
             json!({"dataset": "XNAS.ITCH", "symbol": "QQQ"})
         )
@@ -4821,20 +4775,20 @@ fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
 
     // A coding agent's step that names another offered tool's work goes to that tool.
     let gemini = vec![
-        s("read_file", text_prop("absolute_path"), &["absolute_path"]),
-        s(
+        tool("read_file", text_prop("absolute_path"), &["absolute_path"]),
+        tool(
             "replace",
             json!({"file_path": {"type": "string"}, "old_string": {"type": "string"}}),
             &["file_path"],
         ),
-        s("glob", text_prop("pattern"), &["pattern"]),
-        s("run_shell_command", text_prop("command"), &["command"]),
-        s(
+        tool("glob", text_prop("pattern"), &["pattern"]),
+        tool("run_shell_command", text_prop("command"), &["command"]),
+        tool(
             "todo_write",
             json!({"todos": {"type": "array"}}),
             &["todos"],
         ),
-        s("read_lints", json!({"paths": {"type": "array"}}), &[]),
+        tool("read_lints", json!({"paths": {"type": "array"}}), &[]),
     ];
     for (text, tool) in [
         (
@@ -4853,7 +4807,7 @@ fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
     ] {
         assert_eq!(
             calls_in(None, Some(text), &gemini),
-            one(tool, json!({})),
+            one_call(tool, json!({})),
             "{text}"
         );
     }
@@ -4867,16 +4821,16 @@ fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
 
     // Chinese nouns of a look-up tool's name.
     let bot = vec![
-        s(
+        tool(
             "get_message_history",
             json!({"count": {"type": "integer"}}),
             &[],
         ),
-        s("web_search", text_prop("query"), &["query"]),
+        tool("web_search", text_prop("query"), &["query"]),
     ];
     assert_eq!(
         calls_in(None, Some("让我查看一下历史消息。"), &bot),
-        one("get_message_history", json!({}))
+        one_call("get_message_history", json!({}))
     );
     assert!(calls_in(None, Some("我已经查看过历史消息了。"), &bot).is_empty());
 
@@ -4892,7 +4846,7 @@ fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
             Some("I need to check if there's any overlap or duplicates."),
             &sqlite
         ),
-        one("read_query", json!({}))
+        one_call("read_query", json!({}))
     );
     assert_eq!(
         calls_in(
@@ -4900,7 +4854,7 @@ fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
             Some("I will use read_query with the query \"SELECT COUNT(*) FROM users\"."),
             &sqlite
         ),
-        one("read_query", json!({"query": "SELECT COUNT(*) FROM users"}))
+        one_call("read_query", json!({"query": "SELECT COUNT(*) FROM users"}))
     );
 }
 
@@ -4909,20 +4863,17 @@ fn bound_names_plans_and_named_steps_from_the_twenty_fourth_consumed_part() {
 /// words, the model's own words in Chinese and Portuguese, the web — none is a step.
 #[test]
 fn next_steps_refuse_what_a_review_found() {
-    let obj = |props: Value, req: &[&str]| json!({"type": "object", "properties": props, "required": req});
-    let s = |name: &str, props: Value, req: &[&str]| ToolSpec::new(name, "", obj(props, req));
-    let text_prop = |k: &str| json!({ k: {"type": "string"} });
     let claude = vec![
-        s("Bash", text_prop("command"), &["command"]),
-        s("Read", text_prop("file_path"), &["file_path"]),
-        s(
+        tool("Bash", text_prop("command"), &["command"]),
+        tool("Read", text_prop("file_path"), &["file_path"]),
+        tool(
             "Edit",
             json!({"file_path": {"type": "string"}, "old_string": {"type": "string"}}),
             &["file_path"],
         ),
-        s("Glob", text_prop("pattern"), &["pattern"]),
-        s("Grep", text_prop("pattern"), &["pattern"]),
-        s("TodoWrite", json!({"todos": {"type": "array"}}), &["todos"]),
+        tool("Glob", text_prop("pattern"), &["pattern"]),
+        tool("Grep", text_prop("pattern"), &["pattern"]),
+        tool("TodoWrite", json!({"todos": {"type": "array"}}), &["todos"]),
     ];
     for text in [
         "I've fixed the bug in the parser. Now restart the server to apply the changes.",
@@ -4971,7 +4922,7 @@ fn next_steps_refuse_what_a_review_found() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].0, "Bash");
     // A `!command` shown to the reader is theirs to type.
-    let bot = vec![s("stop", json!({}), &[]), s("stats", json!({}), &[])];
+    let bot = vec![tool("stop", json!({}), &[]), tool("stats", json!({}), &[])];
     assert!(calls_in(
         None,
         Some("To make me stop at any time, just type !stop"),

@@ -90,11 +90,9 @@ fn work_of(tool: &ToolSpec) -> Option<Work> {
         (Work::Search, &["grep", "ripgrep", "rg", "search"]),
         (Work::Read, &["read", "view", "cat", "open"]),
     ];
-    let (work, verbs) = kinds.iter().find(|(_, verbs)| has(verbs))?;
+    let (work, _) = kinds.iter().find(|(_, verbs)| has(verbs))?;
     let all_known = ws.iter().all(|w| {
-        FILE_WORDS.contains(&w.as_str())
-            || kinds.iter().any(|(_, v)| v.contains(&w.as_str()))
-            || verbs.contains(&w.as_str())
+        FILE_WORDS.contains(&w.as_str()) || kinds.iter().any(|(_, v)| v.contains(&w.as_str()))
     });
     all_known.then_some(*work)
 }
@@ -848,7 +846,8 @@ pub(super) fn next_step(
     // "Let me check for linting issues", "Let me update the todo": the step names what
     // another offered tool is for (`read_lints`, `todo_write`); that tool takes it.
     let step_words = tokens(step);
-    let mut named = tools.iter().filter(|t| work_of(t).is_none()).filter(|t| {
+    let workbench = |t: &ToolSpec| offered.iter().any(|(_, o)| std::ptr::eq(*o, t));
+    let mut named = tools.iter().filter(|t| !workbench(t)).filter(|t| {
         name_words(&t.name)
             .iter()
             // (Its nouns: `delete_file`'s verb is the shell's too.)
