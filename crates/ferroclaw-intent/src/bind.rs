@@ -93,6 +93,16 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             {
                 continue;
             }
+            // ("the entire content of 'numbers.txt'": the file the content is in.)
+            let of_file = std::ptr::eq(re, &*KEY_AS_QUOTED)
+                && text[k.end()..v.start()].trim() == "of"
+                && looks_like_file(v.as_str().trim_matches(['"', '\'']))
+                && !["file", "path", "name", "url"]
+                    .iter()
+                    .any(|f| prop.to_ascii_lowercase().contains(f));
+            if of_file {
+                continue;
+            }
             // ("a US location (CA is California)": a remark in brackets, not the value.)
             let bracketed = std::ptr::eq(re, &*KEY_PAREN);
             if bracketed
@@ -102,7 +112,14 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             {
                 continue;
             }
-            if let Some(value) = value_of(v.as_str()) {
+            // (`final_price 19.99`: an identifier's pattern stops at the decimal point.)
+            let raw = match decimals_after(text, v.end()) {
+                Some(end) if v.as_str().bytes().all(|b| b.is_ascii_digit()) => {
+                    &text[v.start()..end]
+                }
+                _ => v.as_str(),
+            };
+            if let Some(value) = value_of(raw) {
                 found.push((v.start(), prop, value));
             }
         }
@@ -432,6 +449,24 @@ static KEY_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
         r#"\b{KEY}\s+("[^"\n]{{1,200}}"|'[^'\n]{{1,200}}')"#
     ))
 });
+
+/// `numbers.txt`, `src/app.py`: one token with a file extension.
+fn looks_like_file(s: &str) -> bool {
+    !s.contains(char::is_whitespace)
+        && s.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty()
+                && (1..=5).contains(&ext.len())
+                && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+                && ext.bytes().any(|b| b.is_ascii_alphabetic())
+        })
+}
+
+/// Where a number's decimals end, when `.` and digits follow `at`.
+fn decimals_after(text: &str, at: usize) -> Option<usize> {
+    let rest = text.get(at..)?.strip_prefix('.')?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    (digits > 0).then_some(at + 1 + digits)
+}
 
 fn value_of(raw: &str) -> Option<Value> {
     let t = raw.trim().trim_end_matches(['.', ',']);

@@ -2814,6 +2814,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         workbench::next_step(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
+        workbench::ask_step(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
         value_for_property(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
@@ -2831,6 +2834,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     fill_bindings(text, tools, &mut out.calls);
     repeat_calls(text, tools, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
+    drop_own_name_words(text, tools, &mut out.calls);
     merge_subsets(&mut out.calls);
     keep_strongest_per_tool(&mut out.calls);
     bracketed_markup(text, &mut out);
@@ -3195,8 +3199,9 @@ fn drop_purposes(text: &str, calls: &mut Vec<ParsedCall>) {
             && phrase_just_before(text, c.span.start, &["to"]);
         !purpose
             || !spans.iter().any(|(r, name)| {
+                // (The other call's span may run on over this one's words.)
                 *name != c.name
-                    && r.end <= c.span.start
+                    && r.start < c.span.start
                     && sentence_around(text, r).end >= c.span.start
             })
     });
@@ -3329,6 +3334,29 @@ fn sql_shaped(s: &str) -> bool {
 }
 
 /// The schema's type for `key` can hold `v`.
+/// "Let me ask for clarification." with `ask_clarification`: a word of the tool's own
+/// name says which tool, not what it is given (unless quoted as the value: "the
+/// test_tool with the value "test"").
+fn drop_own_name_words(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
+    for c in calls.iter_mut() {
+        let Some(tool) = tools.iter().find(|t| t.name == c.name) else {
+            continue;
+        };
+        let Some(args) = c.arguments.as_object_mut() else {
+            continue;
+        };
+        let name_words = crate::schema::name_words(&tool.name);
+        args.retain(|_, v| {
+            let Some(s) = v.as_str() else { return true };
+            let s = s.trim();
+            let quoted = ['"', '\'', '`', '\u{201C}']
+                .iter()
+                .any(|q| text.contains(&format!("{q}{s}")));
+            quoted || !name_words.contains(&s.to_lowercase())
+        });
+    }
+}
+
 fn fits(tool: &ToolSpec, key: &str, v: &Value) -> bool {
     match tool.prop_type(key) {
         Some("boolean") => v.is_boolean(),
@@ -4308,7 +4336,7 @@ fn build_calls(
         let named = if tr.by_name {
             named_as_tool(text, tr, sent)
         } else {
-            named_by_nouns(text, tr, p, clause, sent) || sole_verb_committed(text, tr, sent)
+            named_by_nouns(text, tr, p, clause, sent) || sole_verb_committed(text, tr, p.kind, sent)
         };
         if !named {
             return None;
@@ -4512,15 +4540,28 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
     identifier || marked || committed || cjk || alone || last_words
 }
 
+/// What a tool that takes a URL fetches.
+const WEB_THINGS: &[&str] = &[
+    "page", "pages", "site", "website", "webpage", "article", "articles", "episode", "post",
+    "link", "url", "homepage", "blog",
+];
+
 /// "I'll search for quarterly reports for you." with `search_files` the only tool that
 /// searches: the verb no other offered tool has, right after a first-person commitment,
 /// and what it looks for.
-fn sole_verb_committed(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
-    // "search for …", "look for …": what is sought follows (not "update all usages").
-    let sought = words(&text[tr.end.min(sent.end)..sent.end])
-        .first()
-        .is_some_and(|w| w == "for");
-    if !tr.sole || !sought {
+fn sole_verb_committed(text: &str, tr: &Trigger, kind: Kind, sent: &Range<usize>) -> bool {
+    // "search for …", "look for …": what is sought follows (not "update all usages");
+    // "fetch the podcast pages": a page of the web, for a tool that takes its URL.
+    // (Other tools may share a look-up verb; a page is only what a URL tool fetches.)
+    let after = words(&text[tr.end.min(sent.end)..sent.end]);
+    let sought = tr.sole && after.first().is_some_and(|w| w == "for");
+    let page = kind == Kind::Url
+        && tr.own
+        && after
+            .iter()
+            .take(6)
+            .any(|w| WEB_THINGS.contains(&w.as_str()));
+    if !(sought || page) {
         return false;
     }
     let start = toks_start(tr, text);

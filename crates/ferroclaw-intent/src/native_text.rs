@@ -624,7 +624,8 @@ fn gemma_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usiz
     for (open, close, quote) in GEMMA_BLOCKS {
         let mut blocks = Block::new(text, &[close], &[open]);
         each_block(text, open, &mut blocks, taken, |body, span| {
-            gemma_call(&text[body], quote)
+            gemma_call(&text[body.clone()], quote)
+                .or_else(|| bare_call_name(&text[body]).map(|n| (n, Value::Object(Map::new()))))
                 .is_some_and(|(name, args)| push(out, name, args, MARKED, span, tools, cfg))
         });
     }
@@ -665,6 +666,22 @@ fn gemma_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usiz
             }
         }
     }
+}
+
+/// `<start_function_call>create_calendar_event\n<end_of_turn>`: a small model's call
+/// block holding only the name (with or without `call:`), its arguments never written.
+fn bare_call_name(body: &str) -> Option<&str> {
+    let body = body.trim();
+    let body = body.strip_prefix("call:").unwrap_or(body);
+    let end = body.find('<').unwrap_or(body.len());
+    let name = body[..end].trim();
+    let rest = body[end..].trim();
+    let only_tokens = rest.is_empty() || (rest.starts_with('<') && rest.ends_with('>'));
+    let identifier = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    (identifier && only_tokens && !rest.contains('\n')).then_some(name)
 }
 
 /// `call:NAME{…}` or `call:NAME(…)`: the name and the arguments.
@@ -1639,7 +1656,21 @@ fn shell_fence_answer(
     let fenced = t
         .strip_suffix("```")
         .and_then(|b| b.rfind("```").map(|o| (o, &b[o + 3..])));
+    // (A fence left open: the harness's stop sequence cut the answer where the code
+    // ended, as lagent's `\n```\n` does; a block written for a reader is closed.)
+    let cut_open = || {
+        let o = t.rfind("```")?;
+        let rest = &t[o + 3..];
+        let nl = rest.find('\n')?;
+        let lang = rest[..nl].trim();
+        (!lang.is_empty() && lang.bytes().all(|b| b.is_ascii_alphanumeric())).then_some((o, rest))
+    };
+    let mut stopped = false;
     let (open, lang, body) = if let Some((o, rest)) = fenced {
+        let Some(nl) = rest.find('\n') else { return };
+        (o, rest[..nl].trim().to_ascii_lowercase(), &rest[nl + 1..])
+    } else if let Some((o, rest)) = cut_open() {
+        stopped = true;
         let Some(nl) = rest.find('\n') else { return };
         (o, rest[..nl].trim().to_ascii_lowercase(), &rest[nl + 1..])
     } else if let Some((o, body)) = code_tag_block(t) {
@@ -1680,10 +1711,10 @@ fn shell_fence_answer(
         ]
         .iter()
         .any(|c| lower.contains(c));
-        if before.len() > 400
+        if before.len() > if stopped { 2000 } else { 400 }
             || before.contains("```")
             || before.contains('?')
-            || !committed
+            || !(committed || stopped)
             || crate::fuzzy::addresses_reader(&lower)
         {
             return;
@@ -1700,7 +1731,10 @@ fn shell_fence_answer(
         .filter(|t| {
             t.primary_property().is_some_and(|p| {
                 if python {
+                    // (`IPythonInteractive(command)`: an interpreter named for Python.)
                     p == "code"
+                        || (matches!(p, "command" | "script" | "input" | "source")
+                            && t.name.to_ascii_lowercase().contains("python"))
                 } else {
                     p == "command" || p == "cmd"
                 }

@@ -113,11 +113,11 @@ fn real_corpus_is_sourced_labelled_and_split() {
 }
 
 /// Floors at what the parser scored (rules alone) when this was written, so a change
-/// that loses ground fails. Development part: P 0.904 / R 0.847 (2,390 cases, twenty-four
+/// that loses ground fails. Development part: P 0.907 / R 0.852 (2,456 cases, twenty-five
 /// earlier held-out parts included). Held-out part, gathered after that tuning and scored
-/// once at its end: P 0.828 / R 0.727 (66). The aim for the held-out part is P 0.95 /
+/// once at its end: P 0.865 / R 0.744 (64). The aim for the held-out part is P 0.95 /
 /// R 0.90; see the corpus README.
-const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.90, 0.84), ("heldout", 0.82, 0.72)];
+const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.90, 0.85), ("heldout", 0.86, 0.74)];
 
 #[test]
 fn real_output_scores_hold() {

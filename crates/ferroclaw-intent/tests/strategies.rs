@@ -4934,3 +4934,189 @@ fn next_steps_refuse_what_a_review_found() {
         vec![("stop".to_string(), json!({}))]
     );
 }
+
+#[test]
+fn asking_steps_open_fences_and_pages_from_the_twenty_fifth_consumed_part() {
+    // A step that asks the user, with a tool for asking offered.
+    let agent = vec![
+        tool("ls", text_prop("path"), &["path"]),
+        tool("read_file", text_prop("path"), &["path"]),
+        tool("bash", text_prop("command"), &["command"]),
+        tool(
+            "ask_clarification",
+            json!({"question": {"type": "string"}, "context": {"type": "string"}}),
+            &["question"],
+        ),
+        tool("web_fetch", text_prop("url"), &["url"]),
+    ];
+    for text in [
+        "Let me ask the user which site they mean.",
+        "I'll confirm with the user first.",
+        "让我先问问用户，澄清一下需求。我需要了解网站的具体用途。",
+        // (A word of the tool's own name is no value: "clarification".)
+        "Let me ask for clarification.",
+    ] {
+        assert_eq!(
+            calls_in(Some(text), None, &agent),
+            one_call("ask_clarification", json!({})),
+            "{text}"
+        );
+    }
+    for text in [
+        // The question written out is asked in the text.
+        "Let me ask you a few questions:",
+        "Let me ask the user. Which site do you mean?",
+        "I should ask the user later.",
+        "I asked the user already.",
+        "I won't ask the user.",
+        "我已经问过用户了。",
+    ] {
+        assert!(calls_in(Some(text), None, &agent).is_empty(), "{text}");
+    }
+    // A directory looked into is listed; a habit promised is no step.
+    for (text, name) in [
+        (
+            "看起来这个技能路径是一个目录。让我先查看一下这个目录的内容。",
+            "ls",
+        ),
+        ("Let me check the contents of this directory.", "ls"),
+        ("Let me look at what's in the workspace.", "ls"),
+        ("Let me read the files in the src directory.", "read_file"),
+        // A page of the web, for the tool that takes its URL.
+        ("Now I need to fetch the other podcast pages.", "web_fetch"),
+    ] {
+        assert_eq!(
+            calls_in(Some(text), None, &agent),
+            one_call(name, json!({})),
+            "{text}"
+        );
+    }
+    for text in [
+        "I'll double-check my descriptions more carefully from now on.",
+        "I fetched the page.",
+        "If needed, I'll fetch the page.",
+    ] {
+        assert!(calls_in(Some(text), None, &agent).is_empty(), "{text}");
+    }
+
+    // Chinese steps: "whether" is no negation, a purpose clause telling the reader is no
+    // step of theirs; the reader's own step, a question and a negation stay none.
+    let codex = vec![
+        tool("shell_command", text_prop("command"), &["command"]),
+        tool("apply_patch", text_prop("input"), &["input"]),
+    ];
+    for text in [
+        "我现在去看 Unity 的 `DynamicsDriver` 有没有把这一步拆开。",
+        "我先看一下当前 `GlobalPose.code-workspace` 里怎么配置 `folders`，这样我可以直接告诉你该改哪一段。",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &codex),
+            one_call("shell_command", json!({})),
+            "{text}"
+        );
+    }
+    for text in [
+        "我先不看这个文件。",
+        "你先看一下这个文件，我再改。",
+        "让我看一下，你觉得呢",
+    ] {
+        assert!(calls_in(None, Some(text), &codex).is_empty(), "{text}");
+    }
+    let cursor = vec![
+        tool("read_file_v2", text_prop("path"), &["path"]),
+        tool("edit_file_v2", text_prop("path"), &["path"]),
+        tool("ripgrep_raw_search", text_prop("pattern"), &["pattern"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("让我检查一下是否有基类定义了同名方法。"),
+            &cursor
+        ),
+        one_call("ripgrep_raw_search", json!({}))
+    );
+    assert_eq!(
+        calls_in(None, Some("让我检查一下这个基类。"), &cursor),
+        one_call("read_file_v2", json!({}))
+    );
+
+    // A Python fence the stop sequence left open, for an interpreter named for Python.
+    let ipython = vec![tool(
+        "IPythonInteractive",
+        text_prop("command"),
+        &["command"],
+    )];
+    let open = "下面是Python代码实现：\n\n```python\nx = 6 * 7\nprint(x)\n";
+    assert_eq!(
+        calls_in(None, Some(open), &ipython),
+        one_call(
+            "IPythonInteractive",
+            json!({"command": "x = 6 * 7\nprint(x)"})
+        )
+    );
+    // (Closed, after words for the reader, it is shown, not run.)
+    let shown = "Here is the Python implementation:\n\n```python\nx = 6 * 7\nprint(x)\n```";
+    assert!(calls_in(None, Some(shown), &ipython).is_empty());
+    let for_you = "You can run this yourself:\n\n```python\nx = 6 * 7\n";
+    assert!(calls_in(None, Some(for_you), &ipython).is_empty());
+
+    // FunctionGemma's call block holding only the name.
+    let phone = vec![
+        tool("turn_on_flashlight", json!({}), &[]),
+        tool(
+            "create_calendar_event",
+            json!({"title": {"type": "string"}, "datetime": {"type": "string"}}),
+            &["title", "datetime"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<start_function_call>create_calendar_event\n<end_of_turn>"),
+            &phone
+        ),
+        one_call("create_calendar_event", json!({}))
+    );
+    assert!(calls_in(None, Some("<start_function_call>hello world"), &phone).is_empty());
+    assert!(calls_in(None, Some("<start_function_call>make_coffee"), &phone).is_empty());
+
+    // A decimal after its key is the whole number; a file the content is "of" is no
+    // content; a verb after "to" is the named tool's purpose.
+    let deal = vec![tool(
+        "finalize_negotiation",
+        json!({"final_price": {"type": "number"}, "package_id": {"type": "string"}}),
+        &["final_price", "package_id"],
+    )];
+    assert_eq!(
+        calls_in(
+            Some("We call finalize_negotiation with final_price 19.99, package_id premium_monthly_20."),
+            None,
+            &deal
+        ),
+        one_call(
+            "finalize_negotiation",
+            json!({"final_price": 19.99, "package_id": "premium_monthly_20"})
+        )
+    );
+    let files = vec![
+        tool("read_file", text_prop("file_path"), &["file_path"]),
+        tool(
+            "override_file",
+            json!({"file_path": {"type": "string"}, "content": {"type": "string"}}),
+            &["file_path", "content"],
+        ),
+        tool(
+            "replace_in_file",
+            json!({"file_path": {"type": "string"}, "old_lines": {"type": "string"}}),
+            &["file_path"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("We'll use the `override_file` function to replace the entire content of 'numbers.txt' with the corrected lists."),
+            &files
+        ),
+        one_call("override_file", json!({"file_path": "numbers.txt"}))
+    );
+}

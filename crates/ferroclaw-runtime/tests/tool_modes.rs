@@ -450,6 +450,12 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            // The stop sequence cut the answer where the command's fence would close.
+            "open-shell-fence",
+            "下面是命令：\n\n```bash\necho fmt-open-shell-fence\n",
+            None,
+        ),
+        (
             "qwen-xml-wrapper-closed",
             "<function=exec>{\"command\": \"echo fmt-qwen-xml-wrapper-closed\"} </tool_call>",
             None,

@@ -6,6 +6,8 @@
 //! Such texts name no tool and rarely an argument: the verb says what kind of work comes
 //! next (read, edit, write, search, list, run) and the tool is the one offered for that
 //! work. Only the text's last paragraph counts — the step the model stopped to take.
+//! Asking the user is such a step too, for the one tool offered for asking
+//! (`ask_step`).
 
 use std::sync::LazyLock;
 
@@ -169,6 +171,17 @@ const READ_THINGS: &[&str] = &[
     "classes",
     "code",
 ];
+/// Places whose contents a listing shows.
+const PLACES: &[&str] = &[
+    "directory",
+    "directories",
+    "folder",
+    "folders",
+    "dir",
+    "workspace",
+    "repo",
+    "repository",
+];
 /// Verbs of moving about a workspace, which only a shell does.
 const NAVIGATE_VERBS: &[&str] = &["navigate", "cd"];
 /// Objects of a look that only a command shows.
@@ -305,6 +318,11 @@ const WAITS_ON_READER: &[&str] = &[
     "after you",
     "get back to you",
     "if needed",
+    // A habit promised, not a step: "I'll double-check more carefully from now on."
+    "from now on",
+    "in the future",
+    "going forward",
+    "next time",
 ];
 /// A gerund that is the subject, not a status line ("Running it would …").
 const SUBJECT_OF: &[&str] = &[
@@ -421,7 +439,18 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
         .iter()
         .take(4)
         .any(|x| matches!(x.as_str(), "structure" | "layout" | "tree"));
-    if layout && READ_VERBS.contains(&v) {
+    // "check the contents of this directory", "look at what's in the workspace": a
+    // place looked into before any file of it is named.
+    let place = after
+        .iter()
+        .take(6)
+        .position(|x| PLACES.contains(&x.as_str()));
+    let file_named = after
+        .iter()
+        .take(6)
+        .position(|x| FILE_THINGS.contains(&x.as_str()) || x.contains('.'));
+    let into_place = place.is_some_and(|p| file_named.is_none_or(|f| p < f));
+    if (layout || into_place) && READ_VERBS.contains(&v) {
         return Some(Work::List);
     }
     if NAVIGATE_VERBS.contains(&v) {
@@ -540,6 +569,17 @@ const CJK_WORK: &[(&str, Work)] = &[
     ("测试", Work::Shell),
 ];
 
+/// Chinese places whose contents a listing shows (directory, folder, workspace).
+const CJK_PLACES: &[&str] = &[
+    "目录",
+    "目錄",
+    "文件夹",
+    "資料夾",
+    "工作空间",
+    "工作区",
+    "工作區",
+];
+
 /// The work a Chinese sentence commits to: its lead's first verb. Past or negated
 /// steps ("已经", "不") after the lead are none.
 fn cjk_work(sentence: &str) -> Option<Work> {
@@ -548,9 +588,28 @@ fn cjk_work(sentence: &str) -> Option<Work> {
         .filter_map(|l| sentence.find(l).map(|i| (i, i + l.len())))
         .min()?;
     let rest = &sentence[lead.1..];
-    if ["不", "没", "無", "无需", "别", "无法", "已经", "已經", "你"]
+    // The step's own clause: what follows a comma may be its purpose ("，这样我可以直接
+    // 告诉你该改哪一段"); "有没有" / "是否" ask whether, they negate nothing.
+    let clause = &rest[..rest.find(['，', ',', '；']).unwrap_or(rest.len())];
+    let clause = clause
+        .replace("有没有", "")
+        .replace("是不是", "")
+        .replace("要不要", "");
+    // (The reader is told, not asked: "告诉你", "给你".)
+    let to_reader = rest
+        .replace("告诉你", "")
+        .replace("告訴你", "")
+        .replace("给你", "")
+        .replace("為你", "")
+        .replace("为你", "");
+    if ["不", "没", "無", "无需", "别", "无法", "已经", "已經"]
         .iter()
-        .any(|n| rest.contains(n))
+        .any(|n| clause.contains(n))
+        || to_reader.contains('你')
+        || sentence[..lead.0].contains('你')
+        || rest
+            .trim_end_matches(['。', '！'])
+            .ends_with(['呢', '吗', '嗎'])
     {
         return None;
     }
@@ -558,6 +617,19 @@ fn cjk_work(sentence: &str) -> Option<Work> {
         .iter()
         .filter_map(|(w, work)| rest.find(w).map(|i| (i, *work)))
         .min_by_key(|(i, _)| *i)?;
+    // "查看一下这个目录的内容": a place looked into is listed; "检查一下是否有基类定义了
+    // 同名方法": whether something is anywhere, a search.
+    let work = match work {
+        Work::Read if CJK_PLACES.iter().any(|p| rest[at..].contains(p)) => Work::List,
+        Work::Read
+            if ["是否有", "有没有", "哪些地方", "哪里"]
+                .iter()
+                .any(|p| rest[at..].contains(p)) =>
+        {
+            Work::Find
+        }
+        w => w,
+    };
     // "让我总结一下修改内容": the model's own words about the work, not the work; "看起来"
     // is how a thing looks.
     let told = ["总结", "解释", "说明", "介绍", "汇报", "概括", "回答"]
@@ -914,5 +986,163 @@ pub(super) fn next_step(
         cfg,
     ) {
         out.calls.push(c);
+    }
+}
+
+/// Words an asking tool's name is made of (`ask_user`, `ask_clarification`,
+/// `ask_followup_question`, `AskUserQuestion`, `request_user_input`).
+const ASK_NAME_WORDS: &[&str] = &[
+    "ask",
+    "user",
+    "human",
+    "question",
+    "questions",
+    "clarification",
+    "clarify",
+    "followup",
+    "follow",
+    "up",
+    "for",
+    "the",
+    "tool",
+    "input",
+    "request",
+    "to",
+];
+/// What "ask" is said of when the user is asked through a tool ("ask the user which
+/// site", "ask for clarification"; not "ask you", which asks in the text itself).
+const ASKED: &[&str] = &[
+    "the",
+    "user",
+    "users",
+    "them",
+    "for",
+    "a",
+    "some",
+    "clarifying",
+    "human",
+    "which",
+    "what",
+    "whether",
+    "how",
+    "about",
+];
+/// Chinese for "the user".
+const CJK_USER: &[&str] = &["用户", "用戶", "使用者"];
+
+/// The one offered tool for asking the user something.
+fn asking_tool(tools: &[ToolSpec]) -> Option<&ToolSpec> {
+    let mut it = tools.iter().filter(|t| {
+        let ws = name_words(&t.name);
+        let asks = ws
+            .iter()
+            .any(|w| matches!(w.as_str(), "ask" | "clarification" | "clarify"))
+            || (ws.iter().any(|w| w == "request") && ws.iter().any(|w| w == "input"));
+        asks && ws.iter().all(|w| ASK_NAME_WORDS.contains(&w.as_str()))
+    });
+    match (it.next(), it.next()) {
+        (Some(t), None) => Some(t),
+        _ => None,
+    }
+}
+
+/// The model stops at asking the user, and a tool for asking is offered: "Let me ask the
+/// user which site they mean.", "I'll confirm with the user first.", "让我先问问用户，
+/// 澄清一下需求。" A question written out in the text is asked there, not through a tool.
+pub(super) fn ask_step(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    out: &mut StrategyOutput,
+) {
+    let Some(tool) = asking_tool(tools) else {
+        return;
+    };
+    // The step is a sentence of the last paragraph; what follows it says what to ask
+    // about ("我需要了解网站的具体用途。"), never the question itself.
+    let body = text.trim_end();
+    let para = body.rfind("\n\n").map_or(0, |i| i + 2);
+    if body[para..].contains(['?', '？']) {
+        return;
+    }
+    let mut at = para;
+    for (i, c) in body[para..].char_indices() {
+        let end = para + i + c.len_utf8();
+        let ends = matches!(c, '。' | '！' | '\n')
+            || (matches!(c, '.' | '!') && body[end..].starts_with(char::is_whitespace))
+            || end == body.len();
+        if !ends {
+            continue;
+        }
+        let sentence = body[at..end].trim();
+        let start = at + (body[at..end].len() - body[at..end].trim_start().len());
+        at = end;
+        if asks_user(sentence) && committed_sentence(text, start) {
+            let args = crate::bind::bindings(&body[start..], tool);
+            if let Some(c) = make_call(
+                &tool.name,
+                Value::Object(args),
+                0.55,
+                start..body.len(),
+                tools,
+                cfg,
+            ) {
+                out.calls.push(c);
+            }
+            return;
+        }
+    }
+}
+
+/// A sentence whose step is asking the user.
+fn asks_user(s: &str) -> bool {
+    let s = s
+        .trim_end_matches(['.', '!', '。', '！', '\u{2026}'])
+        .trim();
+    if s.is_empty() || s.ends_with([':', '：']) {
+        return false;
+    }
+    let lower = s.to_lowercase().replace('\u{2019}', "'");
+    if WAITS_ON_READER.iter().any(|p| lower.contains(p))
+        || ["later", "afterwards", "eventually"]
+            .iter()
+            .any(|w| super::has_phrase(&lower, w))
+    {
+        return false;
+    }
+    if s.chars().any(super::is_cjk) {
+        let Some(lead) = CJK_LEADS
+            .iter()
+            .chain(&["我需要", "需要先"])
+            .filter_map(|l| s.find(l).map(|i| i + l.len()))
+            .min()
+        else {
+            return false;
+        };
+        let rest = &s[lead..];
+        let negated = ["不", "没", "无需", "别", "无法", "已经", "已經"]
+            .iter()
+            .any(|n| rest.contains(n));
+        return !negated
+            && CJK_USER.iter().any(|u| rest.contains(u))
+            && ["问", "問", "确认", "確認", "澄清"]
+                .iter()
+                .any(|v| rest.contains(v));
+    }
+    let ws = tokens(s);
+    let capital = s.starts_with(char::is_uppercase);
+    let Some(v) = step_verb(&ws, capital, false) else {
+        return false;
+    };
+    let next = ws.get(v + 1).map_or("", String::as_str);
+    let with_user = ws[v + 1..]
+        .windows(2)
+        .take(3)
+        .any(|p| p[0] == "with" && matches!(p[1].as_str(), "the" | "user"))
+        && ws[v + 1..].iter().any(|w| w == "user");
+    match ws[v].as_str() {
+        "ask" => ASKED.contains(&next),
+        "clarify" | "confirm" | "check" | "verify" => with_user,
+        _ => false,
     }
 }
