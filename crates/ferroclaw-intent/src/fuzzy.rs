@@ -1142,8 +1142,30 @@ const CJK_VERBS: &[(&str, &str)] = &[
     ("抓取", "fetch"),
 ];
 
+/// Chinese verbs and the English words a tool's name says them with.
+const CJK_NAME_VERBS: &[(&str, &[&str])] = &[
+    (
+        "计算",
+        &[
+            "calculator",
+            "calculate",
+            "calc",
+            "compute",
+            "math",
+            "calculation",
+        ],
+    ),
+    ("翻译", &["translate", "translator", "translation"]),
+    ("预订", &["book", "booking", "reserve"]),
+    ("发送", &["send"]),
+];
+
 /// Chinese nouns a tool's name may hold in English.
 const CJK_NOUNS: &[(&str, &str)] = &[
+    ("信息", "info"),
+    ("订单", "order"),
+    ("航班", "flight"),
+    ("酒店", "hotel"),
     ("时间", "time"),
     ("天气", "weather"),
     ("新闻", "news"),
@@ -1207,14 +1229,33 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
             Vec::new()
         };
         by_noun.dedup_by(|a, b| a.name == b.name);
-        let tool = match (by_concept.as_slice(), by_noun.as_slice()) {
-            ([t], _) | ([], [t]) => *t,
+        // "我来帮你计算100除以5": a verb whose English is a word of one tool's name.
+        let by_word: Vec<&ToolSpec> = CJK_NAME_VERBS
+            .iter()
+            .filter_map(|(v, en)| rest.find(v).map(|i| (i, *en)))
+            .min_by_key(|(i, _)| *i)
+            .map_or_else(Vec::new, |(_, en)| {
+                tools
+                    .iter()
+                    .filter(|t| {
+                        crate::schema::name_words(&t.name)
+                            .iter()
+                            .any(|w| en.contains(&w.as_str()))
+                    })
+                    .collect()
+            });
+        let tool = match (
+            by_concept.as_slice(),
+            by_noun.as_slice(),
+            by_word.as_slice(),
+        ) {
+            ([t], _, _) | ([], [t], _) | ([], [], [t]) => *t,
             _ => continue,
         };
         let span = start + cue..start + sent.trim_end().len();
         if let Some(c) = make_call(
             &tool.name,
-            Value::Object(Map::new()),
+            Value::Object(cjk_numbers(rest, tool)),
             0.55,
             span,
             tools,
@@ -1224,6 +1265,32 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
             return;
         }
     }
+}
+
+/// "计算100除以5": the numbers of a Chinese clause, in order, for the tool's numeric
+/// required properties when there are as many (dates and times are not counted).
+fn cjk_numbers(rest: &str, tool: &ToolSpec) -> Map<String, Value> {
+    static NUMBER: LazyLock<Regex> =
+        LazyLock::new(|| ferroclaw_types::literal_regex(r"-?\d+(?:\.\d+)?"));
+    let mut args = Map::new();
+    let keys: Vec<&str> = tool
+        .required()
+        .into_iter()
+        .filter(|k| numeric_prop(tool, k))
+        .collect();
+    let nums: Vec<Value> = NUMBER
+        .find_iter(rest)
+        .filter(|m| {
+            !rest[m.end()..].starts_with(['年', '月', '日', '号', '点', '时', '分', '.', '%'])
+        })
+        .filter_map(|m| serde_json::from_str::<Value>(m.as_str()).ok())
+        .collect();
+    if keys.len() >= 2 && nums.len() == keys.len() {
+        for (k, v) in keys.into_iter().zip(nums) {
+            args.insert(k.to_string(), v);
+        }
+    }
+    args
 }
 
 fn cjk_commits(pre: &str) -> bool {
@@ -1358,7 +1425,13 @@ fn ends_asking_user(text: &str) -> bool {
         .trim_start_matches(|c: char| !c.is_alphanumeric())
         .to_lowercase()
         .replace('\u{2019}', "'");
-    let asks = last.ends_with('?') && words(&lower).iter().any(|w| w == "you" || w == "your");
+    // ("And how many people should I include?": the model asks what to do.)
+    let ws = words(&lower);
+    let asks = last.ends_with('?')
+        && (ws.iter().any(|w| w == "you" || w == "your")
+            || ws
+                .windows(2)
+                .any(|p| matches!(p[0].as_str(), "should" | "shall") && p[1] == "i"));
     asks || [
         "please provide",
         "please share",
@@ -2574,10 +2647,21 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     continue;
                 }
                 let capital = text[t.range.clone()].starts_with(char::is_uppercase);
-                let capital_inside = capital
-                    && text[sent.start..t.range.start]
-                        .trim_end()
-                        .ends_with(|c: char| c.is_alphanumeric() || matches!(c, ',' | '('));
+                // ("(Source: Google AI Blog, …)", "- Google AI Blog: https://…": a run of
+                // capitals after a label or a list's dash is a name.)
+                let label_run = capital
+                    && toks.get(k + 1).is_some_and(|n| {
+                        text[n.range.clone()].starts_with(char::is_uppercase)
+                            && text[t.range.end..n.range.start].trim().is_empty()
+                    })
+                    && text[..t.range.start]
+                        .trim_end_matches([' ', '\t'])
+                        .ends_with([':', '(', '-', '*']);
+                let capital_inside = label_run
+                    || capital
+                        && text[sent.start..t.range.start]
+                            .trim_end()
+                            .ends_with(|c: char| c.is_alphanumeric() || matches!(c, ',' | '('));
                 for (pi, p) in profs.iter().enumerate() {
                     if p.names.contains(&t.lower) {
                         trigs.push(Trigger {
@@ -2835,6 +2919,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     repeat_calls(text, tools, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
     drop_own_name_words(text, tools, &mut out.calls);
+    each_of_named(text, &mut out.calls);
     merge_subsets(&mut out.calls);
     keep_strongest_per_tool(&mut out.calls);
     bracketed_markup(text, &mut out);
@@ -3334,6 +3419,75 @@ fn sql_shaped(s: &str) -> bool {
 }
 
 /// The schema's type for `key` can hold `v`.
+static EACH_OF: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)^(?:each|every|all)\b(?:\s+(?:of\s+)?(?:these|those|the|them|four|three|two|five|\d+))*(?:\s+[a-z]+)?$",
+    )
+});
+static NAMED_LIST: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3})((?:, [A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3})*),? and ([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3})",
+    )
+});
+
+/// "four cities: New York, London, Tokyo, and Beijing. I need to use the check_weather
+/// function for each of these locations": "each of these" is the list named before, one
+/// call per name; with no such list it is no value.
+fn each_of_named(text: &str, calls: &mut Vec<ParsedCall>) {
+    let mut i = 0;
+    while i < calls.len() {
+        let Some(args) = calls[i].arguments.as_object() else {
+            i += 1;
+            continue;
+        };
+        let Some((key, _)) = args
+            .iter()
+            .find(|(_, v)| v.as_str().is_some_and(|s| EACH_OF.is_match(s.trim())))
+        else {
+            i += 1;
+            continue;
+        };
+        let key = key.clone();
+        let before = &text[..floor(text, calls[i].span.start)];
+        let names: Vec<String> = NAMED_LIST
+            .captures_iter(before)
+            .last()
+            .map(|c| {
+                let mut v = vec![c[1].to_string()];
+                v.extend(
+                    c[2].split(", ")
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string),
+                );
+                v.push(c[3].to_string());
+                // (A name ends at its sentence: "Beijing. I need …".)
+                v.into_iter()
+                    .map(|n| n.split(". ").next().unwrap_or_default().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let call = calls.remove(i);
+        if names.len() < 2 {
+            let mut c = call;
+            if let Some(a) = c.arguments.as_object_mut() {
+                a.remove(&key);
+            }
+            calls.insert(i, c);
+            i += 1;
+            continue;
+        }
+        for n in names {
+            let mut c = call.clone();
+            if let Some(a) = c.arguments.as_object_mut() {
+                a.insert(key.clone(), Value::String(n));
+            }
+            calls.insert(i, c);
+            i += 1;
+        }
+    }
+}
+
 /// "Let me ask for clarification." with `ask_clarification`: a word of the tool's own
 /// name says which tool, not what it is given (unless quoted as the value: "the
 /// test_tool with the value "test"").
@@ -3410,7 +3564,7 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
         let region = if single {
             text
         } else {
-            &text[sent_start..sent_end]
+            &text[sent_start..listed_after(text, sent_end)]
         };
         // A value stated with its property's name beats one read by position, but not
         // one the call wrote out as an object (`get_x {"k": …}`).
@@ -3427,6 +3581,34 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
             numbers_in_order(last_sentence(back), tool, args);
         }
         c.arguments = crate::schema::coerce_args(std::mem::take(&mut c.arguments), tool);
+    }
+}
+
+/// Where a list of the call's arguments that follows its sentence ends ("… use the
+/// get_coordinates function. I need:\n- address: "Beijing"\n- region: …"): after a
+/// short line ending with a colon, the dashed lines up to a blank line.
+fn listed_after(text: &str, sent_end: usize) -> usize {
+    let rest = &text[sent_end..];
+    let Some(nl) = rest.find('\n') else {
+        return sent_end;
+    };
+    let intro = rest[..nl].trim();
+    if intro.len() > 40 || !(intro.is_empty() || intro.ends_with(':')) {
+        return sent_end;
+    }
+    let start = sent_end + nl + 1;
+    let listed: usize = text[start..]
+        .split_inclusive('\n')
+        .take_while(|l| {
+            let t = l.trim_start();
+            t.starts_with("- ") || t.starts_with("* ")
+        })
+        .map(str::len)
+        .sum();
+    if listed == 0 {
+        sent_end
+    } else {
+        start + listed
     }
 }
 
@@ -4840,7 +5022,14 @@ fn merge_subsets(calls: &mut Vec<ParsedCall>) {
             ) else {
                 continue;
             };
-            if a.len() < b.len() && a.iter().all(|(k, v)| b.get(k) == Some(v)) {
+            // (Also a value the fuller call states more fully: "San Francisco" beside
+            // "San Francisco, CA" with its unit.)
+            let within =
+                |(k, v): (&String, &Value)| match (v.as_str(), b.get(k).and_then(Value::as_str)) {
+                    (Some(x), Some(y)) => y.starts_with(x),
+                    _ => b.get(k) == Some(v),
+                };
+            if a.len() < b.len() && a.iter().all(within) {
                 keep[i] = false;
             }
             // "Vancouver", then "Vancouver, Canada" as the reasoning settles it (or the

@@ -513,6 +513,14 @@ const ANSWER_MARKS: &[&str] = &[
     "**answer:**",
     "**result:**",
     "**final answer:**",
+    // The model says after the call that it ran nothing and made the results up.
+    "hypothetical result",
+    "don't have the ability to execute",
+    "do not have the ability to execute",
+    "i can't execute",
+    "i cannot execute",
+    "i'm unable to execute",
+    "i am unable to execute",
 ];
 
 /// A call the model narrated and then answered itself: its result is labelled after

@@ -95,6 +95,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         shell_fence_answer(text, tools, cfg, &mut out);
     }
+    if out.calls.is_empty() && !text.contains("```") {
+        bare_code_answer(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() && text.contains("```") {
         command_fence(text, tools, cfg, &mut out);
     }
@@ -580,6 +583,31 @@ fn json_values(text: &str, mut pos: usize, end: usize) -> Vec<Value> {
     vals
 }
 
+/// The sole tool a call without a name is for: `{"arguments": {…}}` whose keys are all
+/// that tool's properties and hold every one it requires.
+fn nameless_owner<'a, 'o>(
+    o: &'o Map<String, Value>,
+    tools: &'a [ToolSpec],
+) -> Option<(&'a ToolSpec, &'o Map<String, Value>)> {
+    let args = o
+        .get("arguments")
+        .or_else(|| o.get("parameters"))?
+        .as_object()
+        .filter(|a| !a.is_empty())?;
+    if o.len() != 1 {
+        return None;
+    }
+    let mut fit = tools.iter().filter(|t| {
+        let props = t.properties();
+        args.keys().all(|k| props.iter().any(|(p, _)| p == k))
+            && t.required().iter().all(|r| args.contains_key(*r))
+    });
+    match (fit.next(), fit.next()) {
+        (Some(t), None) => Some((t, args)),
+        _ => None,
+    }
+}
+
 /// Calls in one JSON value: an object with a name, or a list of them.
 fn json_calls(
     v: &Value,
@@ -603,8 +631,25 @@ fn json_calls(
             }
             let (name, args) = guided::name_and_args(v);
             match name {
-                Some(n) => push(out, &n, args, conf, span, tools, cfg),
-                None => false,
+                // (`{"arguments": {…}}` alone reads as a call named "arguments".)
+                Some(n) if !matches!(n.as_str(), "arguments" | "parameters") => {
+                    push(out, &n, args, conf, span, tools, cfg)
+                }
+                // Granite's `<|tool_call|>[{"arguments": {…}}]` with the name left out:
+                // the one offered tool whose properties the arguments fill, required
+                // ones included.
+                _ => match nameless_owner(o, tools) {
+                    Some((t, args)) => push(
+                        out,
+                        &t.name,
+                        Value::Object(args.clone()),
+                        conf,
+                        span,
+                        tools,
+                        cfg,
+                    ),
+                    None => false,
+                },
             }
         }
         _ => false,
@@ -1748,6 +1793,62 @@ fn shell_fence_answer(
             Value::String(cmd.to_string()),
             0.6,
             open..t.len(),
+            tools,
+            cfg,
+        );
+    }
+}
+
+/// Statements a line of Python opens with.
+const PY_KEYWORDS: &[&str] = &[
+    "import", "from", "for", "if", "elif", "else:", "while", "def", "class", "return", "with",
+    "try:", "except", "finally:", "print(", "assert", "raise", "pass", "break", "continue",
+];
+
+static PY_STATEMENT: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"^[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/]?=[^=]|\()|^[A-Za-z_][\w]*(?:\s*,\s*[A-Za-z_]\w*)+\s*=[^=]",
+    )
+});
+
+/// The whole answer is Python and nothing else, for the one code interpreter: Llama
+/// 3.1's `<|python_tag|>` call with the tag dropped by the server or the logger
+/// (`import pandas as pd\n# Load data\ndf = pd.read_csv(…)`). Code shown to a reader
+/// comes fenced and among words.
+fn bare_code_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let code = text.trim();
+    let first = code.lines().next().unwrap_or_default();
+    if code.lines().count() < 2 || !(first.starts_with("import ") || first.starts_with("from ")) {
+        return;
+    }
+    let python = code.lines().all(|l| {
+        let t = l.trim_start();
+        t.is_empty()
+            || t.starts_with('#')
+            || l.starts_with([' ', '\t', ')', ']', '}'])
+            || PY_KEYWORDS.iter().any(|k| t.starts_with(k))
+            || PY_STATEMENT.is_match(t)
+    });
+    if !python {
+        return;
+    }
+    let interpreters: Vec<&ToolSpec> = tools
+        .iter()
+        .filter(|t| {
+            t.primary_property().is_some_and(|p| {
+                p == "code"
+                    || (matches!(p, "command" | "script" | "input" | "source")
+                        && t.name.to_ascii_lowercase().contains("python"))
+            })
+        })
+        .collect();
+    if let [tool] = interpreters.as_slice() {
+        push(
+            out,
+            &tool.name,
+            Value::String(code.to_string()),
+            0.6,
+            0..text.len(),
             tools,
             cfg,
         );

@@ -113,11 +113,11 @@ fn real_corpus_is_sourced_labelled_and_split() {
 }
 
 /// Floors at what the parser scored (rules alone) when this was written, so a change
-/// that loses ground fails. Development part: P 0.907 / R 0.852 (2,456 cases, twenty-five
+/// that loses ground fails. Development part: P 0.911 / R 0.855 (2,532 cases, twenty-six
 /// earlier held-out parts included). Held-out part, gathered after that tuning and scored
-/// once at its end: P 0.865 / R 0.744 (64). The aim for the held-out part is P 0.95 /
+/// once at its end: P 0.929 / R 0.886 (68). The aim for the held-out part is P 0.95 /
 /// R 0.90; see the corpus README.
-const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.90, 0.85), ("heldout", 0.86, 0.74)];
+const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.90, 0.85), ("heldout", 0.92, 0.88)];
 
 #[test]
 fn real_output_scores_hold() {

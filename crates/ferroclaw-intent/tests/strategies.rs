@@ -5120,3 +5120,139 @@ fn asking_steps_open_fences_and_pages_from_the_twenty_fifth_consumed_part() {
         one_call("override_file", json!({"file_path": "numbers.txt"}))
     );
 }
+
+#[test]
+fn lists_for_each_bare_code_and_nameless_calls_from_the_twenty_sixth_consumed_part() {
+    // A Chinese verb said as a word of one tool's name, with the clause's numbers.
+    let calc = vec![tool(
+        "calculator",
+        json!({"operation": {"type": "string"}, "a": {"type": "number"}, "b": {"type": "number"}}),
+        &["operation", "a", "b"],
+    )];
+    assert_eq!(
+        calls_in(None, Some("我来帮你计算100除以5等于多少。"), &calc),
+        one_call("calculator", json!({"a": 100, "b": 5}))
+    );
+    for text in ["我不需要计算。", "100除以5等于20。", "我已经计算过了。"] {
+        assert!(calls_in(None, Some(text), &calc).is_empty(), "{text}");
+    }
+    let info = vec![tool("get_used_info", text_prop("used_id"), &["used_id"])];
+    assert_eq!(
+        calls_in(None, Some("好的，我来帮您查询一下您的用户信息。"), &info),
+        one_call("get_used_info", json!({}))
+    );
+
+    // "each of these" is the list named before: one call per name; without a list it is
+    // no value.
+    let weather = vec![tool("check_weather", text_prop("location"), &["location"])];
+    let each = "The user wants the weather for four cities: New York, London, Tokyo, and Beijing. I need to use the check_weather function for each of these locations.";
+    let got = calls_in(Some(each), None, &weather);
+    let places: Vec<&str> = got
+        .iter()
+        .filter_map(|(_, a)| a["location"].as_str())
+        .collect();
+    assert_eq!(
+        places,
+        ["New York", "London", "Tokyo", "Beijing"],
+        "{got:?}"
+    );
+    assert_eq!(
+        calls_in(
+            Some("I need to use the check_weather function for each of these locations."),
+            None,
+            &weather
+        ),
+        one_call("check_weather", json!({}))
+    );
+
+    // The arguments listed under the call's sentence belong to it, not the other call's.
+    let two = vec![
+        tool(
+            "get_weather",
+            json!({"location": {"type": "string"}, "unit": {"type": "string"}}),
+            &["location"],
+        ),
+        tool(
+            "get_coordinates",
+            json!({"address": {"type": "string"}, "region": {"type": "string"}}),
+            &["address"],
+        ),
+    ];
+    let plan = "For the weather, I need to use the get_weather function. I need:\n- location: \"Beijing\"\n- unit: I'll use \"c\" for Celsius.\n\nFor the coordinates, I need to use the get_coordinates function. I need:\n- address: \"Beijing\"\n\nLet me make both function calls.";
+    let got = calls_in(Some(plan), None, &two);
+    let coords = got.iter().find(|(n, _)| n == "get_coordinates");
+    assert_eq!(
+        coords.map(|(_, a)| a["address"].clone()),
+        Some(json!("Beijing")),
+        "{got:?}"
+    );
+    // A value stated more fully by another reading of the same call is that call.
+    let sf = "So I need to call get_weather for San Francisco.\nI need to make a tool call to get_weather with these parameters:\n- location: \"San Francisco, CA\"\n- unit: \"celsius\"";
+    assert_eq!(
+        calls_in(Some(sf), None, &two),
+        one_call(
+            "get_weather",
+            json!({"location": "San Francisco, CA", "unit": "celsius"})
+        )
+    );
+
+    // A run of capitals after a label or a dash is a name ("Google AI Blog").
+    let brave = vec![tool("brave_search", text_prop("query"), &["query"])];
+    for text in [
+        "* Sycamore showed quantum supremacy (Source: Google AI Blog, URL: https://ai.googleblog.com/x)",
+        "SOURCES:\n- Google AI Blog: https://ai.googleblog.com/",
+    ] {
+        assert!(calls_in(None, Some(text), &brave).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(None, Some("Let me google the latest sports news."), &brave).len(),
+        1
+    );
+
+    // The whole answer in Python, for the one code interpreter; Python among words is
+    // not.
+    let interp = vec![
+        tool("code_interpreter", text_prop("code"), &["code"]),
+        tool("web_search", text_prop("query"), &["query"]),
+    ];
+    let code =
+        "import pandas as pd\n# Load data\ndf = pd.read_csv('data.csv')\nprint(df.describe())";
+    assert_eq!(
+        calls_in(None, Some(code), &interp),
+        one_call("code_interpreter", json!({"code": code}))
+    );
+    let prose = "import pandas as pd\nThis loads the data and prints a summary.";
+    assert!(calls_in(None, Some(prose), &interp).is_empty());
+
+    // Granite's call without a name: the one tool its arguments fill.
+    let alarm = vec![
+        tool(
+            "set_alarm",
+            json!({"hour": {"type": "integer"}, "label": {"type": "string"}}),
+            &["hour", "label"],
+        ),
+        tool("get_time", text_prop("zone"), &["zone"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<|tool_call|>[{\"arguments\": {\"hour\": 7, \"label\": \"gym\"}}]"),
+            &alarm
+        ),
+        one_call("set_alarm", json!({"hour": 7, "label": "gym"}))
+    );
+    for text in [
+        // (Keys of no offered tool, or a required one missing.)
+        "<|tool_call|>[{\"arguments\": {\"volume\": 3}}]",
+        "<|tool_call|>[{\"arguments\": {\"hour\": 7}}]",
+    ] {
+        assert!(calls_in(None, Some(text), &alarm).is_empty(), "{text}");
+    }
+
+    // The model asks what it should do, or says after the call it ran nothing.
+    let food = vec![tool("restaurant_search", text_prop("query"), &["query"])];
+    let asks = "Now, let me search for seafood restaurants. But first, I need a time.\n\nWould 7:30 PM be fine? And how many people should I include in the reservation?";
+    assert!(calls_in(None, Some(asks), &food).is_empty());
+    let made_up = "I'll use restaurant_search for seafood.\n\n1. Blue Fin: 4.5 stars\n\nNote that I can only provide hypothetical results based on the given parameters.";
+    assert!(calls_in(None, Some(made_up), &food).is_empty());
+}
