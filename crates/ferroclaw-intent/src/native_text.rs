@@ -1774,16 +1774,12 @@ fn shell_fence_answer(
     let shell: Vec<&ToolSpec> = tools
         .iter()
         .filter(|t| {
-            t.primary_property().is_some_and(|p| {
-                if python {
-                    // (`IPythonInteractive(command)`: an interpreter named for Python.)
-                    p == "code"
-                        || (matches!(p, "command" | "script" | "input" | "source")
-                            && t.name.to_ascii_lowercase().contains("python"))
-                } else {
-                    p == "command" || p == "cmd"
-                }
-            })
+            if python {
+                runs_python(t)
+            } else {
+                t.primary_property()
+                    .is_some_and(|p| p == "command" || p == "cmd")
+            }
         })
         .collect();
     if let [tool] = shell.as_slice() {
@@ -1797,6 +1793,16 @@ fn shell_fence_answer(
             cfg,
         );
     }
+}
+
+/// A code interpreter: its code is its main property, or it is named for Python
+/// (`IPythonInteractive(command)`).
+fn runs_python(t: &ToolSpec) -> bool {
+    t.primary_property().is_some_and(|p| {
+        p == "code"
+            || (matches!(p, "command" | "script" | "input" | "source")
+                && t.name.to_ascii_lowercase().contains("python"))
+    })
 }
 
 /// Statements a line of Python opens with.
@@ -1832,16 +1838,7 @@ fn bare_code_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mu
     if !python {
         return;
     }
-    let interpreters: Vec<&ToolSpec> = tools
-        .iter()
-        .filter(|t| {
-            t.primary_property().is_some_and(|p| {
-                p == "code"
-                    || (matches!(p, "command" | "script" | "input" | "source")
-                        && t.name.to_ascii_lowercase().contains("python"))
-            })
-        })
-        .collect();
+    let interpreters: Vec<&ToolSpec> = tools.iter().filter(|t| runs_python(t)).collect();
     if let [tool] = interpreters.as_slice() {
         push(
             out,
