@@ -356,6 +356,15 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 .any(|k| ["memory", "memories", "notes"].contains(&k.as_str()));
             let mut lookup_needs_noun = false;
             let mut made_nouns: Vec<String> = Vec::new();
+            // What a making tool makes is named after its verb (`git_create_branch`
+            // makes a branch, not a git).
+            let made_after: Vec<String> = {
+                let ws = crate::schema::name_words(&t.name);
+                let verb = ws
+                    .iter()
+                    .position(|w| ["create", "write", "save", "store"].contains(&w.as_str()));
+                verb.map_or(ws.clone(), |v| ws[v + 1..].to_vec())
+            };
             // No concept in the name (`weather`, `get_boiling_point`), whatever the
             // description matched: the name's own words lead.
             if own_verbs.is_empty() {
@@ -449,7 +458,19 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 kind,
                 needs_noun,
                 lookup_needs_noun,
-                made_nouns,
+                // (When no word after the verb says it, the others do: `todo_write`.)
+                made_nouns: {
+                    let after: Vec<String> = made_nouns
+                        .iter()
+                        .filter(|w| made_after.contains(w))
+                        .cloned()
+                        .collect();
+                    if after.is_empty() {
+                        made_nouns
+                    } else {
+                        after
+                    }
+                },
             }
         })
         .collect()

@@ -98,6 +98,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() && !text.contains("```") {
         bare_code_answer(text, tools, cfg, &mut out);
     }
+    if out.calls.is_empty() && text.contains('|') {
+        pipe_lines(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() && text.contains("```") {
         command_fence(text, tools, cfg, &mut out);
     }
@@ -917,17 +920,41 @@ fn orphan_parameters(cx: &Cx<'_>, out: &mut StrategyOutput) {
             _ => {}
         }
     }
+    let closed = find_ci(text, first, "</function>");
+    let end = closed.map_or(text.len(), |i| i + "</function>".len());
+    if shown_as_example(text, from) {
+        return;
+    }
     let Some(name) = plain
         .split_whitespace()
         .last()
         .filter(|n| schema::resolve(n, tools, &cfg.aliases).is_some())
     else {
+        // The call's head lost, its tail kept (`…</parameter>\n<parameter=description>
+        // …</parameter>\n</function>`): the one offered tool that has every parameter
+        // left.
+        // (A name that is written but not offered, `<name>plan`, is no call.)
+        if find_ci(head, 0, "<name>").is_some() || find_ci(head, 0, "<function").is_some() {
+            return;
+        }
+        let args = xml_parameters(&text[first..end]);
+        let mut owners = tools.iter().filter(|t| {
+            let props = t.properties();
+            !args.is_empty() && args.keys().all(|k| props.iter().any(|(p, _)| p == k))
+        });
+        if let (Some(_), Some(t), None) = (closed, owners.next(), owners.next()) {
+            push(
+                out,
+                &t.name,
+                Value::Object(args),
+                MARKED,
+                first..end,
+                tools,
+                cfg,
+            );
+        }
         return;
     };
-    let end = find_ci(text, first, "</function>").map_or(text.len(), |i| i + "</function>".len());
-    if shown_as_example(text, from) {
-        return;
-    }
     let args = Value::Object(xml_parameters(&text[first..end]));
     let start = text[from..first].rfind(name).map_or(first, |i| from + i);
     push(out, name, args, MARKED, start..end, tools, cfg);
@@ -1789,6 +1816,55 @@ fn shell_fence_answer(
             Value::String(cmd.to_string()),
             0.6,
             open..t.len(),
+            tools,
+            cfg,
+        );
+    }
+}
+
+static PIPE_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?m)^[ \t]*(?i:tool|call|function)[ \t]*:[ \t]*([A-Za-z_][\w.-]{0,63})[ \t]*\|[ \t]*([^\n]*?)[ \t]*$",
+    )
+});
+
+/// `TOOL: WEATHER|上海`: a line protocol an app's prompt taught the model, a line per
+/// call — an offered tool's exact name, then its values split by `|` in the order of
+/// its required properties (or its one property).
+fn pipe_lines(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    for c in PIPE_LINE.captures_iter(text) {
+        let (Some(all), Some(name), Some(vals)) = (c.get(0), c.get(1), c.get(2)) else {
+            continue;
+        };
+        let Some(tool) = tools
+            .iter()
+            .find(|t| t.name.eq_ignore_ascii_case(name.as_str()))
+        else {
+            continue;
+        };
+        if shown_as_example(text, all.start()) {
+            continue;
+        }
+        let values: Vec<&str> = vals.as_str().split('|').map(str::trim).collect();
+        let props: Vec<&str> = match tool.properties().as_slice() {
+            [(one, _)] => vec![*one],
+            _ => tool.required(),
+        };
+        let mut args = Map::new();
+        if values.iter().any(|v| !v.is_empty()) {
+            if values.len() != props.len() {
+                continue;
+            }
+            for (k, v) in props.into_iter().zip(values) {
+                args.insert(k.to_string(), Value::String(v.to_string()));
+            }
+        }
+        push(
+            out,
+            &tool.name,
+            Value::Object(args),
+            0.6,
+            all.range(),
             tools,
             cfg,
         );

@@ -195,9 +195,30 @@ fn input_value_at(text: &str, start: usize, limit: usize) -> (Value, usize) {
             return (v, r.end);
         }
     }
-    // Plain text: up to the end of the line (or the block when it has no label after).
-    let first_line = body.trim_start().lines().next().unwrap_or("");
-    (input_value(first_line).0, s + first_line.len())
+    // Plain text: up to the end of the line, or, when no label follows, the block up to
+    // a blank line (code of several lines, a report with its title line), as LangChain
+    // reads it.
+    let rest = body.trim_start();
+    let block = if limit == text.len() {
+        let para = rest.split("\n\n").next().unwrap_or("");
+        // (A label the stop sequence cut, `\nObserv`, ends it.)
+        let cut = para
+            .match_indices('\n')
+            .map(|(i, _)| i)
+            .find(|&i| {
+                let line = para[i + 1..].lines().next().unwrap_or("").trim();
+                let lower = line.to_ascii_lowercase();
+                line.len() >= 2
+                    && ["observation:", "thought:", "final answer:", "action:"]
+                        .iter()
+                        .any(|l| l.starts_with(&lower))
+            })
+            .unwrap_or(para.len());
+        para[..cut].trim_end()
+    } else {
+        rest.lines().next().unwrap_or("")
+    };
+    (input_value(block).0, s + block.len())
 }
 
 fn input_value(s: &str) -> (Value, bool) {

@@ -5256,3 +5256,91 @@ fn lists_for_each_bare_code_and_nameless_calls_from_the_twenty_sixth_consumed_pa
     let made_up = "I'll use restaurant_search for seafood.\n\n1. Blue Fin: 4.5 stars\n\nNote that I can only provide hypothetical results based on the given parameters.";
     assert!(calls_in(None, Some(made_up), &food).is_empty());
 }
+
+#[test]
+fn pipe_lines_made_things_and_block_inputs_from_the_twenty_seventh_consumed_part() {
+    // An app's own line protocol: `TOOL: NAME|arg`, a line per call, among words.
+    let app = vec![
+        tool("CALCULATE", text_prop("expression"), &["expression"]),
+        tool("WEATHER", text_prop("city"), &["city"]),
+    ];
+    let mixed = "好的，小明。我们先查询一下上海现在的温度。\nTOOL: WEATHER|上海\n另外，计算 100/4 的结果是：\nTOOL: CALCULATE|100/4";
+    assert_eq!(
+        calls_in(None, Some(mixed), &app),
+        vec![
+            ("WEATHER".to_string(), json!({"city": "上海"})),
+            ("CALCULATE".to_string(), json!({"expression": "100/4"})),
+        ]
+    );
+    for text in [
+        "Use the format TOOL: NAME|arg, for example:\nTOOL: WEATHER|Paris",
+        "TOOL: FORECAST|Paris",
+        "刚才查询到的上海温度是 12°C。",
+    ] {
+        assert!(calls_in(None, Some(text), &app).is_empty(), "{text}");
+    }
+
+    // A making tool makes what its name says after the verb: a git branch, not a git
+    // repository.
+    let git = vec![
+        tool("git.git_status", text_prop("repo_path"), &["repo_path"]),
+        tool(
+            "git.git_create_branch",
+            text_prop("repo_path"),
+            &["repo_path"],
+        ),
+    ];
+    assert!(calls_in(
+        None,
+        Some("Let's start by initializing a new Git repository in `/tmp/`, and create `git.txt` inside it."),
+        &git
+    )
+    .is_empty());
+    assert_eq!(
+        calls_in(None, Some("I'll create a branch named fix-login."), &git)
+            .first()
+            .map(|(n, _)| n.clone()),
+        Some("git.git_create_branch".to_string())
+    );
+
+    // An `Action Input` with no label after it runs to the blank line, short of a label
+    // the stop sequence cut.
+    let stats = vec![
+        tool("execute_python", text_prop("input"), &["input"]),
+        tool("report", text_prop("input"), &["input"]),
+    ];
+    let code = "Thought: Next, correlations.\nAction: execute_python\nAction Input: corr = df.corr()\nprint(corr)";
+    assert_eq!(
+        calls_in(None, Some(code), &stats),
+        one_call(
+            "execute_python",
+            json!({"input": "corr = df.corr()\nprint(corr)"})
+        )
+    );
+    let cut = "Thought: Count it.\nAction: execute_python\nAction Input: len('abc')\nObserv";
+    assert_eq!(
+        calls_in(None, Some(cut), &stats),
+        one_call("execute_python", json!({"input": "len('abc')"}))
+    );
+    // A Qwen XML call whose head was lost: the one tool that has every parameter left.
+    let coder = vec![
+        tool(
+            "bash",
+            json!({"command": {"type": "string"}, "description": {"type": "string"}}),
+            &["command"],
+        ),
+        tool("read", text_prop("filePath"), &["filePath"]),
+    ];
+    let tail = "Now, let's commit the changes.\n</parameter>\n<parameter=description>\nCommit changes\n</parameter>\n</function>\n</tool_call>";
+    assert_eq!(
+        calls_in(None, Some(tail), &coder),
+        one_call("bash", json!({"description": "Commit changes"}))
+    );
+    let unclosed = "Now, let's commit.\n</parameter>\n<parameter=description>\nCommit changes\n";
+    assert!(calls_in(None, Some(unclosed), &coder).is_empty());
+    let labelled = "Action: report\nAction Input: Title: Findings\nObservation: Section recorded.";
+    assert_eq!(
+        calls_in(None, Some(labelled), &stats),
+        one_call("report", json!({"input": "Title: Findings"}))
+    );
+}
