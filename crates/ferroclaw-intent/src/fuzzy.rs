@@ -1545,6 +1545,9 @@ const CAPABILITY_LEADS: &[&str] = &[
     "i have access to ",
 ];
 
+/// Phrases by which a sentence promises a habit, not a step.
+pub(crate) const HABITS: &[&str] = &["from now on", "going forward", "in the future", "next time"];
+
 fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
     let s = text[sent.clone()].trim();
     if s.ends_with('?') {
@@ -1582,6 +1585,8 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
     ]
     .iter()
     .any(|p| lower.starts_with(p))
+        // "From now on, I'll read the file before editing it.": a habit promised.
+        || HABITS.iter().any(|p| has_phrase(&lower, p))
         // "I can get the weather, search the internet and tell the time": a list of what
         // the assistant is able to do.
         || (CAPABILITY_LEADS.iter().any(|p| lower.starts_with(p)) && lower.contains(','))

@@ -538,7 +538,22 @@ fn answered_after(reasoning: Option<&str>, content: Option<&str>, calls: &[Parse
         return false;
     };
     let lower = after.to_lowercase();
-    ANSWER_MARKS.iter().any(|m| lower.contains(m))
+    // (Not where it is refused: "I won't make up hypothetical results.")
+    ANSWER_MARKS.iter().any(|m| {
+        lower.match_indices(m).any(|(i, _)| {
+            let before = &lower[crate::harmony::floor(&lower, i.saturating_sub(30))..i];
+            ![
+                "won't",
+                "will not",
+                "not ",
+                "rather than",
+                "instead of",
+                "no ",
+            ]
+            .iter()
+            .any(|n| before.contains(n))
+        })
+    })
 }
 
 fn remove_ranges(text: &str, ranges: &[Range<usize>]) -> String {

@@ -672,8 +672,16 @@ fn gemma_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usiz
     for (open, close, quote) in GEMMA_BLOCKS {
         let mut blocks = Block::new(text, &[close], &[open]);
         each_block(text, open, &mut blocks, taken, |body, span| {
+            // (A block quoted inline, `` `<start_function_call>x<end_function_call>` ``,
+            // is shown, not made.)
+            let quoted = text[..span.start].ends_with('`');
             gemma_call(&text[body.clone()], quote)
-                .or_else(|| bare_call_name(&text[body]).map(|n| (n, Value::Object(Map::new()))))
+                .or_else(|| {
+                    (!quoted)
+                        .then(|| bare_call_name(&text[body]))
+                        .flatten()
+                        .map(|n| (n, Value::Object(Map::new())))
+                })
                 .is_some_and(|(name, args)| push(out, name, args, MARKED, span, tools, cfg))
         });
     }
@@ -933,8 +941,13 @@ fn orphan_parameters(cx: &Cx<'_>, out: &mut StrategyOutput) {
         // The call's head lost, its tail kept (`…</parameter>\n<parameter=description>
         // …</parameter>\n</function>`): the one offered tool that has every parameter
         // left.
-        // (A name that is written but not offered, `<name>plan`, is no call.)
-        if find_ci(head, 0, "<name>").is_some() || find_ci(head, 0, "<function").is_some() {
+        // (A name that is written but not offered, `<name>plan`, is no call; and only a
+        // tail cut inside a parameter, `…</parameter>\n<parameter=`, is a call's —
+        // not parameters quoted in prose.)
+        if find_ci(head, 0, "<name>").is_some()
+            || find_ci(head, 0, "<function").is_some()
+            || !head.trim_end().ends_with("</parameter>")
+        {
             return;
         }
         let args = xml_parameters(&text[first..end]);
@@ -1783,7 +1796,26 @@ fn shell_fence_answer(
         ]
         .iter()
         .any(|c| lower.contains(c));
+        // (Code presented to the reader is shown whatever cut it: "Here's the code:",
+        // "To reproduce this yourself, paste …", "For reference, the code:".)
+        let presented = stopped
+            && [
+                "here's",
+                "here is",
+                "for reference",
+                "yourself",
+                "paste",
+                "snippet",
+                "example",
+                "you can",
+                "你可以",
+                "供参考",
+                "示例",
+            ]
+            .iter()
+            .any(|p| lower.contains(p));
         if before.len() > if stopped { 2000 } else { 400 }
+            || presented
             || before.contains("```")
             || before.contains('?')
             || !(committed || stopped)
@@ -1824,7 +1856,7 @@ fn shell_fence_answer(
 
 static PIPE_LINE: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?m)^[ \t]*(?i:tool|call|function)[ \t]*:[ \t]*([A-Za-z_][\w.-]{0,63})[ \t]*\|[ \t]*([^\n]*?)[ \t]*$",
+        r"(?m)^(?:TOOL|Tool|CALL|Call):[ \t]*([A-Za-z_][\w.-]{0,63})[ \t]*\|[ \t]*([^\n]*?)[ \t]*$",
     )
 });
 
@@ -1842,7 +1874,15 @@ fn pipe_lines(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut Stra
         else {
             continue;
         };
-        if shown_as_example(text, all.start()) {
+        // (A line shown as the protocol's form, or one already run: "uses lines
+        // like\nTOOL: …", "I already ran this:\nTOOL: …".)
+        let before = text[..all.start()].trim_end().to_lowercase();
+        let told = before.ends_with("like")
+            || before.ends_with("such as")
+            || ["already", "previously", "log", "format", "i ran"]
+                .iter()
+                .any(|p| before.rsplit('\n').next().unwrap_or("").contains(p));
+        if told || shown_as_example(text, all.start()) {
             continue;
         }
         let values: Vec<&str> = vals.as_str().split('|').map(str::trim).collect();
@@ -1887,6 +1927,12 @@ const PY_KEYWORDS: &[&str] = &[
     "try:", "except", "finally:", "print(", "assert", "raise", "pass", "break", "continue",
 ];
 
+static PY_IMPORT: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"^(?:import [A-Za-z_][\w.]*(?: as \w+)?(?:, [A-Za-z_][\w.]*(?: as \w+)?)*|from [A-Za-z_.][\w.]* import (?:\*|\(?[A-Za-z_]\w*(?: as \w+)?(?:, [A-Za-z_]\w*(?: as \w+)?)*\)?))\s*$",
+    )
+});
+
 static PY_STATEMENT: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
         r"^[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/]?=[^=]|\()|^[A-Za-z_][\w]*(?:\s*,\s*[A-Za-z_]\w*)+\s*=[^=]",
@@ -1900,7 +1946,14 @@ static PY_STATEMENT: LazyLock<Regex> = LazyLock::new(|| {
 fn bare_code_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
     let code = text.trim();
     let first = code.lines().next().unwrap_or_default();
-    if code.lines().count() < 2 || !(first.starts_with("import ") || first.starts_with("from ")) {
+    // It opens with a real import and ends by running something at the top level (a
+    // function written for the reader ends in its body; an answer in words ends in words).
+    let last = code.lines().last().unwrap_or_default();
+    if code.lines().count() < 2
+        || !PY_IMPORT.is_match(first)
+        || last.starts_with([' ', '\t'])
+        || !(last.starts_with("print(") || PY_STATEMENT.is_match(last))
+    {
         return;
     }
     let python = code.lines().all(|l| {

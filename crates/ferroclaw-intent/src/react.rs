@@ -202,16 +202,28 @@ fn input_value_at(text: &str, start: usize, limit: usize) -> (Value, usize) {
     let block = if limit == text.len() {
         let para = rest.split("\n\n").next().unwrap_or("");
         // (A label the stop sequence cut, `\nObserv`, ends it.)
+        // (Nor do the model's own words after it: "I will wait for the observation.",
+        // "(Note: …)"; a quoted first line is the whole input.)
+        let first = para.lines().next().unwrap_or("").trim();
+        let quoted = first.len() >= 2
+            && ((first.starts_with('"') && first.ends_with('"'))
+                || (first.starts_with('\'') && first.ends_with('\'')));
         let cut = para
             .match_indices('\n')
             .map(|(i, _)| i)
             .find(|&i| {
                 let line = para[i + 1..].lines().next().unwrap_or("").trim();
                 let lower = line.to_ascii_lowercase();
-                line.len() >= 2
+                let cut_label = line.len() >= 2
                     && ["observation:", "thought:", "final answer:", "action:"]
                         .iter()
-                        .any(|l| l.starts_with(&lower))
+                        .any(|l| l.starts_with(&lower));
+                let remark = [
+                    "i ", "i'll", "i will", "i'm", "we ", "let me", "(", "note", "wait",
+                ]
+                .iter()
+                .any(|p| lower.starts_with(p));
+                quoted || cut_label || remark
             })
             .unwrap_or(para.len());
         para[..cut].trim_end()

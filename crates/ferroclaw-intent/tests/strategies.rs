@@ -5344,3 +5344,102 @@ fn pipe_lines_made_things_and_block_inputs_from_the_twenty_seventh_consumed_part
         one_call("report", json!({"input": "Title: Findings"}))
     );
 }
+
+#[test]
+fn this_stop_s_rules_refuse_what_a_review_found() {
+    let w = vec![
+        tool("get_weather", text_prop("city"), &["city"]),
+        tool("web_search", text_prop("query"), &["query"]),
+    ];
+    let py = vec![tool("python_interpreter", text_prop("code"), &["code"])];
+    let ask = vec![
+        tool("ask_user", text_prop("question"), &["question"]),
+        tool("web_search", text_prop("query"), &["query"]),
+        tool("read_file", text_prop("path"), &["path"]),
+        tool("list_directory", text_prop("path"), &["path"]),
+        tool("execute_command", text_prop("command"), &["command"]),
+    ];
+    // An Action Input's own line is the input when the model's words follow it.
+    for text in [
+        "Thought: search it.\nAction: web_search\nAction Input: weather in Paris\nI will wait for the observation before answering.",
+        "Thought: search it.\nAction: web_search\nAction Input: \"weather in Paris\"\n(Note: the search may take a while)",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &w),
+            one_call("web_search", json!({"query": "weather in Paris"})),
+            "{text}"
+        );
+    }
+    // Python written for the reader is not run: a function, prose that opens like an
+    // import, code presented in an open fence.
+    for text in [
+        "from typing import List\n\ndef two_sum(nums: List[int], target: int) -> List[int]:\n    seen = {}\n    return []",
+        "import duties rose in 2023.\nif tariffs fall, prices drop.",
+        "from what I can tell, the answer is 42\nprint(x) would confirm",
+        "Sure! Here's the code:\n```python\nimport os\nfor f in os.listdir('.'):\n    print(f)\n",
+        "To reproduce this yourself, paste the following into a notebook:\n```python\nimport pandas as pd\ndf = pd.read_csv('a.csv')\n",
+        "The answer is 2432902008176640000. For reference, the code:\n```python\nimport math\nprint(math.factorial(20))\n",
+    ] {
+        assert!(calls_in(None, Some(text), &py).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(None, Some("import math\nprint(math.factorial(20))"), &py),
+        one_call(
+            "python_interpreter",
+            json!({"code": "import math\nprint(math.factorial(20))"})
+        )
+    );
+    // A habit promised, wherever the phrase stands.
+    for text in [
+        "Sorry about that. From now on, I'll read the file before editing it.",
+        "Understood. Going forward I will search the web before answering.",
+        "Noted. In the future, I will search for the latest docs first.",
+        "Thanks for the feedback! Next time I'll list the directory before guessing paths.",
+    ] {
+        assert!(calls_in(None, Some(text), &ask).is_empty(), "{text}");
+    }
+    // `TOOL:` lines shown as the protocol's form, run before, or logged.
+    let app = vec![tool("WEATHER", text_prop("city"), &["city"])];
+    for text in [
+        "The app uses lines like\nTOOL: WEATHER|city\nand then shows the result.",
+        "I already ran this:\nTOOL: WEATHER|Paris\nThe result was 22°C and sunny.",
+        "Log output:\n    tool: WEATHER|error 500",
+    ] {
+        assert!(calls_in(None, Some(text), &app).is_empty(), "{text}");
+    }
+    // Qwen XML parameters quoted in prose or in a log are no call's tail.
+    for text in [
+        "In Qwen3-Coder's format, each argument is written as <parameter=query>\nvalue\n</parameter> and the block ends with </function>.",
+        "I previously called the search tool:\n<parameter=query>\nrust async\n</parameter>\n</function>\nIt returned 10 results.",
+    ] {
+        assert!(calls_in(None, Some(text), &w).is_empty(), "{text}");
+    }
+    // A FunctionGemma block quoted inline is shown.
+    let phone = vec![tool("create_calendar_event", json!({}), &[])];
+    assert!(calls_in(
+        None,
+        Some("The model emitted `<start_function_call>create_calendar_event<end_function_call>` which is the FunctionGemma format."),
+        &phone
+    )
+    .is_empty());
+    // Chinese "whether" is a search of the code when a search tool is offered.
+    let files = vec![
+        tool("search_files", text_prop("pattern"), &["pattern"]),
+        tool("read_file", text_prop("path"), &["path"]),
+        tool("list_directory", text_prop("path"), &["path"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("让我检查一下是否有基类定义了同名方法。"), &files),
+        one_call("search_files", json!({}))
+    );
+    // Refusing to make results up is no made-up result.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me search the web for Paris hotels; I won't make up hypothetical results."),
+            &w
+        )
+        .len(),
+        1
+    );
+}

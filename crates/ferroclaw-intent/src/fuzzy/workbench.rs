@@ -318,11 +318,6 @@ const WAITS_ON_READER: &[&str] = &[
     "after you",
     "get back to you",
     "if needed",
-    // A habit promised, not a step: "I'll double-check more carefully from now on."
-    "from now on",
-    "in the future",
-    "going forward",
-    "next time",
 ];
 /// A gerund that is the subject, not a status line ("Running it would …").
 const SUBJECT_OF: &[&str] = &[
@@ -621,12 +616,17 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     // 同名方法": whether something is anywhere, a search.
     let work = match work {
         Work::Read if CJK_PLACES.iter().any(|p| rest[at..].contains(p)) => Work::List,
+        // (Whether a file is there is found by name.)
         Work::Read
             if ["是否有", "有没有", "哪些地方", "哪里"]
                 .iter()
                 .any(|p| rest[at..].contains(p)) =>
         {
-            Work::Find
+            if rest[at..].contains("文件") || rest[at..].contains('.') {
+                Work::Find
+            } else {
+                Work::Search
+            }
         }
         w => w,
     };
@@ -814,7 +814,10 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
     }
     // "I'll update the README if you'd like.": the step waits on the reader.
     let lower = s_trim.to_lowercase().replace('\u{2019}', "'");
-    if WAITS_ON_READER.iter().any(|p| lower.contains(p)) {
+    // (Nor a habit promised: "I'll double-check more carefully from now on.")
+    if WAITS_ON_READER.iter().any(|p| lower.contains(p))
+        || super::HABITS.iter().any(|p| lower.contains(p))
+    {
         return None;
     }
     let colon = paragraph.trim_end().ends_with([':', '：']);
@@ -1104,6 +1107,7 @@ fn asks_user(s: &str) -> bool {
     }
     let lower = s.to_lowercase().replace('\u{2019}', "'");
     if WAITS_ON_READER.iter().any(|p| lower.contains(p))
+        || super::HABITS.iter().any(|p| lower.contains(p))
         || ["later", "afterwards", "eventually"]
             .iter()
             .any(|w| super::has_phrase(&lower, w))
