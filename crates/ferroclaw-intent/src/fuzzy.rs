@@ -356,15 +356,6 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 .any(|k| ["memory", "memories", "notes"].contains(&k.as_str()));
             let mut lookup_needs_noun = false;
             let mut made_nouns: Vec<String> = Vec::new();
-            // What a making tool makes is named after its verb (`git_create_branch`
-            // makes a branch, not a git).
-            let made_after: Vec<String> = {
-                let ws = crate::schema::name_words(&t.name);
-                let verb = ws
-                    .iter()
-                    .position(|w| ["create", "write", "save", "store"].contains(&w.as_str()));
-                verb.map_or(ws.clone(), |v| ws[v + 1..].to_vec())
-            };
             // No concept in the name (`weather`, `get_boiling_point`), whatever the
             // description matched: the name's own words lead.
             if own_verbs.is_empty() {
@@ -407,7 +398,8 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     .any(|v| v[0] == "list" || v[0] == "transfer");
                 // `DocumentSearchTool`: the words of the name beside its concept's
                 // ("searching the document") tell it from the other searches.
-                for w in crate::schema::name_words(&t.name) {
+                let name_ws = crate::schema::name_words(&t.name);
+                for w in name_ws.iter().cloned() {
                     let generic = NAME_VERBS.contains(&w.as_str())
                         || NAME_FILLERS.contains(&w.as_str())
                         || ["tool", "tools", "function", "api"].contains(&w.as_str())
@@ -426,6 +418,17 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                                 }
                             }
                         }
+                    }
+                }
+                // What a making tool makes is named after its verb (`git_create_branch`
+                // makes a branch, not a git); when no word after it says what, the others
+                // do (`todo_write`).
+                let verb = name_ws
+                    .iter()
+                    .position(|w| ["create", "write", "save", "store"].contains(&w.as_str()));
+                if let Some(after) = verb.map(|v| &name_ws[v + 1..]) {
+                    if made_nouns.iter().any(|w| after.contains(w)) {
+                        made_nouns.retain(|w| after.contains(w));
                     }
                 }
             }
@@ -458,19 +461,7 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 kind,
                 needs_noun,
                 lookup_needs_noun,
-                // (When no word after the verb says it, the others do: `todo_write`.)
-                made_nouns: {
-                    let after: Vec<String> = made_nouns
-                        .iter()
-                        .filter(|w| made_after.contains(w))
-                        .cloned()
-                        .collect();
-                    if after.is_empty() {
-                        made_nouns
-                    } else {
-                        after
-                    }
-                },
+                made_nouns,
             }
         })
         .collect()
@@ -3900,18 +3891,12 @@ fn stated_arguments(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mu
         .to_ascii_lowercase();
     let tool = tools
         .iter()
-        .filter(|t| holds_keys(t, obj))
+        .filter(|t| t.holds_keys(obj))
         .max_by_key(|t| back.rfind(&t.name.to_ascii_lowercase()).map(|i| i + 1));
     let Some(tool) = tool else { return };
     if let Some(c) = make_call(&tool.name, v, 0.65, m.start()..r.end, tools, cfg) {
         out.calls.push(c);
     }
-}
-
-/// Every key of `obj` is a property of `tool`.
-fn holds_keys(tool: &ToolSpec, obj: &Map<String, Value>) -> bool {
-    let props = tool.properties();
-    obj.keys().all(|k| props.iter().any(|(p, _)| p == k))
 }
 
 /// `… Let's list files.{"cmd": ["ls", "-R"]}`: Harmony's tokens stripped, the call's
@@ -3939,12 +3924,7 @@ fn trailing_arguments(
     let Some(obj) = v.as_object().filter(|o| !o.is_empty()) else {
         return;
     };
-    let fitting: Vec<&ToolSpec> = tools
-        .iter()
-        .filter(|tool| {
-            holds_keys(tool, obj) && tool.required().iter().all(|q| obj.contains_key(*q))
-        })
-        .collect();
+    let fitting: Vec<&ToolSpec> = tools.iter().filter(|tool| tool.fills(obj)).collect();
     let [tool] = fitting.as_slice() else { return };
     let before = last_sentence(t[..r.start].trim_end());
     let lower = before.to_lowercase().replace('\u{2019}', "'");

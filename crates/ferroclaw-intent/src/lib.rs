@@ -624,6 +624,14 @@ pub fn guided_json_schema(tools: &[ToolSpec]) -> Value {
 }
 
 /// Build a call: resolve the name, coerce the arguments. `None` for an unknown tool.
+/// The iterator's one item: `None` when it has none or more than one.
+pub(crate) fn sole<I: Iterator>(mut it: I) -> Option<I::Item> {
+    match (it.next(), it.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
+}
+
 pub(crate) fn make_call(
     raw_name: &str,
     args: Value,

@@ -600,15 +600,7 @@ fn nameless_owner<'a, 'o>(
     if o.len() != 1 {
         return None;
     }
-    let mut fit = tools.iter().filter(|t| {
-        let props = t.properties();
-        args.keys().all(|k| props.iter().any(|(p, _)| p == k))
-            && t.required().iter().all(|r| args.contains_key(*r))
-    });
-    match (fit.next(), fit.next()) {
-        (Some(t), None) => Some((t, args)),
-        _ => None,
-    }
+    crate::sole(tools.iter().filter(|t| t.fills(args))).map(|t| (t, args))
 }
 
 /// Calls in one JSON value: an object with a name, or a list of them.
@@ -951,11 +943,8 @@ fn orphan_parameters(cx: &Cx<'_>, out: &mut StrategyOutput) {
             return;
         }
         let args = xml_parameters(&text[first..end]);
-        let mut owners = tools.iter().filter(|t| {
-            let props = t.properties();
-            !args.is_empty() && args.keys().all(|k| props.iter().any(|(p, _)| p == k))
-        });
-        if let (Some(_), Some(t), None) = (closed, owners.next(), owners.next()) {
+        let owner = crate::sole(tools.iter().filter(|t| t.holds_keys(&args)));
+        if let (Some(_), false, Some(t)) = (closed, args.is_empty(), owner) {
             push(
                 out,
                 &t.name,
@@ -1750,16 +1739,19 @@ fn shell_fence_answer(
         let lang = rest[..nl].trim();
         (!lang.is_empty() && lang.bytes().all(|b| b.is_ascii_alphanumeric())).then_some((o, rest))
     };
-    let mut stopped = false;
-    let (open, lang, body) = if let Some((o, rest)) = fenced {
+    let fence = fenced
+        .map(|f| (f, false))
+        .or_else(|| cut_open().map(|f| (f, true)));
+    let (open, lang, body, stopped) = if let Some(((o, rest), stopped)) = fence {
         let Some(nl) = rest.find('\n') else { return };
-        (o, rest[..nl].trim().to_ascii_lowercase(), &rest[nl + 1..])
-    } else if let Some((o, rest)) = cut_open() {
-        stopped = true;
-        let Some(nl) = rest.find('\n') else { return };
-        (o, rest[..nl].trim().to_ascii_lowercase(), &rest[nl + 1..])
+        (
+            o,
+            rest[..nl].trim().to_ascii_lowercase(),
+            &rest[nl + 1..],
+            stopped,
+        )
     } else if let Some((o, body)) = code_tag_block(t) {
-        (o, "bash".to_string(), body)
+        (o, "bash".to_string(), body, false)
     } else {
         let Some(o) = ["bash\n", "sh\n", "shell\n"]
             .iter()
@@ -1769,7 +1761,12 @@ fn shell_fence_answer(
         };
         let rest = &t[o..];
         let Some(nl) = rest.find('\n') else { return };
-        (o, rest[..nl].trim().to_ascii_lowercase(), &rest[nl + 1..])
+        (
+            o,
+            rest[..nl].trim().to_ascii_lowercase(),
+            &rest[nl + 1..],
+            false,
+        )
     };
     // (A python block for a code interpreter: NuminaMath, ChatGLM3 and the like print
     // the code the harness runs.)

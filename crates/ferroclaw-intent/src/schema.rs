@@ -64,6 +64,17 @@ impl ToolSpec {
             .unwrap_or_default()
     }
 
+    /// Every key of `obj` is one of the tool's properties.
+    pub(crate) fn holds_keys(&self, obj: &serde_json::Map<String, Value>) -> bool {
+        let props = self.properties();
+        obj.keys().all(|k| props.iter().any(|(p, _)| p == k))
+    }
+
+    /// `obj` holds only the tool's properties, and every one it requires.
+    pub(crate) fn fills(&self, obj: &serde_json::Map<String, Value>) -> bool {
+        self.holds_keys(obj) && self.required().iter().all(|r| obj.contains_key(*r))
+    }
+
     pub(crate) fn prop_type(&self, key: &str) -> Option<&str> {
         let p = self.parameters.get("properties")?.get(key)?;
         match p.get("type")? {

@@ -319,6 +319,15 @@ const WAITS_ON_READER: &[&str] = &[
     "get back to you",
     "if needed",
 ];
+/// A step that waits on the reader ("if you'd like") or is a habit promised ("from now
+/// on"): no step now. `lower` is the sentence lowercased.
+fn not_now(lower: &str) -> bool {
+    WAITS_ON_READER
+        .iter()
+        .chain(super::HABITS)
+        .any(|p| lower.contains(p))
+}
+
 /// A gerund that is the subject, not a status line ("Running it would …").
 const SUBJECT_OF: &[&str] = &[
     "is", "are", "was", "were", "be", "would", "could", "will", "can", "might", "may", "should",
@@ -731,13 +740,7 @@ fn romance_work(sentence: &str) -> Option<Work> {
 /// The tool offered for a kind of work, falling back to the one that can do it too
 /// (a shell reads, searches and lists; a patch tool writes new files).
 fn tool_for<'a>(work: Work, offered: &[(Work, &'a ToolSpec)]) -> Option<&'a ToolSpec> {
-    let sole = |w: Work| {
-        let mut it = offered.iter().filter(|(x, _)| *x == w);
-        match (it.next(), it.next()) {
-            (Some((_, t)), None) => Some(*t),
-            _ => None,
-        }
-    };
+    let sole = |w: Work| crate::sole(offered.iter().filter(|(x, _)| *x == w)).map(|(_, t)| *t);
     let present = |w: Work| offered.iter().any(|(x, _)| *x == w);
     let order: &[Work] = match work {
         Work::Read => &[Work::Read, Work::Shell],
@@ -815,9 +818,7 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
     // "I'll update the README if you'd like.": the step waits on the reader.
     let lower = s_trim.to_lowercase().replace('\u{2019}', "'");
     // (Nor a habit promised: "I'll double-check more carefully from now on.")
-    if WAITS_ON_READER.iter().any(|p| lower.contains(p))
-        || super::HABITS.iter().any(|p| lower.contains(p))
-    {
+    if not_now(&lower) {
         return None;
     }
     let colon = paragraph.trim_end().ends_with([':', '：']);
@@ -1035,18 +1036,14 @@ const CJK_USER: &[&str] = &["用户", "用戶", "使用者"];
 
 /// The one offered tool for asking the user something.
 fn asking_tool(tools: &[ToolSpec]) -> Option<&ToolSpec> {
-    let mut it = tools.iter().filter(|t| {
+    crate::sole(tools.iter().filter(|t| {
         let ws = name_words(&t.name);
         let asks = ws
             .iter()
             .any(|w| matches!(w.as_str(), "ask" | "clarification" | "clarify"))
             || (ws.iter().any(|w| w == "request") && ws.iter().any(|w| w == "input"));
         asks && ws.iter().all(|w| ASK_NAME_WORDS.contains(&w.as_str()))
-    });
-    match (it.next(), it.next()) {
-        (Some(t), None) => Some(t),
-        _ => None,
-    }
+    }))
 }
 
 /// The model stops at asking the user, and a tool for asking is offered: "Let me ask the
@@ -1106,8 +1103,7 @@ fn asks_user(s: &str) -> bool {
         return false;
     }
     let lower = s.to_lowercase().replace('\u{2019}', "'");
-    if WAITS_ON_READER.iter().any(|p| lower.contains(p))
-        || super::HABITS.iter().any(|p| lower.contains(p))
+    if not_now(&lower)
         || ["later", "afterwards", "eventually"]
             .iter()
             .any(|w| super::has_phrase(&lower, w))
