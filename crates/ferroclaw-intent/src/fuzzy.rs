@@ -972,6 +972,61 @@ fn refusing<'a>(ws: impl Iterator<Item = &'a str>) -> bool {
     false
 }
 
+/// `- [Search for tuples by type](https://…)`, `see [`search`](#search)`: the words of a
+/// Markdown link name a page, they ask nothing to be done.
+fn in_link_label(text: &str, pos: usize) -> bool {
+    let start = line_start(text, pos);
+    // (The mention may begin at the bracket itself.)
+    let upto = if text[pos..].starts_with('[') {
+        pos + 1
+    } else {
+        pos
+    };
+    let Some(open) = text[start..upto].rfind('[') else {
+        return false;
+    };
+    if text[start + open..upto].contains(']') {
+        return false;
+    }
+    let rest = &text[upto..];
+    let line = &rest[..rest.find('\n').unwrap_or(rest.len())];
+    line.find(']')
+        .is_some_and(|i| line[i + 1..].starts_with('(') || line[i + 1..].starts_with('['))
+}
+
+/// "Rustc will now search for custom targets", "the script can then read the file": a
+/// modal whose subject is someone or something other than the model (or its next
+/// step) tells what that one does.
+fn others_modal(pre: &[&Tok]) -> bool {
+    let Some(m) = pre.iter().rposition(|t| {
+        matches!(
+            t.lower.as_str(),
+            "will" | "can" | "should" | "must" | "shall"
+        )
+    }) else {
+        return false;
+    };
+    m > 0
+        && !matches!(
+            pre[m - 1].lower.as_str(),
+            "i" | "we"
+                | "then"
+                | "also"
+                | "now"
+                | "first"
+                | "next"
+                | "so"
+                | "and"
+                | "that"
+                // "the tool call should be …", "the next step will be to …": the
+                // model's own next move.
+                | "call"
+                | "step"
+                | "action"
+                | "plan"
+        )
+}
+
 /// "the `get_weather` function from the provided code snippet": the words after a
 /// mention say it is code's, not an offered tool.
 fn from_code(after: &[&str]) -> bool {
@@ -1004,6 +1059,9 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         .take_while(|x| x.range.end <= clause.end)
         .take(24);
     if refusing(pre_toks.iter().map(|p| p.lower.as_str())) {
+        return false;
+    }
+    if others_modal(&pre_toks) {
         return false;
     }
     let post: Vec<&str> = post_toks.map(|p| p.lower.as_str()).collect();
@@ -2929,6 +2987,8 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if !out.calls.is_empty() && ends_asking_user(text) {
         out.calls.clear();
     }
+    out.calls
+        .retain(|c| !in_link_label(text, c.span.start) && !gerund_subject(text, &c.span));
     drop_later_steps(text, &mut out.calls);
     drop_purposes(text, &mut out.calls);
     drop_replaced_by_instrument(text, &mut out.calls);
@@ -3659,7 +3719,7 @@ fn numbers_in_order(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Valu
         .into_iter()
         .filter(|k| !args.contains_key(*k))
         .collect();
-    if missing.len() < 2 || !missing.iter().all(|k| numeric_prop(tool, k)) {
+    if missing.is_empty() || !missing.iter().all(|k| numeric_prop(tool, k)) {
         return true;
     }
     // A date's numbers ("August 7, 2025") are no arguments of their own.
@@ -5056,4 +5116,119 @@ fn merge_subsets(calls: &mut Vec<ParsedCall>) {
     }
     let mut it = keep.into_iter();
     calls.retain(|_| it.next().unwrap_or(true));
+}
+
+/// A sentence of the answer that opens with a verb in the imperative ("Run `cargo add
+/// regex` to add it.", "To update it, run `git pull`.", "- Search the docs for …"):
+/// addressed to the reader. Not in the thinking the answer carries (`<think>…`, a
+/// Harmony analysis channel), nor after a label ("Thought: Search …").
+pub(crate) fn tells_reader(text: &str, start: usize) -> bool {
+    let head = &text[..floor(text, start)];
+    if thinking_at(head) {
+        return false;
+    }
+    let lead = last_sentence(head).trim_start_matches(|c: char| {
+        c.is_whitespace()
+            || c.is_ascii_digit()
+            || matches!(c, '-' | '*' | '•' | '>' | '#' | ')' | '.')
+    });
+    let first = text[floor(text, start)..]
+        .split_whitespace()
+        .next()
+        .unwrap_or("");
+    // "(run `./configure --help` to get the complete list)": an aside to the reader.
+    if let Some(word) = first.strip_prefix('(') {
+        return english_verb(&word.to_ascii_lowercase());
+    }
+    if lead.is_empty() {
+        // An English verb of the lexicon, capitalised ("Vou verificar" is Portuguese
+        // for "I'll check").
+        first.starts_with(|c: char| c.is_ascii_uppercase())
+            && english_verb(&first.to_ascii_lowercase())
+    } else {
+        let lower = lead.to_ascii_lowercase();
+        lower.starts_with("to ") && lower.trim_end().ends_with(',')
+    }
+}
+
+/// A verb of the lexicon (the first word of a phrasal one).
+fn english_verb(lower: &str) -> bool {
+    NAME_VERBS.contains(&lower)
+        || CONCEPTS
+            .iter()
+            .flat_map(|c| c.verbs)
+            .any(|v| v.split(' ').next() == Some(lower))
+}
+
+/// "Running `pyenv install -l` gives the list …", "Running `npm i -g yarn` doesn't
+/// work": the gerund is the subject of the verb after it, no step being taken.
+fn gerund_subject(text: &str, span: &Range<usize>) -> bool {
+    let said = text.get(span.clone()).unwrap_or_default();
+    if !said
+        .split_whitespace()
+        .next()
+        .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_uppercase()) && w.ends_with("ing"))
+    {
+        return false;
+    }
+    let next = text[floor(text, span.end)..]
+        .trim_start_matches(['`', '"', '\'', '*'])
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    matches!(
+        next.trim_end_matches([',', '.', ':']),
+        "gives"
+            | "is"
+            | "was"
+            | "does"
+            | "doesn't"
+            | "did"
+            | "didn't"
+            | "will"
+            | "would"
+            | "won't"
+            | "can"
+            | "can't"
+            | "cannot"
+            | "returns"
+            | "shows"
+            | "prints"
+            | "produces"
+            | "ensures"
+            | "works"
+            | "fails"
+            | "makes"
+            | "causes"
+            | "takes"
+            | "requires"
+            | "lets"
+            | "allows"
+            | "helps"
+            | "should"
+            | "may"
+            | "might"
+            | "must"
+            | "has"
+            | "creates"
+            | "generates"
+            | "outputs"
+            | "displays"
+    )
+}
+
+/// The end of `head` lies inside thinking: an unclosed `<think>`, `<thinking>` or
+/// `<reasoning>`, or a Harmony analysis or commentary channel.
+fn thinking_at(head: &str) -> bool {
+    let open_tag = ["think", "thinking", "reasoning"].iter().any(|t| {
+        head.rfind(&format!("<{t}>"))
+            .is_some_and(|i| !head[i..].contains(&format!("</{t}>")))
+    });
+    open_tag
+        || head.rfind("<|channel|>").is_some_and(|i| {
+            let ch = &head[i + "<|channel|>".len()..];
+            ch.starts_with("analysis") || ch.starts_with("commentary")
+        })
+        || head.starts_with("analysis")
 }

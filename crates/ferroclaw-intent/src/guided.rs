@@ -50,7 +50,8 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             Some(Value::Array(a)) => a.iter().collect(),
             Some(v @ Value::Object(_)) => vec![v],
             // `{"action": "get_weather", "action_input": {…}}` (LangChain's JSON agent).
-            Some(Value::String(_)) if obj.get("action_input").is_some() => vec![&obj],
+            // (`{"action": "search_vehicles", "parameters": {…}}` too.)
+            Some(Value::String(_)) if args_of(&obj).is_some() => vec![&obj],
             Some(_) => Vec::new(),
             None if done.is_some() => Vec::new(),
             // A bare `{"name": …, "arguments": …}` object, or one wrapped in `function`.
@@ -72,9 +73,18 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         out.markup.push(span.clone());
         let conf = if list.is_some() { 0.95 } else { 0.8 };
         for item in items {
+            if finishes(item, tools, cfg) {
+                out.done = true;
+                continue;
+            }
             let (name, args) = name_and_args(item);
             let Some(name) = name else { continue };
-            if let Some(c) = make_call(&name, args, conf, span.clone(), tools, cfg) {
+            // `{"tool": "file_system", "action": "read_file", …}`: a family named
+            // where the offered tool is its action.
+            let action = item.get("action").and_then(Value::as_str);
+            if let Some(c) = make_call(&name, args.clone(), conf, span.clone(), tools, cfg)
+                .or_else(|| make_call(action?, args, conf, span.clone(), tools, cfg))
+            {
                 out.calls.push(c);
             }
         }
@@ -104,6 +114,21 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         }
     }
     out
+}
+
+/// The agent's own end, `{"action": {"type": "finish", "answer": …}}` or LangChain's
+/// `{"action": "Final Answer", …}`: the thought beside it is no plan (unless a tool of
+/// that name is offered).
+fn finishes(item: &Value, tools: &[ToolSpec], cfg: &ParserConfig) -> bool {
+    ["type", "action", "name", "tool"]
+        .iter()
+        .filter_map(|k| item.get(*k).and_then(Value::as_str))
+        .any(|s| {
+            let l = s.trim().to_ascii_lowercase();
+            l != "none"
+                && crate::react::DONE_NAMES.contains(&l.as_str())
+                && crate::schema::resolve(s, tools, &cfg.aliases).is_none()
+        })
 }
 
 /// gpt-oss ends its reasoning with the arguments alone: "Let's search again.\n\n

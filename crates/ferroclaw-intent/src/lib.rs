@@ -336,6 +336,12 @@ pub fn parse(
             return None;
         }
         let mut out = run_strategy(strategy, text, tools, cfg);
+        // An imperative in the answer ("Run `cargo test` to check.") tells the reader
+        // what to do; in the model's reasoning it is its own note to itself.
+        if strategy == Strategy::Fuzzy && source == Source::Content {
+            out.calls
+                .retain(|c| !crate::fuzzy::tells_reader(text, c.span.start));
+        }
         done |= out.done;
         // A structured strategy read the model's own "done" (ReAct's `finish`, DSPy's
         // `finish` tool name): the prose around it is no call.

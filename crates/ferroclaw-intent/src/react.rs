@@ -36,7 +36,7 @@ fn field_label(field: &str) -> &'static str {
         _ => "thought",
     }
 }
-static DONE_NAMES: &[&str] = &[
+pub(crate) static DONE_NAMES: &[&str] = &[
     "done",
     "finish",
     "finished",

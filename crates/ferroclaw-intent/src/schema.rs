@@ -582,10 +582,57 @@ fn coerce_value(v: &mut Value, ty: &str) {
                 if (ty == "object" && p.is_object()) || (ty == "array" && p.is_array()) {
                     *v = p;
                 }
+            } else if ty == "object" {
+                // Roo and Cline nest an object's fields as tags:
+                // `<args><file><path>a.md</path></file></args>`.
+                if let Some(m) = xml_fields(s.trim(), 0) {
+                    *v = Value::Object(m);
+                }
             }
         }
         _ => {}
     }
+}
+
+/// `<a>x</a><b><c>y</c></b>` as `{"a": "x", "b": {"c": "y"}}`; a repeated tag makes a
+/// list. `None` unless the whole text is such tags (attributes, stray text and
+/// unclosed tags are not read).
+fn xml_fields(s: &str, depth: usize) -> Option<Map<String, Value>> {
+    if depth > 8 || !s.starts_with('<') {
+        return None;
+    }
+    let mut m = Map::new();
+    let mut rest = s;
+    while !rest.is_empty() {
+        let open_end = rest.find('>')?;
+        let name = rest.strip_prefix('<')?.get(..open_end - 1)?;
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return None;
+        }
+        let body_start = open_end + 1;
+        let close = format!("</{name}>");
+        let body_len = rest[body_start..].find(&close)?;
+        let body = rest[body_start..body_start + body_len].trim();
+        // A body that opens a tag must be fields too: a broken one fails the whole.
+        let value = if body.starts_with('<') {
+            Value::Object(xml_fields(body, depth + 1)?)
+        } else {
+            Value::String(body.to_string())
+        };
+        match m.get_mut(name) {
+            Some(Value::Array(list)) => list.push(value),
+            Some(prev) => *prev = Value::Array(vec![prev.take(), value]),
+            None => {
+                m.insert(name.to_string(), value);
+            }
+        }
+        rest = rest[body_start + body_len + close.len()..].trim_start();
+    }
+    (!m.is_empty()).then_some(m)
 }
 
 /// Strip one pair of matching surrounding quotes or backticks.

@@ -5443,3 +5443,186 @@ fn this_stop_s_rules_refuse_what_a_review_found() {
         1
     );
 }
+
+#[test]
+fn agent_ends_nested_tag_arguments_and_action_families_from_the_twenty_eighth_consumed_part() {
+    let calc = vec![
+        tool("Calculator", text_prop("input"), &["input"]),
+        tool("web_search", text_prop("query"), &["query"]),
+    ];
+    // The agent's own end: the thought beside it plans nothing, in any language.
+    for text in [
+        "{\n  \"thought\": \"我需要计算两台的总价：8999 * 2 = 17998元，然后用20000减去它。\",\n  \"action\": {\"type\": \"finish\", \"answer\": \"还剩2002元。\"}\n}",
+        "{\"thought\": \"I need to search the web for the weather in Paris. It was sunny, so I can answer.\", \"action\": {\"type\": \"final_answer\", \"answer\": \"Sunny.\"}}",
+        "```json\n{\"action\": \"Final Answer\", \"action_input\": \"I should search the web for more, but the answer is 42.\"}\n```",
+    ] {
+        assert!(calls_in(None, Some(text), &calc).is_empty(), "{text}");
+    }
+    // The same envelope with a tool in it is a call; a tool named `finish` is called.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("{\"thought\": \"我需要计算总价\", \"action\": {\"name\": \"Calculator\", \"input\": \"8999*2\"}}"),
+            &calc
+        ),
+        one_call("Calculator", json!({"input": "8999*2"}))
+    );
+    let with_finish = vec![
+        tool("finish", text_prop("answer"), &["answer"]),
+        tool("web_search", text_prop("query"), &["query"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("{\"thought\": \"done\", \"action\": {\"name\": \"finish\", \"arguments\": {\"answer\": \"42\"}}}"),
+            &with_finish
+        ),
+        one_call("finish", json!({"answer": "42"}))
+    );
+
+    // Roo's nested argument tags fill an object parameter; repeated tags make a list.
+    let roo = vec![tool(
+        "read_file",
+        json!({"args": {"type": "object", "properties": {"file": {"type": "object"}}}}),
+        &["args"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<read_file>\n<args>\n  <file>\n    <path>README.md</path>\n  </file>\n</args>\n</read_file>"),
+            &roo
+        ),
+        one_call("read_file", json!({"args": {"file": {"path": "README.md"}}}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<read_file>\n<args>\n<file><path>a.rs</path></file>\n<file><path>b.rs</path></file>\n</args>\n</read_file>"),
+            &roo
+        ),
+        one_call(
+            "read_file",
+            json!({"args": {"file": [{"path": "a.rs"}, {"path": "b.rs"}]}})
+        )
+    );
+    // Tags that do not close, or text between them, are not read as fields.
+    for inner in [
+        "<file><path>a.rs</file>",
+        "<file><path>a.rs</path></file> and more",
+        "<file x=\"1\"><path>a.rs</path></file>",
+    ] {
+        let text = format!("<read_file>\n<args>{inner}</args>\n</read_file>");
+        let got = calls_in(None, Some(&text), &roo);
+        assert!(
+            got.iter().all(|(_, a)| !a["args"].is_object()),
+            "{text}: {got:?}"
+        );
+    }
+
+    // A family named where the offered tool is its action.
+    let files = vec![
+        tool("read_file", text_prop("path"), &["path"]),
+        tool("write_file", text_prop("path"), &["path"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me read it.\n```tool_code\n{\"tool\":\"file_system\",\"action\":\"read_file\",\"parameters\":{\"path\":\"docs/TASKS.md\"}}\n```"),
+            &files
+        ),
+        one_call("read_file", json!({"path": "docs/TASKS.md"}))
+    );
+    for text in [
+        // An action that is no offered tool.
+        "{\"tool\":\"file_system\",\"action\":\"delete_tree\",\"parameters\":{\"path\":\"/\"}}",
+        // The shape shown to the reader.
+        "Reply in this format, for example: {\"action\": \"read_file\", \"parameters\": {\"path\": \"a.md\"}}",
+    ] {
+        assert!(calls_in(None, Some(text), &files).is_empty(), "{text}");
+    }
+}
+
+#[test]
+fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
+    let code = vec![
+        tool("execute_command", text_prop("command"), &["command"]),
+        tool("web_search", text_prop("query"), &["query"]),
+        tool("read_file", text_prop("path"), &["path"]),
+    ];
+    // An imperative in the answer is the reader's step: with its purpose, after "To …,",
+    // as a list item.
+    for text in [
+        "Run `cargo add aho-corasick` to add this crate as a dependency.",
+        "To update python-build after it has been installed, run `git pull` in your clone.",
+        "Done! Next time:\n- Run `npm test` before pushing.\n- Search the docs for `--watch`.",
+        "Search the web for \"rust async book\" if you want more background.",
+        "These options are in the help (run `./configure --help` to get the complete list).",
+    ] {
+        assert!(calls_in(None, Some(text), &code).is_empty(), "{text}");
+    }
+    // The same words are the model's own note in its reasoning, in a thinking block of
+    // the answer, after a ReAct label, or after its own lead.
+    assert_eq!(
+        calls_in(Some("Run `cargo test` to check the build."), None, &code),
+        one_call("execute_command", json!({"command": "cargo test"}))
+    );
+    for text in [
+        "<think>\nThe user wants the build checked. Run `cargo test` to check it.\n</think>\n",
+        "Thought: Run `cargo test` to check the build.",
+        "Let me run `cargo test` to check the build.",
+        "I'll run `cargo test` to check the build.",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &code),
+            one_call("execute_command", json!({"command": "cargo test"})),
+            "{text}"
+        );
+    }
+    // A modal whose subject is something else tells what that one does.
+    for text in [
+        "Rustc will now search for custom JSON targets in `/lib/rustlib/target.json`.",
+        "After that the installer will run `make install` for you.",
+        "The script should read `config.toml` at startup.",
+    ] {
+        assert!(calls_in(None, Some(text), &code).is_empty(), "{text}");
+    }
+    for (text, call) in [
+        (
+            "I will now search for custom JSON targets.",
+            one_call("web_search", json!({"query": "custom JSON targets"})),
+        ),
+        (
+            "So the tool call should be read_file with path `config.toml`.",
+            one_call("read_file", json!({"path": "config.toml"})),
+        ),
+    ] {
+        assert_eq!(calls_in(None, Some(text), &code), call, "{text}");
+    }
+    // A gerund that is the subject of the verb after it reports; a status line does not.
+    for text in [
+        "Running `pyenv install -l` gives the list of all available versions.",
+        "### Running `npm install -g yarn` doesn't work",
+    ] {
+        assert!(calls_in(Some(text), Some(text), &code).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(None, Some("Running `npm test` to check the build."), &code),
+        one_call("execute_command", json!({"command": "npm test"}))
+    );
+    // The words of a Markdown link name a page.
+    for text in [
+        "Changes:\n- [Search for tuples and unit by type with `()`.](https://github.com/rust-lang/rust/pull/118194/)",
+        "For results in one chunk, see [`search`](#search-stream).",
+        "- [Read `CONTRIBUTING.md` first][contrib]",
+    ] {
+        assert!(calls_in(None, Some(text), &code).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me search for \"tuple search\" (the change is [here](https://example.com/pr/1))."),
+            &code
+        ),
+        one_call("web_search", json!({"query": "tuple search"}))
+    );
+}

@@ -520,6 +520,56 @@ async fn every_text_call_format_runs_the_tool() {
     }
 }
 
+/// Text that names tools, shows their format or tells the reader what to run, without
+/// the model committing to a call now: in auto mode the turn's text is the answer and
+/// no tool runs.
+#[tokio::test]
+async fn text_that_does_not_commit_to_a_call_runs_no_tool() {
+    let cases: &[(&str, Option<&str>)] = &[
+        // Past tense.
+        ("I used web_search earlier and found that Rust 1.80 came out in July 2024.", None),
+        // Named, then declined.
+        ("I could call exec to list the files, but there is no need: the folder holds only README.md.", None),
+        // No access claimed; no search follows from it.
+        ("I'm not able to access real-time data, so I can't tell you today's weather in Paris.", None),
+        // A function said to have produced the answer.
+        ("The read function returned the contents: remember the milk.", None),
+        // gpt-oss's constant "We need to…" with no tool in mind.
+        (
+            "Lifetimes name how long a reference stays valid.",
+            Some("We need to answer the question about lifetimes. Provide a short explanation."),
+        ),
+        // Steps for the reader.
+        ("Run `cargo test` to check the build, then `cargo fmt` to format it.", None),
+        ("To update it, run `git pull` in your clone.", None),
+        // The format shown, not used.
+        ("For example: {\"name\": \"exec\", \"arguments\": {\"command\": \"ls\"}}", None),
+        // A link's words, an offer, another's step.
+        ("See [Search the docs](https://docs.rs) for more.", None),
+        ("If you want, I can search the web for the latest release notes.", None),
+        ("The installer will run `make install` for you.", None),
+    ];
+    for (content, reasoning) in cases {
+        let h = with_provider(r#"tool_mode: "auto","#).await;
+        let mut reply = Reply::text(*content);
+        if let Some(r) = reasoning {
+            reply = reply.with_reasoning(*r, ReasoningField::ReasoningContent);
+        }
+        h.llm.push(reply);
+        let (res, events) = run(&h.agent(), "s", "hello").await;
+        let out = res.unwrap_or_else(|e| panic!("{content}: {e}"));
+        assert_eq!(out.text, *content);
+        assert_eq!(h.llm.requests().len(), 1, "{content}: no second turn");
+        assert!(
+            !events.all().iter().any(|e| matches!(
+                e.kind,
+                EventKind::ToolStart { .. } | EventKind::ToolIntents { .. }
+            )),
+            "{content}: no tool started"
+        );
+    }
+}
+
 /// A text that commits to a tool but gives no argument: without `intent.confirm` the
 /// call is made as read, and the tool's error says what is missing, so the model can
 /// correct itself on the next turn.
