@@ -490,6 +490,12 @@ fn protected_spans(text: &str) -> Vec<Protected> {
     while i < chars.len() {
         let (pos, c) = chars[i];
         let prev = if i > 0 { Some(chars[i - 1].1) } else { None };
+        // A fence's ``` opens no quotation (what is in code fences is judged apart).
+        let run = chars[i..].iter().take_while(|x| x.1 == '`').count();
+        if run >= 3 {
+            i += run;
+            continue;
+        }
         let (close, kind): (&[char], Quote) = match c {
             '`' => (&['`'], Quote::Backtick),
             '"' => (&['"'], Quote::Double),
@@ -502,7 +508,6 @@ fn protected_spans(text: &str) -> Vec<Protected> {
                 continue;
             }
         };
-        // Code fences: skip ``` blocks as one span.
         let mut j = i + 1;
         let mut found = None;
         while j < chars.len() {
@@ -990,8 +995,10 @@ fn in_link_label(text: &str, pos: usize) -> bool {
     }
     let rest = &text[upto..];
     let line = &rest[..rest.find('\n').unwrap_or(rest.len())];
-    line.find(']')
-        .is_some_and(|i| line[i + 1..].starts_with('(') || line[i + 1..].starts_with('['))
+    // `[…](url)`, `[…][ref]`, and a reference's definition `[Google Test]: https://…`.
+    line.find(']').is_some_and(|i| {
+        line[i + 1..].starts_with(['(', '[']) || line[i + 1..].starts_with(": http")
+    })
 }
 
 /// "Rustc will now search for custom targets", "the script can then read the file": a
@@ -2293,7 +2300,15 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
             break;
         }
     }
-    let q = rest[..end].trim();
+    // "the latest news about AI and": the words of a sentence cut off (or run on) after
+    // the query are not part of it.
+    let mut q = rest[..end].trim();
+    while let Some((head, last)) = q.rsplit_once(char::is_whitespace) {
+        if !QUERY_JOINS.contains(&last.to_ascii_lowercase().as_str()) {
+            break;
+        }
+        q = head.trim_end();
+    }
     let ql = q.to_lowercase();
     if q.chars().count() < 2
         // "use web_search to get the latest information": a purpose, not a query; "the
@@ -2306,6 +2321,8 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
         || QUERY_REJECT.contains(&ql.as_str())
         || q.split_whitespace().count() > 12
         || generic_phrase(&ql)
+        // "Search or submit bugs": the verb's other half, no query.
+        || ["or ", "and ", "than ", "which "].iter().any(|p| ql.starts_with(p))
     {
         return None;
     }
@@ -2316,6 +2333,12 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
         range: off..off + q.len(),
     })
 }
+
+/// Words that end no query.
+const QUERY_JOINS: &[&str] = &[
+    "the", "a", "an", "of", "and", "or", "to", "for", "with", "by", "from", "than", "that",
+    "which", "in", "on", "at", "as",
+];
 
 fn pattern_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
     let near = win.start..floor(text, (win.start + 60).min(win.end));
@@ -2987,8 +3010,11 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if !out.calls.is_empty() && ends_asking_user(text) {
         out.calls.clear();
     }
-    out.calls
-        .retain(|c| !in_link_label(text, c.span.start) && !gerund_subject(text, &c.span));
+    out.calls.retain(|c| {
+        !in_link_label(text, c.span.start)
+            && !gerund_subject(text, &c.span)
+            && !in_code_fence(text, c.span.start)
+    });
     drop_later_steps(text, &mut out.calls);
     drop_purposes(text, &mut out.calls);
     drop_replaced_by_instrument(text, &mut out.calls);
@@ -5132,6 +5158,16 @@ pub(crate) fn tells_reader(text: &str, start: usize) -> bool {
             || c.is_ascii_digit()
             || matches!(c, '-' | '*' | '•' | '>' | '#' | ')' | '.')
     });
+    // "First, create the file `hello.cc`:" is a step of a walk-through too.
+    let lower_lead = lead.to_ascii_lowercase();
+    let walk = ["first, ", "next, ", "then, ", "now, ", "finally, "]
+        .iter()
+        .find_map(|w| {
+            lower_lead
+                .strip_prefix(w)
+                .map(|r| &lead[lead.len() - r.len()..])
+        });
+    let lead = walk.unwrap_or(lead);
     let first = text[floor(text, start)..]
         .split_whitespace()
         .next()
@@ -5143,12 +5179,34 @@ pub(crate) fn tells_reader(text: &str, start: usize) -> bool {
     if lead.is_empty() {
         // An English verb of the lexicon, capitalised ("Vou verificar" is Portuguese
         // for "I'll check").
-        first.starts_with(|c: char| c.is_ascii_uppercase())
+        (walk.is_some() || first.starts_with(|c: char| c.is_ascii_uppercase()))
             && english_verb(&first.to_ascii_lowercase())
     } else {
         let lower = lead.to_ascii_lowercase();
         lower.starts_with("to ") && lower.trim_end().ends_with(',')
     }
+}
+
+/// Inside a ``` fence: code and its comments ("// Read the config file"), a command
+/// shown, no words of the model's own. (Not a fence of thinking; a fence that is itself
+/// the call is read by the other strategies.)
+fn in_code_fence(text: &str, pos: usize) -> bool {
+    let mut open: Option<&str> = None;
+    for l in text[..floor(text, pos)].lines() {
+        if let Some(info) = l.trim_start().strip_prefix("```") {
+            open = match open {
+                Some(_) => None,
+                None => Some(info.trim()),
+            };
+        }
+    }
+    open.is_some_and(|info| {
+        let lang = info.to_ascii_lowercase();
+        !matches!(
+            lang.as_str(),
+            "thinking" | "think" | "thought" | "thoughts" | "reasoning" | "analysis" | "plan"
+        )
+    })
 }
 
 /// A verb of the lexicon (the first word of a phrasal one).

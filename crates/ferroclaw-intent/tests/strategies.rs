@@ -5557,6 +5557,7 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
         "Done! Next time:\n- Run `npm test` before pushing.\n- Search the docs for `--watch`.",
         "Search the web for \"rust async book\" if you want more background.",
         "These options are in the help (run `./configure --help` to get the complete list).",
+        "First, create the file `hello.cc`:",
     ] {
         assert!(calls_in(None, Some(text), &code).is_empty(), "{text}");
     }
@@ -5609,11 +5610,42 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
         calls_in(None, Some("Running `npm test` to check the build."), &code),
         one_call("execute_command", json!({"command": "npm test"}))
     );
+    // A query is never cut at a joining word, nor the other half of the verb.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll search for the latest news about AI and"),
+            &code
+        ),
+        one_call("web_search", json!({"query": "the latest news about AI"}))
+    );
+    assert!(calls_in(
+        Some("Search or submit bugs against the project."),
+        None,
+        &code
+    )
+    .is_empty());
+    // Comments in code are the code's; a fence of thinking is the model's own.
+    for text in [
+        "Here is the script:\n```js\n// Read the file config.json and print it\nconst c = fs.readFileSync('config.json');\n```",
+        "```python\n# Search the web for the latest release\nresults = search('rust release')\n```",
+    ] {
+        assert!(calls_in(None, Some(text), &code).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("```thinking\nThe user wants the config. I should read `config.json` first.\n"),
+            &code
+        ),
+        one_call("read_file", json!({"path": "config.json"}))
+    );
     // The words of a Markdown link name a page.
     for text in [
         "Changes:\n- [Search for tuples and unit by type with `()`.](https://github.com/rust-lang/rust/pull/118194/)",
         "For results in one chunk, see [`search`](#search-stream).",
         "- [Read `CONTRIBUTING.md` first][contrib]",
+        "[Google Test]: https://github.com/google/googletest",
     ] {
         assert!(calls_in(None, Some(text), &code).is_empty(), "{text}");
     }
