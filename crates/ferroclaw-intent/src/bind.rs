@@ -38,7 +38,14 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             || f.strip_suffix("id")
                 .is_some_and(|t| t.len() > 2 && compact_text.contains(t))
     };
-    if !props.iter().any(|(_, f)| !f.is_empty() && named(f)) {
+    let has_name = props
+        .iter()
+        .any(|(p, _)| p.eq_ignore_ascii_case("name") || p.eq_ignore_ascii_case("title"));
+    let called = has_name
+        && ["called", "named", "titled"]
+            .iter()
+            .any(|w| compact_text.contains(w));
+    if !called && !props.iter().any(|(_, f)| !f.is_empty() && named(f)) {
         return out;
     }
     let mut found: Vec<(usize, &str, Value)> = Vec::new();
@@ -170,14 +177,21 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             }
         }
     }
-    // `a project named "Dark Mode Feature"`: the thing's name, for a `name` property.
-    let has_name = props
-        .iter()
-        .any(|(p, _)| p.eq_ignore_ascii_case("name") || p.eq_ignore_ascii_case("title"));
+    // `a project named "Dark Mode Feature"`, "a timer called barbecue": the thing's
+    // name, for a `name` property.
     if has_name {
         for c in NAMED_QUOTED.captures_iter(text) {
             let (Some(w), Some(v)) = (c.get(1), c.get(2)) else {
                 continue;
+            };
+            let raw = if v.as_str().starts_with(['"', '\'', '`']) {
+                v.as_str()
+            } else {
+                let word = v.as_str().trim_end_matches(['.', ',', ';', '!', '?']);
+                if NOT_NAMED.contains(&word.to_ascii_lowercase().as_str()) {
+                    continue;
+                }
+                word
             };
             let key = if w.as_str().eq_ignore_ascii_case("titled") {
                 "title"
@@ -185,7 +199,7 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
                 "name"
             };
             if let Some((prop, _)) = props.iter().find(|(p, _)| p.eq_ignore_ascii_case(key)) {
-                if let Some(value) = value_of(v.as_str()) {
+                if let Some(value) = value_of(raw) {
                     found.push((v.start(), prop, value));
                 }
             }
@@ -294,12 +308,19 @@ const GENERIC_VALUES: &[&str] = &[
     "format",
 ];
 
-/// `named "x"`, `called 'x'`, `titled "x"`.
+/// `named "x"`, `called 'x'`, `titled "x"`, or one bare word ending the clause
+/// (`called barbecue.`).
 static NAMED_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r#"\b(?i:(named|called|titled))\s+("[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`)"#,
+        r#"\b(?i:(named|called|titled))\s+("[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|[A-Za-z][\w-]{1,40}(?:[.,;!?]|$))"#,
     )
 });
+
+/// Words after "called" that name nothing ("a function called when …").
+const NOT_NAMED: &[&str] = &[
+    "when", "by", "with", "from", "for", "to", "on", "in", "at", "if", "it", "that", "this", "the",
+    "a", "an", "again", "once", "twice", "before", "after", "later", "now", "so",
+];
 
 /// Kinds of named containers a tool takes the name of ("the main branch").
 const CONTAINERS: &[&str] = &[

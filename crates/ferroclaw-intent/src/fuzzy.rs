@@ -4899,8 +4899,14 @@ fn named_by_nouns(
     let start = toks_start(tr, text);
     let before = text[sent.start.min(start)..start].to_ascii_lowercase();
     let refused = refusing(words(past_purpose(&before)).iter().map(String::as_str));
-    // "Getting the name of the current day...": the model says what it is doing.
-    let opening_gerund = before.trim().is_empty() && text[start..tr.end].ends_with("ing");
+    // "Getting the name of the current day...", "I'm setting a timer": the model says
+    // what it is doing.
+    let doing = before.trim_end().replace('\u{2019}', "'");
+    let opening_gerund = text[start..tr.end].ends_with("ing")
+        && (doing.is_empty()
+            || ["i'm", "i am", "we're", "we are"]
+                .iter()
+                .any(|c| doing.ends_with(c) && has_phrase(&doing, c)));
     noun_hit
         && !refused
         && (opening_gerund

@@ -5658,3 +5658,45 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
         one_call("web_search", json!({"query": "tuple search"}))
     );
 }
+
+#[test]
+fn a_step_said_as_being_done_and_a_thing_called_by_a_bare_word() {
+    let timer = vec![
+        tool(
+            "set_timer",
+            json!({"name": {"type": "string"}, "duration_seconds": {"type": "integer"}}),
+            &["name"],
+        ),
+        tool("look_up", text_prop("query"), &["query"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("I'm setting a timer called barbecue"), &timer),
+        one_call("set_timer", json!({"name": "barbecue"}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Sure! I am setting a timer named \"pasta\" now."),
+            &timer
+        ),
+        one_call("set_timer", json!({"name": "pasta"}))
+    );
+    // Not done, not the model's, or no name after "called".
+    for text in [
+        "I'm not setting a timer, the oven has its own.",
+        "You're setting a timer called barbecue, I see.",
+        "Timers I was setting earlier are gone.",
+    ] {
+        assert!(calls_in(None, Some(text), &timer).is_empty(), "{text}");
+    }
+    let got = calls_in(
+        None,
+        Some("Setting a timer for the callback called when the page loads."),
+        &timer,
+    );
+    assert!(
+        got.iter()
+            .all(|(_, a)| a.get("name") != Some(&json!("when"))),
+        "{got:?}"
+    );
+}
