@@ -5173,6 +5173,20 @@ pub(crate) fn tells_reader(text: &str, start: usize) -> bool {
                 .strip_prefix(w)
                 .map(|r| &lead[lead.len() - r.len()..])
         });
+    // "- **doc**: update BUILDING.md", "* fs: replace var with let": a change listed
+    // under its area, as changelogs and commit messages write them.
+    let area = || {
+        let line = &text[line_start(text, start)..floor(text, start)];
+        list_item(line) && {
+            let t = lead.trim_end();
+            t.ends_with(':')
+                && t.len() <= 40
+                && !t[..t.len() - 1]
+                    .trim_matches('*')
+                    .contains(char::is_whitespace)
+        }
+    };
+    let walk = walk.or_else(|| area().then_some(""));
     let lead = walk.unwrap_or(lead);
     let first = text[floor(text, start)..]
         .split_whitespace()

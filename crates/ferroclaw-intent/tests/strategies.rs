@@ -5558,9 +5558,15 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
         "Search the web for \"rust async book\" if you want more background.",
         "These options are in the help (run `./configure --help` to get the complete list).",
         "First, create the file `hello.cc`:",
+        "Changes in this release:\n- **doc**: update `BUILDING.md`\n- **fs**: replace var with let in `lib/fs.js`",
     ] {
         assert!(calls_in(None, Some(text), &code).is_empty(), "{text}");
     }
+    // A step of the model's own plan keeps its label.
+    assert_eq!(
+        calls_in(None, Some("Plan:\n- Step 1: read `config.json`"), &code),
+        one_call("read_file", json!({"path": "config.json"}))
+    );
     // The same words are the model's own note in its reasoning, in a thinking block of
     // the answer, after a ReAct label, or after its own lead.
     assert_eq!(

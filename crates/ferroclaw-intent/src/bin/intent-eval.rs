@@ -6,6 +6,11 @@
 //! `real/heldout.jsonl`). `--verbose` lists the failures of the written corpus and of
 //! the real development part; the held-out part's failures are listed only with
 //! `--heldout`, so tuning does not look at them.
+//!
+//! `intent-eval --prose FILE…` measures false calls another way: it parses prose that
+//! commits to nothing (documentation, READMEs, changelogs), two paragraphs at a time, as
+//! an answer's content with the standard tools offered, and counts the calls made (every
+//! one is false); `--verbose` lists them.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,16 +25,24 @@ fn main() -> ExitCode {
     let mut verbose = false;
     let mut heldout_failures = false;
     let mut dir: Option<PathBuf> = None;
+    let mut prose: Option<Vec<PathBuf>> = None;
     for a in std::env::args().skip(1) {
         match a.as_str() {
             "-v" | "--verbose" => verbose = true,
             "--heldout" => heldout_failures = true,
+            "--prose" => prose = Some(Vec::new()),
             "-h" | "--help" => {
-                println!("usage: intent-eval [--verbose] [--heldout] [corpus_dir]");
+                println!("usage: intent-eval [--verbose] [--heldout] [corpus_dir]\n       intent-eval --prose [--verbose] FILE...");
                 return ExitCode::SUCCESS;
             }
-            other => dir = Some(PathBuf::from(other)),
+            other => match prose.as_mut() {
+                Some(files) => files.push(PathBuf::from(other)),
+                None => dir = Some(PathBuf::from(other)),
+            },
         }
+    }
+    if let Some(files) = prose {
+        return prose_scan(&files, verbose);
     }
     let dir = dir.unwrap_or_else(default_corpus_dir);
     let cases = match load_corpus(&dir) {
@@ -105,5 +118,43 @@ fn main() -> ExitCode {
             println!("  {f}");
         }
     }
+    ExitCode::SUCCESS
+}
+
+/// Calls made on prose that commits to nothing, two paragraphs at a time.
+fn prose_scan(files: &[PathBuf], verbose: bool) -> ExitCode {
+    let tools = standard_tools();
+    let cfg = ParserConfig::default();
+    let (mut chunks, mut with_calls) = (0usize, 0usize);
+    for f in files {
+        let text = match std::fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("intent-eval: {}: {e}", f.display());
+                return ExitCode::FAILURE;
+            }
+        };
+        let paras: Vec<&str> = text
+            .split("\n\n")
+            .filter(|p| !p.trim().is_empty())
+            .collect();
+        for pair in paras.chunks(2) {
+            let chunk = pair.join("\n\n");
+            chunks += 1;
+            let calls = parse(None, Some(&chunk), &tools, &cfg).calls;
+            if let Some(c) = calls.first() {
+                with_calls += 1;
+                if verbose {
+                    let said = chunk.get(c.span.clone()).unwrap_or_default();
+                    println!("{}: {} {} ← {said:?}", f.display(), c.name, c.arguments);
+                }
+            }
+        }
+    }
+    println!(
+        "prose: {chunks} chunks from {} files, {with_calls} with a call ({:.1} per 1,000)",
+        files.len(),
+        with_calls as f64 * 1000.0 / chunks.max(1) as f64
+    );
     ExitCode::SUCCESS
 }
