@@ -5151,13 +5151,17 @@ fn merge_subsets(calls: &mut Vec<ParsedCall>) {
 }
 
 /// A sentence of the answer that opens with a verb in the imperative ("Run `cargo add
-/// regex` to add it.", "To update it, run `git pull`.", "- Search the docs for …"):
-/// addressed to the reader. Not in the thinking the answer carries (`<think>…`, a
+/// regex` to add it.", "To update it, run `git pull`.", "- Search the docs for …"), or
+/// a heading: addressed to the reader. Not in the thinking the answer carries (`<think>…`, a
 /// Harmony analysis channel), nor after a label ("Thought: Search …").
 pub(crate) fn tells_reader(text: &str, start: usize) -> bool {
     let head = &text[..floor(text, start)];
     if thinking_at(head) {
         return false;
+    }
+    // "### Running `rustfmt` directly": a section's title.
+    if text[line_start(text, start)..].starts_with('#') {
+        return true;
     }
     let lead = last_sentence(head).trim_start_matches(|c: char| {
         c.is_whitespace()

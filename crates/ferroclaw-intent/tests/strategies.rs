@@ -5558,6 +5558,7 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
         "Search the web for \"rust async book\" if you want more background.",
         "These options are in the help (run `./configure --help` to get the complete list).",
         "First, create the file `hello.cc`:",
+        "### Running `cargo test` directly\n\nIt builds the crate first.",
         "Changes in this release:\n- **doc**: update `BUILDING.md`\n- **fs**: replace var with let in `lib/fs.js`",
     ] {
         assert!(calls_in(None, Some(text), &code).is_empty(), "{text}");
