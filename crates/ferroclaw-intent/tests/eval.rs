@@ -71,9 +71,7 @@ fn real_corpus_is_sourced_labelled_and_split() {
     let held = real("heldout");
     let all: Vec<&Case> = dev.iter().chain(&held).collect();
     assert!(all.len() >= 150, "{} real cases", all.len());
-    // (The latest part is small: the search tools ran out while it was gathered; see
-    // the corpus README, step 28.)
-    assert!(held.len() >= 25, "{} held-out cases", held.len());
+    assert!(held.len() >= 100, "{} held-out cases", held.len());
     let negatives = all.iter().filter(|c| c.is_negative()).count();
     assert!(
         negatives * 3 >= all.len(),
@@ -115,11 +113,11 @@ fn real_corpus_is_sourced_labelled_and_split() {
 }
 
 /// Floors at what the parser scored (rules alone) when this was written, so a change
-/// that loses ground fails. Development part: P 0.914 / R 0.859 (2,600 cases, twenty-seven
+/// that loses ground fails. Development part: P 0.916 / R 0.861 (2,625 cases, twenty-eight
 /// earlier held-out parts included). Held-out part, gathered after that tuning and scored
-/// once at its end: P 0.824 / R 0.875 (25). The aim for the held-out part is P 0.95 /
+/// once at its end: P 0.780 / R 0.684 (108). The aim for the held-out part is P 0.95 /
 /// R 0.90; see the corpus README.
-const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.91, 0.85), ("heldout", 0.82, 0.87)];
+const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.91, 0.85), ("heldout", 0.77, 0.68)];
 
 #[test]
 fn real_output_scores_hold() {
