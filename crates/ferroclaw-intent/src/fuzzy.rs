@@ -3521,7 +3521,6 @@ fn sql_shaped(s: &str) -> bool {
     .contains(&first.as_str())
 }
 
-/// The schema's type for `key` can hold `v`.
 static EACH_OF: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
         r"(?i)^(?:each|every|all)\b(?:\s+(?:of\s+)?(?:these|those|the|them|four|three|two|five|\d+))*(?:\s+[a-z]+)?$",
@@ -3614,6 +3613,7 @@ fn drop_own_name_words(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall])
     }
 }
 
+/// The schema's type for `key` can hold `v`.
 fn fits(tool: &ToolSpec, key: &str, v: &Value) -> bool {
     match tool.prop_type(key) {
         Some("boolean") => v.is_boolean(),

@@ -80,11 +80,14 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             let (name, args) = name_and_args(item);
             let Some(name) = name else { continue };
             // `{"tool": "file_system", "action": "read_file", …}`: a family named
-            // where the offered tool is its action.
-            let action = item.get("action").and_then(Value::as_str);
-            if let Some(c) = make_call(&name, args.clone(), conf, span.clone(), tools, cfg)
-                .or_else(|| make_call(action?, args, conf, span.clone(), tools, cfg))
-            {
+            // where the offered tool is its action. (The arguments are copied only when
+            // there is an action to fall back on.)
+            let call = match item.get("action").and_then(Value::as_str) {
+                Some(action) => make_call(&name, args.clone(), conf, span.clone(), tools, cfg)
+                    .or_else(|| make_call(action, args, conf, span.clone(), tools, cfg)),
+                None => make_call(&name, args, conf, span.clone(), tools, cfg),
+            };
+            if let Some(c) = call {
                 out.calls.push(c);
             }
         }
@@ -123,12 +126,7 @@ fn finishes(item: &Value, tools: &[ToolSpec], cfg: &ParserConfig) -> bool {
     ["type", "action", "name", "tool"]
         .iter()
         .filter_map(|k| item.get(*k).and_then(Value::as_str))
-        .any(|s| {
-            let l = s.trim().to_ascii_lowercase();
-            l != "none"
-                && crate::react::DONE_NAMES.contains(&l.as_str())
-                && crate::schema::resolve(s, tools, &cfg.aliases).is_none()
-        })
+        .any(|s| crate::react::ends_run(s.trim(), tools, cfg))
 }
 
 /// gpt-oss ends its reasoning with the arguments alone: "Let's search again.\n\n

@@ -36,7 +36,7 @@ fn field_label(field: &str) -> &'static str {
         _ => "thought",
     }
 }
-pub(crate) static DONE_NAMES: &[&str] = &[
+static DONE_NAMES: &[&str] = &[
     "done",
     "finish",
     "finished",
@@ -47,6 +47,16 @@ pub(crate) static DONE_NAMES: &[&str] = &[
     "stop",
     "none",
 ];
+
+/// A name the agent ends its run with (`finish`, `Final Answer`, `done`). An offered
+/// tool of that name — DSPy's `finish`, smolagents' `final_answer` — is called like any
+/// other.
+pub(crate) fn ends_run(name: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> bool {
+    let lname = name.to_ascii_lowercase();
+    lname != "none"
+        && DONE_NAMES.contains(&lname.as_str())
+        && crate::schema::resolve(name, tools, &cfg.aliases).is_none()
+}
 
 pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
     let mut out = StrategyOutput::default();
@@ -114,20 +124,18 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 } else {
                     split_inline(line)
                 };
-                let lname = name.to_ascii_lowercase();
-                // (An offered tool of that name — DSPy's `finish`, smolagents'
-                // `final_answer` — is called like any other.)
-                if DONE_NAMES.contains(&lname.as_str())
+                if ends_run(name, tools, cfg) {
+                    out.done = true;
+                    // DSPy's fields after its end are markup too.
+                    let dspy = text[lstart..].trim_start().starts_with("[[");
+                    out.markup
+                        .push(lstart..if dspy { text.len() } else { vend });
+                    break;
+                }
+                // `Action: None`: no step this time.
+                if name.eq_ignore_ascii_case("none")
                     && crate::schema::resolve(name, tools, &cfg.aliases).is_none()
                 {
-                    if lname != "none" {
-                        out.done = true;
-                        // DSPy's fields after its end are markup too.
-                        let dspy = text[lstart..].trim_start().starts_with("[[");
-                        out.markup
-                            .push(lstart..if dspy { text.len() } else { vend });
-                        break;
-                    }
                     i += 1;
                     continue;
                 }
