@@ -306,6 +306,22 @@ const GENERIC_VALUES: &[&str] = &[
     "details",
     "input",
     "format",
+    // What the value is like, not the value: "The path is outside the workspace."
+    "outside",
+    "inside",
+    "within",
+    "missing",
+    "empty",
+    "invalid",
+    "wrong",
+    "correct",
+    "relative",
+    "absolute",
+    "required",
+    "optional",
+    "unknown",
+    "incorrect",
+    "valid",
 ];
 
 /// `named "x"`, `called 'x'`, `titled "x"`, or one bare word ending the clause

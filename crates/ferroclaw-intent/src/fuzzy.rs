@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use crate::harmony::floor;
 use crate::{jsonscan, make_call, ParsedCall, ParserConfig, StrategyOutput, ToolSpec};
 
+mod antecedent;
 mod workbench;
 
 const MAX_TEXT: usize = 256 * 1024;
@@ -360,9 +361,12 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             // description matched: the name's own words lead.
             if own_verbs.is_empty() {
                 let name_words = crate::schema::name_words(&t.name);
-                // `about_the_user`: a preposition is no verb.
+                // `about_the_user`: a preposition is no verb; nor is an abbreviation
+                // (`sc_celltypist`, `db_lookup`).
                 let verb = name_words.first().filter(|w| {
-                    !verbs.contains(&vec![(*w).clone()]) && !NAME_FILLERS.contains(&w.as_str())
+                    w.len() > 2
+                        && !verbs.contains(&vec![(*w).clone()])
+                        && !NAME_FILLERS.contains(&w.as_str())
                 });
                 if let Some(w) = verb {
                     verbs.push(vec![w.clone()]);
@@ -1184,6 +1188,32 @@ const CJK_CUES: &[&str] = &[
     "必须使用",
     "应该使用",
     "应该调用",
+    "首先调用",
+    "首先，调用",
+    "先调用",
+    "直接调用",
+    "立即调用",
+    // The same in traditional characters.
+    "讓我用",
+    "讓我使用",
+    "讓我調用",
+    "我來用",
+    "我來使用",
+    "我來調用",
+    "我需要調用",
+    "我要調用",
+    "我將使用",
+    "我將調用",
+    "我會使用",
+    "我會調用",
+    "現在調用",
+    "接下來調用",
+    "應該使用",
+    "應該調用",
+    "首先調用",
+    "首先，調用",
+    "先調用",
+    "直接調用",
 ];
 
 /// Chinese commitments that open a clause ("我来为您查询…", "我将进行相关搜索").
@@ -1638,6 +1668,15 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
         "this code",
         "the program",
         "this program",
+        // What the model lacks, not what it does: "I need access to a weather API to get
+        // weather information for Baltimore."
+        "i need access to",
+        "i would need access to",
+        "i'd need access to",
+        "i would need to have access to",
+        "i would need to be able to",
+        "i'd need to be able to",
+        "i need to be able to",
     ]
     .iter()
     .any(|p| lower.starts_with(p))
@@ -2102,6 +2141,7 @@ fn command_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found
         let l = tok.to_lowercase();
         if [
             "to", "so", "in", "and", "then", "first", "now", "again", "for", "which", "because",
+            "with", "using", "via",
         ]
         .contains(&l.as_str())
         {
@@ -2981,6 +3021,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         call_it(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
+        run_by_word(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
         do_that(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
@@ -3015,10 +3058,13 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             && !gerund_subject(text, &c.span)
             && !in_code_fence(text, c.span.start)
     });
+    drop_shown_reads(text, &mut out.calls);
+    drop_code_searched_on_web(text, &mut out.calls);
     drop_later_steps(text, &mut out.calls);
     drop_purposes(text, &mut out.calls);
     drop_replaced_by_instrument(text, &mut out.calls);
     fill_bindings(text, tools, &mut out.calls);
+    antecedent::command_named_before(text, tools, &mut out.calls);
     repeat_calls(text, tools, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
     drop_own_name_words(text, tools, &mut out.calls);
@@ -3355,6 +3401,86 @@ fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
 /// step after "then" whose arguments the text does not state waits on the result of the
 /// step before it. (A later step with its own arguments — "after that we'll read
 /// docs/protocol.md" — does not.)
+/// "Look at `dequeue()` in `job_queue.py`:" followed by the code itself: the model
+/// shows what it has read already, it does not read it now.
+fn drop_shown_reads(text: &str, calls: &mut Vec<ParsedCall>) {
+    calls.retain(|c| {
+        let reads = crate::schema::name_words(&c.name)
+            .iter()
+            .any(|w| matches!(w.as_str(), "read" | "view" | "cat" | "open"));
+        if !reads {
+            return true;
+        }
+        let sent = sentence_around(text, &c.span);
+        let line_end = text[sent.end..]
+            .find('\n')
+            .map_or(text.len(), |i| sent.end + i);
+        let shown = text[c.span.end.min(line_end)..line_end]
+            .trim_end()
+            .ends_with(':')
+            && text[line_end..].trim_start().starts_with("```");
+        !shown
+    });
+}
+
+/// Places of code a search of the web does not look in.
+const CODE_PLACES: &[&str] = &[
+    "codebase",
+    "repository",
+    "repo",
+    "workspace",
+    "project",
+    "directory",
+    "folder",
+];
+
+/// A tool whose name says it searches the web (`web_search`, `google_search`,
+/// `tavily_search`).
+fn searches_web(name: &str) -> bool {
+    let ws = crate::schema::name_words(name);
+    ws.iter().any(|w| w == "search")
+        && ws.iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "web"
+                    | "internet"
+                    | "google"
+                    | "bing"
+                    | "brave"
+                    | "duckduckgo"
+                    | "ddg"
+                    | "tavily"
+                    | "serp"
+                    | "serper"
+                    | "exa"
+                    | "online"
+            )
+        })
+}
+
+/// "Let me search the codebase for `parse_config`": not a search of the web, whatever
+/// search tool was offered.
+fn drop_code_searched_on_web(text: &str, calls: &mut Vec<ParsedCall>) {
+    calls.retain(|c| {
+        if !searches_web(&c.name) {
+            return true;
+        }
+        let sent = sentence_around(text, &c.span);
+        let lower = text[sent].to_lowercase();
+        !CODE_PLACES.iter().any(|p| {
+            [
+                "search the",
+                "searching the",
+                "in the",
+                "across the",
+                "through the",
+            ]
+            .iter()
+            .any(|d| has_phrase(&lower, &format!("{d} {p}")))
+        })
+    });
+}
+
 fn drop_later_steps(text: &str, calls: &mut Vec<ParsedCall>) {
     let Some(first) = calls.first() else {
         return;
@@ -4501,6 +4627,52 @@ fn the_function(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut St
     let conf = if args.is_empty() { 0.55 } else { 0.65 };
     if let Some(c) = make_call(&tool.name, Value::Object(args), conf, span, tools, cfg) {
         out.calls.push(c);
+    }
+}
+
+static RUN_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:let\s+me|let's|i'll|i\s+will|we'll|i'm\s+going\s+to|i\s+am\s+going\s+to)\s+(?:now\s+)?(?:run|use|invoke|launch|call)\s+(?:the\s+)?([A-Za-z][\w-]{3,40})\b",
+    )
+});
+
+/// "I'll run CellTypist with the Cells_Adult_Breast model": a word of one offered tool's
+/// name that no other tool's name holds (`sc_celltypist`), said as the thing run.
+fn run_by_word(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
+    for c in RUN_WORD.captures_iter(text) {
+        let (Some(m), Some(w)) = (c.get(0), c.get(1)) else {
+            continue;
+        };
+        let word = w.as_str().to_ascii_lowercase();
+        if word.len() < 5
+            || NAME_VERBS.contains(&word.as_str())
+            || NAME_FILLERS.contains(&word.as_str())
+            || [
+                "tool",
+                "tools",
+                "function",
+                "functions",
+                "command",
+                "script",
+            ]
+            .contains(&word.as_str())
+        {
+            continue;
+        }
+        let owners: Vec<&ToolSpec> = tools
+            .iter()
+            .filter(|t| crate::schema::name_words(&t.name).contains(&word))
+            .collect();
+        let [tool] = owners.as_slice() else { continue };
+        if !committed_sentence(text, m.start()) {
+            continue;
+        }
+        let sent = sentence_around(text, &m.range());
+        let args = crate::bind::bindings(&text[sent], tool);
+        if let Some(call) = make_call(&tool.name, Value::Object(args), 0.6, m.range(), tools, cfg) {
+            out.calls.push(call);
+            return;
+        }
     }
 }
 

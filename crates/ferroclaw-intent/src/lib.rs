@@ -398,6 +398,9 @@ pub fn parse(
         }
     }
     let mut calls = winner.unwrap_or_default();
+    if let (Some(r), Some(c)) = (reasoning.as_deref(), content.as_deref()) {
+        answer_settles_step(r, c, &mut calls, tools, cfg);
+    }
     if let Some(r) = reasoning.as_deref() {
         reasoned_values(r, &mut calls, tools);
     }
@@ -432,6 +435,40 @@ pub fn parse(
         done,
         final_text,
     }
+}
+
+/// Steps read in the reasoning's prose give way to a step the answer itself commits to
+/// with other tools: the reasoning weighs what to look at ("Look at `dequeue()` in
+/// `job_queue.py`"), the answer says what the model does now ("Let me run the simulation
+/// first"). A step the reasoning ends on is the one it chose, and stays.
+fn answer_settles_step(
+    reasoning: &str,
+    content: &str,
+    calls: &mut Vec<ParsedCall>,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) {
+    if calls.is_empty()
+        || !calls
+            .iter()
+            .all(|c| c.strategy == Strategy::Fuzzy && c.source == Source::Reasoning)
+    {
+        return;
+    }
+    let trimmed = reasoning.trim_end();
+    let last = trimmed.len() - fuzzy::last_sentence(trimmed).len();
+    if calls.iter().any(|c| c.span.end > last) {
+        return;
+    }
+    let mut own = run_strategy(Strategy::Fuzzy, content, tools, cfg).calls;
+    own.retain(|c| !fuzzy::tells_reader(content, c.span.start));
+    if own.is_empty() || own.iter().any(|c| calls.iter().any(|r| r.name == c.name)) {
+        return;
+    }
+    for c in &mut own {
+        c.source = Source::Content;
+    }
+    *calls = own;
 }
 
 /// A prose call read from the content ("I'll check the weather in Florence, Italy for

@@ -2661,6 +2661,44 @@ fn child_tags(body: &str, tool: &ToolSpec) -> Map<String, Value> {
     m
 }
 
+/// Where a tool's tag that is never closed ends: `<read_file>\n<path>a.json</path>\n
+/// </filesystem>` — its parameter tags, then only closing tags (of a wrapper the model
+/// invented) to the end of the text.
+fn unclosed_end(
+    text: &str,
+    body_start: usize,
+    name: &str,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> Option<usize> {
+    let tool = schema::resolve(name, tools, &cfg.aliases)?;
+    let body = &text[body_start..];
+    if !body.trim_start().starts_with('<') {
+        return None;
+    }
+    let m = child_tags(body, tool);
+    let last = m
+        .keys()
+        .filter_map(|k| {
+            let close = format!("</{k}>");
+            find_ci(body, 0, &close).map(|i| i + close.len())
+        })
+        .max()?;
+    let mut tail = body[last..].trim();
+    while let Some(r) = tail.strip_prefix("</") {
+        let (tag, after) = r.split_once('>')?;
+        if tag.is_empty()
+            || !tag
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return None;
+        }
+        tail = after.trim_start();
+    }
+    tail.is_empty().then_some(body_start + last)
+}
+
 /// Tags models wrap their reasoning in, never a call whatever the tools are named.
 const REASONING_TAGS: &[&str] = &[
     "think",
@@ -2678,14 +2716,21 @@ const REASONING_TAGS: &[&str] = &[
 fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
     let mut closes: HashMap<String, Next> = HashMap::new();
     let mut pos = 0;
-    while let Some(off) = text[pos..].find('<') {
+    while let Some(off) = text[pos..].find(['<', '[']) {
         let start = pos + off;
         pos = start + 1;
+        // `[read_file]` opening a body of tags that `</read_file>` closes: the opening
+        // tag written in brackets.
+        let bracket = text[start..].starts_with('[');
         let rest = &text[start + 1..];
         let name_len = rest
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
             .unwrap_or(rest.len());
-        if name_len == 0 || name_len > 64 || !rest[name_len..].starts_with('>') {
+        let shut = if bracket { ']' } else { '>' };
+        if name_len == 0 || name_len > 64 || !rest[name_len..].starts_with(shut) {
+            continue;
+        }
+        if bracket && !rest[name_len + 1..].trim_start().starts_with('<') {
             continue;
         }
         let tag = &rest[..name_len];
@@ -2702,11 +2747,15 @@ fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         };
         let body_start = start + 1 + name_len + 1;
         let close = format!("</{tag}>");
-        let Some(close_at) = closes
+        let closed = closes
             .entry(close.to_ascii_lowercase())
             .or_default()
-            .at(text, body_start, &close)
-        else {
+            .at(text, body_start, &close);
+        let Some(close_at) = closed.or_else(|| {
+            (!bracket)
+                .then(|| unclosed_end(text, body_start, name, tools, cfg))
+                .flatten()
+        }) else {
             continue;
         };
         let body = text[body_start..close_at].trim();
@@ -2732,7 +2781,11 @@ fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         } else {
             Value::String(body.to_string())
         };
-        let end = close_at + close.len();
+        let end = if closed.is_some() {
+            close_at + close.len()
+        } else {
+            close_at
+        };
         push(out, name, args, TOOL_TAG, start..end, tools, cfg);
         pos = end;
     }

@@ -5707,3 +5707,247 @@ fn a_step_said_as_being_done_and_a_thing_called_by_a_bare_word() {
         "{got:?}"
     );
 }
+
+#[test]
+fn commands_referred_back_to_and_the_answer_s_own_step_from_the_twenty_ninth_consumed_part() {
+    let shell = vec![tool("run_shell", text_prop("command"), &["command"])];
+    // "This command" is the one the text named before.
+    for (text, cmd) in [
+        (
+            "用戶要求我用 run_shell 工具執行 echo LOOPPROBE_77 命令，並回報輸出結果。我需要使用 run_shell 工具來執行這個命令。",
+            "echo LOOPPROBE_77",
+        ),
+        (
+            "用户要求执行一个不存在的命令 `nosuchcommand_xyz123`，然后看看是否能修正。\n\n让我先执行这个命令。",
+            "nosuchcommand_xyz123",
+        ),
+        (
+            "用戶要求用 run_shell 執行 tail -f /dev/null。這是一個安全的操作。我需要用 run_shell 工具來執行這個命令。",
+            "tail -f /dev/null",
+        ),
+        (
+            "The user asks me to run echo hi with run_shell. I need to use run_shell to run this command.",
+            "echo hi",
+        ),
+    ] {
+        assert_eq!(
+            calls_in(Some(text), None, &shell),
+            one_call("run_shell", json!({"command": cmd})),
+            "{text}"
+        );
+    }
+    // No command named before: the call is made without one, never with a guess.
+    assert_eq!(
+        calls_in(
+            Some("I need to use run_shell to run this command."),
+            None,
+            &shell
+        ),
+        one_call("run_shell", json!({}))
+    );
+    // Refused, or the command is only named after the call.
+    assert!(calls_in(
+        Some("The user asks me to run `rm -rf /`. I will not run this command."),
+        None,
+        &shell
+    )
+    .is_empty());
+
+    // The reasoning weighs what to look at; the answer says what the model does now.
+    let bench = vec![
+        tool("Read", text_prop("path"), &["path"]),
+        tool("Bash", text_prop("command"), &["command"]),
+        tool("Edit", text_prop("path"), &["path"]),
+    ];
+    let reasoning = "Let me analyze the bug.\n\nLook at `worker.py` for the handler. The except \
+                     block never calls `queue.fail()`, so the job stays in processing.\n\nSo \
+                     the fix is to call it.";
+    assert_eq!(
+        calls_in(
+            Some(reasoning),
+            Some("Let me run the simulation first to confirm the bug."),
+            &bench
+        ),
+        one_call("Bash", json!({}))
+    );
+    // A step the reasoning ends on is the one it chose: it stays.
+    assert_eq!(
+        calls_in(
+            Some("The path is outside the workspace. Let me read `notes.md` first."),
+            Some("I can only write inside the workspace. Let me run the tests and write it there:"),
+            &bench
+        ),
+        one_call("Read", json!({"path": "notes.md"}))
+    );
+    // Code the reasoning shows after "Look at …:" was read already.
+    let shown =
+        "Look at `dequeue()` in `job_queue.py`:\n\n```python\nasync def dequeue(self):\n    \
+                 return None\n```\n\nThe sleep makes a race.";
+    assert!(calls_in(Some(shown), None, &bench).is_empty());
+    assert_eq!(
+        calls_in(Some("Let me look at `job_queue.py` next."), None, &bench),
+        one_call("Read", json!({"path": "job_queue.py"}))
+    );
+    // A lint check is a program's work.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("HTML output is byte-identical. Let me do a quick lint check."),
+            &bench
+        ),
+        one_call("Bash", json!({}))
+    );
+    assert!(calls_in(
+        None,
+        Some("Let me do a quick summary of the changes."),
+        &bench
+    )
+    .is_empty());
+}
+
+#[test]
+fn lacking_tools_searches_abbreviations_and_damaged_tags_from_the_twenty_ninth_consumed_part() {
+    let weather = vec![tool("getWeather", text_prop("location"), &["location"])];
+    // What the model lacks is no step.
+    for text in [
+        "The available tools lack the necessary functionality to answer this question.  I need access to a weather API to get weather information for Baltimore.",
+        "I would need access to a live feed to check the weather in Oslo.",
+    ] {
+        assert!(calls_in(None, Some(text), &weather).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I need to get the weather for Baltimore."),
+            &weather
+        ),
+        one_call("getWeather", json!({"location": "Baltimore"}))
+    );
+
+    // A search with a web search offered and no search of the code is the web's.
+    let ide = vec![
+        tool("web_search", text_prop("query"), &["query"]),
+        tool("read_file", text_prop("path"), &["path"]),
+        tool("write_file", text_prop("path"), &["path"]),
+        tool("run_command", text_prop("command"), &["command"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Searching for that now."), &ide),
+        one_call("web_search", json!({}))
+    );
+    // The code is not searched on the web; the web is, for a project's pages.
+    let got = calls_in(
+        None,
+        Some("Let me search the codebase for `parse_config` usages."),
+        &ide,
+    );
+    assert!(got.iter().all(|(n, _)| n != "web_search"), "{got:?}");
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me search the web for the project's release notes."),
+            &ide
+        )
+        .len(),
+        1
+    );
+    let no_web = vec![
+        tool("read_file", text_prop("path"), &["path"]),
+        tool("run_command", text_prop("command"), &["command"]),
+        tool("fetch_page", text_prop("url"), &["url"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Searching for that now."), &no_web),
+        one_call("run_command", json!({}))
+    );
+
+    // An abbreviation opening a tool's name is no verb.
+    let cells = vec![
+        tool("sc_celltypist", text_prop("input_path"), &[]),
+        tool("sc_qc", text_prop("input_path"), &[]),
+    ];
+    for text in [
+        "Merged h5ad is ready for:\n1. Normalisation (sc.pp.normalize_total + log1p)\n2. PCA",
+        "Use sc.tl.leiden for clustering.",
+    ] {
+        assert!(calls_in(None, Some(text), &cells).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll run sc_celltypist on `data/merged.h5ad` now."),
+            &cells
+        )
+        .len(),
+        1
+    );
+    // A word of one tool's name, said as the thing run.
+    for text in [
+        "I'll run CellTypist with the Cells_Adult_Breast model and majority voting.",
+        "Let me use the celltypist tool now.",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &cells),
+            one_call("sc_celltypist", json!({})),
+            "{text}"
+        );
+    }
+    let shared = vec![
+        tool("celltypist_annotate", text_prop("input_path"), &[]),
+        tool("celltypist_train", text_prop("input_path"), &[]),
+    ];
+    for (text, tools) in [
+        ("CellTypist is the tool I ran earlier.", &cells),
+        ("I won't run CellTypist on these samples.", &cells),
+        ("If the clusters look off, I'll run CellTypist.", &cells),
+        // Two tools hold the word: which is meant is not said.
+        ("I'll run CellTypist now.", &shared),
+    ] {
+        assert!(calls_in(None, Some(text), tools).is_empty(), "{text}");
+    }
+
+    // Roo's tag opened in brackets, or never closed inside a wrapper the model invented.
+    let roo = vec![
+        tool("read_file", text_prop("path"), &["path"]),
+        tool("list_files", text_prop("path"), &["path"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("[read_file]\n<args>\n<file>\n<path>info.json</path>\n</file>\n</read_file>"),
+            &roo
+        ),
+        one_call("read_file", json!({"path": "info.json"}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<filesystem>\n<read_file>\n<path>/srv/app/info.json</path>\n</filesystem>"),
+            &roo
+        ),
+        one_call("read_file", json!({"path": "/srv/app/info.json"}))
+    );
+    for text in [
+        "[read_file] is the tool I used. It returned the text below.",
+        "<read_file>\n<path>info.json</path>\nThis is how the tool is called; the reply follows.",
+        "The docs say `[read_file]` takes <path>.",
+    ] {
+        assert!(calls_in(None, Some(text), &roo).is_empty(), "{text}");
+    }
+
+    // Chinese "first, call X" commits; "if needed, X can be called" does not.
+    let now = vec![tool("now", json!({}), &[])];
+    for text in [
+        "好的，用户问现在几点。首先，调用now函数，不需要参数。",
+        "讓我調用now函數。",
+    ] {
+        assert_eq!(
+            calls_in(Some(text), None, &now),
+            one_call("now", json!({})),
+            "{text}"
+        );
+    }
+    for text in ["如果需要，可以调用now函数。", "我已经调用了now函数。"] {
+        assert!(calls_in(Some(text), None, &now).is_empty(), "{text}");
+    }
+}

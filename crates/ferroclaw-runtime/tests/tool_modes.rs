@@ -475,6 +475,18 @@ async fn every_text_call_format_runs_the_tool() {
             "",
             Some("<reasoning>We need to run `echo fmt-wrapped-reasoning` with ex</reasoning><reasoning>ec. <|channel|>commentary to=functions.ex</reasoning><reasoning>ec json{\"command\":\"echo fmt-wrapped-reasoning\"}</reasoning>"),
         ),
+        (
+            // Roo's tag opened in brackets.
+            "bracket-opened-tag",
+            "[exec]\n<command>echo fmt-bracket-opened-tag</command>\n</exec>",
+            None,
+        ),
+        (
+            // The command named once, then referred back to.
+            "command-referred-back",
+            "",
+            Some("用戶要求我用 exec 工具執行 echo fmt-command-referred-back 命令。我需要使用 exec 工具來執行這個命令。"),
+        ),
     ];
     for (name, content, reasoning) in cases {
         let h = with_provider(r#"tool_mode: "auto","#).await;
@@ -548,6 +560,12 @@ async fn text_that_does_not_commit_to_a_call_runs_no_tool() {
         ("See [Search the docs](https://docs.rs) for more.", None),
         ("If you want, I can search the web for the latest release notes.", None),
         ("The installer will run `make install` for you.", None),
+        // What the model lacks; code it shows as read already.
+        ("I need access to a search API to search the web for the release date.", None),
+        (
+            "The race is in the queue.",
+            Some("Look at `read` in `queue.py`:\n\n```python\ndef read(self):\n    return None\n```\n\nThe check and the set are apart."),
+        ),
     ];
     for (content, reasoning) in cases {
         let h = with_provider(r#"tool_mode: "auto","#).await;

@@ -406,6 +406,13 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
         .any(|l| l.contains(&x))
     };
     let raw = ws[v].as_str();
+    // "Let me do a quick lint check", "perform a test run": a check a program makes.
+    if matches!(raw, "do" | "perform") {
+        let checked = ws[v + 1..ws.len().min(v + 5)]
+            .iter()
+            .any(|x| CHECKS.contains(&x.as_str()) || SHELL_OBJECTS.contains(&x.as_str()));
+        return checked.then_some(Work::Shell);
+    }
     let verb = match raw.strip_suffix("ing") {
         Some(stem) => verb_of_stem(stem, &known)?,
         None if known(raw) => raw.to_string(),
@@ -433,10 +440,11 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
     if how.is_some() {
         return Some(Work::Shell);
     }
-    let system = after
-        .iter()
-        .take(8)
-        .any(|x| SYSTEM_OBJECTS.contains(&x.as_str()) || SHELL_OBJECTS.contains(&x.as_str()));
+    let system = after.iter().take(8).any(|x| {
+        SYSTEM_OBJECTS.contains(&x.as_str())
+            || SHELL_OBJECTS.contains(&x.as_str())
+            || CHECKS.contains(&x.as_str())
+    });
     let v = verb.as_str();
     // "check the repository structure": what is in it, as a listing shows.
     let layout = after
@@ -517,6 +525,17 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
         .any(|x| FILE_THINGS.contains(&x.as_str()) || (x.contains('.') && !x.ends_with('.')));
     (WRITE_VERBS.contains(&v) && made_file).then_some(Work::Write)
 }
+
+/// Checks that programs make (linters, type checkers, test runners).
+const CHECKS: &[&str] = &[
+    "lint",
+    "linting",
+    "typecheck",
+    "type-check",
+    "clippy",
+    "mypy",
+    "eslint",
+];
 
 /// Chinese leads that commit the model to its next step, and the work of each verb.
 const CJK_LEADS: &[&str] = &[
@@ -939,6 +958,16 @@ pub(super) fn next_step(
     });
     let tool = match (named.next(), named.next()) {
         (Some(one), None) => one,
+        // "Searching for that now.", with a web search offered and no search of the code:
+        // the web's, unless the step names code to look for.
+        (None, _) if work == Work::Search && !kinds(Work::Search) && !names_code(step) => {
+            match crate::sole(tools.iter().filter(|t| super::searches_web(&t.name)))
+                .or_else(|| tool_for(work, &offered))
+            {
+                Some(t) => t,
+                None => return,
+            }
+        }
         (None, _) => match tool_for(work, &offered) {
             Some(t) => t,
             None => return,
@@ -991,6 +1020,23 @@ pub(super) fn next_step(
     ) {
         out.calls.push(c);
     }
+}
+
+/// Whether a step names code or files to look for: a quoted name, a path, a word of
+/// the code's.
+fn names_code(step: &str) -> bool {
+    step.contains('`')
+        || step.contains('/')
+        || tokens(step).iter().any(|w| {
+            SEARCHED.contains(&w.as_str())
+                || FILE_THINGS.contains(&w.as_str())
+                || FILE_OBJECTS.contains(&w.as_str())
+                || PLACES.contains(&w.as_str())
+                || matches!(w.as_str(), "codebase" | "code" | "source" | "project")
+        })
+        || step
+            .split_whitespace()
+            .any(|w| w.contains('_') || w.contains("()"))
 }
 
 /// Words an asking tool's name is made of (`ask_user`, `ask_clarification`,

@@ -1,0 +1,105 @@
+//! A call that refers back to its command instead of stating it: "The user wants me to
+//! run `nosuchcommand_xyz123` … Let me run this command.", "用戶要求我用 run_shell 工具執行
+//! echo LOOPPROBE_77 命令 … 我需要使用 run_shell 工具來執行這個命令。" The command is the
+//! last one the text named before the call.
+
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::{command_in, kind_of, protected_spans, Kind, Quote};
+use crate::harmony::floor;
+use crate::{ParsedCall, ToolSpec};
+
+/// "this command", "the same command", 這個命令, 该指令.
+static ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:this|that|the\s+same|the\s+above|said|the\s+given|the\s+requested)\s+(?:shell\s+)?(?:command|cmd)\b|(?:這|这|該|该|此|上述|上面的|這個|这个|這條|这条|該條|该条)\s*(?:命令|指令)",
+    )
+});
+
+/// A command named after a verb of running, up to where the sentence or the noun ends:
+/// "執行 echo LOOPPROBE_77 命令", "执行 tail -f /dev/null。".
+static CJK_RUN: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?:執行|执行|運行|运行)\s*([A-Za-z./~][^\n。，；！？]*?)\s*(?:命令|指令|[。，；！？\n]|$)",
+    )
+});
+
+/// Words around a quoted command that say it is one.
+const COMMAND_WORDS: &[&str] = &[
+    "command", "cmd", "run", "execute", "命令", "指令", "執行", "执行", "運行", "运行",
+];
+
+/// Fill the command of each call that refers back to it.
+pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
+    for c in calls.iter_mut() {
+        let Some(tool) = tools.iter().find(|t| t.name == c.name) else {
+            continue;
+        };
+        let Some(prop) = tool
+            .required()
+            .into_iter()
+            .find(|p| kind_of(tool, p) == Kind::Command)
+        else {
+            continue;
+        };
+        let Some(args) = c.arguments.as_object_mut() else {
+            continue;
+        };
+        if args.contains_key(prop) {
+            continue;
+        }
+        let near = floor(text, c.span.start)..floor(text, (c.span.end + 40).min(text.len()));
+        if !ANAPHOR.is_match(&text[near]) {
+            continue;
+        }
+        if let Some(cmd) = last_command(&text[..floor(text, c.span.start)]) {
+            args.insert(prop.to_string(), Value::String(cmd));
+        }
+    }
+}
+
+/// The last command `back` names: quoted in backticks next to a word that says it is a
+/// command, after a verb of running, or a known program after "run".
+fn last_command(back: &str) -> Option<String> {
+    let prot = protected_spans(back);
+    let mut best: Option<(usize, String)> = None;
+    let mut keep = |at: usize, v: &str| {
+        let v = v.trim();
+        if !v.is_empty() && best.as_ref().is_none_or(|(b, _)| at > *b) {
+            best = Some((at, v.to_string()));
+        }
+    };
+    for p in prot.iter().filter(|p| p.kind == Quote::Backtick) {
+        let around = around(back, &p.range);
+        if COMMAND_WORDS.iter().any(|w| around.contains(w)) {
+            keep(p.range.start, &back[p.inner.clone()]);
+        }
+    }
+    for m in CJK_RUN.captures_iter(back) {
+        if let Some(g) = m.get(1) {
+            keep(g.start(), g.as_str());
+        }
+    }
+    let lower = back.to_ascii_lowercase();
+    for verb in ["run ", "execute "] {
+        for (i, _) in lower.match_indices(verb) {
+            let from = i + verb.len();
+            let end = back[from..].find(['\n']).map_or(back.len(), |e| from + e);
+            if let Some(f) = command_in(back, &prot, from..end) {
+                keep(f.range.start, &f.value);
+            }
+        }
+    }
+    best.map(|(_, v)| v)
+}
+
+/// The words just before and after a quoted span, lower-cased.
+fn around(text: &str, r: &Range<usize>) -> String {
+    let before = &text[floor(text, r.start.saturating_sub(24))..r.start];
+    let after = &text[r.end..floor(text, (r.end + 12).min(text.len()))];
+    format!("{before} {after}").to_lowercase()
+}
