@@ -45,6 +45,10 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         && ["called", "named", "titled"]
             .iter()
             .any(|w| compact_text.contains(w));
+    // "for 2 people": the party's size, for the one property that counts people.
+    if let Some((prop, n)) = people_count(text, tool, &props) {
+        out.insert(prop.to_string(), Value::from(n));
+    }
     if !called && !props.iter().any(|(_, f)| !f.is_empty() && named(f)) {
         return out;
     }
@@ -222,6 +226,49 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
     }
     out
 }
+
+/// "a table for 2 people", "four guests": a count of people, for the one numeric
+/// property of the tool that holds such a count (`party_size`, `guests`, `num_people`).
+fn people_count<'a>(
+    text: &str,
+    tool: &ToolSpec,
+    props: &[(&'a str, String)],
+) -> Option<(&'a str, u64)> {
+    if !["people", "person", "guest", "adult", "diner"]
+        .iter()
+        .any(|w| text.contains(w))
+    {
+        return None;
+    }
+    let counts: Vec<&str> = props
+        .iter()
+        .filter(|(p, f)| {
+            matches!(tool.prop_type(p), Some("integer" | "number"))
+                && ["party", "guest", "people", "person", "diner", "adult", "covers"]
+                    .iter()
+                    .any(|w| f.contains(w))
+        })
+        .map(|(p, _)| *p)
+        .collect();
+    let [prop] = counts.as_slice() else {
+        return None;
+    };
+    let c = PEOPLE.captures(text)?;
+    let word = c.get(1)?.as_str().to_ascii_lowercase();
+    let n = word.parse::<u64>().ok().or_else(|| {
+        NUMBER_WORDS
+            .iter()
+            .position(|w| *w == word)
+            .and_then(|i| u64::try_from(i + 1).ok())
+    })?;
+    Some((prop, n))
+}
+
+static PEOPLE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+(?:people|persons|guests|adults|diners)\b",
+    )
+});
 
 /// `experiment_name` / `experiment name` / `experimentName` → `experimentname`.
 fn key_form(s: &str) -> String {

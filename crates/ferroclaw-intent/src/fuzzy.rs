@@ -379,6 +379,25 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 if let Some(w) = name_words.first() {
                     own_verbs.push(vec![w.clone()]);
                 }
+                // `restaurant_booking`: a gerund of the name says its verb ("book").
+                for g in name_words.iter().filter(|w| w.len() > 6) {
+                    let Some(stem) = g.strip_suffix("ing") else {
+                        continue;
+                    };
+                    let b = stem.as_bytes();
+                    let undoubled = (b.len() > 2 && b[b.len() - 1] == b[b.len() - 2])
+                        .then(|| stem[..stem.len() - 1].to_string());
+                    for v in [Some(stem.to_string()), undoubled, Some(format!("{stem}e"))]
+                        .into_iter()
+                        .flatten()
+                    {
+                        let v = vec![v];
+                        if !verbs.contains(&v) {
+                            verbs.push(v.clone());
+                            own_verbs.push(v);
+                        }
+                    }
+                }
                 if !name_nouns.is_empty() {
                     for v in LOOKUP_VERBS {
                         let v: Vec<String> = v.split(' ').map(str::to_string).collect();
@@ -1322,7 +1341,9 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
                 .collect()
         });
         // "我来为您查询当前时间": a look-up of a thing one tool's name holds.
-        let mut by_noun: Vec<&ToolSpec> = if concept.is_some() || rest.contains("查看") {
+        let mut by_noun: Vec<&ToolSpec> = if concept.is_some()
+            || ["查看", "获取", "獲取", "取得"].iter().any(|v| rest.contains(v))
+        {
             CJK_NOUNS
                 .iter()
                 .filter(|(n, _)| rest.contains(n))

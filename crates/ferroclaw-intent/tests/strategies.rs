@@ -5906,6 +5906,30 @@ fn lacking_tools_searches_abbreviations_and_damaged_tags_from_the_twenty_ninth_c
         assert!(calls_in(None, Some(text), tools).is_empty(), "{text}");
     }
 
+    // `restaurant_booking` is booked; "for 2 people" is its party's size.
+    let dining = vec![
+        tool(
+            "restaurant_booking",
+            json!({"restaurant_id": {"type": "string"}, "party_size": {"type": "integer"}}),
+            &["restaurant_id", "party_size"],
+        ),
+        tool("restaurant_search", text_prop("preferences"), &["preferences"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("7:30 PM is free. Now I'll book your reservation at Ocean's Bounty for 2 people."),
+            &dining
+        ),
+        one_call("restaurant_booking", json!({"party_size": 2}))
+    );
+    for text in [
+        "I booked your table at Ocean's Bounty for 2 people yesterday.",
+        "Would you like me to book a table for four guests?",
+    ] {
+        assert!(calls_in(None, Some(text), &dining).is_empty(), "{text}");
+    }
+
     // Roo's tag opened in brackets, or never closed inside a wrapper the model invented.
     let roo = vec![
         tool("read_file", text_prop("path"), &["path"]),
