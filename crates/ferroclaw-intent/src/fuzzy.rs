@@ -5419,10 +5419,7 @@ fn in_code_fence(text: &str, pos: usize) -> bool {
     }
     open.is_some_and(|info| {
         let lang = info.to_ascii_lowercase();
-        !matches!(
-            lang.as_str(),
-            "thinking" | "think" | "thought" | "thoughts" | "reasoning" | "analysis" | "plan"
-        )
+        lang != "plan" && !crate::native_text::REASONING_TAGS.contains(&lang.as_str())
     })
 }
 
@@ -5496,7 +5493,7 @@ fn gerund_subject(text: &str, span: &Range<usize>) -> bool {
 /// The end of `head` lies inside thinking: an unclosed `<think>`, `<thinking>` or
 /// `<reasoning>`, or a Harmony analysis or commentary channel.
 fn thinking_at(head: &str) -> bool {
-    let open_tag = ["think", "thinking", "reasoning"].iter().any(|t| {
+    let open_tag = crate::native_text::REASONING_TAGS.iter().any(|t| {
         head.rfind(&format!("<{t}>"))
             .is_some_and(|i| !head[i..].contains(&format!("</{t}>")))
     });

@@ -2700,7 +2700,7 @@ fn unclosed_end(
 }
 
 /// Tags models wrap their reasoning in, never a call whatever the tools are named.
-const REASONING_TAGS: &[&str] = &[
+pub(crate) const REASONING_TAGS: &[&str] = &[
     "think",
     "thinking",
     "reasoning",
