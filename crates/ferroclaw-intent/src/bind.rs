@@ -244,9 +244,11 @@ fn people_count<'a>(
         .iter()
         .filter(|(p, f)| {
             matches!(tool.prop_type(p), Some("integer" | "number"))
-                && ["party", "guest", "people", "person", "diner", "adult", "covers"]
-                    .iter()
-                    .any(|w| f.contains(w))
+                && [
+                    "party", "guest", "people", "person", "diner", "adult", "covers",
+                ]
+                .iter()
+                .any(|w| f.contains(w))
         })
         .map(|(p, _)| *p)
         .collect();

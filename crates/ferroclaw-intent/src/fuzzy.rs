@@ -1342,7 +1342,9 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
         });
         // "我来为您查询当前时间": a look-up of a thing one tool's name holds.
         let mut by_noun: Vec<&ToolSpec> = if concept.is_some()
-            || ["查看", "获取", "獲取", "取得"].iter().any(|v| rest.contains(v))
+            || ["查看", "获取", "獲取", "取得"]
+                .iter()
+                .any(|v| rest.contains(v))
         {
             CJK_NOUNS
                 .iter()
@@ -3822,6 +3824,28 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
         for (k, v) in crate::bind::bindings(region, tool) {
             if !(written && args.get(&k).is_some_and(|old| fits(tool, &k, old))) {
                 args.insert(k, v);
+            }
+        }
+        // "I'm checking the weather for you! Let me find out what it's like in Sydney.":
+        // the next sentence, committing to the same step, names the place.
+        if let Some(primary) = tool
+            .required()
+            .first()
+            .filter(|p| !args.contains_key(**p) && kind_of(tool, p) == Kind::Text)
+        {
+            let next = &text[sent_end..floor(text, (sent_end + 160).min(text.len()))];
+            let next = next.trim_start_matches(['.', '!', ' ']);
+            let next = &next[..next.find(['.', '!', '?', '\n']).unwrap_or(next.len())];
+            let lower = next.to_lowercase();
+            // (One place only: "for Seattle and then … for San Francisco" is a call each.)
+            if ["let me ", "i'll ", "i will "]
+                .iter()
+                .any(|l| lower.starts_with(l))
+                && PROPER_AFTER_PREP.find_iter(next).count() == 1
+            {
+                if let Some(v) = last_proper_noun(next) {
+                    args.insert(primary.to_string(), Value::String(v));
+                }
             }
         }
         if !numbers_in_order(&text[sent_start..sent_end], tool, args) {

@@ -5913,7 +5913,11 @@ fn lacking_tools_searches_abbreviations_and_damaged_tags_from_the_twenty_ninth_c
             json!({"restaurant_id": {"type": "string"}, "party_size": {"type": "integer"}}),
             &["restaurant_id", "party_size"],
         ),
-        tool("restaurant_search", text_prop("preferences"), &["preferences"]),
+        tool(
+            "restaurant_search",
+            text_prop("preferences"),
+            &["preferences"],
+        ),
     ];
     assert_eq!(
         calls_in(
@@ -5929,6 +5933,23 @@ fn lacking_tools_searches_abbreviations_and_damaged_tags_from_the_twenty_ninth_c
     ] {
         assert!(calls_in(None, Some(text), &dining).is_empty(), "{text}");
     }
+
+    // The next sentence, committing to the same step, names its one place.
+    let city = vec![tool("get_weather", text_prop("city"), &["city"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'm checking the weather for you! Let me find out what it's like in Sydney."),
+            &city
+        ),
+        one_call("get_weather", json!({"city": "Sydney"}))
+    );
+    let got = calls_in(
+        None,
+        Some("I'm checking the weather for you! The forecast in Sydney was wrong yesterday."),
+        &city,
+    );
+    assert!(got.iter().all(|(_, a)| a.get("city").is_none()), "{got:?}");
 
     // Roo's tag opened in brackets, or never closed inside a wrapper the model invented.
     let roo = vec![
