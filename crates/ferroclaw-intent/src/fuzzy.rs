@@ -1094,6 +1094,25 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     if others_modal(&pre_toks) {
         return false;
     }
+    // "the installer can then run …": the clause split at "then" left the modal and
+    // its subject before it.
+    let ext: Vec<&Tok> = toks[lo.saturating_sub(3).min(t)..t].iter().collect();
+    if let Some(m) = ext.iter().rposition(|x| {
+        matches!(
+            x.lower.as_str(),
+            "will" | "can" | "should" | "must" | "shall"
+        )
+    }) {
+        let adverbs_only = ext[m + 1..].iter().all(|x| {
+            matches!(
+                x.lower.as_str(),
+                "then" | "also" | "now" | "first" | "just" | "simply"
+            )
+        });
+        if adverbs_only && m + 1 < ext.len() && others_modal(&ext[..=m]) {
+            return false;
+        }
+    }
     let post: Vec<&str> = post_toks.map(|p| p.lower.as_str()).collect();
     // ("Running the command failed": a report. "Retry the search that failed": not.)
     if post.iter().enumerate().any(|(i, w)| {

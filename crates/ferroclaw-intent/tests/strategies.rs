@@ -5591,9 +5591,14 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
         "Rustc will now search for custom JSON targets in `/lib/rustlib/target.json`.",
         "After that the installer will run `make install` for you.",
         "The script should read `config.toml` at startup.",
+        "The installer can then run `make install` for you.",
     ] {
         assert!(calls_in(None, Some(text), &code).is_empty(), "{text}");
     }
+    assert_eq!(
+        calls_in(None, Some("We can then run `make install`."), &code),
+        one_call("execute_command", json!({"command": "make install"}))
+    );
     for (text, call) in [
         (
             "I will now search for custom JSON targets.",
