@@ -591,7 +591,8 @@ fn sentences(text: &str, prot: &[Protected]) -> Vec<Range<usize>> {
         let closing_tag = c == '<' && next == Some('/');
         let boundary = closing_tag
             || match c {
-                '\n' | '\u{3002}' | '\u{ff01}' | '\u{ff1f}' | '\u{ff1b}' => true,
+                '\n' => !soft_wrap(text, i),
+                '\u{3002}' | '\u{ff01}' | '\u{ff1f}' | '\u{ff1b}' => true,
                 '.' | '!' | '?' | ';' => next.is_none_or(|n| n.is_whitespace() || n == '<'),
                 _ => false,
             };
@@ -607,6 +608,20 @@ fn sentences(text: &str, prot: &[Protected]) -> Vec<Range<usize>> {
         out.push(start..text.len());
     }
     out
+}
+
+/// A line break inside a hard-wrapped paragraph ("This library provides multiple
+/// pattern\nsearch principally through …"): a long line that stops mid-sentence and a
+/// next line that goes on in lower case. The break ends no sentence.
+fn soft_wrap(text: &str, nl: usize) -> bool {
+    let line = &text[line_start(text, nl)..nl];
+    let next = &text[nl + 1..];
+    line.trim_end().len() >= 60
+        && !line.trim_start().starts_with(['#', '|', '>'])
+        && line
+            .trim_end()
+            .ends_with(|c: char| c.is_ascii_alphanumeric() || c == ',')
+        && next.starts_with(|c: char| c.is_ascii_lowercase())
 }
 
 #[derive(Debug, Clone)]

@@ -5599,6 +5599,23 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
         calls_in(None, Some("We can then run `make install`."), &code),
         one_call("execute_command", json!({"command": "make install"}))
     );
+    // A hard-wrapped paragraph goes on over its line breaks: "pattern\nsearch" is a noun.
+    let search = vec![tool("web_search", text_prop("query"), &["query"])];
+    for text in [
+        "A library for finding occurrences of many patterns at once. This library provides multiple pattern\nsearch principally through an implementation of the Aho-Corasick algorithm.",
+        "Fix a bug that could result in incorrect match spans when using a Unicode word\nsearching in non-ASCII strings.",
+    ] {
+        assert!(calls_in(None, Some(text), &search).is_empty(), "{text}");
+    }
+    // A short line, a list, or a capital after the break: the next line stands alone.
+    assert_eq!(
+        calls_in(
+            Some("The user wants the release date.\nLet me search for the Rust 1.80 release date."),
+            None,
+            &search
+        ),
+        one_call("web_search", json!({"query": "the Rust 1.80 release date"}))
+    );
     for (text, call) in [
         (
             "I will now search for custom JSON targets.",
