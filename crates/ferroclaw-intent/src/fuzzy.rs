@@ -621,7 +621,9 @@ fn soft_wrap(text: &str, nl: usize) -> bool {
         && line
             .trim_end()
             .ends_with(|c: char| c.is_ascii_alphanumeric() || c == ',')
-        && next.starts_with(|c: char| c.is_ascii_lowercase())
+        && next
+            .trim_start_matches([' ', '\t'])
+            .starts_with(|c: char| c.is_ascii_lowercase())
 }
 
 #[derive(Debug, Clone)]
@@ -1013,6 +1015,19 @@ fn refusing<'a>(ws: impl Iterator<Item = &'a str>) -> bool {
         prev = w;
     }
     false
+}
+
+/// "* \[[`e52f047`](…/commit/e52f047)] - **tools**: update certdata.txt (Luigi Pinca)
+/// [#45490](…/pull/45490)": a list item that links a commit or a pull request records a
+/// change made, it takes no step.
+fn changelog_entry(text: &str, pos: usize) -> bool {
+    let start = line_start(text, pos);
+    let end = text[pos..].find('\n').map_or(text.len(), |i| pos + i);
+    let line = &text[start..end];
+    list_item(line)
+        && ["/commit/", "/pull/", "/issues/", "/compare/"]
+            .iter()
+            .any(|p| line.contains(p) && line.contains("]("))
 }
 
 /// `- [Search for tuples by type](https://…)`, `see [`search`](#search)`: the words of a
@@ -3112,6 +3127,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     }
     out.calls.retain(|c| {
         !in_link_label(text, c.span.start)
+            && !changelog_entry(text, c.span.start)
             && !gerund_subject(text, &c.span)
             && !in_code_fence(text, c.span.start)
     });
@@ -4760,7 +4776,16 @@ fn code_like(text: &str, r: &Range<usize>) -> bool {
     let before = text[..r.start].chars().next_back();
     let after = text[r.end..].chars().next();
     let functions_prefix = text[..r.start].ends_with("functions.");
+    // `ls.stdout.on`, `Read/Write/RawFd`, `std::io::Read`: a member, a list of names, a
+    // path.
+    let mut rest = text[r.end..].chars();
+    let joined = matches!(rest.next(), Some('.' | '/'))
+        && rest
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     matches!(after, Some('('))
+        || joined
+        || text[..r.start].ends_with("::")
         || (matches!(before, Some('.' | '/' | '-' | '$')) && !functions_prefix)
 }
 

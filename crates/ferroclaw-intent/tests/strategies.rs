@@ -5607,6 +5607,21 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
     ] {
         assert!(calls_in(None, Some(text), &search).is_empty(), "{text}");
     }
+    // A changelog's entries, a member access, a list of names, a path: no steps.
+    let std_tools = standard_tools();
+    for text in [
+        "* \\[[`e52f0472bb`](https://github.com/nodejs/node/commit/e52f0472bb)] - **tools**: update certdata.txt (Luigi Pinca) [#45490](https://github.com/nodejs/node/pull/45490)",
+        "  * update certdata.txt (Luigi Pinca) [#45490](https://github.com/nodejs/node/pull/45490)",
+        "The child's output arrives on ls.stdout.on('data') as it is written.",
+        "Read/Write/RawFd are implemented for the new types.",
+        "std::io::Read is implemented for the slice.",
+    ] {
+        assert!(calls_in(None, Some(text), &std_tools).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(None, Some("Let me read `certdata.txt` first."), &std_tools).len(),
+        1
+    );
     // A short line, a list, or a capital after the break: the next line stands alone.
     assert_eq!(
         calls_in(
