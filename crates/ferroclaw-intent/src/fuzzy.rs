@@ -1161,6 +1161,29 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     if from_code(&post) {
         return false;
     }
+    // "search works across crates", "the search is faster now": the word is a noun,
+    // the subject of the verb after it.
+    if !trig.lower.ends_with("ing")
+        && post.first().is_some_and(|w| {
+            matches!(
+                *w,
+                "is" | "was"
+                    | "works"
+                    | "has"
+                    | "does"
+                    | "seems"
+                    | "returns"
+                    | "results"
+                    | "fails"
+                    | "failed"
+                    | "succeeded"
+                    | "takes"
+                    | "gives"
+            )
+        })
+    {
+        return false;
+    }
     // "a tool like Wolfram Alpha", "something such as a web search": an example.
     let n = pre_toks.len();
     if n >= 1 && pre_toks[n - 1].lower == "like"

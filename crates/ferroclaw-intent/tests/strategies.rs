@@ -5615,12 +5615,21 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
         "The child's output arrives on ls.stdout.on('data') as it is written.",
         "Read/Write/RawFd are implemented for the new types.",
         "std::io::Read is implemented for the slice.",
+        "- search works across crates that have been rendered to the same output directory.",
     ] {
         assert!(calls_in(None, Some(text), &std_tools).is_empty(), "{text}");
     }
     assert_eq!(
         calls_in(None, Some("Let me read `certdata.txt` first."), &std_tools).len(),
         1
+    );
+    assert_eq!(
+        calls_in(
+            Some("The local search returns nothing. Let me search the web for Rust 1.80 news."),
+            None,
+            &search
+        ),
+        one_call("web_search", json!({"query": "Rust 1.80 news"}))
     );
     // A short line, a list, or a capital after the break: the next line stands alone.
     assert_eq!(
