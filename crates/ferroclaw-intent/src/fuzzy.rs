@@ -331,15 +331,22 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             let mut verbs: Vec<Vec<String>> = Vec::new();
             let mut nouns: Vec<String> = Vec::new();
             let mut own_verbs: Vec<Vec<String>> = Vec::new();
+            // A name with a concept of its own (`todowrite`) is not also every concept its
+            // description's nouns name ("a structured task list").
+            let named_concept = CONCEPTS
+                .iter()
+                .any(|c| c.keys.iter().any(|k| name_keys.iter().any(|w| w == k)));
             for c in CONCEPTS {
-                if c.keys.iter().any(|k| name_keys.iter().any(|w| w == k)) {
+                let own = c.keys.iter().any(|k| name_keys.iter().any(|w| w == k));
+                if own {
                     own_verbs.extend(
                         c.verbs
                             .iter()
                             .map(|v| v.split(' ').map(str::to_string).collect()),
                     );
                 }
-                if c.keys.iter().any(|k| keys.iter().any(|w| w == k)) {
+                let described = c.keys.iter().any(|k| keys.iter().any(|w| w == k));
+                if own || (described && !named_concept) {
                     for v in c.verbs {
                         let v: Vec<String> = v.split(' ').map(str::to_string).collect();
                         if !verbs.contains(&v) {

@@ -5997,6 +5997,42 @@ fn lacking_tools_searches_abbreviations_and_damaged_tags_from_the_twenty_ninth_c
     );
     assert!(got.iter().all(|(_, a)| a.get("city").is_none()), "{got:?}");
 
+    // A tool named for its own work is not also what its description's nouns name:
+    // `TodoWrite`'s "task list" does not list files.
+    let claude = vec![
+        ToolSpec::new(
+            "TodoWrite",
+            "Create and manage a structured task list",
+            obj(json!({"todos": {"type": "array"}}), &["todos"]),
+        ),
+        ToolSpec::new(
+            "Glob",
+            "Fast file pattern matching tool",
+            obj(text_prop("pattern"), &["pattern"]),
+        ),
+        ToolSpec::new(
+            "Read",
+            "Reads a file from the local filesystem",
+            obj(text_prop("file_path"), &["file_path"]),
+        ),
+    ];
+    let got = calls_in(
+        None,
+        Some("I'll list all Cargo.toml files and show you the root one."),
+        &claude,
+    );
+    assert!(got.iter().all(|(n, _)| n != "TodoWrite"), "{got:?}");
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me update the todo list with the new steps."),
+            &claude
+        )
+        .first()
+        .map(|(n, _)| n.as_str()),
+        Some("TodoWrite")
+    );
+
     // Roo's tag opened in brackets, or never closed inside a wrapper the model invented.
     let roo = vec![
         tool("read_file", text_prop("path"), &["path"]),
