@@ -323,6 +323,19 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             for a in &t.aliases {
                 name_keys.extend(words(a));
             }
+            // `todowrite`, `webfetch`: a word of the name that ends with a concept's key
+            // holds that key.
+            let glued: Vec<String> = name_keys
+                .iter()
+                .flat_map(|w| {
+                    CONCEPTS
+                        .iter()
+                        .flat_map(|c| c.keys)
+                        .filter(move |k| k.len() >= 4 && w.len() >= k.len() + 3 && w.ends_with(*k))
+                })
+                .map(|k| k.to_string())
+                .collect();
+            name_keys.extend(glued);
             let mut keys: Vec<String> = name_keys.clone();
             for n in &names {
                 keys.extend(words(n));
@@ -2036,6 +2049,15 @@ const GENERIC_WORDS: &[&str] = &[
     "proper",
     "necessary",
     "following",
+    // "some options for you": what any search finds, no subject of its own.
+    "some",
+    "few",
+    "several",
+    "options",
+    "ideas",
+    "suggestions",
+    "results",
+    "possibilities",
 ];
 
 fn generic_phrase(lower: &str) -> bool {

@@ -5998,10 +5998,10 @@ fn lacking_tools_searches_abbreviations_and_damaged_tags_from_the_twenty_ninth_c
     assert!(got.iter().all(|(_, a)| a.get("city").is_none()), "{got:?}");
 
     // A tool named for its own work is not also what its description's nouns name:
-    // `TodoWrite`'s "task list" does not list files.
+    // `todowrite`'s "task list" does not list files.
     let claude = vec![
         ToolSpec::new(
-            "TodoWrite",
+            "todowrite",
             "Create and manage a structured task list",
             obj(json!({"todos": {"type": "array"}}), &["todos"]),
         ),
@@ -6021,7 +6021,7 @@ fn lacking_tools_searches_abbreviations_and_damaged_tags_from_the_twenty_ninth_c
         Some("I'll list all Cargo.toml files and show you the root one."),
         &claude,
     );
-    assert!(got.iter().all(|(n, _)| n != "TodoWrite"), "{got:?}");
+    assert!(got.iter().all(|(n, _)| n != "todowrite"), "{got:?}");
     assert_eq!(
         calls_in(
             None,
@@ -6030,7 +6030,7 @@ fn lacking_tools_searches_abbreviations_and_damaged_tags_from_the_twenty_ninth_c
         )
         .first()
         .map(|(n, _)| n.as_str()),
-        Some("TodoWrite")
+        Some("todowrite")
     );
 
     // Roo's tag opened in brackets, or never closed inside a wrapper the model invented.

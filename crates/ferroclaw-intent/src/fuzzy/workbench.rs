@@ -953,7 +953,15 @@ pub(super) fn next_step(
             })
             .any(|w| {
                 let stem = w.strip_suffix('s').unwrap_or(w);
-                step_words.iter().any(|x| x.starts_with(stem))
+                step_words.iter().any(|x| {
+                    x.starts_with(stem)
+                        // `todowrite`: the noun glued to the verb of the name.
+                        || (x.len() >= 4
+                            && !GENERIC_NAME_WORDS.contains(&x.as_str())
+                            && w.strip_prefix(x.as_str()).is_some_and(|v| {
+                                super::NAME_VERBS.contains(&v) || GENERIC_NAME_WORDS.contains(&v)
+                            }))
+                })
             })
     });
     let tool = match (named.next(), named.next()) {
