@@ -2648,6 +2648,26 @@ fn child_tags(body: &str, tool: &ToolSpec) -> Map<String, Value> {
     for (prop, _) in tool.properties() {
         let open = format!("<{prop}>");
         let close = format!("</{prop}>");
+        // `<command>git</command><command>log</command>` for an array: each tag an item.
+        if tool.prop_type(prop) == Some("array") {
+            let mut items = Vec::new();
+            let mut from = 0;
+            while let Some(i) = find_ci(body, from, &open) {
+                let vs = i + open.len();
+                let Some(j) = find_ci(body, vs, &close) else {
+                    break;
+                };
+                let v = body[vs..j].trim();
+                if !v.is_empty() {
+                    items.push(Value::String(v.to_string()));
+                }
+                from = j + close.len();
+            }
+            if items.len() > 1 {
+                m.insert(prop.to_string(), Value::Array(items));
+                continue;
+            }
+        }
         if let Some(i) = find_ci(body, 0, &open) {
             let vs = i + open.len();
             if let Some(j) = find_ci(body, vs, &close) {

@@ -6062,6 +6062,21 @@ fn lacking_tools_searches_abbreviations_and_damaged_tags_from_the_twenty_ninth_c
         assert!(calls_in(None, Some(text), &roo).is_empty(), "{text}");
     }
 
+    // Repeated tags of an array property are its items.
+    let argv = vec![tool(
+        "shell",
+        json!({"command": {"type": "array", "items": {"type": "string"}}, "workdir": {"type": "string"}}),
+        &["command"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<shell><command>git</command><command>log</command><justification>oneline</justification><command>-10</command><workdir>.</workdir></shell>"),
+            &argv
+        ),
+        one_call("shell", json!({"command": ["git", "log", "-10"], "workdir": "."}))
+    );
+
     // Chinese "first, call X" commits; "if needed, X can be called" does not.
     let now = vec![tool("now", json!({}), &[])];
     for text in [
