@@ -234,7 +234,7 @@ fn people_count<'a>(
     tool: &ToolSpec,
     props: &[(&'a str, String)],
 ) -> Option<(&'a str, u64)> {
-    if !["people", "person", "guest", "adult", "diner"]
+    if !["people", "person", "guest", "adult", "diner", "party"]
         .iter()
         .any(|w| text.contains(w))
     {
@@ -256,7 +256,7 @@ fn people_count<'a>(
         return None;
     };
     let c = PEOPLE.captures(text)?;
-    let word = c.get(1)?.as_str().to_ascii_lowercase();
+    let word = c.get(1).or_else(|| c.get(2))?.as_str().to_ascii_lowercase();
     let n = word.parse::<u64>().ok().or_else(|| {
         NUMBER_WORDS
             .iter()
@@ -266,10 +266,13 @@ fn people_count<'a>(
     Some((prop, n))
 }
 
+/// "for 2 people", "for one person", "a party of four": the party's size (not "seats
+/// 120 people").
 static PEOPLE: LazyLock<Regex> = LazyLock::new(|| {
-    ferroclaw_types::literal_regex(
-        r"(?i)\b(\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+(?:people|persons|guests|adults|diners)\b",
-    )
+    let n = format!(r"(\d{{1,3}}|{})", NUMBER_WORDS.join("|"));
+    ferroclaw_types::literal_regex(&format!(
+        r"(?i)\bfor\s+{n}\s+(?:people|persons?|guests?|adults?|diners?)\b|\bparty\s+of\s+{n}\b"
+    ))
 });
 
 /// `experiment_name` / `experiment name` / `experimentName` → `experimentname`.

@@ -156,6 +156,25 @@ const NAME_FILLERS: &[&str] = &[
     "about", "the", "a", "an", "of", "to", "for", "with", "from", "in", "on", "my",
 ];
 
+/// Nouns that tool names glue to their verb (`todowrite`, `webfetch`, `filesearch`).
+const GLUED_NOUNS: &[&str] = &[
+    "todo", "web", "file", "files", "code", "url", "page", "doc", "docs", "note", "notes",
+    "memory", "task", "tasks", "image", "dir",
+];
+
+/// Gerunds of thinking, which a model says of itself all the time.
+const THOUGHT_GERUNDS: &[&str] = &[
+    "thinking",
+    "reasoning",
+    "reflecting",
+    "planning",
+    "considering",
+    "understanding",
+    "processing",
+    "learning",
+    "remembering",
+];
+
 /// Words of tool names that say what is done, not to what.
 const NAME_VERBS: &[&str] = &[
     "get",
@@ -323,15 +342,16 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             for a in &t.aliases {
                 name_keys.extend(words(a));
             }
-            // `todowrite`, `webfetch`: a word of the name that ends with a concept's key
-            // holds that key.
+            // `todowrite`, `webfetch`: a word of the name that glues a noun to a concept's
+            // key holds that key (not `dispatch`, `preview`, `checklist`).
             let glued: Vec<String> = name_keys
                 .iter()
                 .flat_map(|w| {
-                    CONCEPTS
-                        .iter()
-                        .flat_map(|c| c.keys)
-                        .filter(move |k| k.len() >= 4 && w.len() >= k.len() + 3 && w.ends_with(*k))
+                    CONCEPTS.iter().flat_map(|c| c.keys).filter(move |k| {
+                        k.len() >= 4
+                            && w.strip_suffix(*k)
+                                .is_some_and(|noun| GLUED_NOUNS.contains(&noun))
+                    })
                 })
                 .map(|k| k.to_string())
                 .collect();
@@ -399,8 +419,12 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                 if let Some(w) = name_words.first() {
                     own_verbs.push(vec![w.clone()]);
                 }
-                // `restaurant_booking`: a gerund of the name says its verb ("book").
-                for g in name_words.iter().filter(|w| w.len() > 6) {
+                // `restaurant_booking`: a gerund of the name says its verb ("book"). Not a
+                // verb of thought (`sequential_thinking`: "Let me think" is no call).
+                for g in name_words.iter().filter(|w| w.len() > 6 && w.is_ascii()) {
+                    if THOUGHT_GERUNDS.contains(&g.as_str()) {
+                        continue;
+                    }
                     let Some(stem) = g.strip_suffix("ing") else {
                         continue;
                     };
@@ -1077,13 +1101,11 @@ fn in_link_label(text: &str, pos: usize) -> bool {
 /// "Rustc will now search for custom targets", "the script can then read the file": a
 /// modal whose subject is someone or something other than the model (or its next
 /// step) tells what that one does.
+/// Modals whose subject says whose step it is.
+const MODALS: &[&str] = &["will", "can", "should", "must", "shall"];
+
 fn others_modal(pre: &[&Tok]) -> bool {
-    let Some(m) = pre.iter().rposition(|t| {
-        matches!(
-            t.lower.as_str(),
-            "will" | "can" | "should" | "must" | "shall"
-        )
-    }) else {
+    let Some(m) = pre.iter().rposition(|t| MODALS.contains(&t.lower.as_str())) else {
         return false;
     };
     m > 0
@@ -1147,12 +1169,7 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     // "the installer can then run …": the clause split at "then" left the modal and
     // its subject before it.
     let ext: Vec<&Tok> = toks[lo.saturating_sub(3).min(t)..t].iter().collect();
-    if let Some(m) = ext.iter().rposition(|x| {
-        matches!(
-            x.lower.as_str(),
-            "will" | "can" | "should" | "must" | "shall"
-        )
-    }) {
+    if let Some(m) = ext.iter().rposition(|x| MODALS.contains(&x.lower.as_str())) {
         let adverbs_only = ext[m + 1..].iter().all(|x| {
             matches!(
                 x.lower.as_str(),
@@ -1299,7 +1316,6 @@ const CJK_CUES: &[&str] = &[
     "必须使用",
     "应该使用",
     "应该调用",
-    "首先调用",
     "首先，调用",
     "先调用",
     "直接调用",
@@ -1321,7 +1337,6 @@ const CJK_CUES: &[&str] = &[
     "接下來調用",
     "應該使用",
     "應該調用",
-    "首先調用",
     "首先，調用",
     "先調用",
     "直接調用",
@@ -1746,6 +1761,25 @@ const CAPABILITY_LEADS: &[&str] = &[
     "i have access to ",
 ];
 
+/// How a sentence about what the model lacks begins: "I need access to a weather API to
+/// get weather information for Baltimore." — no step, unless a later clause commits
+/// ("…, so let me read src/main.rs").
+const LACKS: &[&str] = &[
+    "i need access to",
+    "i would need access to",
+    "i'd need access to",
+    "i would need to have access to",
+    "i would need to be able to",
+    "i'd need to be able to",
+    "i need to be able to",
+];
+
+fn commits_later(lower: &str) -> bool {
+    [", so ", "let me ", "i'll ", "i will "]
+        .iter()
+        .any(|c| lower.contains(c))
+}
+
 /// Phrases by which a sentence promises a habit, not a step.
 pub(crate) const HABITS: &[&str] = &["from now on", "going forward", "in the future", "next time"];
 
@@ -1783,18 +1817,12 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
         "this code",
         "the program",
         "this program",
-        // What the model lacks, not what it does: "I need access to a weather API to get
-        // weather information for Baltimore."
-        "i need access to",
-        "i would need access to",
-        "i'd need access to",
-        "i would need to have access to",
-        "i would need to be able to",
-        "i'd need to be able to",
-        "i need to be able to",
     ]
     .iter()
     .any(|p| lower.starts_with(p))
+        || LACKS
+            .iter()
+            .any(|p| lower.starts_with(p) && !commits_later(&lower))
         // "From now on, I'll read the file before editing it.": a habit promised.
         || HABITS.iter().any(|p| has_phrase(&lower, p))
         // "I can get the weather, search the internet and tell the time": a list of what
@@ -2263,11 +2291,13 @@ fn command_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found
     let mut end = r0.end;
     for (r, tok) in &toks[k + 1..] {
         let l = tok.to_lowercase();
-        if [
-            "to", "so", "in", "and", "then", "first", "now", "again", "for", "which", "because",
-            "with", "using", "via",
-        ]
-        .contains(&l.as_str())
+        // (A command line ends at its line: a wrapped sentence goes on after it.)
+        if text[end..r.start].contains('\n')
+            || [
+                "to", "so", "in", "and", "then", "first", "now", "again", "for", "which",
+                "because", "with", "using", "via",
+            ]
+            .contains(&l.as_str())
         {
             break;
         }
@@ -3183,7 +3213,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             && !gerund_subject(text, &c.span)
             && !in_code_fence(text, c.span.start)
     });
-    drop_shown_reads(text, &mut out.calls);
+    drop_shown_reads(text, tools, &mut out.calls);
     drop_code_searched_on_web(text, &mut out.calls);
     drop_later_steps(text, &mut out.calls);
     drop_purposes(text, &mut out.calls);
@@ -3522,17 +3552,18 @@ fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
     }
 }
 
-/// "I will first list the tables, then I will query the schema of the relevant ones": a
-/// step after "then" whose arguments the text does not state waits on the result of the
-/// step before it. (A later step with its own arguments — "after that we'll read
-/// docs/protocol.md" — does not.)
 /// "Look at `dequeue()` in `job_queue.py`:" followed by the code itself: the model
 /// shows what it has read already, it does not read it now.
-fn drop_shown_reads(text: &str, calls: &mut Vec<ParsedCall>) {
+fn drop_shown_reads(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
     calls.retain(|c| {
+        // (A reader of files: `open_url` shows a page the text has not got.)
         let reads = crate::schema::name_words(&c.name)
             .iter()
-            .any(|w| matches!(w.as_str(), "read" | "view" | "cat" | "open"));
+            .any(|w| matches!(w.as_str(), "read" | "view" | "cat" | "open"))
+            && tools.iter().find(|t| t.name == c.name).is_some_and(|t| {
+                t.primary_property()
+                    .is_some_and(|p| matches!(kind_of(t, p), Kind::File | Kind::Path))
+            });
         if !reads {
             return true;
         }
@@ -3592,20 +3623,28 @@ fn drop_code_searched_on_web(text: &str, calls: &mut Vec<ParsedCall>) {
         }
         let sent = sentence_around(text, &c.span);
         let lower = text[sent].to_lowercase();
+        // ("the CVEs in the dependencies listed in the project": the web is searched
+        // for something a project has; "search the project", "in the codebase" are the
+        // code's.)
         !CODE_PLACES.iter().any(|p| {
             [
                 "search the",
                 "searching the",
-                "in the",
-                "across the",
-                "through the",
+                "search through the",
+                "search within the",
             ]
             .iter()
             .any(|d| has_phrase(&lower, &format!("{d} {p}")))
-        })
+        }) && !["codebase", "repository", "repo"]
+            .iter()
+            .any(|p| has_phrase(&lower, &format!("in the {p}")))
     });
 }
 
+/// "I will first list the tables, then I will query the schema of the relevant ones": a
+/// step after "then" whose arguments the text does not state waits on the result of the
+/// step before it. (A later step with its own arguments — "after that we'll read
+/// docs/protocol.md" — does not.)
 fn drop_later_steps(text: &str, calls: &mut Vec<ParsedCall>) {
     let Some(first) = calls.first() else {
         return;
@@ -3678,7 +3717,7 @@ fn drop_replaced_by_instrument(text: &str, calls: &mut Vec<ParsedCall>) {
 }
 
 /// The sentence around `span`.
-fn call_sentence<'a>(text: &'a str, span: &Range<usize>) -> &'a str {
+pub(crate) fn call_sentence<'a>(text: &'a str, span: &Range<usize>) -> &'a str {
     &text[sentence_around(text, span)]
 }
 
@@ -4779,7 +4818,7 @@ fn the_function(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut St
 
 static RUN_WORD: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\b(?:let\s+me|let's|i'll|i\s+will|we'll|i'm\s+going\s+to|i\s+am\s+going\s+to)\s+(?:now\s+)?(?:run|use|invoke|launch|call)\s+(?:the\s+)?([A-Za-z][\w-]{3,40})\b",
+        r"(?i)\b(?:let\s+me|let's|i'll|i\s+will|we'll|i'm\s+going\s+to|i\s+am\s+going\s+to)\s+(?:now\s+)?(?:(?:run|invoke|launch|call)\s+(?:the\s+)?([A-Za-z][\w-]{4,40})\b|use\s+(?:the\s+)?([A-Za-z][\w-]{4,40})\s+(?:tool|function|to)\b)",
     )
 });
 
@@ -4787,11 +4826,13 @@ static RUN_WORD: LazyLock<Regex> = LazyLock::new(|| {
 /// name that no other tool's name holds (`sc_celltypist`), said as the thing run.
 fn run_by_word(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut StrategyOutput) {
     for c in RUN_WORD.captures_iter(text) {
-        let (Some(m), Some(w)) = (c.get(0), c.get(1)) else {
+        // ("I'll use the weather data above": "use" names a tool only as "the X tool" or
+        // "X to …".)
+        let (Some(m), Some(w)) = (c.get(0), c.get(1).or_else(|| c.get(2))) else {
             continue;
         };
         let word = w.as_str().to_ascii_lowercase();
-        if word.len() < 5
+        if NAME_VERBS.contains(&word.as_str())
             || NAME_VERBS.contains(&word.as_str())
             || NAME_FILLERS.contains(&word.as_str())
             || [

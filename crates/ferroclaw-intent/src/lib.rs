@@ -455,14 +455,36 @@ fn answer_settles_step(
     {
         return;
     }
+    // (The reasoning's last paragraph is where it settles: "… I'll search the web for it.
+    // Let me do that.")
     let trimmed = reasoning.trim_end();
-    let last = trimmed.len() - fuzzy::last_sentence(trimmed).len();
+    let last = trimmed.rfind("\n\n").unwrap_or(0);
     if calls.iter().any(|c| c.span.end > last) {
         return;
     }
     let mut own = run_strategy(Strategy::Fuzzy, content, tools, cfg).calls;
     own.retain(|c| !fuzzy::tells_reader(content, c.span.start));
-    if own.is_empty() || own.iter().any(|c| calls.iter().any(|r| r.name == c.name)) {
+    // A step the answer puts after something else ("once the search is done") is no
+    // step now.
+    let later = |c: &ParsedCall| {
+        let lower = fuzzy::call_sentence(content, &c.span).to_lowercase();
+        [
+            "once ",
+            "after ",
+            "when ",
+            "then ",
+            "later",
+            "afterwards",
+            "if ",
+            "before ",
+        ]
+        .iter()
+        .any(|w| lower.contains(w))
+    };
+    if own.is_empty()
+        || own.iter().any(later)
+        || own.iter().any(|c| calls.iter().any(|r| r.name == c.name))
+    {
         return;
     }
     for c in &mut own {

@@ -2735,6 +2735,7 @@ pub(crate) const REASONING_TAGS: &[&str] = &[
 /// that were shown XML-ish prompts invent such tags.
 fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
     let mut closes: HashMap<String, Next> = HashMap::new();
+    let mut last_open: HashMap<String, Option<usize>> = HashMap::new();
     let mut pos = 0;
     while let Some(off) = text[pos..].find(['<', '[']) {
         let start = pos + off;
@@ -2771,8 +2772,22 @@ fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
             .entry(close.to_ascii_lowercase())
             .or_default()
             .at(text, body_start, &close);
+        // A tag never closed counts only as markup on a line of its own, and only the
+        // text's last such opener (what follows it must be its parameters to the end):
+        // one try per name keeps long texts linear.
+        let own_line = text[..start]
+            .chars()
+            .rev()
+            .take_while(|c| *c != '\n')
+            .all(char::is_whitespace);
+        let mut last_opener = || {
+            *last_open
+                .entry(tag.to_string())
+                .or_insert_with(|| text.rfind(&format!("<{tag}>")))
+                == Some(start)
+        };
         let Some(close_at) = closed.or_else(|| {
-            (!bracket)
+            (!bracket && own_line && last_opener())
                 .then(|| unclosed_end(text, body_start, name, tools, cfg))
                 .flatten()
         }) else {

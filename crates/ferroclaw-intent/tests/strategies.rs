@@ -6093,3 +6093,165 @@ fn lacking_tools_searches_abbreviations_and_damaged_tags_from_the_twenty_ninth_c
         assert!(calls_in(Some(text), None, &now).is_empty(), "{text}");
     }
 }
+
+#[test]
+fn a_review_s_attacks_on_the_thirtieth_round_s_rules_are_refused() {
+    // A tool name with a multi-byte word ending in "ing" parses (it once panicked).
+    let odd = vec![tool("get_ポッing", text_prop("q"), &["q"])];
+    assert!(calls_in(None, Some("hello"), &odd).is_empty());
+
+    // Glued names: only a noun glued to a verb (`dispatch` is no "patch").
+    let claude = vec![
+        tool("dispatch_agent", text_prop("prompt"), &["prompt"]),
+        tool("edit_file", text_prop("path"), &["path"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me update the version number in Cargo.toml."),
+            &claude
+        ),
+        one_call("edit_file", json!({"path": "Cargo.toml"}))
+    );
+
+    // A verb of thought in a tool's name is no verb of the model's.
+    let thinking = vec![
+        tool("sequential_thinking", text_prop("thought"), &["thought"]),
+        tool("web_search", text_prop("query"), &["query"]),
+    ];
+    for (r, c) in [
+        (None, Some("Let me think about this step by step.")),
+        (Some("Let me think about this carefully."), None),
+    ] {
+        assert!(calls_in(r, c, &thinking).is_empty(), "{r:?} {c:?}");
+    }
+
+    // "use the X data" is no tool; "use X to …" and "the X tool" are.
+    let weather = vec![
+        tool("get_weather", text_prop("location"), &["location"]),
+        tool("web_search", text_prop("query"), &["query"]),
+    ];
+    assert!(calls_in(
+        None,
+        Some("I'll use the weather data above to answer your question."),
+        &weather
+    )
+    .is_empty());
+
+    // A later or conditional step in the answer does not replace the reasoning's.
+    let notes = vec![
+        tool("web_search", text_prop("query"), &["query"]),
+        tool(
+            "write_file",
+            json!({"path": {"type": "string"}, "content": {"type": "string"}}),
+            &["path", "content"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            Some("The user wants the latest Rust release saved to notes.md. I'll search the web for the latest Rust release. Let me do that."),
+            Some("I'll write a short summary of the results to notes.md once the search is done."),
+            &notes
+        ),
+        one_call("web_search", json!({"query": "the latest Rust release"}))
+    );
+
+    // A command line stops at its line, however the paragraph wraps.
+    let got = calls_in(
+        None,
+        Some("To understand the layout of this project I will start with a listing, so let me run ls\nfollowed by a quick look at the README file."),
+        &standard_tools(),
+    );
+    assert!(
+        got.iter()
+            .all(|(_, a)| a.get("command").is_none_or(|c| c == "ls")),
+        "{got:?}"
+    );
+
+    // What the model lacks, then a step it commits to: the step stands.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I need access to the file contents, so let me read src/main.rs."),
+            &standard_tools()
+        )
+        .len(),
+        1
+    );
+
+    // A web search for something a project or a directory has is still a web search.
+    let web = vec![
+        tool("web_search", text_prop("query"), &["query"]),
+        tool("read_file", text_prop("path"), &["path"]),
+    ];
+    for text in [
+        "Let me search the web for known CVEs in the dependencies listed in the project.",
+        "I'll search the web for the phone number in the directory of Stanford faculty.",
+    ] {
+        let got = calls_in(None, Some(text), &web);
+        assert_eq!(
+            got.first().map(|(n, _)| n.as_str()),
+            Some("web_search"),
+            "{text}"
+        );
+    }
+
+    // A place's capacity is no party's size.
+    let dining = vec![tool(
+        "restaurant_booking",
+        json!({"restaurant": {"type": "string"}, "party_size": {"type": "integer"}}),
+        &["restaurant"],
+    )];
+    let got = calls_in(
+        None,
+        Some("I'll book a table at Luigi's, which seats 120 people, for tonight."),
+        &dining,
+    );
+    assert!(
+        got.iter().all(|(_, a)| a.get("party_size").is_none()),
+        "{got:?}"
+    );
+    let got = calls_in(
+        None,
+        Some("I'll book a table for one person at Luigi's."),
+        &dining,
+    );
+    assert!(
+        got.iter()
+            .any(|(_, a)| a.get("party_size") == Some(&json!(1))),
+        "{got:?}"
+    );
+
+    // A command named in Chinese ends where the Chinese goes on.
+    let shell = vec![tool("run_shell", text_prop("command"), &["command"])];
+    let got = calls_in(
+        Some("用户要求我执行 ls 然后告诉他结果。我来执行这个命令。"),
+        None,
+        &shell,
+    );
+    assert!(
+        got.iter()
+            .all(|(_, a)| a.get("command").is_none_or(|c| c == "ls")),
+        "{got:?}"
+    );
+
+    // A tag never closed at the end of a sentence is an example, not markup.
+    assert!(calls_in(
+        None,
+        Some("To list files, the syntax would be <run_shell><command>ls -la</command>"),
+        &shell
+    )
+    .is_empty());
+
+    // Code shown after "open the page:" is no page read already.
+    let browser = vec![tool("open_url", text_prop("url"), &["url"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me open the page:\n```\nhttps://example.com/docs\n```"),
+            &browser
+        )
+        .len(),
+        1
+    );
+}

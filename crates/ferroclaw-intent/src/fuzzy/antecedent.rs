@@ -24,7 +24,7 @@ static ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
 /// "執行 echo LOOPPROBE_77 命令", "执行 tail -f /dev/null。".
 static CJK_RUN: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?:執行|执行|運行|运行)\s*([A-Za-z./~][^\n。，；！？]*?)\s*(?:命令|指令|[。，；！？\n]|$)",
+        r"(?:執行|执行|運行|运行)\s*([A-Za-z./~][^\n。，；！？\p{Han}]*?)\s*(?:命令|指令|[。，；！？\n\p{Han}]|$)",
     )
 });
 
