@@ -49,7 +49,16 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
     if let Some((prop, n)) = people_count(text, tool, &props) {
         out.insert(prop.to_string(), Value::from(n));
     }
+
+    // Values whose shape says which property they fill (an ISO time, e-mail addresses)
+    // over what a key's words bound.
+    let shaped = |out: &mut Map<String, Value>| {
+        for (prop, v) in shaped_values(text, tool) {
+            out.insert(prop.to_string(), v);
+        }
+    };
     if !called && !props.iter().any(|(_, f)| !f.is_empty() && named(f)) {
+        shaped(&mut out);
         return out;
     }
     let mut found: Vec<(usize, &str, Value)> = Vec::new();
@@ -224,8 +233,83 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
     for (_, prop, value) in found {
         out.insert(prop.to_string(), value);
     }
+    shaped(&mut out);
     out
 }
+
+/// "… for 2025-02-10T14:00:00 with alice@co.com and bob@co.com": one ISO 8601 time for
+/// the one property that takes a time, and the addresses for the one property that
+/// takes e-mail addresses (a list, or one address).
+fn shaped_values<'a>(text: &str, tool: &'a ToolSpec) -> Vec<(&'a str, Value)> {
+    let mut out = Vec::new();
+    let described = |p: &str, words: &[&str]| {
+        let name = p.to_ascii_lowercase();
+        let desc = tool
+            .parameters
+            .get("properties")
+            .and_then(|ps| ps.get(p))
+            .and_then(|d| d.get("description"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        words.iter().any(|w| name.contains(w) || desc.contains(w))
+    };
+    let props = tool.properties();
+    let times: Vec<&str> = ISO_TIME.find_iter(text).map(|m| m.as_str()).collect();
+    if let [t] = times.as_slice() {
+        let slots: Vec<&str> = props
+            .iter()
+            .map(|(p, _)| *p)
+            .filter(|p| {
+                matches!(tool.prop_type(p), None | Some("string"))
+                    && described(p, &["time", "iso 8601", "datetime", "when"])
+            })
+            .collect();
+        if let [p] = slots.as_slice() {
+            out.push((*p, Value::String((*t).to_string())));
+        }
+    }
+    let mails: Vec<&str> = EMAIL.find_iter(text).map(|m| m.as_str()).collect();
+    if !mails.is_empty() {
+        let slots: Vec<&str> = props
+            .iter()
+            .map(|(p, _)| *p)
+            .filter(|p| {
+                described(
+                    p,
+                    &["email", "e-mail", "attendee", "participant", "recipient"],
+                )
+            })
+            .collect();
+        if let [p] = slots.as_slice() {
+            match tool.prop_type(p) {
+                Some("array") => out.push((
+                    *p,
+                    Value::Array(
+                        mails
+                            .iter()
+                            .map(|m| Value::String((*m).to_string()))
+                            .collect(),
+                    ),
+                )),
+                None | Some("string") if mails.len() == 1 => {
+                    out.push((*p, Value::String(mails[0].to_string())))
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+static ISO_TIME: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?",
+    )
+});
+static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b")
+});
 
 /// "a table for 2 people", "four guests": a count of people, for the one numeric
 /// property of the tool that holds such a count (`party_size`, `guests`, `num_people`).

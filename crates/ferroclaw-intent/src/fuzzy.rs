@@ -1409,6 +1409,11 @@ const CJK_NOUNS: &[(&str, &str)] = &[
     ("汇率", "exchange"),
     ("历史", "history"),
     ("消息", "message"),
+    ("状态", "status"),
+    ("指标", "metrics"),
+    ("系统", "system"),
+    ("日志", "logs"),
+    ("服务器", "server"),
 ];
 
 /// "我来为您查询当前人民币与美元的汇率。": a Chinese commitment and a verb of the one
@@ -1465,6 +1470,7 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
         } else {
             Vec::new()
         };
+        by_noun.sort_by(|a, b| a.name.cmp(&b.name));
         by_noun.dedup_by(|a, b| a.name == b.name);
         // "我来帮你计算100除以5": a verb whose English is a word of one tool's name.
         let by_word: Vec<&ToolSpec> = CJK_NAME_VERBS
@@ -1490,14 +1496,9 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
             _ => continue,
         };
         let span = start + cue..start + sent.trim_end().len();
-        if let Some(c) = make_call(
-            &tool.name,
-            Value::Object(cjk_numbers(rest, tool)),
-            0.55,
-            span,
-            tools,
-            cfg,
-        ) {
+        let mut args = cjk_numbers(rest, tool);
+        cjk_identifier(rest, tool, &mut args);
+        if let Some(c) = make_call(&tool.name, Value::Object(args), 0.55, span, tools, cfg) {
             out.calls.push(c);
             return;
         }
@@ -1528,6 +1529,26 @@ fn cjk_numbers(rest: &str, tool: &ToolSpec) -> Map<String, Value> {
         }
     }
     args
+}
+
+/// "我来帮您查看 web-server-01 服务器的状态": the one name written in Latin letters with a
+/// digit, hyphen or underscore, for the tool's one required text property.
+fn cjk_identifier(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
+    static IDENT: LazyLock<Regex> =
+        LazyLock::new(|| ferroclaw_types::literal_regex(r"[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]"));
+    let [key] = tool.required()[..] else { return };
+    if args.contains_key(key) || numeric_prop(tool, key) {
+        return;
+    }
+    let clause = &rest[..rest.find(['。', '，', '\n']).unwrap_or(rest.len())];
+    let idents: Vec<&str> = IDENT
+        .find_iter(clause)
+        .map(|m| m.as_str())
+        .filter(|w| w.contains(|c: char| c.is_ascii_digit() || c == '-' || c == '_'))
+        .collect();
+    if let [one] = idents[..] {
+        args.insert(key.to_string(), Value::String(one.to_string()));
+    }
 }
 
 fn cjk_commits(pre: &str) -> bool {
@@ -3213,6 +3234,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             && !gerund_subject(text, &c.span)
             && !in_code_fence(text, c.span.start)
     });
+    first_step_named(text, cfg, tools, &mut out.calls);
     drop_shown_reads(text, tools, &mut out.calls);
     drop_code_searched_on_web(text, &mut out.calls);
     drop_later_steps(text, &mut out.calls);
@@ -3577,6 +3599,38 @@ fn drop_shown_reads(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>)
             && text[line_end..].trim_start().starts_with("```");
         !shown
     });
+}
+
+/// "So the first action is to call get_emails.", "the first tool call should be
+/// `get_weather`": the step the model settled on.
+static FIRST_STEP: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\bfirst\s+(?:action|step|tool\s+call|function\s+call|call|thing\s+to\s+do)\s+(?:is|should\s+be|will\s+be|would\s+be)\s+(?:to\s+(?:call|use|invoke|run)\s+)?(?:the\s+)?`?([A-Za-z_][\w.-]{1,80})`?",
+    )
+});
+
+/// A reasoning that plans several steps and then names its first: only that step's
+/// calls are now; the rest of the plan comes after their results.
+fn first_step_named(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    calls: &mut Vec<ParsedCall>,
+) {
+    if calls.len() < 2 {
+        return;
+    }
+    let Some(first) = FIRST_STEP
+        .captures_iter(text)
+        .filter_map(|c| c.get(1))
+        .filter_map(|m| crate::schema::resolve(m.as_str(), tools, &cfg.aliases))
+        .last()
+    else {
+        return;
+    };
+    if calls.iter().any(|c| c.name == first.name) {
+        calls.retain(|c| c.name == first.name);
+    }
 }
 
 /// Places of code a search of the web does not look in.

@@ -11,7 +11,7 @@ use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
 static LABEL: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?mi)^(?:[ \t>*_-]*(thought|action input|action|observation|final answer|tool name|tool input|tool caption|tool output|tool result)[ \t*_]*:[ \t]*|[ \t]*\[\[ ## (next_thought|next_tool_name|next_tool_args|completed) ## \]\][ \t]*\n?)",
+        r"(?mi)^(?:[ \t>*_-]*(thought|action input|action|observation|final answer|tool name|tool input|tool caption|tool output|tool result)[ \t*_]*:[ \t]*|[ \t]*\[\[ ## (next_thought|next_tool_name|next_tool_args|completed) ## \]\][ \t]*\n?)|[.!?。](?-i:(Action)):[ \t]*",
     )
 });
 
@@ -73,6 +73,11 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         .captures_iter(text)
         .filter_map(|c| {
             let m = c.get(0)?;
+            // ("… ở Quận 1, TP.HCM.Action: search_course_info(…)": an action glued to the
+            // thought's last sentence.)
+            if let Some(glued) = c.get(3) {
+                return Some(("action".to_string(), glued.start(), m.end()));
+            }
             let label = match c.get(1) {
                 Some(l) => bee_label(&l.as_str().to_ascii_lowercase()).to_string(),
                 None => field_label(c.get(2)?.as_str()).to_string(),
@@ -146,8 +151,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     .flatten()
                     .filter(|(n, _)| n == name)
                     .map(|(n, a)| crate::native_text::positional_args(a, &n, tools, cfg));
-                let mut input: Option<Value> =
-                    pythonic.or_else(|| inline.map(|s| input_value(s).0));
+                let mut input: Option<Value> = pythonic
+                    .or_else(|| bracket_values(line, inline, name, tools, cfg))
+                    .or_else(|| inline.map(|s| input_value(s).0));
                 if let Some(next) = labels.get(i + 1) {
                     if next.0 == "action input" {
                         let iend = labels.get(i + 2).map_or(text.len(), |l| l.1);
@@ -175,6 +181,35 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         i += 1;
     }
     out
+}
+
+/// `get_attraction[北京, 霾 26°C 微风]`: as many comma-separated values in brackets as
+/// the tool has required properties (two or more), in their order.
+fn bracket_values(
+    line: &str,
+    inline: Option<&str>,
+    name: &str,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> Option<Value> {
+    let inner = inline?;
+    if !line.trim_end_matches(['`', '*']).ends_with(']') || inner.starts_with(['{', '[', '"', '\''])
+    {
+        return None;
+    }
+    let tool = crate::schema::resolve(name, tools, &cfg.aliases)?;
+    let required = tool.required();
+    let parts: Vec<&str> = inner.split([',', '，']).map(str::trim).collect();
+    if required.len() < 2 || parts.len() != required.len() || parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    Some(Value::Object(
+        required
+            .into_iter()
+            .zip(parts)
+            .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+            .collect(),
+    ))
 }
 
 /// `web_search("x")` / `read[config.yaml]` → name and inline input.

@@ -6255,3 +6255,161 @@ fn a_review_s_attacks_on_the_thirtieth_round_s_rules_are_refused() {
         1
     );
 }
+
+#[test]
+fn positional_brackets_shaped_values_first_steps_and_other_languages_from_the_thirtieth_consumed_part(
+) {
+    // `tool[a, b]` with as many values as required properties, in their order.
+    let travel = vec![
+        tool("get_weather", text_prop("城市名"), &["城市名"]),
+        tool(
+            "get_attraction",
+            json!({"城市名": {"type": "string"}, "天气摘要": {"type": "string"}}),
+            &["城市名", "天气摘要"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: 北京当前是霾天。接下来我需要检索景点。\nAction: get_attraction[北京, 霾 26°C 微风]"),
+            &travel
+        ),
+        one_call(
+            "get_attraction",
+            json!({"城市名": "北京", "天气摘要": "霾 26°C 微风"})
+        )
+    );
+    // One required property: the commas are the value's.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: I need the weather.\nAction: get_weather[Paris, France]"),
+            &travel
+        ),
+        one_call("get_weather", json!({"城市名": "Paris, France"}))
+    );
+    // An action glued to the thought's last sentence.
+    let course = vec![tool("search_course_info", text_prop("query"), &["query"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: Đầu tiên, tôi sẽ tìm ở Quận 1, TP.HCM.Action: search_course_info(khóa học AI Quận 1)"),
+            &course
+        ),
+        one_call("search_course_info", json!({"query": "khóa học AI Quận 1"}))
+    );
+    assert!(calls_in(
+        None,
+        Some("The Action: field names the tool; search_course_info(x) is how it looks."),
+        &course
+    )
+    .is_empty());
+
+    // An ISO time and e-mail addresses fill the properties their shape fits.
+    let meeting = vec![tool(
+        "schedule_meeting",
+        json!({
+            "title": {"type": "string"},
+            "time": {"type": "string", "description": "Meeting time in ISO 8601 format"},
+            "attendees": {"type": "array", "items": {"type": "string"}, "description": "List of attendee email addresses"}
+        }),
+        &["title", "time"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I will schedule a meeting titled 'Sprint Review' for 2025-02-10T14:00:00 with the attendees alice@co.com and bob@co.com."),
+            &meeting
+        ),
+        one_call(
+            "schedule_meeting",
+            json!({"title": "Sprint Review", "time": "2025-02-10T14:00:00", "attendees": ["alice@co.com", "bob@co.com"]})
+        )
+    );
+    // Two times: which one is meant is not said.
+    let got = calls_in(
+        None,
+        Some("I will schedule a meeting titled 'Sync' for 2025-02-10T14:00:00 or 2025-02-11T09:00:00."),
+        &meeting,
+    );
+    assert!(got.iter().all(|(_, a)| a.get("time").is_none()), "{got:?}");
+
+    // A plan of several steps whose first the model names: only that one now.
+    let mail = vec![
+        tool("get_emails", json!({}), &[]),
+        tool("get_projects", json!({}), &[]),
+        tool(
+            "send_email",
+            json!({"to": {"type": "string"}, "body": {"type": "string"}}),
+            &["to"],
+        ),
+    ];
+    let plan = "Step 1: get the last email with get_emails. Step 2: get all projects with get_projects. Step 3: send_email to the owner.\n\nSo the first action is to call get_emails. Let's do that.";
+    assert_eq!(
+        calls_in(Some(plan), None, &mail),
+        one_call("get_emails", json!({}))
+    );
+
+    // Chinese nouns of a tool's name and a name written in Latin letters.
+    let ops = vec![
+        tool(
+            "check_server_status",
+            text_prop("server_name"),
+            &["server_name"],
+        ),
+        tool("view_service_logs", text_prop("service"), &["service"]),
+        tool("get_system_metrics", json!({}), &[]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("我来帮您查看 web-server-01 服务器的状态。"),
+            &ops
+        ),
+        one_call(
+            "check_server_status",
+            json!({"server_name": "web-server-01"})
+        )
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("现在让我获取更详细的系统监控指标来分析性能状况："),
+            &ops
+        ),
+        one_call("get_system_metrics", json!({}))
+    );
+    assert!(calls_in(None, Some("服务器 web-server-01 的状态已经正常了。"), &ops).is_empty());
+
+    // A Japanese or Russian coding agent's next step.
+    let bench = vec![
+        tool("bash", text_prop("command"), &["command"]),
+        tool("edit", text_prop("filePath"), &["filePath"]),
+        tool("read_file", text_prop("path"), &["path"]),
+    ];
+    for (text, name) in [
+        (
+            "テストを実行して、翻訳機能が動作するか確認します。\n\nテストします：",
+            "bash",
+        ),
+        (
+            "まず翻訳関数を修正して、純粋な英語訳だけを抽出するようにします：",
+            "edit",
+        ),
+        (
+            "Нужно прочитать файл test.txt для определения его содержимого",
+            "read_file",
+        ),
+    ] {
+        let got = calls_in(None, Some(text), &bench);
+        assert_eq!(got.first().map(|(n, _)| n.as_str()), Some(name), "{text}");
+    }
+    for text in [
+        "テストは実行しません。",
+        "テストを実行しました。",
+        "Я уже прочитал файл test.txt.",
+        "Не нужно читать файл test.txt.",
+    ] {
+        assert!(calls_in(None, Some(text), &bench).is_empty(), "{text}");
+    }
+}

@@ -666,6 +666,58 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     (!told && !rest[at..].starts_with("看起来")).then_some(work)
 }
 
+/// Hiragana or katakana: the sentence is Japanese.
+fn kana(c: char) -> bool {
+    ('\u{3040}'..='\u{30ff}').contains(&c)
+}
+
+/// Japanese verbal nouns and the work each asks for.
+const JA_WORK: &[(&str, Work)] = &[
+    ("修正", Work::Edit),
+    ("変更", Work::Edit),
+    ("追加", Work::Edit),
+    ("更新", Work::Edit),
+    ("強化", Work::Edit),
+    ("改善", Work::Edit),
+    ("実装", Work::Edit),
+    ("編集", Work::Edit),
+    ("書き換え", Work::Edit),
+    ("作成", Work::Write),
+    ("書き込", Work::Write),
+    ("実行", Work::Shell),
+    ("テスト", Work::Shell),
+    ("インストール", Work::Shell),
+    ("ビルド", Work::Shell),
+    ("確認", Work::Read),
+    ("読み", Work::Read),
+    ("検索", Work::Search),
+    ("一覧", Work::List),
+];
+
+/// "テストします：", "まず翻訳関数を修正して、…抽出するようにします：": a sentence that
+/// ends in します / しましょう commits the model; its first verbal noun says the work.
+fn japanese_work(sentence: &str) -> Option<Work> {
+    let body = sentence.trim_end_matches(['。', '：', ':', '！', '!', ' ', '…']);
+    let commits = [
+        "します",
+        "しましょう",
+        "していきます",
+        "してみます",
+        "しよう",
+    ]
+    .iter()
+    .any(|e| body.ends_with(e));
+    // (Not done, not asked: しません, しました, しますか.)
+    if !commits || body.ends_with("ません") {
+        return None;
+    }
+    JA_WORK
+        .iter()
+        .filter_map(|(w, work)| body.find(w).map(|i| (i, *work)))
+        .min_by_key(|(i, _)| *i)
+        .map(|(_, w)| w)
+}
+
 /// Portuguese and Spanish leads ("Vou verificar …", "Agora vou executar …", "Voy a
 /// revisar …") and status lines ("Buscando referencias …", "Executando teste …").
 const ROMANCE_OPENERS: &[&str] = &[
@@ -756,6 +808,57 @@ fn romance_work(sentence: &str) -> Option<Work> {
         .map(|(_, w)| *w)
 }
 
+/// Russian leads ("Нужно прочитать файл test.txt", "Сейчас я проверю …") and the stems
+/// of each kind of work.
+const RU_LEADS: &[&str] = &[
+    "нужно",
+    "надо",
+    "давайте",
+    "сейчас",
+    "теперь",
+    "сначала",
+    "я",
+];
+const RU_STEMS: &[(&str, Work)] = &[
+    ("прочит", Work::Read),
+    ("прочт", Work::Read),
+    ("посмотр", Work::Read),
+    ("провер", Work::Read),
+    ("найд", Work::Search),
+    ("поищ", Work::Search),
+    ("созда", Work::Write),
+    ("запиш", Work::Write),
+    ("напиш", Work::Write),
+    ("выполн", Work::Shell),
+    ("запуст", Work::Shell),
+    ("исправ", Work::Edit),
+    ("измен", Work::Edit),
+    ("обнов", Work::Edit),
+    ("добав", Work::Edit),
+];
+
+fn russian_work(sentence: &str) -> Option<Work> {
+    let ws = tokens(sentence);
+    let lead = ws
+        .iter()
+        .take(3)
+        .position(|w| RU_LEADS.contains(&w.as_str()))?;
+    // (Not a step: "не нужно", "я уже …", "я прочитал".)
+    if ws.iter().any(|w| matches!(w.as_str(), "не" | "уже")) {
+        return None;
+    }
+    let verb = ws[lead + 1..]
+        .iter()
+        .find(|w| !RU_LEADS.contains(&w.as_str()) && w.as_str() != "мне")?;
+    if verb.ends_with("л") || verb.ends_with("ла") || verb.ends_with("ли") {
+        return None;
+    }
+    RU_STEMS
+        .iter()
+        .find(|(stem, _)| verb.starts_with(stem))
+        .map(|(_, w)| *w)
+}
+
 /// The tool offered for a kind of work, falling back to the one that can do it too
 /// (a shell reads, searches and lists; a patch tool writes new files).
 fn tool_for<'a>(work: Work, offered: &[(Work, &'a ToolSpec)]) -> Option<&'a ToolSpec> {
@@ -841,9 +944,11 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
         return None;
     }
     let colon = paragraph.trim_end().ends_with([':', '：']);
-    let work = if s_trim.chars().any(super::is_cjk) {
+    let work = if s_trim.chars().any(kana) {
+        japanese_work(s_trim)?
+    } else if s_trim.chars().any(super::is_cjk) {
         cjk_work(s_trim)?
-    } else if let Some(work) = romance_work(s_trim) {
+    } else if let Some(work) = romance_work(s_trim).or_else(|| russian_work(s_trim)) {
         work
     } else {
         let ws = tokens(s_trim);
