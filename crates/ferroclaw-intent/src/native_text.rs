@@ -674,7 +674,8 @@ fn gemma_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usiz
                         .flatten()
                         .map(|n| (n, Value::Object(Map::new())))
                 })
-                .is_some_and(|(name, args)| push(out, name, args, MARKED, span, tools, cfg))
+                .map(|(name, args)| enveloped(name, args, tools, cfg))
+                .is_some_and(|(name, args)| push(out, &name, args, MARKED, span, tools, cfg))
         });
     }
     // The block's tokens dropped by the server: the answer is the bare `call:NAME{…}`
@@ -713,6 +714,30 @@ fn gemma_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<usiz
                 taken.push(span);
             }
         }
+    }
+}
+
+/// `call:tool_call{args:{query:"…"},id:<|"|>memory_search<|"|>}`: a name that is no
+/// tool, whose arguments name the tool (`id`, `name`, `tool`) and hold its own (`args`,
+/// `arguments`, `parameters`).
+fn enveloped(name: &str, args: Value, tools: &[ToolSpec], cfg: &ParserConfig) -> (String, Value) {
+    if schema::resolve(name, tools, &cfg.aliases).is_some() {
+        return (name.to_string(), args);
+    }
+    let Value::Object(m) = &args else {
+        return (name.to_string(), args);
+    };
+    let inner = ["id", "name", "tool", "function"]
+        .iter()
+        .filter_map(|k| m.get(*k).and_then(Value::as_str))
+        .find(|n| schema::resolve(n, tools, &cfg.aliases).is_some());
+    let own = ["args", "arguments", "parameters"]
+        .iter()
+        .find_map(|k| m.get(*k).filter(|v| v.is_object()));
+    match (inner, own) {
+        (Some(n), Some(a)) => (n.to_string(), a.clone()),
+        (Some(n), None) => (n.to_string(), Value::Object(Map::new())),
+        _ => (name.to_string(), args),
     }
 }
 

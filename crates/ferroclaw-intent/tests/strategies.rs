@@ -6381,6 +6381,23 @@ fn positional_brackets_shaped_values_first_steps_and_other_languages_from_the_th
     );
     assert!(calls_in(None, Some("服务器 web-server-01 的状态已经正常了。"), &ops).is_empty());
 
+    // Gemma 4's block around an envelope whose `id` names the tool.
+    let memory = vec![tool("memory_search", text_prop("query"), &["query"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<|tool_call>call:tool_call{args:{query:<|\"|>тренировки на пресс<|\"|>},id:<|\"|>memory_search<|\"|>}<tool_call|>"),
+            &memory
+        ),
+        one_call("memory_search", json!({"query": "тренировки на пресс"}))
+    );
+    assert!(calls_in(
+        None,
+        Some("<|tool_call>call:tool_call{args:{query:<|\"|>x<|\"|>},id:<|\"|>web_lookup<|\"|>}<tool_call|>"),
+        &memory
+    )
+    .is_empty());
+
     // A Japanese or Russian coding agent's next step.
     let bench = vec![
         tool("bash", text_prop("command"), &["command"]),
