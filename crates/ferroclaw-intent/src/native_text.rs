@@ -77,7 +77,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         chatglm_calls(&cx, &mut out, &mut taken);
     }
     // (Before the other pythonic readers: a smolagents step binds its strings first.)
-    if out.calls.is_empty() && text.contains("Code:\n```") {
+    if out.calls.is_empty() && (text.contains("Code:\n```") || text.contains("<code>\n")) {
         code_agent_step(text, tools, cfg, &mut out);
     }
     if out.calls.is_empty() {
@@ -1661,17 +1661,23 @@ fn key_value_call(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut 
 /// calls in its first block, assignments and all (`r = web_search("x")`). Later blocks
 /// follow an observation the model wrote itself.
 fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
-    let Some(c) = ["Code:\n```py\n", "Code:\n```python\n"]
+    // (smolagents' newer steps write the code between `<code>` tags on lines of their own.)
+    let Some((start, body_start, end_mark)) = ["Code:\n```py\n", "Code:\n```python\n"]
         .iter()
-        .find_map(|lead| text.find(lead).map(|i| (i, i + lead.len())))
+        .find_map(|lead| text.find(lead).map(|i| (i, i + lead.len(), "```")))
+        .or_else(|| {
+            text.match_indices("<code>\n")
+                .map(|(i, _)| i)
+                .find(|&i| i == 0 || text[..i].ends_with('\n'))
+                .map(|i| (i, i + "<code>\n".len(), "</code>"))
+        })
     else {
         return;
     };
-    let (start, body_start) = c;
-    let Some(close) = text[body_start..].find("```") else {
+    let Some(close) = text[body_start..].find(end_mark) else {
         return;
     };
-    let span = start..body_start + close + 3;
+    let span = start..body_start + close + end_mark.len();
     let block = &text[body_start..body_start + close];
     // `task = "Find …"` then `web_agent(task=task)`: a string bound before the call.
     let bound: Vec<(String, String)> = STRING_BINDING
@@ -1707,9 +1713,26 @@ fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         }
         // (`web_agent(task=task)`: the bound string stands in for its name.)
         let call = bind_names(call, &bound);
-        if let Some((calls, _)) = pythonic_calls(&call) {
-            for (n, a) in calls {
-                push(out, &n, a, PYTHONIC, span.clone(), tools, cfg);
+        match pythonic_calls(&call) {
+            Some((calls, _)) => {
+                for (n, a) in calls {
+                    push(out, &n, a, PYTHONIC, span.clone(), tools, cfg);
+                }
+            }
+            // `final_answer(music_playlist)`: a value held in a variable of an earlier
+            // step is the tool's, unknown here.
+            None => {
+                if let Some((n, _)) = call.split_once('(') {
+                    push(
+                        out,
+                        n.trim(),
+                        Value::Object(Map::new()),
+                        PYTHONIC,
+                        span.clone(),
+                        tools,
+                        cfg,
+                    );
+                }
             }
         }
     }

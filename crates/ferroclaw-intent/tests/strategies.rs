@@ -6398,6 +6398,38 @@ fn positional_brackets_shaped_values_first_steps_and_other_languages_from_the_th
     )
     .is_empty());
 
+    // A code agent's step: a tool called with a variable of an earlier step, and code
+    // between `<code>` tags.
+    let agent = vec![
+        tool("web_search", text_prop("query"), &["query"]),
+        tool("final_answer", text_prop("answer"), &["answer"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: The playlist is ready.\n\nCode:\n```py\nfinal_answer(music_playlist)\n```"),
+            &agent
+        ),
+        one_call("final_answer", json!({}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<code>\nfinal_answer(\"It takes about 9.6 seconds.\")\n</code>"),
+            &agent
+        ),
+        one_call(
+            "final_answer",
+            json!({"answer": "It takes about 9.6 seconds."})
+        )
+    );
+    assert!(calls_in(
+        None,
+        Some("The answer is:\n<code>\nprint(result)\n</code>"),
+        &agent
+    )
+    .is_empty());
+
     // A Japanese or Russian coding agent's next step.
     let bench = vec![
         tool("bash", text_prop("command"), &["command"]),
