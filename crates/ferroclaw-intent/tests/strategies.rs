@@ -6453,6 +6453,16 @@ fn positional_brackets_shaped_values_first_steps_and_other_languages_from_the_th
         let got = calls_in(None, Some(text), &bench);
         assert_eq!(got.first().map(|(n, _)| n.as_str()), Some(name), "{text}");
     }
+    for (text, name) in [
+        (
+            "Let me rename the function `toMeV` to `toMeVperNucl`.",
+            "edit",
+        ),
+        ("Let me rename the file config.yml to config.yaml.", "bash"),
+    ] {
+        let got = calls_in(None, Some(text), &bench);
+        assert_eq!(got.first().map(|(n, _)| n.as_str()), Some(name), "{text}");
+    }
     for text in [
         "テストは実行しません。",
         "テストを実行しました。",

@@ -470,6 +470,14 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
     }
     let searched = after.iter().any(|x| SEARCHED.contains(&x.as_str()));
     // "remove the min clamp" edits code; "remove the build directory" is the shell's.
+    // "rename the function" edits code; "rename the file" is the shell's.
+    if v == "rename" {
+        let on_files = after
+            .iter()
+            .take(5)
+            .any(|x| FILE_OBJECTS.contains(&x.as_str()) || x.contains('/') || x.contains('.'));
+        return Some(if on_files { Work::Shell } else { Work::Edit });
+    }
     if matches!(v, "remove" | "delete") {
         let on_files = after
             .iter()
