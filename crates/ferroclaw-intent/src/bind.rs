@@ -255,7 +255,16 @@ fn shaped_values<'a>(text: &str, tool: &'a ToolSpec) -> Vec<(&'a str, Value)> {
         words.iter().any(|w| name.contains(w) || desc.contains(w))
     };
     let props = tool.properties();
-    let times: Vec<&str> = ISO_TIME.find_iter(text).map(|m| m.as_str()).collect();
+    // (Most texts hold neither: the scans stay off the hot path.)
+    let iso_shaped = text
+        .as_bytes()
+        .windows(3)
+        .any(|w| w[0].is_ascii_digit() && w[1] == b'T' && w[2].is_ascii_digit());
+    let times: Vec<&str> = if iso_shaped {
+        ISO_TIME.find_iter(text).map(|m| m.as_str()).collect()
+    } else {
+        Vec::new()
+    };
     if let [t] = times.as_slice() {
         let slots: Vec<&str> = props
             .iter()
@@ -269,7 +278,11 @@ fn shaped_values<'a>(text: &str, tool: &'a ToolSpec) -> Vec<(&'a str, Value)> {
             out.push((*p, Value::String((*t).to_string())));
         }
     }
-    let mails: Vec<&str> = EMAIL.find_iter(text).map(|m| m.as_str()).collect();
+    let mails: Vec<&str> = if text.contains('@') {
+        EMAIL.find_iter(text).map(|m| m.as_str()).collect()
+    } else {
+        Vec::new()
+    };
     if !mails.is_empty() {
         let slots: Vec<&str> = props
             .iter()
