@@ -52,9 +52,20 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
 
     // Values whose shape says which property they fill (an ISO time, e-mail addresses)
     // over what a key's words bound.
+    // (Over a key's words only where they bound a piece of it: "the attendees
+    // alice@co.com and bob@co.com" read as "alice@co.com".)
     let shaped = |out: &mut Map<String, Value>| {
         for (prop, v) in shaped_values(text, tool) {
-            out.insert(prop.to_string(), v);
+            let partial = match (out.get(prop), &v) {
+                (None, _) => true,
+                (Some(Value::String(old)), Value::Array(items)) => {
+                    items.iter().any(|i| i.as_str() == Some(old.as_str()))
+                }
+                (Some(old), new) => old == new,
+            };
+            if partial {
+                out.insert(prop.to_string(), v);
+            }
         }
     };
     if !called && !props.iter().any(|(_, f)| !f.is_empty() && named(f)) {
@@ -270,8 +281,15 @@ fn shaped_values<'a>(text: &str, tool: &'a ToolSpec) -> Vec<(&'a str, Value)> {
             .iter()
             .map(|(p, _)| *p)
             .filter(|p| {
+                // (Not a zone or a time-out: `timezone`, `timeout_ms`.)
+                let name = key_form(p);
                 matches!(tool.prop_type(p), None | Some("string"))
-                    && described(p, &["time", "iso 8601", "datetime", "when"])
+                    && !name.contains("zone")
+                    && !name.contains("out")
+                    && (name.ends_with("time")
+                        || name == "when"
+                        || name == "start"
+                        || described(p, &["iso 8601", "iso8601", "datetime"]))
             })
             .collect();
         if let [p] = slots.as_slice() {
@@ -288,10 +306,11 @@ fn shaped_values<'a>(text: &str, tool: &'a ToolSpec) -> Vec<(&'a str, Value)> {
             .iter()
             .map(|(p, _)| *p)
             .filter(|p| {
-                described(
-                    p,
-                    &["email", "e-mail", "attendee", "participant", "recipient"],
-                )
+                let name = key_form(p);
+                ["email", "attendee", "participant", "recipient"]
+                    .iter()
+                    .any(|w| name.contains(w))
+                    || described(p, &["email address", "e-mail address"])
             })
             .collect();
         if let [p] = slots.as_slice() {

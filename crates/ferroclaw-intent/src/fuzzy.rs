@@ -1544,7 +1544,11 @@ fn cjk_identifier(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
     let idents: Vec<&str> = IDENT
         .find_iter(clause)
         .map(|m| m.as_str())
-        .filter(|w| w.contains(|c: char| c.is_ascii_digit() || c == '-' || c == '_'))
+        // A name with letters (`web-server-01`), not a number, a date or a version.
+        .filter(|w| {
+            w.contains(|c: char| c.is_ascii_digit() || c == '-' || c == '_')
+                && w.chars().filter(char::is_ascii_alphabetic).count() >= 2
+        })
         .collect();
     if let [one] = idents[..] {
         args.insert(key.to_string(), Value::String(one.to_string()));
@@ -3605,7 +3609,7 @@ fn drop_shown_reads(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>)
 /// `get_weather`": the step the model settled on.
 static FIRST_STEP: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\bfirst\s+(?:action|step|tool\s+call|function\s+call|call|thing\s+to\s+do)\s+(?:is|should\s+be|will\s+be|would\s+be)\s+(?:to\s+(?:call|use|invoke|run)\s+)?(?:the\s+)?`?([A-Za-z_][\w.-]{1,80})`?",
+        r"(?i)\bfirst\s+(?:action|step|tool\s+call|function\s+call|call|thing\s+to\s+do)\s+(?:is|should\s+be|will\s+be)\s+(?:to\s+(?:call|use|invoke|run)\s+)?(?:the\s+)?`?([A-Za-z_][\w.-]{1,80})`?",
     )
 });
 
@@ -3620,9 +3624,14 @@ fn first_step_named(
     if calls.len() < 2 {
         return;
     }
+    // (Not "the first call would be get_weather if they depended on each other".)
     let Some(first) = FIRST_STEP
         .captures_iter(text)
         .filter_map(|c| c.get(1))
+        .filter(|m| {
+            let after = &text[m.end()..floor(text, (m.end() + 60).min(text.len()))];
+            !has_phrase(&after.to_lowercase(), "if")
+        })
         .filter_map(|m| crate::schema::resolve(m.as_str(), tools, &cfg.aliases))
         .last()
     else {

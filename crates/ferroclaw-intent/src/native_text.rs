@@ -736,7 +736,18 @@ fn enveloped(name: &str, args: Value, tools: &[ToolSpec], cfg: &ParserConfig) ->
         .find_map(|k| m.get(*k).filter(|v| v.is_object()));
     match (inner, own) {
         (Some(n), Some(a)) => (n.to_string(), a.clone()),
-        (Some(n), None) => (n.to_string(), Value::Object(Map::new())),
+        // A flat envelope: the keys beside the name are the arguments.
+        (Some(n), None) => {
+            let rest: Map<String, Value> = m
+                .iter()
+                .filter(|(k, v)| {
+                    !(matches!(k.as_str(), "id" | "name" | "tool" | "function")
+                        && v.as_str() == Some(n))
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            (n.to_string(), Value::Object(rest))
+        }
         _ => (name.to_string(), args),
     }
 }
@@ -1666,6 +1677,14 @@ fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         .iter()
         .find_map(|lead| text.find(lead).map(|i| (i, i + lead.len(), "```")))
         .or_else(|| {
+            // (A step: the answer is the block, or a thought then the block, and nothing
+            // follows it.)
+            let t = text.trim();
+            let ends = t.ends_with("</code>") || t.ends_with("<end_code>");
+            let own = t.starts_with("<code>") || t.starts_with("Thought:");
+            if !(ends && own) {
+                return None;
+            }
             text.match_indices("<code>\n")
                 .map(|(i, _)| i)
                 .find(|&i| i == 0 || text[..i].ends_with('\n'))
@@ -1722,6 +1741,7 @@ fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
             // `final_answer(music_playlist)`: a value held in a variable of an earlier
             // step is the tool's, unknown here.
             None => {
+                // (The harness runs the block: whatever it passes, the tool is called.)
                 if let Some((n, _)) = call.split_once('(') {
                     push(
                         out,

@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
+use crate::harmony::floor;
 use crate::schema::strip_quotes;
 use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
@@ -69,14 +70,19 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         return out;
     }
     // (label, label start, value start, value end)
+    // (A trace's first thought: an action glued to a sentence counts only after it.)
+    let thought_at = text.find("Thought:");
     let labels: Vec<(String, usize, usize)> = LABEL
         .captures_iter(text)
         .filter_map(|c| {
             let m = c.get(0)?;
             // ("… ở Quận 1, TP.HCM.Action: search_course_info(…)": an action glued to the
-            // thought's last sentence.)
+            // thought's last sentence, a short line's end.)
             if let Some(glued) = c.get(3) {
-                return Some(("action".to_string(), glued.start(), m.end()));
+                let rest = &text[m.end()..floor(text, (m.end() + 300).min(text.len()))];
+                let short = rest.contains('\n') || m.end() + 300 >= text.len();
+                let traced = thought_at.is_some_and(|t| t < glued.start());
+                return (short && traced).then(|| ("action".to_string(), glued.start(), m.end()));
             }
             let label = match c.get(1) {
                 Some(l) => bee_label(&l.as_str().to_ascii_lowercase()).to_string(),
@@ -201,6 +207,21 @@ fn bracket_values(
     let required = tool.required();
     let parts: Vec<&str> = inner.split([',', '，']).map(str::trim).collect();
     if required.len() < 2 || parts.len() != required.len() || parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    // ("get_weather[Paris, France]" with `unit` among the required: "France" is no unit.)
+    let fits = |k: &str, v: &str| {
+        let enumerated = tool
+            .parameters
+            .get("properties")
+            .and_then(|ps| ps.get(k))
+            .and_then(|d| d.get("enum"))
+            .and_then(Value::as_array);
+        enumerated.is_none_or(|e| e.iter().any(|x| x.as_str() == Some(v)))
+            && (!matches!(tool.prop_type(k), Some("integer" | "number"))
+                || v.parse::<f64>().is_ok())
+    };
+    if required.iter().zip(&parts).any(|(k, v)| !fits(k, v)) {
         return None;
     }
     Some(Value::Object(

@@ -6334,6 +6334,23 @@ fn positional_brackets_shaped_values_first_steps_and_other_languages_from_the_th
     );
     assert!(got.iter().all(|(_, a)| a.get("time").is_none()), "{got:?}");
 
+    // A zone is no time.
+    let clock = vec![tool(
+        "convert_time",
+        json!({"timezone": {"type": "string"}, "label": {"type": "string"}}),
+        &["timezone"],
+    )];
+    let got = calls_in(
+        None,
+        Some("I'll convert 2025-02-10T14:00:00 with convert_time for the team."),
+        &clock,
+    );
+    assert!(
+        got.iter()
+            .all(|(_, a)| a.get("timezone") != Some(&json!("2025-02-10T14:00:00"))),
+        "{got:?}"
+    );
+
     // A plan of several steps whose first the model names: only that one now.
     let mail = vec![
         tool("get_emails", json!({}), &[]),
@@ -6471,4 +6488,135 @@ fn positional_brackets_shaped_values_first_steps_and_other_languages_from_the_th
     ] {
         assert!(calls_in(None, Some(text), &bench).is_empty(), "{text}");
     }
+}
+
+#[test]
+fn a_review_s_attacks_on_the_thirty_first_round_s_rules_are_refused() {
+    // A value the text binds by its key stays: an address inside a query is the query's.
+    let mail = vec![ToolSpec::new(
+        "search_emails",
+        "",
+        obj(
+            json!({"query": {"type": "string", "description": "Search query for emails"}}),
+            &["query"],
+        ),
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll search emails with query \"from:bob@co.com invoice\"."),
+            &mail
+        ),
+        one_call("search_emails", json!({"query": "from:bob@co.com invoice"}))
+    );
+    // A value with a comma in brackets, for a tool whose second property it does not fit.
+    let weather = vec![tool(
+        "get_weather",
+        json!({"location": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}),
+        &["location", "unit"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: I need the weather.\nAction: get_weather[Paris, France]"),
+            &weather
+        ),
+        one_call("get_weather", json!({"location": "Paris, France"}))
+    );
+    // Renaming a file is the shell's, however the words split.
+    let bench = vec![
+        tool("run_shell", text_prop("command"), &["command"]),
+        tool("edit_file", text_prop("path"), &["path"]),
+        tool("read_file", text_prop("path"), &["path"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Let me rename utils.py to helpers.py."), &bench)
+            .first()
+            .map(|(n, _)| n.clone()),
+        Some("run_shell".to_string())
+    );
+    // "The first call would be X if …" names no first step.
+    let two = vec![
+        tool("get_weather", text_prop("city"), &["city"]),
+        tool("get_news", text_prop("topic"), &["topic"]),
+    ];
+    let got = calls_in(
+        None,
+        Some("I'll check the weather in Paris and get the news about Paris. Both at once; the first call would be get_weather if they depended on each other, but they don't."),
+        &two,
+    );
+    assert!(got.iter().any(|(n, _)| n == "get_news"), "{got:?}");
+    // Code shown in `<code>` tags to the reader is no step.
+    assert!(calls_in(
+        None,
+        Some("Here is how the helper is used in the docs:\n<code>\nread_file(\"notes.txt\")\n</code>\nYou can paste it into your script."),
+        &bench
+    )
+    .is_empty());
+    // Japanese: explaining, asking and musing are no work; Chinese with a katakana aside
+    // still is.
+    for text in [
+        "変更点を説明します。",
+        "変更内容のご確認をお願いします。",
+        "修正が完了したことを報告します。",
+        "このエラーをどう修正しよう",
+    ] {
+        assert!(calls_in(None, Some(text), &bench).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(None, Some("コードを読みやすく改善します。"), &bench)
+            .first()
+            .map(|(n, _)| n.clone()),
+        Some("edit_file".to_string())
+    );
+    assert_eq!(
+        calls_in(None, Some("我来运行测试（テスト）。"), &bench)
+            .first()
+            .map(|(n, _)| n.clone()),
+        Some("run_shell".to_string())
+    );
+    // Russian: a noun, a change taking effect, the reader's step.
+    for text in [
+        "Теперь проверка пройдена успешно.",
+        "Теперь исправление готово.",
+        "Сейчас изменения вступят в силу.",
+        "Вам нужно выполнить команду npm install.",
+        "Теперь запустите тесты.",
+    ] {
+        assert!(calls_in(None, Some(text), &bench).is_empty(), "{text}");
+    }
+    // A number, a date or a version is no name.
+    let ops = vec![
+        tool("get_system_logs", text_prop("service"), &["service"]),
+        tool("get_server_status", text_prop("server_id"), &["server_id"]),
+    ];
+    for text in [
+        "我来帮您查看最近24小时的系统日志。",
+        "我来帮您查看2024-05-01的服务器状态。",
+    ] {
+        let got = calls_in(None, Some(text), &ops);
+        assert!(
+            got.iter()
+                .all(|(_, a)| a.as_object().is_some_and(|o| o.is_empty())),
+            "{text}: {got:?}"
+        );
+    }
+    // An "Action:" glued in prose without a trace is no action.
+    let search = vec![tool("web_search", text_prop("query"), &["query"])];
+    assert!(calls_in(
+        None,
+        Some("Please answer using this format.Action: web_search[your query]\nObservation: the result"),
+        &search
+    )
+    .is_empty());
+    // A flat envelope keeps the keys beside the name.
+    let city = vec![tool("get_weather", text_prop("city"), &["city"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<start_function_call>call:tool_call{name:<escape>get_weather<escape>,city:<escape>Paris<escape>}<end_function_call>"),
+            &city
+        ),
+        one_call("get_weather", json!({"city": "Paris"}))
+    );
 }

@@ -472,10 +472,31 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
     // "remove the min clamp" edits code; "remove the build directory" is the shell's.
     // "rename the function" edits code; "rename the file" is the shell's.
     if v == "rename" {
-        let on_files = after
-            .iter()
-            .take(5)
-            .any(|x| FILE_OBJECTS.contains(&x.as_str()) || x.contains('/') || x.contains('.'));
+        // (The words come split at dots and slashes: `utils.py` is "utils", "py".)
+        let on_files = after.iter().take(6).any(|x| {
+            FILE_OBJECTS.contains(&x.as_str())
+                || matches!(
+                    x.as_str(),
+                    "py" | "js"
+                        | "ts"
+                        | "rs"
+                        | "go"
+                        | "md"
+                        | "json"
+                        | "yaml"
+                        | "yml"
+                        | "toml"
+                        | "txt"
+                        | "sh"
+                        | "src"
+                        | "java"
+                        | "kt"
+                        | "rb"
+                        | "cs"
+                        | "tsx"
+                        | "jsx"
+                )
+        });
         return Some(if on_files { Work::Shell } else { Work::Edit });
     }
     if matches!(v, "remove" | "delete") {
@@ -705,23 +726,31 @@ const JA_WORK: &[(&str, Work)] = &[
 /// "テストします：", "まず翻訳関数を修正して、…抽出するようにします：": a sentence that
 /// ends in します / しましょう commits the model; its first verbal noun says the work.
 fn japanese_work(sentence: &str) -> Option<Work> {
+    if !sentence.chars().any(kana) {
+        return None;
+    }
     let body = sentence.trim_end_matches(['。', '：', ':', '！', '!', ' ', '…']);
-    let commits = [
-        "します",
-        "しましょう",
-        "していきます",
-        "してみます",
-        "しよう",
-    ]
-    .iter()
-    .any(|e| body.ends_with(e));
+    let commits = ["します", "しましょう", "していきます", "してみます"]
+        .iter()
+        .any(|e| body.ends_with(e));
     // (Not done, not asked: しません, しました, しますか.)
     if !commits || body.ends_with("ません") {
         return None;
     }
+    // The work is a verbal noun the model does ("修正して", "テストします"), not one it
+    // names ("変更点を説明します", "ご確認をお願いします").
     JA_WORK
         .iter()
-        .filter_map(|(w, work)| body.find(w).map(|i| (i, *work)))
+        .filter_map(|(w, work)| {
+            body.match_indices(w)
+                .find(|(i, _)| {
+                    let after = &body[i + w.len()..];
+                    ["します", "しましょう", "して", "する"]
+                        .iter()
+                        .any(|e| after.starts_with(e))
+                })
+                .map(|(i, _)| (i, *work))
+        })
         .min_by_key(|(i, _)| *i)
         .map(|(_, w)| w)
 }
@@ -851,14 +880,21 @@ fn russian_work(sentence: &str) -> Option<Work> {
         .iter()
         .take(3)
         .position(|w| RU_LEADS.contains(&w.as_str()))?;
-    // (Not a step: "не нужно", "я уже …", "я прочитал".)
-    if ws.iter().any(|w| matches!(w.as_str(), "не" | "уже")) {
+    // (Not a step: "не нужно", "я уже …"; nor the reader's: "вам нужно".)
+    if ws
+        .iter()
+        .any(|w| matches!(w.as_str(), "не" | "уже" | "вам" | "вы" | "тебе" | "ты"))
+    {
         return None;
     }
     let verb = ws[lead + 1..]
         .iter()
         .find(|w| !RU_LEADS.contains(&w.as_str()) && w.as_str() != "мне")?;
-    if verb.ends_with("л") || verb.ends_with("ла") || verb.ends_with("ли") {
+    // An infinitive or the first person ("прочитать", "проверю", "найду"), not a past
+    // ("прочитал"), a noun ("проверка", "исправление") or a request ("запустите").
+    let own_verb = ["ть", "ться", "ти"].iter().any(|e| verb.ends_with(e))
+        || ((verb.ends_with('ю') || verb.ends_with('у')) && !verb.ends_with("ию"));
+    if !own_verb {
         return None;
     }
     RU_STEMS
@@ -952,10 +988,8 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
         return None;
     }
     let colon = paragraph.trim_end().ends_with([':', '：']);
-    let work = if s_trim.chars().any(kana) {
-        japanese_work(s_trim)?
-    } else if s_trim.chars().any(super::is_cjk) {
-        cjk_work(s_trim)?
+    let work = if s_trim.chars().any(super::is_cjk) {
+        japanese_work(s_trim).or_else(|| cjk_work(s_trim))?
     } else if let Some(work) = romance_work(s_trim).or_else(|| russian_work(s_trim)) {
         work
     } else {
