@@ -253,24 +253,20 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
 /// takes e-mail addresses (a list, or one address).
 fn shaped_values<'a>(text: &str, tool: &'a ToolSpec) -> Vec<(&'a str, Value)> {
     let mut out = Vec::new();
-    let described = |p: &str, words: &[&str]| {
-        let name = p.to_ascii_lowercase();
-        let desc = tool
-            .parameters
-            .get("properties")
-            .and_then(|ps| ps.get(p))
-            .and_then(|d| d.get("description"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        words.iter().any(|w| name.contains(w) || desc.contains(w))
-    };
-    let props = tool.properties();
     // (Most texts hold neither: the scans stay off the hot path.)
     let iso_shaped = text
         .as_bytes()
         .windows(3)
         .any(|w| w[0].is_ascii_digit() && w[1] == b'T' && w[2].is_ascii_digit());
+    if !iso_shaped && !text.contains('@') {
+        return out;
+    }
+    let described = |p: &str, words: &[&str]| {
+        let name = p.to_ascii_lowercase();
+        let desc = tool.prop_description(p).to_ascii_lowercase();
+        words.iter().any(|w| name.contains(w) || desc.contains(w))
+    };
+    let props = tool.properties();
     let times: Vec<&str> = if iso_shaped {
         ISO_TIME.find_iter(text).map(|m| m.as_str()).collect()
     } else {

@@ -270,14 +270,7 @@ fn words(s: &str) -> Vec<String> {
 
 fn kind_of(tool: &ToolSpec, prop: &str) -> Kind {
     let p = prop.to_ascii_lowercase();
-    let desc = tool
-        .parameters
-        .get("properties")
-        .and_then(|ps| ps.get(prop))
-        .and_then(|d| d.get("description"))
-        .and_then(|d| d.as_str())
-        .unwrap_or("")
-        .to_lowercase();
+    let desc = tool.prop_description(prop).to_lowercase();
     let tname = tool.name.to_lowercase();
     if NUMERIC_NAMES.contains(&p.as_str()) {
         Kind::Number

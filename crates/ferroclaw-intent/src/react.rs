@@ -212,9 +212,7 @@ fn bracket_values(
     // ("get_weather[Paris, France]" with `unit` among the required: "France" is no unit.)
     let fits = |k: &str, v: &str| {
         let enumerated = tool
-            .parameters
-            .get("properties")
-            .and_then(|ps| ps.get(k))
+            .prop(k)
             .and_then(|d| d.get("enum"))
             .and_then(Value::as_array);
         enumerated.is_none_or(|e| e.iter().any(|x| x.as_str() == Some(v)))

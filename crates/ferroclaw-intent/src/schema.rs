@@ -75,8 +75,21 @@ impl ToolSpec {
         self.holds_keys(obj) && self.required().iter().all(|r| obj.contains_key(*r))
     }
 
+    /// A property's own schema.
+    pub(crate) fn prop(&self, key: &str) -> Option<&Value> {
+        self.parameters.get("properties")?.get(key)
+    }
+
+    /// A property's description, "" when it has none.
+    pub(crate) fn prop_description(&self, key: &str) -> &str {
+        self.prop(key)
+            .and_then(|p| p.get("description"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
     pub(crate) fn prop_type(&self, key: &str) -> Option<&str> {
-        let p = self.parameters.get("properties")?.get(key)?;
+        let p = self.prop(key)?;
         match p.get("type")? {
             Value::String(s) => Some(s.as_str()),
             Value::Array(a) => a.iter().filter_map(|v| v.as_str()).find(|t| *t != "null"),
