@@ -303,8 +303,24 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
         .iter()
         .map(|t| {
             // A tool without arguments (`get_todays_date`) is called by its name alone.
-            let primary = t.primary_property().unwrap_or_default().to_string();
-            let kind = kind_of(t, &primary);
+            let mut primary = t.primary_property().unwrap_or_default().to_string();
+            let mut kind = kind_of(t, &primary);
+            // `search_code(folder_path, query)`: what a search is asked for is its query,
+            // the folder only where.
+            if matches!(kind, Kind::Path | Kind::File)
+                && crate::schema::name_words(&t.name)
+                    .iter()
+                    .any(|w| matches!(w.as_str(), "search" | "grep" | "find" | "lookup"))
+            {
+                if let Some(q) = t
+                    .required()
+                    .into_iter()
+                    .find(|p| matches!(kind_of(t, p), Kind::Query | Kind::Pattern))
+                {
+                    primary = q.to_string();
+                    kind = kind_of(t, q);
+                }
+            }
             let mut names: Vec<String> = vec![t.name.to_lowercase()];
             names.extend(t.aliases.iter().map(|a| a.to_lowercase()));
             if t.name.contains('-') {
@@ -1282,7 +1298,36 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         && ["i'm", "i am", "we're", "we are"]
             .iter()
             .any(|c| pre_norm.trim_end().ends_with(c) && has_phrase(&pre_norm, c));
-    progressive || POS.iter().any(|cue| has_phrase(&pre_norm, cue)) || cjk_commits(&pre)
+    progressive
+        || POS.iter().any(|cue| has_phrase(&pre_norm, cue))
+        || cjk_commits(&pre)
+        || ru_commits(&pre)
+}
+
+/// Russian commitments before a tool's name ("я воспользуюсь инструментом
+/// **password_analyzer**", "нужно вызвать get_weather"): the first person or "нужно" with
+/// an infinitive of using or calling, never negated or done ("не буду вызывать",
+/// "уже вызвал").
+const RU_CUES: &[&str] = &[
+    "воспользуюсь",
+    "воспользуемся",
+    "использую",
+    "используем",
+    "вызову",
+    "вызовем",
+    "применю",
+    "нужно вызвать",
+    "нужно использовать",
+    "надо вызвать",
+    "необходимо вызвать",
+    "необходимо использовать",
+];
+
+fn ru_commits(pre: &str) -> bool {
+    RU_CUES.iter().any(|c| has_phrase(pre, c))
+        && !words(pre)
+            .iter()
+            .any(|w| matches!(w.as_str(), "не" | "уже" | "вам" | "вы"))
 }
 
 /// Chinese commitments right before a tool's name ("让我用 `Read`", "我需要使用
@@ -2148,7 +2193,14 @@ fn path_like(s: &str) -> bool {
     }
     if EXT.is_match(s) {
         let ext = lower.rsplit('.').next().unwrap_or("");
-        return !DOMAIN_EXT.contains(&ext);
+        // `InputEvent.Move`, `Config.Builder`: a member of a type, not a file's extension.
+        let member = s.rsplit('.').next().is_some_and(|e| {
+            let mut cs = e.chars();
+            e.len() >= 3
+                && cs.next().is_some_and(|c| c.is_ascii_uppercase())
+                && cs.next().is_some_and(|c| c.is_ascii_lowercase())
+        });
+        return !DOMAIN_EXT.contains(&ext) && !member;
     }
     false
 }
@@ -2378,6 +2430,13 @@ const QUERY_STOPS: &[&str] = &[
     " in the documents",
     " in the knowledge base",
     " in the database",
+    " in the codebase",
+    " in the code base",
+    " in the repository",
+    " in the repo",
+    " in the project",
+    " across the codebase",
+    " throughout the codebase",
 ];
 
 fn query_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
@@ -5188,7 +5247,8 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
             .as_slice(),
         ["use" | "call" | "invoke"] | ["use" | "call" | "invoke", "the"]
     );
-    let cjk = cjk_commits(&text[sent.start.min(start)..start]);
+    let cjk = cjk_commits(&text[sent.start.min(start)..start])
+        || ru_commits(&text[sent.start.min(start)..start].to_lowercase());
     let cued = imperative
         || cjk
         || STRONG_CUES

@@ -353,10 +353,53 @@ pub(crate) fn shown_as_example(text: &str, start: usize) -> bool {
     }
     let sentence = crate::fuzzy::last_sentence(before);
     let lower = sentence.to_ascii_lowercase();
-    EXAMPLE_LEADS.iter().any(|l| lower.contains(l))
+    under_example_heading(text, start)
+        || EXAMPLE_LEADS.iter().any(|l| lower.contains(l))
+        // "The example turn shows:"
+        || (lower.ends_with(':') && lower.split(|c: char| !c.is_alphanumeric()).any(|w| w == "example"))
         // "Next, I would search for banks using `get_services`:" (not "I would like to").
         || (["i would ", "we would "].iter().any(|l| lower.contains(l))
             && !lower.contains("would like"))
+}
+
+/// Words of a heading over usage examples ("## Usage examples", "## Verwendungsbeispiele",
+/// "### 使用例").
+const EXAMPLE_HEADINGS: &[&str] = &[
+    "example",
+    "usage",
+    "beispiel",
+    "ejemplo",
+    "exemple",
+    "esempio",
+    "exemplo",
+    "пример",
+    "示例",
+    "例子",
+    "用法",
+    "使用例",
+];
+
+/// Whether a Markdown heading over `start` (the nearest one or a higher-level one above it,
+/// within 16 KB) names usage examples: what follows shows the reader calls.
+fn under_example_heading(text: &str, start: usize) -> bool {
+    let from = crate::harmony::floor(text, start.saturating_sub(16 * 1024));
+    let mut level = usize::MAX;
+    for line in text[from..start].lines().rev() {
+        let t = line.trim_start();
+        let hashes = t.bytes().take_while(|&b| b == b'#').count();
+        if hashes == 0 || hashes >= level || !t[hashes..].starts_with(' ') {
+            continue;
+        }
+        level = hashes;
+        let heading = t.to_lowercase();
+        if EXAMPLE_HEADINGS.iter().any(|w| heading.contains(w)) {
+            return true;
+        }
+        if level == 1 {
+            break;
+        }
+    }
+    false
 }
 
 /// One `<tool_call>` body: Qwen XML, JSON (one object or a list), or `name {json}`.
@@ -613,6 +656,17 @@ fn json_calls(
     out: &mut StrategyOutput,
 ) -> bool {
     match v {
+        // `["python", {"code": …}]`: an offered tool's name and its arguments as a pair.
+        Value::Array(items)
+            if items.len() == 2
+                && items[1].is_object()
+                && items[0]
+                    .as_str()
+                    .is_some_and(|n| crate::schema::resolve(n, tools, &cfg.aliases).is_some()) =>
+        {
+            let name = items[0].as_str().unwrap_or_default();
+            push(out, name, items[1].clone(), conf, span, tools, cfg)
+        }
         Value::Array(items) => {
             let mut found = false;
             for item in items {
@@ -1575,14 +1629,20 @@ fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range
     let mut pos = 0;
     while let Some(start) = find_ci(text, pos, "```tool_") {
         pos = start + 3;
-        let Some(nl) = text[start..].find('\n') else {
-            break;
-        };
-        let lang = text[start + 3..start + nl].trim().to_ascii_lowercase();
+        // (The body may follow the fence's word on its line: "```tool_call [\"python\", …".)
+        let line_end = text[start..].find('\n').map_or(text.len(), |nl| start + nl);
+        let lang_end = text[start + 3..line_end]
+            .find(char::is_whitespace)
+            .map_or(line_end, |w| start + 3 + w);
+        let lang = text[start + 3..lang_end].to_ascii_lowercase();
         if !matches!(lang.as_str(), "tool_code" | "tool_call" | "tool_calls") {
             continue;
         }
-        let body_start = start + nl + 1;
+        let body_start = if text[lang_end..line_end].trim().is_empty() {
+            (line_end + 1).min(text.len())
+        } else {
+            lang_end
+        };
         let (body, end) = blocks.at(body_start);
         let span = start..end;
         if overlaps(taken, &span) {
@@ -1590,12 +1650,13 @@ fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range
         }
         let inner = text[body.clone()].trim();
         let mut found = false;
-        if inner.starts_with('{') || inner.starts_with("[{") {
+        if inner.starts_with(['{', '[']) {
             let lead = first_text(text, body.clone());
             for v in json_values(text, lead, body.end) {
                 found |= json_calls(&v, span.clone(), MARKED, tools, cfg, out);
             }
-        } else if let Some((calls, used)) = pythonic_calls(inner) {
+        }
+        if let Some((calls, used)) = pythonic_calls(inner).filter(|_| !found) {
             if inner[used..].trim().is_empty() {
                 for (n, a) in calls {
                     found |= push(out, &n, a, MARKED, span.clone(), tools, cfg);

@@ -35,6 +35,11 @@ pub(crate) fn normalize(text: &str) -> Cow<'_, str> {
             s = Cow::Owned(join_pieces(&s, &open, &close));
         }
     }
+    // Gorilla OpenFunctions' `<<function>>get_weather(…)<<function>>get_weather(…)`:
+    // each marker opens a call, as a line does.
+    if s.contains("<<function>>") {
+        s = Cow::Owned(gorilla_calls(&s));
+    }
     // MiniMax's internal namespace marks leaked around its markup.
     if s.contains("]<]minimax[>[") {
         s = Cow::Owned(s.replace("]<]minimax[>[", ""));
@@ -52,6 +57,25 @@ pub(crate) fn normalize(text: &str) -> Cow<'_, str> {
         s = Cow::Owned(unescape(&s));
     }
     s
+}
+
+/// A `<<function>>` marker before a name becomes a line break; one before anything else
+/// (a prompt's function list) stays.
+fn gorilla_calls(s: &str) -> String {
+    const MARK: &str = "<<function>>";
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find(MARK) {
+        out.push_str(&rest[..at]);
+        rest = &rest[at + MARK.len()..];
+        let named = rest
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        out.push_str(if named { "\n" } else { MARK });
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `<t>a</t><t>b</t>` → `a` `b` joined: the wrapper tags go, the text stays in order.

@@ -121,8 +121,10 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 // A tool whose name has spaces ("Delegate work to coworker") is the
                 // whole line (not `get_weather(city="Paris")`, whose name the resolver
                 // would also find).
+                // (`average_dog_weight: Border Collie` is a name and its input.)
                 let whole = !line.contains(['(', '[', '{'])
-                    && crate::schema::resolve(line, tools, &cfg.aliases).is_some();
+                    && crate::schema::resolve(line, tools, &cfg.aliases)
+                        .is_some_and(|t| crate::schema::same_name(line, &t.name));
                 // `Internet Search Tool(user_query) - Scrapes …`: a spaced name before its
                 // brackets, its description glued on.
                 let spaced = line.find(['(', '[']).map(|b| line[..b].trim()).filter(|n| {
@@ -173,7 +175,16 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     }
                 }
                 let args = input.unwrap_or(Value::Null);
-                if let Some(c) = make_call(name, args, 0.9, lstart..end, tools, cfg) {
+                // (A step quoted after "The example turn shows:", its thought with it, is
+                // the prompt's example.)
+                let block = match i.checked_sub(1).map(|p| &labels[p]) {
+                    Some((l, s, _)) if l == "thought" => *s,
+                    _ => lstart,
+                };
+                let call = (!crate::native_text::shown_as_example(text, block))
+                    .then(|| make_call(name, args, 0.9, lstart..end, tools, cfg))
+                    .flatten();
+                if let Some(c) = call {
                     out.calls.push(c);
                 }
                 out.markup.push(lstart..end);

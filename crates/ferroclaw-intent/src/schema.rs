@@ -254,6 +254,12 @@ pub(crate) fn resolve<'a>(
     None
 }
 
+/// Whether a written name is the tool's name whole, spelled any way (`Web Search`,
+/// `web-search`), not a name with words after it.
+pub(crate) fn same_name(written: &str, name: &str) -> bool {
+    compact(written) == compact(name)
+}
+
 /// Letters and digits only, lower case: `Web Search` = `web_search` = `webSearch`.
 fn compact(s: &str) -> String {
     s.chars()

@@ -6620,3 +6620,283 @@ fn a_review_s_attacks_on_the_thirty_first_round_s_rules_are_refused() {
         one_call("get_weather", json!({"city": "Paris"}))
     );
 }
+
+#[test]
+fn named_inputs_gorilla_markers_pairs_referred_files_and_other_languages_from_the_thirty_first_consumed_part(
+) {
+    // `Action: tool: input` (DeepLearning.AI's ReAct with PAUSE): the input after the name.
+    let dogs = vec![
+        tool("average_dog_weight", text_prop("name"), &["name"]),
+        tool("calculate", text_prop("what"), &["what"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: I need the weight of a Border Collie.\nAction: average_dog_weight: Border Collie\nPAUSE"),
+            &dogs
+        ),
+        one_call("average_dog_weight", json!({"name": "Border Collie"}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: Now the sum.\nAction: calculate: 37 + 20\nPAUSE"),
+            &dogs
+        ),
+        one_call("calculate", json!({"what": "37 + 20"}))
+    );
+    // A tool whose name has spaces is still the whole line.
+    let crew = vec![tool(
+        "Delegate work to coworker",
+        text_prop("task"),
+        &["task"],
+    )];
+    let got = calls_in(
+        None,
+        Some("Thought: Hand it over.\nAction: Delegate work to coworker\nAction Input: {\"task\": \"write the intro\"}"),
+        &crew,
+    );
+    assert_eq!(
+        got,
+        one_call(
+            "Delegate work to coworker",
+            json!({"task": "write the intro"})
+        )
+    );
+
+    // Gorilla OpenFunctions' markers open calls; one before a function list opens none.
+    let weather = vec![tool(
+        "get_current_weather",
+        json!({"location": {"type": "string"}, "unit": {"type": "string"}}),
+        &["location"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some(" <<function>>get_current_weather(location=\"Boston, MA\")<<function>>get_current_weather(location=\"San Francisco, CA\")"),
+            &weather
+        ),
+        vec![
+            ("get_current_weather".to_string(), json!({"location": "Boston, MA"})),
+            ("get_current_weather".to_string(), json!({"location": "San Francisco, CA"})),
+        ]
+    );
+    assert!(calls_in(
+        None,
+        Some("<<function>>[{\"name\": \"get_current_weather\", \"description\": \"Get the weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"location\": {\"type\": \"string\"}}}}]\n<<question>>What is the weather in Boston?"),
+        &weather
+    )
+    .is_empty());
+
+    // A ```tool_call fence holding a name and its arguments as a pair, on the fence's line.
+    let python = vec![tool("python", text_prop("code"), &["code"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("```tool_call [     \"python\",     {         \"code\": \"print(2 ** 10)\"     } ] ```"),
+            &python
+        ),
+        one_call("python", json!({"code": "print(2 ** 10)"}))
+    );
+    for text in [
+        // A name not offered, or no arguments object: no pair.
+        "```tool_call\n[\"ruby\", {\"code\": \"puts 1\"}]\n```",
+        "```tool_call\n[\"python\", \"print(1)\"]\n```",
+        // A list of data that happens to start with the name.
+        "The modes are:\n```json\n[\"python\", \"ruby\"]\n```",
+    ] {
+        assert!(calls_in(None, Some(text), &python).is_empty(), "{text}");
+    }
+
+    // Russian: "я воспользуюсь инструментом X" and its arguments in the block below.
+    let analyzer = vec![tool(
+        "password_analyzer",
+        text_prop("password"),
+        &["password"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Чтобы оценить надежность указанного пароля, я воспользуюсь инструментом **password_analyzer**.\n\n```\n{\n  \"password\": \"password123\"\n}\n```\n\nПосле анализа инструмент предоставит оценку."),
+            &analyzer
+        ),
+        one_call("password_analyzer", json!({"password": "password123"}))
+    );
+    for text in [
+        "Я не буду использовать инструмент **password_analyzer**: пароль и так слабый.",
+        "Я уже использую инструмент password_analyzer, результат ниже.",
+        "Вы можете использовать инструмент password_analyzer сами.",
+    ] {
+        assert!(calls_in(None, Some(text), &analyzer).is_empty(), "{text}");
+    }
+
+    // "Let me read that file": the file the paragraph named last.
+    let code = vec![
+        tool("read_file", text_prop("path"), &["path"]),
+        tool(
+            "search_code",
+            json!({"folder_path": {"type": "string"}, "query": {"type": "string"}}),
+            &["folder_path", "query"],
+        ),
+        tool(
+            "list_folder_contents",
+            text_prop("folder_path"),
+            &["folder_path"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            Some("The flag is defined in cmd/root.go. Let me read that file to see how it's used."),
+            None,
+            &code
+        ),
+        one_call("read_file", json!({"path": "cmd/root.go"}))
+    );
+    // (A file named in an earlier paragraph is not the one referred to.)
+    let got = calls_in(
+        Some("The flag is defined in cmd/root.go.\n\nThe config comes from elsewhere. Let me read that file."),
+        None,
+        &code,
+    );
+    assert!(got.iter().all(|(_, a)| a.get("path").is_none()), "{got:?}");
+    // A search tool's query, not its folder, is what is searched for; "in the codebase"
+    // says where.
+    assert_eq!(
+        calls_in(
+            Some("Let me search for ATIF in the codebase to understand how it's used."),
+            None,
+            &code
+        ),
+        one_call("search_code", json!({"query": "ATIF"}))
+    );
+    assert_eq!(
+        calls_in(
+            Some("Let me search for any other references to \"instructions\" in the codebase."),
+            None,
+            &code
+        ),
+        one_call("search_code", json!({"query": "instructions"}))
+    );
+
+    // A type's member is no file; a file with an extension still is.
+    let ide = vec![
+        tool("read", text_prop("filePath"), &["filePath"]),
+        tool("grep", text_prop("pattern"), &["pattern"]),
+        tool("bash", text_prop("command"), &["command"]),
+        tool("edit", text_prop("filePath"), &["filePath"]),
+    ];
+    let got = calls_in(
+        Some("I need to check if there are other tests that reference InputEvent.Move so I can update them."),
+        None,
+        &ide,
+    );
+    assert!(
+        got.iter().all(|(_, a)| a.get("filePath").is_none()),
+        "{got:?}"
+    );
+    assert_eq!(
+        calls_in(
+            Some("Let me read Config.yaml to see the defaults."),
+            None,
+            &ide
+        ),
+        one_call("read", json!({"filePath": "Config.yaml"}))
+    );
+
+    // One test checked is read as code; tests checked are run.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me check the training framework test:"),
+            &ide
+        ),
+        one_call("read", json!({}))
+    );
+    assert_eq!(
+        calls_in(None, Some("Let me check the tests pass now."), &ide),
+        one_call("bash", json!({}))
+    );
+
+    // A prompt's example step quoted in the reasoning is no call; the step after it is.
+    let shop = vec![tool(
+        "get_products_by_category",
+        text_prop("category"),
+        &["category"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("*   The example turn shows:\n        Thought: I need to see available laptops.\n        Action: get_products_by_category(\"laptop\")\n\n*   The user said no laptop.\nThought: I need keyboards.\nAction: get_products_by_category(\"keyboard\")"),
+            &shop
+        ),
+        one_call("get_products_by_category", json!({"category": "keyboard"}))
+    );
+    // Calls shown under a heading of usage examples are the reader's; under another
+    // heading they are made.
+    let reader = vec![tool("read_file", text_prop("path"), &["path"])];
+    assert!(calls_in(
+        None,
+        Some("Alles ist fertig.\n\n## Verwendungsbeispiele\n\n### read Tool\n```json\n{\n  \"tool\": \"read_file\",\n  \"arguments\": {\"path\": \"/path/to/file.txt\"}\n}\n```"),
+        &reader
+    )
+    .is_empty());
+    assert_eq!(
+        calls_in(
+            None,
+            Some("## Next step\n\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"src/main.rs\"}}\n</tool_call>"),
+            &reader
+        ),
+        one_call("read_file", json!({"path": "src/main.rs"}))
+    );
+
+    // German steps: "Lass mich … lesen", "Ich muss … auflisten"; not negated, not the
+    // reader's.
+    let workbench = vec![
+        tool("read-file", text_prop("path"), &["path"]),
+        tool("list", text_prop("path"), &["path"]),
+        tool("bash", text_prop("script"), &["script"]),
+    ];
+    assert_eq!(
+        calls_in(
+            Some("Gut, es gibt eine __init__.py Datei. Lass mich die lesen."),
+            None,
+            &workbench
+        ),
+        one_call("read-file", json!({}))
+    );
+    assert_eq!(
+        calls_in(
+            Some("Ich muss zuerst die Verzeichnisstruktur auflisten."),
+            None,
+            &workbench
+        ),
+        one_call("list", json!({}))
+    );
+    for text in [
+        "Ich werde die Datei nicht lesen.",
+        "Du musst zuerst die Verzeichnisstruktur auflisten.",
+        "Ich habe die Datei bereits gelesen.",
+    ] {
+        assert!(calls_in(Some(text), None, &workbench).is_empty(), "{text}");
+    }
+
+    // Chinese: "我会运行 …", "改用 Docker 构建" (switching to, then the work), "启动".
+    let codex = vec![
+        tool("exec", text_prop("command"), &["command"]),
+        tool("read_file", text_prop("path"), &["path"]),
+    ];
+    for text in [
+        "现在只剩浏览器级验证；我会运行 Playwright。",
+        "当前环境没有安装 Maven，因此我会改用 Docker 构建后端镜像来完成 Java 编译验证。",
+        "好的，我来启动本地开发服务器。",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &codex),
+            one_call("exec", json!({})),
+            "{text}"
+        );
+    }
+    for text in ["我不会运行 Playwright。", "我已经运行过 Playwright 了。"] {
+        assert!(calls_in(None, Some(text), &codex).is_empty(), "{text}");
+    }
+}

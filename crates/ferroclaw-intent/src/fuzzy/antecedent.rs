@@ -1,7 +1,8 @@
 //! A call that refers back to its command instead of stating it: "The user wants me to
 //! run `nosuchcommand_xyz123` … Let me run this command.", "用戶要求我用 run_shell 工具執行
 //! echo LOOPPROBE_77 命令 … 我需要使用 run_shell 工具來執行這個命令。" The command is the
-//! last one the text named before the call.
+//! last one the text named before the call. So is a file: "The flag is defined in
+//! cmd/root.go. Let me read that file".
 
 use std::ops::Range;
 use std::sync::LazyLock;
@@ -17,6 +18,13 @@ use crate::{ParsedCall, ToolSpec};
 static ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
         r"(?i)\b(?:this|that|the\s+same|the\s+above|said|the\s+given|the\s+requested)\s+(?:shell\s+)?(?:command|cmd)\b|(?:這|这|該|该|此|上述|上面的|這個|这个|這條|这条|該條|该条)\s*(?:命令|指令)",
+    )
+});
+
+/// "that file", "this file", "the same file", 这个文件.
+static FILE_ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:this|that|the\s+same|the\s+above|said)\s+file\b|(?:這個|这个|該|该|此)\s*文件",
     )
 });
 
@@ -39,11 +47,10 @@ pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [
         let Some(tool) = tools.iter().find(|t| t.name == c.name) else {
             continue;
         };
-        let Some(prop) = tool
-            .required()
-            .into_iter()
-            .find(|p| kind_of(tool, p) == Kind::Command)
-        else {
+        let Some((prop, kind)) = tool.required().into_iter().find_map(|p| {
+            let k = kind_of(tool, p);
+            matches!(k, Kind::Command | Kind::Path | Kind::File).then_some((p, k))
+        }) else {
             continue;
         };
         let Some(args) = c.arguments.as_object_mut() else {
@@ -53,11 +60,24 @@ pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [
             continue;
         }
         let near = floor(text, c.span.start)..floor(text, (c.span.end + 40).min(text.len()));
-        if !ANAPHOR.is_match(&text[near]) {
-            continue;
-        }
-        if let Some(cmd) = last_command(&text[..floor(text, c.span.start)]) {
-            args.insert(prop.to_string(), Value::String(cmd));
+        let back = &text[..floor(text, c.span.start)];
+        let named = if kind == Kind::Command {
+            ANAPHOR
+                .is_match(&text[near])
+                .then(|| last_command(back))
+                .flatten()
+        } else {
+            FILE_ANAPHOR
+                .is_match(&text[near])
+                .then(|| {
+                    // (In the paragraph that refers back.)
+                    let from = back.trim_end().rfind("\n\n").unwrap_or(0);
+                    super::workbench::last_path(back, &protected_spans(back), from..back.len())
+                })
+                .flatten()
+        };
+        if let Some(v) = named {
+            args.insert(prop.to_string(), Value::String(v));
         }
     }
 }

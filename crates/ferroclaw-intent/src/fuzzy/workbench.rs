@@ -440,6 +440,23 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
     if how.is_some() {
         return Some(Work::Shell);
     }
+    // "check the training framework test:", "look at the test to understand …": one test
+    // read as code (not "check the tests", "check the test output").
+    let one_test = after
+        .iter()
+        .take(5)
+        .position(|x| x == "test")
+        .is_some_and(|k| {
+            after
+                .first()
+                .is_some_and(|d| matches!(d.as_str(), "the" | "this" | "that"))
+                && after
+                    .get(k + 1)
+                    .is_none_or(|n| matches!(n.as_str(), "to" | "file" | "case" | "for" | "again"))
+        });
+    if one_test && READ_VERBS.contains(&verb.as_str()) {
+        return Some(Work::Read);
+    }
     let system = after.iter().take(8).any(|x| {
         SYSTEM_OBJECTS.contains(&x.as_str())
             || SHELL_OBJECTS.contains(&x.as_str())
@@ -573,6 +590,7 @@ const CJK_LEADS: &[&str] = &[
     "我现在",
     "我来",
     "我会先",
+    "我会",
     "我将",
     "下一步会先",
     "下一步",
@@ -619,6 +637,11 @@ const CJK_WORK: &[(&str, Work)] = &[
     ("安装", Work::Shell),
     ("提权", Work::Shell),
     ("测试", Work::Shell),
+    ("启动", Work::Shell),
+    ("啟動", Work::Shell),
+    ("构建", Work::Shell),
+    ("構建", Work::Shell),
+    ("编译", Work::Shell),
 ];
 
 /// Chinese places whose contents a listing shows (directory, folder, workspace).
@@ -668,6 +691,8 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     let (at, work) = CJK_WORK
         .iter()
         .filter_map(|(w, work)| rest.find(w).map(|i| (i, *work)))
+        // ("改用 Docker 构建": "switch to", the verb after it is the work.)
+        .filter(|(i, _)| !rest[*i..].starts_with("改用"))
         .min_by_key(|(i, _)| *i)?;
     // "查看一下这个目录的内容": a place looked into is listed; "检查一下是否有基类定义了
     // 同名方法": whether something is anywhere, a search.
@@ -903,6 +928,78 @@ fn russian_work(sentence: &str) -> Option<Work> {
         .map(|(_, w)| *w)
 }
 
+/// German leads that commit the model ("Lass mich die Datei lesen", "Ich muss zuerst
+/// die Verzeichnisstruktur auflisten"), its verb the clause's last infinitive, and the
+/// stems of each kind of work.
+const DE_LEADS: &[[&str; 2]] = &[
+    ["lass", "mich"],
+    ["lasst", "uns"],
+    ["lassen", "sie"],
+    ["ich", "werde"],
+    ["ich", "muss"],
+    ["ich", "sollte"],
+    ["ich", "möchte"],
+    ["wir", "müssen"],
+    ["wir", "werden"],
+];
+const DE_STEMS: &[(&str, Work)] = &[
+    ("lesen", Work::Read),
+    ("anschau", Work::Read),
+    ("ansehen", Work::Read),
+    ("prüf", Work::Read),
+    ("überprüf", Work::Read),
+    ("untersuch", Work::Read),
+    ("analysier", Work::Read),
+    ("betracht", Work::Read),
+    ("öffnen", Work::Read),
+    ("suchen", Work::Search),
+    ("durchsuch", Work::Search),
+    ("auflist", Work::List),
+    ("erstell", Work::Write),
+    ("schreib", Work::Write),
+    ("anleg", Work::Write),
+    ("änder", Work::Edit),
+    ("anpass", Work::Edit),
+    ("aktualisier", Work::Edit),
+    ("bearbeit", Work::Edit),
+    ("korrigier", Work::Edit),
+    ("beheb", Work::Edit),
+    ("hinzufüg", Work::Edit),
+    ("entfern", Work::Edit),
+    ("ergänz", Work::Edit),
+    ("ausführ", Work::Shell),
+    ("start", Work::Shell),
+    ("test", Work::Shell),
+    ("installier", Work::Shell),
+    ("kompilier", Work::Shell),
+];
+
+fn german_work(sentence: &str) -> Option<Work> {
+    let clause = sentence.split([',', ';']).next().unwrap_or(sentence);
+    let ws = tokens(clause);
+    let lead = (0..ws.len().min(3)).find(|&i| {
+        DE_LEADS
+            .iter()
+            .any(|l| ws.get(i + 1).is_some_and(|n| ws[i] == l[0] && *n == l[1]))
+    })?;
+    // (Not a step: "nicht", "bereits …"; nor the reader's: "du musst".)
+    if ws.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "nicht" | "kein" | "keine" | "keinen" | "bereits" | "schon" | "du" | "ihr"
+        )
+    }) {
+        return None;
+    }
+    let verb = ws[lead + 2..]
+        .last()
+        .filter(|v| v.ends_with("en") || v.ends_with("ern"))?;
+    DE_STEMS
+        .iter()
+        .find(|(stem, _)| verb.starts_with(stem))
+        .map(|(_, w)| *w)
+}
+
 /// The tool offered for a kind of work, falling back to the one that can do it too
 /// (a shell reads, searches and lists; a patch tool writes new files).
 fn tool_for<'a>(work: Work, offered: &[(Work, &'a ToolSpec)]) -> Option<&'a ToolSpec> {
@@ -941,7 +1038,11 @@ fn program_line(
 }
 
 /// The last path named in `win`.
-fn last_path(text: &str, prot: &[super::Protected], win: std::ops::Range<usize>) -> Option<String> {
+pub(in crate::fuzzy) fn last_path(
+    text: &str,
+    prot: &[super::Protected],
+    win: std::ops::Range<usize>,
+) -> Option<String> {
     let mut from = win.start;
     let mut last = None;
     while let Some(f) = super::path_in(text, prot, from..win.end) {
@@ -990,7 +1091,10 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
     let colon = paragraph.trim_end().ends_with([':', '：']);
     let work = if s_trim.chars().any(super::is_cjk) {
         japanese_work(s_trim).or_else(|| cjk_work(s_trim))?
-    } else if let Some(work) = romance_work(s_trim).or_else(|| russian_work(s_trim)) {
+    } else if let Some(work) = romance_work(s_trim)
+        .or_else(|| russian_work(s_trim))
+        .or_else(|| german_work(s_trim))
+    {
         work
     } else {
         let ws = tokens(s_trim);
