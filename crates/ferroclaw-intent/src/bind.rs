@@ -440,7 +440,8 @@ fn match_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
         .map(|(p, _)| *p)
 }
 
-const VALUE: &str = r#"(\[[^\[\]\n]{1,200}\]|\{[^{}\n]{1,200}\}|"(?:[^"\\\n]|\\.){1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|-?\d+(?:\.\d+)?\b|[A-Za-z](?:[\w/:@+-]|\.\w)*(?:,? [A-Z](?:[\w-]|\.\w)*){0,3})"#;
+// (A word of capitals with dots keeps its last one: "Washington D.C.".)
+const VALUE: &str = r#"(\[[^\[\]\n]{1,200}\]|\{[^{}\n]{1,200}\}|"(?:[^"\\\n]|\\.){1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|-?\d+(?:\.\d+)?\b|[A-Za-z](?:[\w/:@+-]|\.\w)*(?:,? (?:(?:[A-Z]\.){2,}|[A-Z](?:[\w-]|\.\w)*)){0,3})"#;
 const KEY: &str = r"([A-Za-z_][\w-]{0,40}(?: [A-Za-z_][\w-]{0,40})?)";
 
 /// `first name (Alex)`: the value in brackets after the key.
@@ -588,10 +589,10 @@ static COUNT_OF_KEY: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// `x=5`, `location: "Paris"`, `the location parameter, which in this case is Tokyo`,
-/// `unit should be celsius`.
+/// `unit should be celsius`, `My search query:\n\n**"x"**` (the value set in bold).
 static KEY_THEN_VALUE: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(&format!(
-        r"(?:^|[^\w.]){KEY}[\x22'`]?\s*(?i:parameter|argument|field|param|value|needed|required|given)?\s*(?:[=:]|,?\s*(?i:which\s+(?:in\s+this\s+case\s+)?|that\s+)?(?i:is|should\s+be|will\s+be|would\s+be|must\s+be|set\s+to|to\s+be|equals?)\b)\s*{VALUE}"
+        r"(?:^|[^\w.]){KEY}[\x22'`]?\s*(?i:parameter|argument|field|param|value|needed|required|given)?\s*(?:[=:]|,?\s*(?i:which\s+(?:in\s+this\s+case\s+)?|that\s+)?(?i:is|should\s+be|will\s+be|would\s+be|must\s+be|set\s+to|to\s+be|equals?)\b)\s*(?:\*\*|__)?{VALUE}"
     ))
 });
 /// `set the operation to "add"`
@@ -670,7 +671,13 @@ fn decimals_after(text: &str, at: usize) -> Option<usize> {
 }
 
 fn value_of(raw: &str) -> Option<Value> {
-    let t = raw.trim().trim_end_matches(['.', ',']);
+    let t = raw.trim().trim_end_matches(',');
+    // (A sentence's full stop goes; an initialism's last dot stays: "Washington D.C.".)
+    let t = if crate::schema::ends_in_initialism(t) {
+        t
+    } else {
+        t.trim_end_matches(['.', ','])
+    };
     // `["red", "blue"]`, `{start: "2025-01-01"}`: a list or an object written out.
     if t.starts_with(['[', '{']) {
         return crate::jsonscan::parse_lenient(t).or_else(|| crate::jsonscan::repair(t));

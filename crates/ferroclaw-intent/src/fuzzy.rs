@@ -283,7 +283,10 @@ fn kind_of(tool: &ToolSpec, prop: &str) -> Kind {
         } else {
             Kind::File
         }
-    } else if p.contains("command") || p == "cmd" || p == "script" {
+    } else if (p.contains("command") || p == "cmd" || p == "script")
+        // (`str_replace_editor`'s `command` is one of view / create / str_replace.)
+        && tool.prop(prop).and_then(|d| d.get("enum")).is_none()
+    {
         Kind::Command
     } else if p == "pattern" || p == "glob" || p == "regex" {
         if tname.contains("glob") || desc.contains("glob") {
@@ -1293,6 +1296,32 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     }
     // ("The question implies the need to find …": a noun, not the model's need.)
     let pre_norm = pre.replace('\u{2019}', "'").replace("the need to", "");
+    // ("This is a JSON response for a function call to `x`": a call named as a thing,
+    // not made — unless the model makes it, "let me make a call to `x`".)
+    let named_call = [
+        "a function call to",
+        "a tool call to",
+        "the function call to",
+        "the tool call to",
+        "a call to",
+        "the call to",
+    ]
+    .iter()
+    .find_map(|n| {
+        pre_norm
+            .trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\'' | '*'))
+            .strip_suffix(n)
+    });
+    if let Some(before) = named_call {
+        let made = [
+            "make", "making", "issue", "issuing", "perform", "place", "do",
+        ]
+        .iter()
+        .any(|v| before.trim_end().ends_with(v));
+        if !made {
+            return false;
+        }
+    }
     // "I'm checking the weather for you": the progressive reports what is being done.
     let progressive = text[trig.range.clone()].ends_with("ing")
         && ["i'm", "i am", "we're", "we are"]
@@ -1324,10 +1353,30 @@ const RU_CUES: &[&str] = &[
 ];
 
 fn ru_commits(pre: &str) -> bool {
-    RU_CUES.iter().any(|c| has_phrase(pre, c))
-        && !words(pre)
+    // (Negation within the cue's own clause; a condition, a habit, a maybe or the reader
+    // anywhere before it.)
+    let clause = pre.rsplit([':', ';', '.', '!', '?']).next().unwrap_or(pre);
+    RU_CUES.iter().any(|c| has_phrase(clause, c))
+        && !words(clause)
             .iter()
-            .any(|w| matches!(w.as_str(), "не" | "уже" | "вам" | "вы"))
+            .any(|w| matches!(w.as_str(), "не" | "уже"))
+        && !words(pre).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "вам"
+                    | "вы"
+                    | "ты"
+                    | "тебе"
+                    | "тебя"
+                    | "если"
+                    | "обычно"
+                    | "возможно"
+                    | "позже"
+                    | "потом"
+                    | "иногда"
+                    | "когда"
+            )
+        })
 }
 
 /// Chinese commitments right before a tool's name ("让我用 `Read`", "我需要使用
@@ -1389,6 +1438,7 @@ const CJK_COMMIT: &[&str] = &[
     "我要",
     "我需要",
     "我先",
+    "我再",
     "我正在",
     "我现在",
     "我们来",
@@ -1399,6 +1449,7 @@ const CJK_COMMIT: &[&str] = &[
 /// Chinese verbs and the concept (a key of [`CONCEPTS`]) each one asks for.
 const CJK_VERBS: &[(&str, &str)] = &[
     ("搜索", "search"),
+    ("搜一下", "search"),
     ("检索", "search"),
     ("查询", "search"),
     ("查找", "search"),
@@ -1452,6 +1503,11 @@ const CJK_NOUNS: &[(&str, &str)] = &[
     ("系统", "system"),
     ("日志", "logs"),
     ("服务器", "server"),
+    ("联系方式", "contact"),
+    ("联系人", "contact"),
+    ("通讯录", "contact"),
+    ("邮箱", "email"),
+    ("日程", "calendar"),
 ];
 
 /// "我来为您查询当前人民币与美元的汇率。": a Chinese commitment and a verb of the one
@@ -1468,11 +1524,28 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
         let Some(cue) = CJK_COMMIT.iter().filter_map(|c| sent.find(c)).min() else {
             continue;
         };
+        // "用户让我查深圳今天的天气": what the user asked, reported.
+        if ["用户", "他", "她", "你", "您", "客户", "對方", "对方"]
+            .iter()
+            .any(|who| sent[..cue].ends_with(who))
+        {
+            continue;
+        }
         let rest = &sent[cue..];
+        // ("有没有" asks whether, it negates nothing.)
+        let plain = rest.replace("有没有", "").replace("是不是", "");
         if ["不", "没", "无需", "别", "无法", "已经", "已"]
             .iter()
-            .any(|n| rest.contains(n))
+            .any(|n| plain.contains(n))
         {
+            continue;
+        }
+        // "我需要您提供邮件的主题…，才能帮您发送": asking the user first, not a step.
+        let asks = CJK_COMMIT
+            .iter()
+            .filter(|c| rest.starts_with(*c))
+            .any(|c| rest[c.len()..].starts_with(['您', '你']));
+        if asks || rest.contains("才能") || sent[..cue].contains("如果") {
             continue;
         }
         let concept = CJK_VERBS
@@ -1492,7 +1565,7 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
         });
         // "我来为您查询当前时间": a look-up of a thing one tool's name holds.
         let mut by_noun: Vec<&ToolSpec> = if concept.is_some()
-            || ["查看", "获取", "獲取", "取得"]
+            || ["查", "获取", "獲取", "取得"]
                 .iter()
                 .any(|v| rest.contains(v))
         {
@@ -1525,19 +1598,39 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
                     })
                     .collect()
             });
-        let tool = match (
+        // "我先同时查王五的联系方式和明天的日历安排": things of two tools looked up
+        // together, each its own call.
+        let together = by_concept.is_empty()
+            && (2..=3).contains(&by_noun.len())
+            && ["同时", "和", "以及", "与"]
+                .iter()
+                .any(|j| rest.contains(j));
+        let chosen: Vec<&ToolSpec> = match (
             by_concept.as_slice(),
             by_noun.as_slice(),
             by_word.as_slice(),
         ) {
-            ([t], _, _) | ([], [t], _) | ([], [], [t]) => *t,
+            ([t], _, _) | ([], [t], _) | ([], [], [t]) => vec![*t],
+            _ if together => by_noun.clone(),
             _ => continue,
         };
         let span = start + cue..start + sent.trim_end().len();
-        let mut args = cjk_numbers(rest, tool);
-        cjk_identifier(rest, tool, &mut args);
-        if let Some(c) = make_call(&tool.name, Value::Object(args), 0.55, span, tools, cfg) {
-            out.calls.push(c);
+        for tool in chosen {
+            let mut args = cjk_numbers(rest, tool);
+            cjk_identifier(rest, tool, &mut args);
+            cjk_owner(rest, tool, &mut args);
+            if let Some(c) = make_call(
+                &tool.name,
+                Value::Object(args),
+                0.55,
+                span.clone(),
+                tools,
+                cfg,
+            ) {
+                out.calls.push(c);
+            }
+        }
+        if !out.calls.is_empty() {
             return;
         }
     }
@@ -1590,6 +1683,53 @@ fn cjk_identifier(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
         .collect();
     if let [one] = idents[..] {
         args.insert(key.to_string(), Value::String(one.to_string()));
+    }
+}
+
+/// Things a tool looks up and who or where they belong to: "查一下北京的天气" (a place
+/// for a weather tool's location), "查王五的联系方式" (a person for a contact's name).
+const CJK_OWNED: &[(&str, &[&str])] = &[
+    ("天气", &["location", "city", "place"]),
+    ("联系方式", &["name", "person", "contact_name"]),
+    ("邮箱", &["name", "person", "contact_name"]),
+    ("电话", &["name", "person", "contact_name"]),
+];
+
+fn cjk_owner(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
+    static OWNER: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(
+            r"(\p{Han}{2,4}?)(?:今天|明天|现在)?的(天气|联系方式|邮箱|电话)",
+        )
+    });
+    for c in OWNER.captures_iter(rest) {
+        let (Some(owner), Some(thing)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        let Some((_, props)) = CJK_OWNED.iter().find(|(t, _)| *t == thing.as_str()) else {
+            continue;
+        };
+        let Some(key) = tool
+            .required()
+            .into_iter()
+            .find(|k| props.contains(&k.to_ascii_lowercase().as_str()))
+        else {
+            continue;
+        };
+        if args.contains_key(key) {
+            continue;
+        }
+        // (The lead's own words before the owner: "帮你查一下", "查询".)
+        let who = ["一下", "查询", "查看", "查", "看看", "帮你", "为您", "给你"]
+            .iter()
+            .fold(owner.as_str(), |p, lead| p.rsplit(lead).next().unwrap_or(p));
+        if who.chars().count() >= 2
+            && ![
+                "今天", "明天", "现在", "当地", "那里", "他", "她", "我们", "你们",
+            ]
+            .contains(&who)
+        {
+            args.insert(key.to_string(), Value::String(who.to_string()));
+        }
     }
 }
 
@@ -2193,13 +2333,15 @@ fn path_like(s: &str) -> bool {
     }
     if EXT.is_match(s) {
         let ext = lower.rsplit('.').next().unwrap_or("");
-        // `InputEvent.Move`, `Config.Builder`: a member of a type, not a file's extension.
-        let member = s.rsplit('.').next().is_some_and(|e| {
-            let mut cs = e.chars();
-            e.len() >= 3
-                && cs.next().is_some_and(|c| c.is_ascii_uppercase())
-                && cs.next().is_some_and(|c| c.is_ascii_lowercase())
-        });
+        // `InputEvent.Move`: a member of a type (its name in camel case), not a file's
+        // extension (`Makefile.Linux`, `Dockerfile.Prod`).
+        let (stem, ext_raw) = s.rsplit_once('.').unwrap_or((s, ""));
+        let mut cs = ext_raw.chars();
+        let member = ext_raw.len() >= 3
+            && cs.next().is_some_and(|c| c.is_ascii_uppercase())
+            && cs.next().is_some_and(|c| c.is_ascii_lowercase())
+            && stem.chars().filter(char::is_ascii_uppercase).count() >= 2
+            && !stem.contains(['.', '/', '-', '_']);
         return !DOMAIN_EXT.contains(&ext) && !member;
     }
     false
@@ -2555,9 +2697,25 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
     let lower = rest.to_ascii_lowercase();
     let mut end = rest.len();
     for stop in QUERY_STOPS {
-        if let Some(i) = lower.find(stop) {
+        // ("in the repo" does not stop "in the report".)
+        let whole = lower.match_indices(stop).find(|(i, _)| {
+            stop.ends_with(' ')
+                || lower[i + stop.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !c.is_alphanumeric())
+        });
+        if let Some((i, _)) = whole {
             end = end.min(i);
         }
+    }
+    // "parse_config in src/": where to search, not what.
+    if let Some(i) = lower.match_indices(" in ").map(|(i, _)| i).find(|&i| {
+        let next = rest[i + 4..].split_whitespace().next().unwrap_or("");
+        let next = next.trim_end_matches(['.', ',', ';', ':', '!', '?']);
+        next.contains('/') && path_like(next)
+    }) {
+        end = end.min(i);
     }
     for (i, c) in rest.char_indices() {
         if i >= end {

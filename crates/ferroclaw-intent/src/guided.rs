@@ -32,15 +32,22 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             shown.push(range);
             continue;
         }
-        let list = ["tool_calls", "calls", "tool_call", "actions", "action"]
-            .iter()
-            .find_map(|k| obj.get(*k))
-            // AutoGPT: `{"thoughts": {…}, "command": {"name": …, "args": {…}}}` (a
-            // `command` string is an exec tool's argument).
-            .or_else(|| {
-                obj.get("command")
-                    .filter(|c| c.get("name").is_some_and(Value::is_string))
-            });
+        let list = [
+            "tool_calls",
+            "calls",
+            "tool_call",
+            "actions",
+            "action",
+            "commands",
+        ]
+        .iter()
+        .find_map(|k| obj.get(*k))
+        // AutoGPT: `{"thoughts": {…}, "command": {"name": …, "args": {…}}}` (a
+        // `command` string is an exec tool's argument).
+        .or_else(|| {
+            obj.get("command")
+                .filter(|c| c.get("name").is_some_and(Value::is_string))
+        });
         let done = match obj.get("done") {
             Some(Value::Bool(b)) => Some(*b),
             Some(Value::String(s)) => Some(s.trim().eq_ignore_ascii_case("true")),
@@ -78,6 +85,17 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 continue;
             }
             let (name, args) = name_and_args(item);
+            // Terminus' `"commands": [{"keystrokes": …, "is_blocking": …}]`: a listed step
+            // without a name is the one offered tool it fills, required properties and all.
+            let name = name.or_else(|| {
+                let o = item.as_object()?;
+                crate::sole(
+                    tools
+                        .iter()
+                        .filter(|t| !t.required().is_empty() && t.fills(o)),
+                )
+                .map(|t| t.name.clone())
+            });
             let Some(name) = name else { continue };
             // `{"tool": "file_system", "action": "read_file", …}`: a family named
             // where the offered tool is its action. (The arguments are copied only when

@@ -297,7 +297,17 @@ fn each_block(
     let mut pos = 0;
     while let Some(start) = find_ci(text, pos, open) {
         let body_start = start + open.len();
-        let (body, end) = blocks.at(body_start);
+        let (mut body, mut end) = blocks.at(body_start);
+        // (A JSON body runs to its own end: a tag inside one of its strings,
+        // `"content": "<function>…"`, ends nothing.)
+        let lead = first_text(text, body_start..text.len());
+        if text[lead..].starts_with('{') {
+            if let Some((r, _)) = jsonscan::value_at(text, lead).filter(|(r, _)| r.end > body.end) {
+                let (tail, after) = blocks.at(r.end);
+                body = body.start..tail.end;
+                end = after;
+            }
+        }
         pos = end.max(body_start);
         let span = start..end.max(body.end);
         if !overlaps(taken, &span) && !shown_as_example(text, start) && read(body, span.clone()) {
@@ -353,54 +363,115 @@ pub(crate) fn shown_as_example(text: &str, start: usize) -> bool {
     }
     let sentence = crate::fuzzy::last_sentence(before);
     let lower = sentence.to_ascii_lowercase();
-    under_example_heading(text, start)
-        || EXAMPLE_LEADS.iter().any(|l| lower.contains(l))
-        // "The example turn shows:"
-        || (lower.ends_with(':') && lower.split(|c: char| !c.is_alphanumeric()).any(|w| w == "example"))
+    EXAMPLE_LEADS.iter().any(|l| lower.contains(l))
+        // "The example turn shows:", "Here is an example response:"
+        || (lower.ends_with(':')
+            && ["example turn", "example shows", "an example", "the following example", "example below", "example response", "example call", "example output"]
+                .iter()
+                .any(|e| lower.contains(e)))
         // "Next, I would search for banks using `get_services`:" (not "I would like to").
         || (["i would ", "we would "].iter().any(|l| lower.contains(l))
             && !lower.contains("would like"))
+        || under_example_heading(text, start)
 }
 
-/// Words of a heading over usage examples ("## Usage examples", "## Verwendungsbeispiele",
-/// "### 使用例").
-const EXAMPLE_HEADINGS: &[&str] = &[
+/// Words of a heading over usage examples and nothing else ("## Usage examples",
+/// "## Verwendungsbeispiele", "### 使用例"); a heading with other words ("## Disk usage",
+/// "# Example project setup") is about something else.
+const EXAMPLE_HEADING_WORDS: &[&str] = &[
     "example",
+    "examples",
     "usage",
+    "sample",
+    "samples",
+    "of",
+    "code",
+    "api",
+    "tool",
+    "tools",
+    "call",
+    "calls",
+    "json",
+    "request",
+    "requests",
     "beispiel",
+    "beispiele",
+    "verwendungsbeispiele",
+    "anwendungsbeispiele",
     "ejemplo",
+    "ejemplos",
+    "de",
+    "uso",
     "exemple",
+    "exemples",
+    "d",
+    "utilisation",
     "esempio",
+    "esempi",
     "exemplo",
+    "exemplos",
     "пример",
+    "примеры",
+    "использования",
     "示例",
     "例子",
     "用法",
     "使用例",
+    "调用示例",
 ];
 
-/// Whether a Markdown heading over `start` (the nearest one or a higher-level one above it,
-/// within 16 KB) names usage examples: what follows shows the reader calls.
+/// Whether the nearest Markdown heading over `start`, or its parent, names usage
+/// examples (within 8 KB; lines in code fences are no headings).
 fn under_example_heading(text: &str, start: usize) -> bool {
-    let from = crate::harmony::floor(text, start.saturating_sub(16 * 1024));
-    let mut level = usize::MAX;
-    for line in text[from..start].lines().rev() {
+    let from = crate::harmony::floor(text, start.saturating_sub(8 * 1024));
+    let mut in_fence = false;
+    // (level, names examples) of the headings seen, the open ones by level.
+    let mut open: Vec<(usize, bool)> = Vec::new();
+    for line in text[from..start].lines() {
         let t = line.trim_start();
-        let hashes = t.bytes().take_while(|&b| b == b'#').count();
-        if hashes == 0 || hashes >= level || !t[hashes..].starts_with(' ') {
+        if t.starts_with("```") {
+            in_fence = !in_fence;
             continue;
         }
-        level = hashes;
-        let heading = t.to_lowercase();
-        if EXAMPLE_HEADINGS.iter().any(|w| heading.contains(w)) {
-            return true;
+        let hashes = t.bytes().take_while(|&b| b == b'#').count();
+        if in_fence || hashes == 0 || hashes > 6 || !t[hashes..].starts_with(' ') {
+            continue;
         }
-        if level == 1 {
-            break;
-        }
+        let heading = t[hashes..].to_lowercase();
+        let words: Vec<&str> = heading
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty() && !w.chars().all(|c| c.is_ascii_digit()))
+            .collect();
+        let examples = !words.is_empty()
+            && words.iter().all(|w| EXAMPLE_HEADING_WORDS.contains(w))
+            && words.iter().any(|w| {
+                !matches!(
+                    *w,
+                    "of" | "de"
+                        | "d"
+                        | "code"
+                        | "api"
+                        | "tool"
+                        | "tools"
+                        | "call"
+                        | "calls"
+                        | "json"
+                        | "request"
+                        | "requests"
+                )
+            });
+        open.retain(|(l, _)| *l < hashes);
+        open.push((hashes, examples));
     }
-    false
+    open.iter().rev().take(2).any(|(_, e)| *e)
 }
+
+/// A tool's name under its key in JSON too broken to read (spaces in keys allowed).
+static BROKEN_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"^\{\s*"\s*(?:name|tool|tool_name|function)\s*"\s*:\s*"([^"\n]{1,80})""#,
+    )
+});
 
 /// One `<tool_call>` body: Qwen XML, JSON (one object or a list), or `name {json}`.
 fn call_body(
@@ -502,6 +573,15 @@ fn call_body(
         }
         if found {
             return true;
+        }
+        // `{" tool ": " get _battery _level ", " args ": {" }}` (Qwen 3.5 on a phone):
+        // JSON past repair still names its tool; one that takes nothing is called.
+        if let Some(name) = BROKEN_NAME.captures(inner).and_then(|c| c.get(1)) {
+            let bare = schema::resolve(name.as_str(), tools, &cfg.aliases)
+                .is_some_and(|t| t.required().is_empty());
+            if bare {
+                return push(out, name.as_str(), Value::Null, MARKED, span, tools, cfg);
+            }
         }
     }
     // `{tool => "read_file", args => {--path "a.md"}}` (invented by some agents' models).
@@ -660,6 +740,7 @@ fn json_calls(
         Value::Array(items)
             if items.len() == 2
                 && items[1].is_object()
+                && guided::name_and_args(&items[1]).0.is_none()
                 && items[0]
                     .as_str()
                     .is_some_and(|n| crate::schema::resolve(n, tools, &cfg.aliases).is_some()) =>
@@ -1631,17 +1712,30 @@ fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range
         pos = start + 3;
         // (The body may follow the fence's word on its line: "```tool_call [\"python\", …".)
         let line_end = text[start..].find('\n').map_or(text.len(), |nl| start + nl);
-        let lang_end = text[start + 3..line_end]
+        // (The fence's word is short: looking further for its end costs a scan per hit.)
+        let word_end = crate::harmony::floor(text, (start + 3 + 16).min(line_end));
+        let lang_end = text[start + 3..word_end]
             .find(char::is_whitespace)
-            .map_or(line_end, |w| start + 3 + w);
+            .map_or(word_end, |w| start + 3 + w);
         let lang = text[start + 3..lang_end].to_ascii_lowercase();
-        if !matches!(lang.as_str(), "tool_code" | "tool_call" | "tool_calls") {
+        if !matches!(lang.as_str(), "tool_code" | "tool_call" | "tool_calls")
+            || shown_as_example(text, start)
+        {
             continue;
         }
-        let body_start = if text[lang_end..line_end].trim().is_empty() {
-            (line_end + 1).min(text.len())
-        } else {
+        let inline = !text[lang_end..line_end].trim().is_empty();
+        // (A fence in the middle of a sentence, "write ```tool_call [...]``` and wait",
+        // shows the format.)
+        if inline
+            && !text[..start].trim_end_matches([' ', '\t']).is_empty()
+            && !text[..start].trim_end_matches([' ', '\t']).ends_with('\n')
+        {
+            continue;
+        }
+        let body_start = if inline {
             lang_end
+        } else {
+            (line_end + 1).min(text.len())
         };
         let (body, end) = blocks.at(body_start);
         let span = start..end;

@@ -68,10 +68,17 @@ fn gorilla_calls(s: &str) -> String {
     while let Some(at) = rest.find(MARK) {
         out.push_str(&rest[..at]);
         rest = &rest[at + MARK.len()..];
-        let named = rest
+        // (Where a call can start: the text's or a line's start, a space, or the end of
+        // the call before; not inside a quoted string.)
+        let opens = out
             .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || c == ')');
+        let named = opens
+            && rest
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
         out.push_str(if named { "\n" } else { MARK });
     }
     out.push_str(rest);

@@ -10,9 +10,11 @@ use crate::harmony::floor;
 use crate::schema::strip_quotes;
 use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
+// (An empty thought before its action on one line, "Thought: Action: terminal", is the
+// action's label.)
 static LABEL: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?mi)^(?:[ \t>*_-]*(thought|action input|action|observation|final answer|tool name|tool input|tool caption|tool output|tool result)[ \t*_]*:[ \t]*|[ \t]*\[\[ ## (next_thought|next_tool_name|next_tool_args|completed) ## \]\][ \t]*\n?)|[.!?。](?-i:(Action)):[ \t]*",
+        r"(?mi)^(?:[ \t>*_-]*(?:thought[ \t]*:[ \t]*)?(thought|action input|action|observation|final answer|tool name|tool input|tool caption|tool output|tool result)[ \t*_]*:[ \t]*|[ \t]*\[\[ ## (next_thought|next_tool_name|next_tool_args|completed) ## \]\][ \t]*\n?)|[.!?。](?-i:(Action)):[ \t]*",
     )
 });
 
@@ -116,6 +118,11 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 break;
             }
             "action" => {
+                // (Where the step begins: its thought, when one came right before.)
+                let block = match i.checked_sub(1).map(|p| &labels[p]) {
+                    Some((l, s, _)) if l == "thought" => *s,
+                    _ => lstart,
+                };
                 let line_end = text[vstart..].find('\n').map_or(text.len(), |n| vstart + n);
                 let line = text[vstart..line_end].trim();
                 // A tool whose name has spaces ("Delegate work to coworker") is the
@@ -175,15 +182,10 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     }
                 }
                 let args = input.unwrap_or(Value::Null);
-                // (A step quoted after "The example turn shows:", its thought with it, is
-                // the prompt's example.)
-                let block = match i.checked_sub(1).map(|p| &labels[p]) {
-                    Some((l, s, _)) if l == "thought" => *s,
-                    _ => lstart,
-                };
-                let call = (!crate::native_text::shown_as_example(text, block))
-                    .then(|| make_call(name, args, 0.9, lstart..end, tools, cfg))
-                    .flatten();
+                // (A step indented under "The example turn shows:", its thought with it,
+                // is the prompt's example.)
+                let call = make_call(name, args, 0.9, lstart..end, tools, cfg)
+                    .filter(|_| !quoted_example(text, block));
                 if let Some(c) = call {
                     out.calls.push(c);
                 }
@@ -198,6 +200,15 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         i += 1;
     }
     out
+}
+
+/// A step set in (indented) under a line that introduces an example.
+fn quoted_example(text: &str, block: usize) -> bool {
+    let line = crate::fuzzy::line_start(text, block);
+    // (A label's match starts at its line, the indentation included.)
+    let indented =
+        text[line..block].contains([' ', '\t']) || text[block..].starts_with([' ', '\t']);
+    indented && crate::native_text::shown_as_example(text, line)
 }
 
 /// `get_attraction[北京, 霾 26°C 微风]`: as many comma-separated values in brackets as
@@ -313,5 +324,11 @@ fn input_value(s: &str) -> (Value, bool) {
             return (v, true);
         }
     }
-    (Value::String(strip_quotes(t).to_string()), false)
+    // (`Action Input: "pwd`: the stop sequence took the closing quote.)
+    let v = strip_quotes(t);
+    let v = match v.strip_prefix(['"', '\'']) {
+        Some(rest) if !v.contains('\n') && !rest.contains(&v[..1]) => rest,
+        _ => v,
+    };
+    (Value::String(v.to_string()), false)
 }

@@ -255,9 +255,25 @@ pub(crate) fn resolve<'a>(
 }
 
 /// Whether a written name is the tool's name whole, spelled any way (`Web Search`,
-/// `web-search`), not a name with words after it.
+/// `web-search`, `functions.web_search`), not a name with words after it.
 pub(crate) fn same_name(written: &str, name: &str) -> bool {
-    compact(written) == compact(name)
+    compact(unprefixed(written)) == compact(name)
+}
+
+/// A written name without its quotes, `to=` and `functions.`-style namespace.
+fn unprefixed(written: &str) -> &str {
+    let s = written
+        .trim()
+        .trim_matches(|c: char| c == '"' || c == '\'' || c == '`' || c == '*');
+    let s = s.strip_prefix("to=").unwrap_or(s);
+    ["functions.", "function.", "tools.", "tool."]
+        .iter()
+        .find_map(|p| {
+            s.get(..p.len())
+                .filter(|h| h.eq_ignore_ascii_case(p))
+                .map(|_| &s[p.len()..])
+        })
+        .unwrap_or(s)
 }
 
 /// Letters and digits only, lower case: `Web Search` = `web_search` = `webSearch`.
@@ -277,18 +293,7 @@ fn resolve_compact<'a>(raw: &str, tools: &'a [ToolSpec]) -> Option<&'a ToolSpec>
             &s[m.end()..]
         };
     }
-    let s = s
-        .trim()
-        .trim_matches(|c: char| c == '"' || c == '\'' || c == '`' || c == '*');
-    let s = s.strip_prefix("to=").unwrap_or(s);
-    let s = ["functions.", "function.", "tools.", "tool."]
-        .iter()
-        .find_map(|p| {
-            s.get(..p.len())
-                .filter(|h| h.eq_ignore_ascii_case(p))
-                .map(|_| &s[p.len()..])
-        })
-        .unwrap_or(s);
+    let s = unprefixed(s);
     if s.len() > 128 || s.contains(['\n', '{', '(']) {
         return None;
     }
@@ -387,10 +392,27 @@ fn resolve_exact<'a>(
 /// `"banana."`: the sentence's full stop or comma written inside the quotes, after a
 /// word (not an ellipsis).
 pub(crate) fn without_closing_stop(quoted: &str) -> &str {
+    if ends_in_initialism(quoted) {
+        return quoted;
+    }
     quoted
         .strip_suffix(['.', ','])
         .filter(|v| v.ends_with(char::is_alphanumeric))
         .unwrap_or(quoted)
+}
+
+/// "Washington D.C.", "the U.S.": the last dot belongs to the letters before it.
+pub(crate) fn ends_in_initialism(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 4
+        && b[b.len() - 4..].iter().enumerate().all(|(i, c)| {
+            if i % 2 == 0 {
+                c.is_ascii_uppercase()
+            } else {
+                *c == b'.'
+            }
+        })
+        && (b.len() == 4 || !b[b.len() - 5].is_ascii_alphanumeric())
 }
 
 /// Keys that say nothing of what they hold.

@@ -117,7 +117,7 @@ fn real_corpus_is_sourced_labelled_and_split() {
 /// earlier held-out parts included). Held-out part, gathered after that tuning and scored
 /// once at its end: P 0.727 / R 0.593 (152). The aim for the held-out part is P 0.95 /
 /// R 0.90; see the corpus README.
-const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.91, 0.85), ("heldout", 0.70, 0.49)];
+const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.91, 0.85), ("heldout", 0.73, 0.60)];
 
 #[test]
 fn real_output_scores_hold() {

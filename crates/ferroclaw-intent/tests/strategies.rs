@@ -6900,3 +6900,452 @@ fn named_inputs_gorilla_markers_pairs_referred_files_and_other_languages_from_th
         assert!(calls_in(None, Some(text), &codex).is_empty(), "{text}");
     }
 }
+
+#[test]
+fn a_review_s_attacks_on_the_thirty_second_round_s_rules_are_refused() {
+    let weather = vec![tool("get_weather", text_prop("city"), &["city"])];
+    // A ReAct step after an ordinary thought is made, whatever the thought says.
+    for thought in [
+        "To answer, I would need the current weather in Paris",
+        "I need a city, for example Paris",
+        "Here's how I'll proceed: look it up",
+    ] {
+        let text = format!(
+            "Thought: {thought}\nAction: get_weather\nAction Input: {{\"city\": \"Paris\"}}\n"
+        );
+        assert_eq!(
+            calls_in(None, Some(&text), &weather),
+            one_call("get_weather", json!({"city": "Paris"})),
+            "{text}"
+        );
+    }
+    // An observation ending "example:" hides no later step.
+    let two = vec![
+        tool("search", text_prop("query"), &["query"]),
+        tool("get_weather", text_prop("city"), &["city"]),
+    ];
+    let got = calls_in(
+        None,
+        Some("Thought: check.\nAction: search[paris]\nObservation: Paris is a city. Here is an example:\nThought: Now the weather.\nAction: get_weather[Paris]\n"),
+        &two,
+    );
+    assert!(got.iter().any(|(n, _)| n == "get_weather"), "{got:?}");
+    // An indented example step with its input is the example's.
+    assert!(calls_in(
+        None,
+        Some("The example turn shows:\n    Thought: I need the weather.\n    Action: get_weather\n    Action Input: {\"city\": \"Oslo\"}\n"),
+        &weather
+    )
+    .is_empty());
+
+    // Headings: only one about usage examples makes the calls below it examples; a fence's
+    // comment is no heading.
+    let shell = vec![tool("run_shell", text_prop("command"), &["command"])];
+    let call = "<tool_call>\n{\"name\": \"run_shell\", \"arguments\": {\"command\": \"python add.py\"}}\n</tool_call>";
+    for lead in [
+        "I wrote the module:\n\n```python\ndef add(a, b):\n    return a + b\n\n# Example usage\nprint(add(1, 2))\n```\n\nNow let me run it.\n\n",
+        "## Disk usage\n\n",
+        "## Fix usage of deprecated API\n\n",
+        "### Reproduce the counterexample\n\n",
+        "## Примерный план\n\n",
+        "# Example project setup\n\n## Step 1\n\n",
+        "Let me list the example directory:\n",
+    ] {
+        let text = format!("{lead}{call}");
+        assert_eq!(
+            calls_in(None, Some(&text), &shell),
+            one_call("run_shell", json!({"command": "python add.py"})),
+            "{text}"
+        );
+    }
+    assert!(calls_in(None, Some(&format!("## Usage examples\n\n{call}")), &shell).is_empty());
+
+    // A fence's word is read where the fence is, once.
+    let long = "```tool_x".repeat(20_000);
+    assert!(calls_in(None, Some(&long), &shell).is_empty());
+    // An inline ```tool_call fence in a sentence shows the format.
+    for text in [
+        "When you need a tool, write ```tool_call [\"get_weather\", {\"city\": \"Paris\"}]``` and wait.",
+        "To call a tool you would emit ```tool_code get_weather(city=\"Paris\")``` on its own line.",
+    ] {
+        assert!(calls_in(None, Some(text), &weather).is_empty(), "{text}");
+    }
+    // A pair whose second item is a call is a list of calls.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<tool_call>[\"search\", {\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}]</tool_call>"),
+            &two
+        )
+        .iter()
+        .filter(|(n, _)| n == "get_weather")
+        .count(),
+        1
+    );
+
+    // Build variants of a file keep their capitalised extension.
+    let reader = vec![tool("read_file", text_prop("path"), &["path"])];
+    for (text, path) in [
+        ("Let me read Makefile.Linux.", "Makefile.Linux"),
+        ("Let me read `Dockerfile.Prod` first.", "Dockerfile.Prod"),
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &reader),
+            one_call("read_file", json!({ "path": path })),
+            "{text}"
+        );
+    }
+    // A query stop ends at a word: "in the report" is part of the query.
+    let web = vec![tool("web_search", text_prop("query"), &["query"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me search for revenue growth in the reporting pipeline."),
+            &web
+        ),
+        one_call(
+            "web_search",
+            json!({"query": "revenue growth in the reporting pipeline"})
+        )
+    );
+    // A tool name with a `functions.` prefix and spaces is still whole.
+    let crew = vec![tool(
+        "Delegate work to coworker",
+        text_prop("task"),
+        &["task"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: hand over.\nAction: functions.Delegate work to coworker\nAction Input: {\"task\": \"intro\"}"),
+            &crew
+        ),
+        one_call("Delegate work to coworker", json!({"task": "intro"}))
+    );
+
+    // German conditions, negations and requests to the reader are no steps.
+    let de = vec![
+        tool("read_file", text_prop("path"), &["path"]),
+        tool("list_directory", text_prop("path"), &["path"]),
+        tool("bash", text_prop("command"), &["command"]),
+    ];
+    for text in [
+        "Ich muss die Datei src/main.rs nur lesen, falls der Test fehlschlägt.",
+        "Sie sollten die Anwendung testen. Ich muss nichts testen.",
+        "Ich werde den Server niemals starten.",
+        "Lassen Sie die Datei src/main.rs testen.",
+    ] {
+        assert!(calls_in(Some(text), None, &de).is_empty(), "{text}");
+    }
+    // Russian conditions, habits, maybes and the reader.
+    for text in [
+        "Если понадобится, я использую get_weather позже.",
+        "Тебе надо вызвать get_weather для Парижа.",
+        "Обычно я использую get_weather для таких вопросов.",
+        "Сначала отвечу, а потом, возможно, вызову get_weather.",
+    ] {
+        assert!(calls_in(None, Some(text), &weather).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Это не проблема: я воспользуюсь инструментом get_weather."),
+            &weather
+        )
+        .len(),
+        1
+    );
+    // Chinese conditions, avoidance, "I can" taken back, a build as a noun.
+    let codex = vec![
+        tool("exec", text_prop("command"), &["command"]),
+        tool("read_file", text_prop("path"), &["path"]),
+    ];
+    for text in [
+        "如果需要，我会运行 Playwright。",
+        "需要的话我会构建镜像。",
+        "我会编译 Rust 程序，但这里不需要。",
+        "我会避免重新编译整个项目。",
+        "我会分析构建失败的原因。",
+    ] {
+        assert!(calls_in(None, Some(text), &codex).is_empty(), "{text}");
+    }
+    // (A condition in a later clause leaves the step.)
+    assert_eq!(
+        calls_in(
+            None,
+            Some("我会运行 Playwright，若本机缺少浏览器则安装 Chromium 后重试。"),
+            &codex
+        ),
+        one_call("exec", json!({}))
+    );
+
+    // "that file": never a directory, and a name written after the reference wins.
+    let code = vec![tool("read_file", text_prop("path"), &["path"])];
+    for text in [
+        "The file lives under src/ somewhere. Let me read that file.",
+        "The flag is in cmd/root.go. Let me read that file, pkg/x.go.",
+        "cmd/root.go imports internal/flags.go. Let me read this file (root.go) again.",
+    ] {
+        let got = calls_in(Some(text), None, &code);
+        assert!(
+            got.iter().all(|(_, a)| a["path"] != "src/"
+                && a["path"] != "cmd/root.go"
+                && a["path"] != "internal/flags.go"),
+            "{text}: {got:?}"
+        );
+    }
+    // A search's place is not its query.
+    let search = vec![tool(
+        "search_code",
+        json!({"folder_path": {"type": "string"}, "query": {"type": "string"}}),
+        &["folder_path", "query"],
+    )];
+    assert_eq!(
+        calls_in(
+            Some("Let me search for parse_config in src/."),
+            None,
+            &search
+        ),
+        one_call("search_code", json!({"query": "parse_config"}))
+    );
+    // Gorilla's marker inside a written string stays.
+    let write = vec![tool(
+        "write_file",
+        json!({"path": {"type": "string"}, "content": {"type": "string"}}),
+        &["path", "content"],
+    )];
+    let got = calls_in(
+        None,
+        Some("<tool_call>{\"name\": \"write_file\", \"arguments\": {\"path\": \"p.txt\", \"content\": \"<<function>>get_weather(city=1)\"}}</tool_call>"),
+        &write,
+    );
+    assert_eq!(
+        got,
+        one_call(
+            "write_file",
+            json!({"path": "p.txt", "content": "<<function>>get_weather(city=1)"})
+        )
+    );
+}
+
+#[test]
+fn listed_steps_chinese_look_ups_cut_quotes_and_status_lines_from_the_thirty_second_consumed_part()
+{
+    // Terminus: listed steps without a name are the one offered tool they fill.
+    let term = vec![tool(
+        "Command",
+        json!({"keystrokes": {"type": "string"}, "is_blocking": {"type": "boolean"}, "timeout_sec": {"type": "number"}}),
+        &["keystrokes", "is_blocking", "timeout_sec"],
+    )];
+    let text = "{\n  \"state_analysis\": \"x\",\n  \"commands\": [\n    {\"keystrokes\": \"chmod +x run.sh\\n\", \"is_blocking\": true, \"timeout_sec\": 5},\n    {\"keystrokes\": \"./run.sh\\n\", \"is_blocking\": true, \"timeout_sec\": 30}\n  ],\n  \"is_task_complete\": false\n}";
+    let got = calls_in(None, Some(text), &term);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[1].1["keystrokes"], "./run.sh\n");
+    // (Done, nothing listed; and a list of records that fill no tool.)
+    assert!(calls_in(
+        None,
+        Some("{\"commands\": [], \"is_task_complete\": true}"),
+        &term
+    )
+    .is_empty());
+    assert!(calls_in(
+        None,
+        Some("{\"commands\": [{\"keystrokes\": \"ls\\n\"}]}"),
+        &term
+    )
+    .is_empty());
+
+    // Chinese look-ups: one call per thing looked up together, with whose it is.
+    let office = vec![
+        tool("get_contact", text_prop("name"), &["name"]),
+        tool("get_calendar", text_prop("date"), &["date"]),
+        tool("get_weather", text_prop("location"), &["location"]),
+        tool("web_search", text_prop("query"), &["query"]),
+        tool(
+            "send_email",
+            json!({"to": {"type": "string"}, "subject": {"type": "string"}, "body": {"type": "string"}}),
+            &["to", "subject", "body"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("好的，我先同时查王五的联系方式和明天的日历安排。"),
+            &office
+        ),
+        vec![
+            ("get_calendar".to_string(), json!({})),
+            ("get_contact".to_string(), json!({"name": "王五"})),
+        ]
+    );
+    assert_eq!(
+        calls_in(None, Some("让我帮你查一下北京的天气："), &office),
+        one_call("get_weather", json!({"location": "北京"}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("只找到公司邮箱。我再搜一下有没有他的私人邮箱。"),
+            &office
+        ),
+        one_call("web_search", json!({}))
+    );
+    for text in [
+        // The user's request reported, the user asked first, a condition.
+        "好的，用户让我查深圳今天的天气，用摄氏度。",
+        "不过，我需要您提供邮件的主题和正文内容，才能帮您发送。",
+        "如果您需要发送邮件，我可以使用 `send_email` 工具来完成。",
+    ] {
+        assert!(calls_in(None, Some(text), &office).is_empty(), "{text}");
+    }
+
+    // "Thought: Action: x" on one line, and an input whose closing quote was cut.
+    let exec = vec![tool("execute_command", text_prop("command"), &["command"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I can help with that.\n\nThought: Action: execute_command\nAction Input: \"pwd"),
+            &exec
+        ),
+        one_call("execute_command", json!({"command": "pwd"}))
+    );
+    // (A quote inside a whole input stays.)
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Thought: run it.\nAction: execute_command\nAction Input: echo \"hi\""),
+            &exec
+        ),
+        one_call("execute_command", json!({"command": "echo \"hi\""}))
+    );
+
+    // A call named as a thing is not made; one the model makes is.
+    let mail = vec![tool("email__search_emails", text_prop("query"), &["query"])];
+    assert!(calls_in(
+        None,
+        Some("This is a JSON response for a function call to `email__search_emails` with the query \"nia\"."),
+        &mail
+    )
+    .is_empty());
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me make a call to `email__search_emails` with the query \"nia\"."),
+            &mail
+        ),
+        one_call("email__search_emails", json!({"query": "nia"}))
+    );
+
+    // JSON past repair still names a tool that takes nothing; one that needs arguments
+    // is not guessed.
+    let phone = vec![
+        tool("get_battery_level", json!({}), &[]),
+        tool("web_search", text_prop("query"), &["query"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<tool_call> {\" tool \": \" get _battery _level \", \" args \": {\" }} </tool_call>"),
+            &phone
+        ),
+        one_call("get_battery_level", json!({}))
+    );
+    assert!(calls_in(
+        None,
+        Some("<tool_call> {\" tool \": \"web_search\", \" args \": {\" }} </tool_call>"),
+        &phone
+    )
+    .is_empty());
+
+    // A query set in bold after its label; an initialism keeps its dot, a sentence's
+    // full stop goes.
+    let memory = vec![tool("web_search", text_prop("query"), &["query"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll search for content related to the script updates. My search query:\n  \n  **\"memory-mcp script remove store tools\"**"),
+            &memory
+        ),
+        one_call("web_search", json!({"query": "memory-mcp script remove store tools"}))
+    );
+    let trip = vec![tool(
+        "get_distance",
+        json!({"origin": {"type": "string"}, "destination": {"type": "string"}}),
+        &["origin", "destination"],
+    )];
+    assert_eq!(
+        calls_in(
+            Some(
+                "Origin: New York City\nDestination: Washington D.C.\n\nLet me call get_distance."
+            ),
+            None,
+            &trip
+        ),
+        one_call(
+            "get_distance",
+            json!({"origin": "New York City", "destination": "Washington D.C."})
+        )
+    );
+    assert_eq!(
+        calls_in(
+            Some("Origin: New York City\nDestination: Boston.\n\nLet me call get_distance."),
+            None,
+            &trip
+        ),
+        one_call(
+            "get_distance",
+            json!({"origin": "New York City", "destination": "Boston"})
+        )
+    );
+
+    // Spanish and Chinese status lines, a Japanese branch cut, files cleaned up.
+    let ide = vec![
+        tool("read", text_prop("filePath"), &["filePath"]),
+        tool("edit", text_prop("filePath"), &["filePath"]),
+        tool("bash", text_prop("command"), &["command"]),
+    ];
+    for (text, name) in [
+        (
+            "Vamos a revisar la directiva `v-image-fallback` para entender el parpadeo.",
+            "read",
+        ),
+        (
+            "Vamos a empezar por mejorar la directiva `v-image-fallback`.",
+            "edit",
+        ),
+        ("Tienes razón. Ejecuto build y push:", "bash"),
+        ("Ahora hago commit y push:", "bash"),
+        ("先查看文件末尾。读取第390-420行。", "read"),
+        ("まずはブランチを切りましょう。", "bash"),
+        ("Perfect! Now let me clean up the test files:", "bash"),
+        ("Now let me clean up the code:", "edit"),
+    ] {
+        let got = calls_in(Some(text), None, &ide);
+        assert_eq!(got.len(), 1, "{text}: {got:?}");
+        assert_eq!(got[0].0, name, "{text}");
+    }
+    for text in [
+        "安装任务已经完成。",
+        "运行游戏后，请提供控制台输出。",
+        "Ahora hago el análisis:",
+    ] {
+        assert!(calls_in(Some(text), None, &ide).is_empty(), "{text}");
+    }
+    // An editor whose `command` is one of its modes is no shell.
+    let swe = vec![
+        tool("bash", text_prop("command"), &["command"]),
+        tool(
+            "str_replace_editor",
+            json!({"command": {"type": "string", "enum": ["view", "create", "str_replace"]}, "path": {"type": "string"}}),
+            &["command", "path"],
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me run the reproduction script one more time to confirm the fix works:"),
+            &swe
+        ),
+        one_call("bash", json!({}))
+    );
+}

@@ -487,6 +487,34 @@ async fn every_text_call_format_runs_the_tool() {
             "",
             Some("用戶要求我用 exec 工具執行 echo fmt-command-referred-back 命令。我需要使用 exec 工具來執行這個命令。"),
         ),
+        (
+            "gorilla-markers",
+            " <<function>>exec(command=\"echo fmt-gorilla-markers\")",
+            None,
+        ),
+        (
+            "tool-call-pair",
+            "```tool_call [\"exec\", {\"command\": \"echo fmt-tool-call-pair\"}] ```",
+            None,
+        ),
+        (
+            // DeepLearning.AI's ReAct: the input after the name's colon, then PAUSE.
+            "react-colon-input",
+            "Thought: I should run it.\nAction: exec: echo fmt-react-colon-input\nPAUSE",
+            None,
+        ),
+        (
+            // An empty thought before its action, the input's closing quote cut.
+            "thought-action-one-line",
+            "Thought: Action: exec\nAction Input: \"echo fmt-thought-action-one-line",
+            None,
+        ),
+        (
+            // Terminus: listed steps without a name, each filling the one tool.
+            "listed-steps",
+            "{\"analysis\": \"run it\", \"commands\": [{\"command\": \"echo fmt-listed-steps\"}], \"is_task_complete\": false}",
+            None,
+        ),
     ];
     for (name, content, reasoning) in cases {
         let h = with_provider(r#"tool_mode: "auto","#).await;
@@ -566,6 +594,14 @@ async fn text_that_does_not_commit_to_a_call_runs_no_tool() {
             "The race is in the queue.",
             Some("Look at `read` in `queue.py`:\n\n```python\ndef read(self):\n    return None\n```\n\nThe check and the set are apart."),
         ),
+        // A call named as a thing; calls under a heading of usage examples.
+        ("This is the response to a function call to `exec` with the command \"ls\".", None),
+        (
+            "Done.\n\n## Usage examples\n\n```json\n{\"tool\": \"exec\", \"arguments\": {\"command\": \"ls\"}}\n```",
+            None,
+        ),
+        // The user's request reported, then answered.
+        ("好的，用户让我执行 ls 命令。结果如下：README.md", None),
     ];
     for (content, reasoning) in cases {
         let h = with_provider(r#"tool_mode: "auto","#).await;

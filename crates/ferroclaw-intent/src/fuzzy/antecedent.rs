@@ -61,6 +61,19 @@ pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [
         }
         let near = floor(text, c.span.start)..floor(text, (c.span.end + 40).min(text.len()));
         let back = &text[..floor(text, c.span.start)];
+        // (A name written after the reference, "that file, pkg/x.go" or "this file
+        // (root.go)", is the file; the one before is not.)
+        let sent_end = text[c.span.end..]
+            .find(['!', '?', '\n'])
+            .map_or(text.len(), |i| c.span.end + i);
+        let renamed = kind != Kind::Command
+            && text[c.span.end..sent_end].split_whitespace().any(|w| {
+                let w = w.trim_matches(|c: char| !c.is_alphanumeric() && !"./_-~".contains(c));
+                super::path_like(w.trim_end_matches('.'))
+            });
+        if renamed {
+            continue;
+        }
         let named = if kind == Kind::Command {
             ANAPHOR
                 .is_match(&text[near])
@@ -75,6 +88,8 @@ pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [
                     super::workbench::last_path(back, &protected_spans(back), from..back.len())
                 })
                 .flatten()
+                // (A directory is no file to read.)
+                .filter(|p| kind == Kind::Path || !p.ends_with('/'))
         };
         if let Some(v) = named {
             args.insert(prop.to_string(), Value::String(v));

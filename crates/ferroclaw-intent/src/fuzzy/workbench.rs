@@ -107,6 +107,7 @@ const READ_VERBS: &[&str] = &[
 const SEARCH_VERBS: &[&str] = &["search", "find", "locate", "grep", "hunt"];
 const LIST_VERBS: &[&str] = &["explore", "list", "survey"];
 const EDIT_VERBS: &[&str] = &[
+    "clean",
     "register",
     "integrate",
     "import",
@@ -452,7 +453,7 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
                 .is_some_and(|d| matches!(d.as_str(), "the" | "this" | "that"))
                 && after
                     .get(k + 1)
-                    .is_none_or(|n| matches!(n.as_str(), "to" | "file" | "case" | "for" | "again"))
+                    .is_none_or(|n| matches!(n.as_str(), "to" | "file" | "case"))
         });
     if one_test && READ_VERBS.contains(&verb.as_str()) {
         return Some(Work::Read);
@@ -516,7 +517,8 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
         });
         return Some(if on_files { Work::Shell } else { Work::Edit });
     }
-    if matches!(v, "remove" | "delete") {
+    // ("clean up the test files" removes them; "clean up the code" edits it.)
+    if matches!(v, "remove" | "delete" | "clean") {
         let on_files = after
             .iter()
             .take(5)
@@ -621,6 +623,7 @@ const CJK_WORK: &[(&str, Work)] = &[
     ("查找", Work::Search),
     ("列出", Work::List),
     ("修改", Work::Edit),
+    ("编辑", Work::Edit),
     ("改", Work::Edit),
     ("新增", Work::Edit),
     ("添加", Work::Edit),
@@ -677,9 +680,17 @@ fn cjk_work(sentence: &str) -> Option<Work> {
         .replace("给你", "")
         .replace("為你", "")
         .replace("为你", "");
-    if ["不", "没", "無", "无需", "别", "无法", "已经", "已經"]
-        .iter()
-        .any(|n| clause.contains(n))
+    // (Nor a condition, "如果需要，我会…", "需要的话我会…", nor one avoided, "我会避免…",
+    // nor "I can" taken back, "我会编译 Rust 程序，但这里不需要".)
+    if [
+        "不", "没", "無", "无需", "别", "无法", "已经", "已經", "避免",
+    ]
+    .iter()
+    .any(|n| clause.contains(n))
+        || ["如果", "的话", "若", "假如"]
+            .iter()
+            .any(|c| sentence[..lead.0].contains(c))
+        || rest.contains("不需要")
         || to_reader.contains('你')
         || sentence[..lead.0].contains('你')
         || rest
@@ -691,8 +702,21 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     let (at, work) = CJK_WORK
         .iter()
         .filter_map(|(w, work)| rest.find(w).map(|i| (i, *work)))
-        // ("改用 Docker 构建": "switch to", the verb after it is the work.)
-        .filter(|(i, _)| !rest[*i..].starts_with("改用"))
+        // ("改用 Docker 构建": "switch to", the verb after it is the work; "构建失败的原因":
+        // a build that failed, a noun.)
+        .filter(|(i, _)| {
+            let at = &rest[*i..];
+            !at.starts_with("改用")
+                && !["构建", "编译", "構建"].iter().any(|v| {
+                    at.strip_prefix(v).is_some_and(|r| {
+                        [
+                            "失败", "错误", "問題", "问题", "日志", "结果", "產物", "产物",
+                        ]
+                        .iter()
+                        .any(|n| r.starts_with(n))
+                    })
+                })
+        })
         .min_by_key(|(i, _)| *i)?;
     // "查看一下这个目录的内容": a place looked into is listed; "检查一下是否有基类定义了
     // 同名方法": whether something is anywhere, a search.
@@ -718,6 +742,28 @@ fn cjk_work(sentence: &str) -> Option<Work> {
         .iter()
         .any(|t| rest[..at].contains(t));
     (!told && !rest[at..].starts_with("看起来")).then_some(work)
+}
+
+/// A Chinese status line that opens with its verb ("读取第390-420行。", "编辑。"): the
+/// step the model takes now, as an English "Reading lines 390–420." is.
+fn cjk_status(sentence: &str) -> Option<Work> {
+    let s = ["首先，", "首先", "先", "然后", "现在", "接下来", "再"]
+        .iter()
+        .find_map(|p| sentence.strip_prefix(p))
+        .unwrap_or(sentence);
+    // (Not done already, "安装任务已经完成。", nor asked of the reader, "运行游戏后，请提供…".)
+    if !s.ends_with(['。', '：', ':'])
+        || s.chars().count() > 40
+        || ["你", "您", "请", "已经", "已完成", "完成了", "好了"]
+            .iter()
+            .any(|w| s.contains(w))
+    {
+        return None;
+    }
+    CJK_WORK
+        .iter()
+        .find(|(w, _)| s.starts_with(w) && !s.starts_with("看起来"))
+        .map(|(_, work)| *work)
 }
 
 /// Hiragana or katakana: the sentence is Japanese.
@@ -755,6 +801,14 @@ fn japanese_work(sentence: &str) -> Option<Work> {
         return None;
     }
     let body = sentence.trim_end_matches(['。', '：', ':', '！', '!', ' ', '…']);
+    // "まずはブランチを切りましょう": a branch cut is git's.
+    if ["ブランチを切り", "ブランチを作成"]
+        .iter()
+        .any(|b| body.contains(b))
+        && ["ましょう", "ます"].iter().any(|e| body.ends_with(e))
+    {
+        return Some(Work::Shell);
+    }
     let commits = ["します", "しましょう", "していきます", "してみます"]
         .iter()
         .any(|e| body.ends_with(e));
@@ -789,6 +843,7 @@ const ROMANCE_OPENERS: &[&str] = &[
 const ROMANCE_LEADS: &[&[&str]] = &[
     &["vou"],
     &["voy", "a"],
+    &["vamos", "a"],
     &["vamos"],
     &["preciso"],
     &["necesito"],
@@ -816,6 +871,8 @@ const ROMANCE_STEMS: &[(&str, Work)] = &[
     ("pesquis", Work::Search),
     ("explora", Work::List),
     ("lista", Work::List),
+    ("mejor", Work::Edit),
+    ("melhor", Work::Edit),
     ("atualiz", Work::Edit),
     ("actualiz", Work::Edit),
     ("corrig", Work::Edit),
@@ -852,8 +909,33 @@ fn romance_work(sentence: &str) -> Option<Work> {
     let lead = ROMANCE_LEADS
         .iter()
         .find(|l| ws.len() > i + l.len() && l.iter().enumerate().all(|(j, w)| ws[i + j] == *w));
+    // "Ejecuto build y push:", "Ahora hago commit y push:": the first person present,
+    // a line that ends on its colon.
+    if lead.is_none() && sentence.trim_end().ends_with(':') {
+        let v = ws.get(i)?;
+        let object = ws.get(i + 1).map_or("", String::as_str);
+        if matches!(
+            v.as_str(),
+            "hago" | "faço" | "ejecuto" | "executo" | "corro" | "rodo"
+        ) && (v.starts_with("ejecut")
+            || v.starts_with("execut")
+            || matches!(object, "commit" | "push" | "build" | "deploy" | "merge"))
+        {
+            return Some(Work::Shell);
+        }
+    }
     let verb = match lead {
-        Some(l) => ws.get(i + l.len())?,
+        // ("Vamos a empezar por mejorar …": the work it starts with.)
+        Some(l) => match ws.get(i + l.len())?.as_str() {
+            "empezar" | "comenzar" | "começar" | "iniciar"
+                if ws
+                    .get(i + l.len() + 1)
+                    .is_some_and(|p| matches!(p.as_str(), "por" | "pelo" | "pela")) =>
+            {
+                ws.get(i + l.len() + 2)?
+            }
+            _ => ws.get(i + l.len())?,
+        },
         // A status line opens with its gerund.
         None => {
             let g = ws.get(i)?;
@@ -934,7 +1016,6 @@ fn russian_work(sentence: &str) -> Option<Work> {
 const DE_LEADS: &[[&str; 2]] = &[
     ["lass", "mich"],
     ["lasst", "uns"],
-    ["lassen", "sie"],
     ["ich", "werde"],
     ["ich", "muss"],
     ["ich", "sollte"],
@@ -975,6 +1056,16 @@ const DE_STEMS: &[(&str, Work)] = &[
 ];
 
 fn german_work(sentence: &str) -> Option<Work> {
+    // (A condition anywhere in the sentence makes it no step now: "…, falls der Test
+    // fehlschlägt".)
+    if tokens(sentence).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "falls" | "wenn" | "sobald" | "ob" | "später" | "eventuell" | "vielleicht"
+        )
+    }) {
+        return None;
+    }
     let clause = sentence.split([',', ';']).next().unwrap_or(sentence);
     let ws = tokens(clause);
     let lead = (0..ws.len().min(3)).find(|&i| {
@@ -986,7 +1077,17 @@ fn german_work(sentence: &str) -> Option<Work> {
     if ws.iter().any(|w| {
         matches!(
             w.as_str(),
-            "nicht" | "kein" | "keine" | "keinen" | "bereits" | "schon" | "du" | "ihr"
+            "nicht"
+                | "nichts"
+                | "nie"
+                | "niemals"
+                | "kein"
+                | "keine"
+                | "keinen"
+                | "bereits"
+                | "schon"
+                | "du"
+                | "ihr"
         )
     }) {
         return None;
@@ -1073,6 +1174,18 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
     if s_trim.is_empty() || s_trim.ends_with(['?', '？']) {
         return None;
     }
+    // "Let me create test files for them. I'll start with a few key ones:": the step is
+    // the sentence before, the last one says where it begins.
+    let where_begun = {
+        let l = s_trim.to_lowercase().replace('\u{2019}', "'");
+        ["i'll ", "i will ", "let me ", "let's ", "we'll "]
+            .iter()
+            .find_map(|p| l.strip_prefix(p))
+            .is_some_and(|r| r.starts_with("start with ") || r.starts_with("begin with "))
+    };
+    if where_begun && cut > 0 && !body[..cut].ends_with('\n') {
+        return last_step(&body[..cut]);
+    }
     // A quoted or reported sentence ("The agent wrote:\nLet me …") is someone's words.
     let before = body[..cut].trim_end();
     let reported = before.ends_with(':')
@@ -1090,7 +1203,9 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
     }
     let colon = paragraph.trim_end().ends_with([':', '：']);
     let work = if s_trim.chars().any(super::is_cjk) {
-        japanese_work(s_trim).or_else(|| cjk_work(s_trim))?
+        japanese_work(s_trim)
+            .or_else(|| cjk_work(s_trim))
+            .or_else(|| cjk_status(s_trim))?
     } else if let Some(work) = romance_work(s_trim)
         .or_else(|| russian_work(s_trim))
         .or_else(|| german_work(s_trim))
