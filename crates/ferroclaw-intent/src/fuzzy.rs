@@ -1313,8 +1313,9 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
             .strip_suffix(n)
     });
     if let Some(before) = named_call {
+        // ("I'll start with a call to `read`", "Next step: a call to `read`".)
         let made = [
-            "make", "making", "issue", "issuing", "perform", "place", "do",
+            "make", "making", "issue", "issuing", "perform", "place", "do", "with", ":",
         ]
         .iter()
         .any(|v| before.trim_end().ends_with(v));
@@ -1525,19 +1526,53 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
             continue;
         };
         // "用户让我查深圳今天的天气": what the user asked, reported.
-        if ["用户", "他", "她", "你", "您", "客户", "對方", "对方"]
-            .iter()
-            .any(|who| sent[..cue].ends_with(who))
+        // ("用户想让我…", "老板让我…", "用户问我要…".)
+        if [
+            "用户", "他", "她", "你", "您", "客户", "對方", "对方", "想", "老板", "他们", "问",
+        ]
+        .iter()
+        .any(|who| sent[..cue].ends_with(who))
         {
             continue;
         }
         let rest = &sent[cue..];
-        // ("有没有" asks whether, it negates nothing.)
-        let plain = rest.replace("有没有", "").replace("是不是", "");
-        if ["不", "没", "无需", "别", "无法", "已经", "已"]
-            .iter()
-            .any(|n| plain.contains(n))
+        // ("有没有" asks whether, it negates nothing; "我先前" is "earlier", no lead.)
+        let plain = rest.replace("有没有", "");
+        if [
+            "不", "没", "无需", "别", "无法", "已经", "已", "过", "失败", "先前",
+        ]
+        .iter()
+        .any(|n| plain.contains(n))
         {
+            continue;
+        }
+        // Explaining or teaching how a look-up goes ("我来教你怎么查…", "我要说明一下：查天气
+        // 需要城市名"), a condition or a later time ("要是下雨，我再查…", "等你确认后"), a
+        // question ("…吗"), the reader's choice ("你想查哪个城市").
+        let aside = ["说明", "说一下", "教", "告诉", "如何", "怎么", "解释"]
+            .iter()
+            .any(|w| rest.contains(w))
+            || [
+                "要是",
+                "等你",
+                "等到",
+                "等用户",
+                "以后",
+                "之后",
+                "明天我",
+                "回头",
+            ]
+            .iter()
+            .any(|w| sent[..cue].contains(w) || rest.contains(w))
+            || rest
+                .trim_end_matches(['。', '！', '.', ' '])
+                .ends_with(['吗', '呢'])
+            || rest
+                .replace("帮你", "")
+                .replace("为你", "")
+                .replace("给你", "")
+                .contains('你');
+        if aside {
             continue;
         }
         // "我需要您提供邮件的主题…，才能帮您发送": asking the user first, not a step.
@@ -1718,15 +1753,23 @@ fn cjk_owner(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
         if args.contains_key(key) {
             continue;
         }
-        // (The lead's own words before the owner: "帮你查一下", "查询".)
-        let who = ["一下", "查询", "查看", "查", "看看", "帮你", "为您", "给你"]
-            .iter()
-            .fold(owner.as_str(), |p, lead| p.rsplit(lead).next().unwrap_or(p));
-        if who.chars().count() >= 2
-            && ![
-                "今天", "明天", "现在", "当地", "那里", "他", "她", "我们", "你们",
-            ]
-            .contains(&who)
+        // (The lead's own words before the owner: "帮你查一下", "查询", "要查的是"; two
+        // owners, "张三和李四", are no one's.)
+        if owner.as_str().contains(['和', '与', '及']) {
+            continue;
+        }
+        let who = owner
+            .as_str()
+            .rsplit([
+                '查', '下', '是', '有', '看', '询', '问', '到', '你', '您', '帮',
+            ])
+            .next()
+            .unwrap_or("");
+        let vague = [
+            "今天", "明天", "后天", "昨天", "周末", "现在", "当地", "那里", "那边", "这里", "這裡",
+            "他", "她", "我们", "你们", "哪里",
+        ];
+        if who.chars().count() >= 2 && !vague.contains(&who) && !who.starts_with(['这', '那', '哪'])
         {
             args.insert(key.to_string(), Value::String(who.to_string()));
         }

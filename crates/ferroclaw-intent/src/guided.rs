@@ -77,6 +77,19 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 .map(str::to_string);
         }
         let span = with_fence(text, range);
+        // A terminal agent's whole answer: its analysis, its commands, whether it is done.
+        let terminus = obj.get("commands").is_some()
+            && text.trim() == text[span.clone()].trim()
+            && [
+                "analysis",
+                "state_analysis",
+                "explanation",
+                "plan",
+                "is_task_complete",
+                "task_complete",
+            ]
+            .iter()
+            .any(|k| obj.get(*k).is_some());
         out.markup.push(span.clone());
         let conf = if list.is_some() { 0.95 } else { 0.8 };
         for item in items {
@@ -87,8 +100,12 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             let (name, args) = name_and_args(item);
             // Terminus' `"commands": [{"keystrokes": …, "is_blocking": …}]`: a listed step
             // without a name is the one offered tool it fills, required properties and all.
+            // (Only in an answer that is such a step, not in data shown or quoted.)
             let name = name.or_else(|| {
                 let o = item.as_object()?;
+                if !terminus {
+                    return None;
+                }
                 crate::sole(
                     tools
                         .iter()

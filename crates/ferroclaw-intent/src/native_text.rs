@@ -295,13 +295,22 @@ fn each_block(
     mut read: impl FnMut(Range<usize>, Range<usize>) -> bool,
 ) {
     let mut pos = 0;
+    // (Each try reads to the JSON's end, or the text's: a few per text.)
+    let mut json_tries = 0;
     while let Some(start) = find_ci(text, pos, open) {
         let body_start = start + open.len();
         let (mut body, mut end) = blocks.at(body_start);
         // (A JSON body runs to its own end: a tag inside one of its strings,
         // `"content": "<function>…"`, ends nothing.)
         let lead = first_text(text, body_start..text.len());
-        if text[lead..].starts_with('{') {
+        let cut_in_string = text[lead..body.end.max(lead)]
+            .bytes()
+            .filter(|&b| b == b'"')
+            .count()
+            % 2
+            == 1;
+        if text[lead..].starts_with('{') && cut_in_string && json_tries < 8 {
+            json_tries += 1;
             if let Some((r, _)) = jsonscan::value_at(text, lead).filter(|(r, _)| r.end > body.end) {
                 let (tail, after) = blocks.at(r.end);
                 body = body.start..tail.end;
@@ -364,15 +373,46 @@ pub(crate) fn shown_as_example(text: &str, start: usize) -> bool {
     let sentence = crate::fuzzy::last_sentence(before);
     let lower = sentence.to_ascii_lowercase();
     EXAMPLE_LEADS.iter().any(|l| lower.contains(l))
-        // "The example turn shows:", "Here is an example response:"
-        || (lower.ends_with(':')
-            && ["example turn", "example shows", "an example", "the following example", "example below", "example response", "example call", "example output"]
-                .iter()
-                .any(|e| lower.contains(e)))
+        // "The example turn shows:", "Example request:", "The example in the docs:" (not
+        // "Let me list the example directory:").
+        || (lower.ends_with(':') && introduces_example(&lower))
         // "Next, I would search for banks using `get_services`:" (not "I would like to").
         || (["i would ", "we would "].iter().any(|l| lower.contains(l))
             && !lower.contains("would like"))
         || under_example_heading(text, start)
+}
+
+/// A sentence whose word "example" names the example ("Example of the format:", "an
+/// example:", "The example turn shows:"), not a thing called so ("the example config:").
+fn introduces_example(lower: &str) -> bool {
+    let ws: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    ws.iter().enumerate().any(|(i, w)| {
+        matches!(*w, "example" | "examples")
+            && (i == 0 && ws.len() == 1
+                || ws.get(i + 1).is_none_or(|n| {
+                    matches!(
+                        *n,
+                        "of" | "request"
+                            | "requests"
+                            | "invocation"
+                            | "in"
+                            | "output"
+                            | "response"
+                            | "call"
+                            | "calls"
+                            | "turn"
+                            | "shows"
+                            | "below"
+                            | "format"
+                            | "usage"
+                    )
+                })
+                || i.checked_sub(1)
+                    .is_some_and(|p| matches!(ws[p], "an" | "for" | "following")))
+    })
 }
 
 /// Words of a heading over usage examples and nothing else ("## Usage examples",
@@ -382,6 +422,12 @@ const EXAMPLE_HEADING_WORDS: &[&str] = &[
     "example",
     "examples",
     "usage",
+    "output",
+    "outputs",
+    "format",
+    "invocation",
+    "response",
+    "responses",
     "sample",
     "samples",
     "of",
@@ -458,6 +504,12 @@ fn under_example_heading(text: &str, start: usize) -> bool {
                         | "json"
                         | "request"
                         | "requests"
+                        | "output"
+                        | "outputs"
+                        | "format"
+                        | "invocation"
+                        | "response"
+                        | "responses"
                 )
             });
         open.retain(|(l, _)| *l < hashes);

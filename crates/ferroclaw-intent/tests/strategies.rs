@@ -7349,3 +7349,132 @@ fn listed_steps_chinese_look_ups_cut_quotes_and_status_lines_from_the_thirty_sec
         one_call("bash", json!({}))
     );
 }
+
+#[test]
+fn a_review_s_attacks_on_the_thirty_third_round_s_rules_are_refused() {
+    let ide = vec![
+        tool("exec", text_prop("command"), &["command"]),
+        tool("read", text_prop("path"), &["path"]),
+        tool("edit", text_prop("path"), &["path"]),
+        tool("web_search", text_prop("query"), &["query"]),
+    ];
+    // Chinese labels, statements and past work open with a verb too; they are no steps.
+    for text in [
+        "读取文件失败。",
+        "搜索结果：",
+        "运行环境：",
+        "修改记录：",
+        "添加成功。",
+        "修改了三个文件。",
+        "运行过测试了。",
+        "读取速度很慢。",
+        "查找替换是编辑器的常用功能。",
+    ] {
+        assert!(calls_in(Some(text), None, &ide).is_empty(), "{text}");
+    }
+    // JSON data with a "commands" list is no terminal step.
+    for text in [
+        "My previous response had {\"commands\": [{\"command\": \"rm -rf build\"}]} which failed.",
+        "Here is the config file:\n```json\n{\"commands\":[{\"command\":\"npm test\"}]}\n```",
+    ] {
+        assert!(calls_in(None, Some(text), &ide).is_empty(), "{text}");
+    }
+    // A sentence that introduces an example still shows one; a thing called "example"
+    // does not.
+    let call = "\n<tool_call>{\"name\":\"read\",\"arguments\":{\"path\":\"a.md\"}}</tool_call>";
+    for lead in [
+        "Example of the format:",
+        "Example request:",
+        "The example in the docs:",
+        "### Example output",
+    ] {
+        let text = format!("{lead}{call}");
+        assert!(calls_in(None, Some(&text), &ide).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some(&format!("Let me read the example config:{call}")),
+            &ide
+        ),
+        one_call("read", json!({"path": "a.md"}))
+    );
+    // Chinese look-ups explained, past, deferred, conditional, asked or reported.
+    let office = vec![
+        tool("get_weather", text_prop("location"), &["location"]),
+        tool("get_contact", text_prop("name"), &["name"]),
+        tool("get_calendar", text_prop("date"), &["date"]),
+    ];
+    for text in [
+        "我要说明一下：查天气需要城市名。",
+        "我来教你怎么查北京的天气。",
+        "我先前查过北京的天气。",
+        "我现在查北京的天气失败了。",
+        "要是下雨，我再查北京的天气。",
+        "等你确认后，我再查北京的天气。",
+        "用户想让我查深圳今天的天气。",
+        "老板让我查深圳的天气。",
+        "我需要知道你想查哪个城市的天气。",
+        "我需要查北京的天气吗",
+    ] {
+        assert!(calls_in(None, Some(text), &office).is_empty(), "{text}");
+    }
+    // Whose weather or contact: the name, not the lead's words; two people are no one.
+    for (text, place) in [
+        ("我来查一下纽约市的天气。", "纽约市"),
+        ("我来查下上海的天气。", "上海"),
+        ("我要查的是北京的天气。", "北京"),
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &office),
+            one_call("get_weather", json!({ "location": place })),
+            "{text}"
+        );
+    }
+    for text in ["我来查一下后天的天气。", "我来查一下那边的天气。"] {
+        assert_eq!(
+            calls_in(None, Some(text), &office),
+            one_call("get_weather", json!({})),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        calls_in(None, Some("我来查一下张三和李四的联系方式。"), &office),
+        one_call("get_contact", json!({}))
+    );
+    // A Japanese branch cut that is the reader's, conditional or later; Spanish questions
+    // and conditions.
+    for text in [
+        "あなたがブランチを切ります。",
+        "もし必要ならブランチを切ります。",
+        "後でブランチを切ります。",
+        "¿Hago commit y push?:",
+        "Ejecuto los tests si quieres:",
+        "Vamos a mejorar esto si tienes tiempo.",
+    ] {
+        assert!(calls_in(Some(text), None, &ide).is_empty(), "{text}");
+    }
+    // Formal German "Lassen Sie mich …" and "a call to `x`" the model starts with.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Lassen Sie mich die Datei README.md lesen."),
+            &ide
+        ),
+        one_call("read", json!({"path": "README.md"}))
+    );
+    let reader = vec![tool("read", text_prop("path"), &["path"])];
+    for text in [
+        "I'll start with a call to `read` on README.md.",
+        "Next step: a call to `read` for README.md.",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &reader),
+            one_call("read", json!({"path": "README.md"})),
+            "{text}"
+        );
+    }
+    // An unclosed JSON body after each of thousands of tags is read once, not once per tag.
+    let long = "<tool_call>{\"name\": \"read\", \"arguments\": {\"path\": \"a\n".repeat(4000);
+    let _ = calls_in(None, Some(&long), &reader);
+}

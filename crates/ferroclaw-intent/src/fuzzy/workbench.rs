@@ -751,19 +751,43 @@ fn cjk_status(sentence: &str) -> Option<Work> {
         .iter()
         .find_map(|p| sentence.strip_prefix(p))
         .unwrap_or(sentence);
-    // (Not done already, "安装任务已经完成。", nor asked of the reader, "运行游戏后，请提供…".)
-    if !s.ends_with(['。', '：', ':'])
+    // (Not done already, "安装任务已经完成。", nor asked of the reader, "运行游戏后，请提供…",
+    // nor a label or a statement: "搜索结果：", "读取速度很慢。", "添加成功。".)
+    if !s.ends_with('。')
         || s.chars().count() > 40
-        || ["你", "您", "请", "已经", "已完成", "完成了", "好了"]
-            .iter()
-            .any(|w| s.contains(w))
+        || [
+            "你",
+            "您",
+            "请",
+            "已经",
+            "已完成",
+            "完成",
+            "好了",
+            "了",
+            "过",
+            "失败",
+            "成功",
+            "是",
+            "很",
+            "吗",
+        ]
+        .iter()
+        .any(|w| s.contains(w))
     {
         return None;
     }
-    CJK_WORK
+    let (verb, work) = CJK_WORK
         .iter()
-        .find(|(w, _)| s.starts_with(w) && !s.starts_with("看起来"))
-        .map(|(_, work)| *work)
+        .find(|(w, _)| s.starts_with(w) && !s.starts_with("看起来"))?;
+    // (A noun made of the verb, "修改记录", "运行环境", "编辑距离", "读取速度", is no step.)
+    let after = &s[verb.len()..];
+    let nominal = [
+        "的", "后", "时", "结果", "记录", "环境", "错误", "距离", "速度", "方式", "功能", "过程",
+        "日志", "器",
+    ]
+    .iter()
+    .any(|n| after.starts_with(n));
+    (!nominal).then_some(*work)
 }
 
 /// Hiragana or katakana: the sentence is Japanese.
@@ -806,6 +830,9 @@ fn japanese_work(sentence: &str) -> Option<Work> {
         .iter()
         .any(|b| body.contains(b))
         && ["ましょう", "ます"].iter().any(|e| body.ends_with(e))
+        && !["あなた", "もし", "なら", "後で", "たら"]
+            .iter()
+            .any(|w| body.contains(w))
     {
         return Some(Work::Shell);
     }
@@ -911,6 +938,10 @@ fn romance_work(sentence: &str) -> Option<Work> {
         .find(|l| ws.len() > i + l.len() && l.iter().enumerate().all(|(j, w)| ws[i + j] == *w));
     // "Ejecuto build y push:", "Ahora hago commit y push:": the first person present,
     // a line that ends on its colon.
+    // (Not a question, "¿Hago commit y push?:", nor a condition, "… si quieres:".)
+    if sentence.contains(['¿', '?']) || ws.iter().any(|w| w == "si") {
+        return None;
+    }
     if lead.is_none() && sentence.trim_end().ends_with(':') {
         let v = ws.get(i)?;
         let object = ws.get(i + 1).map_or("", String::as_str);
@@ -1013,15 +1044,17 @@ fn russian_work(sentence: &str) -> Option<Work> {
 /// German leads that commit the model ("Lass mich die Datei lesen", "Ich muss zuerst
 /// die Verzeichnisstruktur auflisten"), its verb the clause's last infinitive, and the
 /// stems of each kind of work.
-const DE_LEADS: &[[&str; 2]] = &[
-    ["lass", "mich"],
-    ["lasst", "uns"],
-    ["ich", "werde"],
-    ["ich", "muss"],
-    ["ich", "sollte"],
-    ["ich", "möchte"],
-    ["wir", "müssen"],
-    ["wir", "werden"],
+const DE_LEADS: &[&[&str]] = &[
+    &["lass", "mich"],
+    &["lasst", "uns"],
+    &["lassen", "sie", "mich"],
+    &["lassen", "sie", "uns"],
+    &["ich", "werde"],
+    &["ich", "muss"],
+    &["ich", "sollte"],
+    &["ich", "möchte"],
+    &["wir", "müssen"],
+    &["wir", "werden"],
 ];
 const DE_STEMS: &[(&str, Work)] = &[
     ("lesen", Work::Read),
@@ -1068,10 +1101,13 @@ fn german_work(sentence: &str) -> Option<Work> {
     }
     let clause = sentence.split([',', ';']).next().unwrap_or(sentence);
     let ws = tokens(clause);
-    let lead = (0..ws.len().min(3)).find(|&i| {
+    let (lead, len) = (0..ws.len().min(3)).find_map(|i| {
         DE_LEADS
             .iter()
-            .any(|l| ws.get(i + 1).is_some_and(|n| ws[i] == l[0] && *n == l[1]))
+            .find(|l| {
+                ws.len() > i + l.len() - 1 && l.iter().enumerate().all(|(j, w)| ws[i + j] == *w)
+            })
+            .map(|l| (i, l.len()))
     })?;
     // (Not a step: "nicht", "bereits …"; nor the reader's: "du musst".)
     if ws.iter().any(|w| {
@@ -1092,7 +1128,7 @@ fn german_work(sentence: &str) -> Option<Work> {
     }) {
         return None;
     }
-    let verb = ws[lead + 2..]
+    let verb = ws[lead + len..]
         .last()
         .filter(|v| v.ends_with("en") || v.ends_with("ern"))?;
     DE_STEMS
