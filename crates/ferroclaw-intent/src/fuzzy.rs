@@ -315,13 +315,13 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     .iter()
                     .any(|w| matches!(w.as_str(), "search" | "grep" | "find" | "lookup"))
             {
-                if let Some(q) = t
-                    .required()
-                    .into_iter()
-                    .find(|p| matches!(kind_of(t, p), Kind::Query | Kind::Pattern))
-                {
+                let asked = t.required().into_iter().find_map(|p| {
+                    let k = kind_of(t, p);
+                    matches!(k, Kind::Query | Kind::Pattern).then_some((p, k))
+                });
+                if let Some((q, k)) = asked {
                     primary = q.to_string();
-                    kind = kind_of(t, q);
+                    kind = k;
                 }
             }
             let mut names: Vec<String> = vec![t.name.to_lowercase()];
@@ -1575,11 +1575,12 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
         if aside {
             continue;
         }
-        // "我需要您提供邮件的主题…，才能帮您发送": asking the user first, not a step.
+        // "我需要您提供邮件的主题…，才能帮您发送": asking the user first, not a step
+        // (the familiar 你 is the reader's above).
         let asks = CJK_COMMIT
             .iter()
             .filter(|c| rest.starts_with(*c))
-            .any(|c| rest[c.len()..].starts_with(['您', '你']));
+            .any(|c| rest[c.len()..].starts_with('您'));
         if asks || rest.contains("才能") || sent[..cue].contains("如果") {
             continue;
         }
@@ -5448,8 +5449,8 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
             .as_slice(),
         ["use" | "call" | "invoke"] | ["use" | "call" | "invoke", "the"]
     );
-    let cjk = cjk_commits(&text[sent.start.min(start)..start])
-        || ru_commits(&text[sent.start.min(start)..start].to_lowercase());
+    let lead_in = &text[sent.start.min(start)..start];
+    let cjk = cjk_commits(lead_in) || ru_commits(&lead_in.to_lowercase());
     let cued = imperative
         || cjk
         || STRONG_CUES

@@ -415,42 +415,23 @@ fn introduces_example(lower: &str) -> bool {
     })
 }
 
-/// Words of a heading over usage examples and nothing else ("## Usage examples",
-/// "## Verwendungsbeispiele", "### 使用例"); a heading with other words ("## Disk usage",
-/// "# Example project setup") is about something else.
+/// Words of a heading that names usage examples ("## Usage examples",
+/// "## Verwendungsbeispiele", "### 使用例").
 const EXAMPLE_HEADING_WORDS: &[&str] = &[
     "example",
     "examples",
     "usage",
-    "output",
-    "outputs",
-    "format",
-    "invocation",
-    "response",
-    "responses",
     "sample",
     "samples",
-    "of",
-    "code",
-    "api",
-    "tool",
-    "tools",
-    "call",
-    "calls",
-    "json",
-    "request",
-    "requests",
     "beispiel",
     "beispiele",
     "verwendungsbeispiele",
     "anwendungsbeispiele",
     "ejemplo",
     "ejemplos",
-    "de",
     "uso",
     "exemple",
     "exemples",
-    "d",
     "utilisation",
     "esempio",
     "esempi",
@@ -464,6 +445,30 @@ const EXAMPLE_HEADING_WORDS: &[&str] = &[
     "用法",
     "使用例",
     "调用示例",
+];
+
+/// Words such a heading may hold beside them ("## Tool call examples", "### Example
+/// output"); a heading with any other word ("## Disk usage", "# Example project setup")
+/// is about something else.
+const EXAMPLE_HEADING_COMPANIONS: &[&str] = &[
+    "of",
+    "de",
+    "d",
+    "code",
+    "api",
+    "tool",
+    "tools",
+    "call",
+    "calls",
+    "json",
+    "request",
+    "requests",
+    "output",
+    "outputs",
+    "format",
+    "invocation",
+    "response",
+    "responses",
 ];
 
 /// Whether the nearest Markdown heading over `start`, or its parent, names usage
@@ -488,29 +493,9 @@ fn under_example_heading(text: &str, start: usize) -> bool {
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty() && !w.chars().all(|c| c.is_ascii_digit()))
             .collect();
-        let examples = !words.is_empty()
-            && words.iter().all(|w| EXAMPLE_HEADING_WORDS.contains(w))
-            && words.iter().any(|w| {
-                !matches!(
-                    *w,
-                    "of" | "de"
-                        | "d"
-                        | "code"
-                        | "api"
-                        | "tool"
-                        | "tools"
-                        | "call"
-                        | "calls"
-                        | "json"
-                        | "request"
-                        | "requests"
-                        | "output"
-                        | "outputs"
-                        | "format"
-                        | "invocation"
-                        | "response"
-                        | "responses"
-                )
+        let examples = words.iter().any(|w| EXAMPLE_HEADING_WORDS.contains(w))
+            && words.iter().all(|w| {
+                EXAMPLE_HEADING_WORDS.contains(w) || EXAMPLE_HEADING_COMPANIONS.contains(w)
             });
         open.retain(|(l, _)| *l < hashes);
         open.push((hashes, examples));
@@ -1779,8 +1764,9 @@ fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range
         // (A fence in the middle of a sentence, "write ```tool_call [...]``` and wait",
         // shows the format.)
         if inline
-            && !text[..start].trim_end_matches([' ', '\t']).is_empty()
-            && !text[..start].trim_end_matches([' ', '\t']).ends_with('\n')
+            && !text[crate::fuzzy::line_start(text, start)..start]
+                .trim_matches([' ', '\t'])
+                .is_empty()
         {
             continue;
         }

@@ -1212,13 +1212,11 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
     }
     // "Let me create test files for them. I'll start with a few key ones:": the step is
     // the sentence before, the last one says where it begins.
-    let where_begun = {
-        let l = s_trim.to_lowercase().replace('\u{2019}', "'");
-        ["i'll ", "i will ", "let me ", "let's ", "we'll "]
-            .iter()
-            .find_map(|p| l.strip_prefix(p))
-            .is_some_and(|r| r.starts_with("start with ") || r.starts_with("begin with "))
-    };
+    let lower = s_trim.to_lowercase().replace('\u{2019}', "'");
+    let where_begun = ["i'll ", "i will ", "let me ", "let's ", "we'll "]
+        .iter()
+        .find_map(|p| lower.strip_prefix(p))
+        .is_some_and(|r| r.starts_with("start with ") || r.starts_with("begin with "));
     if where_begun && cut > 0 && !body[..cut].ends_with('\n') {
         return last_step(&body[..cut]);
     }
@@ -1232,7 +1230,6 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
         return None;
     }
     // "I'll update the README if you'd like.": the step waits on the reader.
-    let lower = s_trim.to_lowercase().replace('\u{2019}', "'");
     // (Nor a habit promised: "I'll double-check more carefully from now on.")
     if not_now(&lower) {
         return None;
