@@ -68,7 +68,24 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             }
         }
     };
-    if !called && !props.iter().any(|(_, f)| !f.is_empty() && named(f)) {
+    // "with 'date' as the argument": the one required property, named generically.
+    let sole_required = match tool.required()[..] {
+        [one] => Some(one),
+        _ => None,
+    };
+    let generic = |k: &str| {
+        sole_required.filter(|_| {
+            matches!(
+                k.to_ascii_lowercase().as_str(),
+                "argument" | "parameter" | "input" | "arg" | "param"
+            )
+        })
+    };
+    let generically_named = sole_required.is_some()
+        && ["argument", "parameter", "input"]
+            .iter()
+            .any(|w| compact_text.contains(w));
+    if !called && !generically_named && !props.iter().any(|(_, f)| !f.is_empty() && named(f)) {
         shaped(&mut out);
         return out;
     }
@@ -103,7 +120,7 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             if pos > text.len() {
                 break;
             }
-            let Some(prop) = match_prop(k.as_str(), &props) else {
+            let Some(prop) = match_prop(k.as_str(), &props).or_else(|| generic(k.as_str())) else {
                 continue;
             };
             // A one-letter property (`a`, `x`) only in `x=5` / `x: 5` form.

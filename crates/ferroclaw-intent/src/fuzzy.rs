@@ -19,6 +19,8 @@ use crate::harmony::floor;
 use crate::{jsonscan, make_call, ParsedCall, ParserConfig, StrategyOutput, ToolSpec};
 
 mod antecedent;
+mod cjk_named;
+mod described;
 mod workbench;
 
 const MAX_TEXT: usize = 256 * 1024;
@@ -1399,6 +1401,8 @@ const CJK_CUES: &[&str] = &[
     "我将调用",
     "我会使用",
     "我会调用",
+    "我可以使用",
+    "我可以调用",
     "现在调用",
     "接下来调用",
     "必须使用",
@@ -1433,6 +1437,9 @@ const CJK_CUES: &[&str] = &[
 /// Chinese commitments that open a clause ("我来为您查询…", "我将进行相关搜索").
 const CJK_COMMIT: &[&str] = &[
     "我来",
+    "我帮你",
+    "我帮您",
+    "我这就",
     "让我",
     "我将",
     "我会",
@@ -1481,6 +1488,10 @@ const CJK_NAME_VERBS: &[(&str, &[&str])] = &[
     ("翻译", &["translate", "translator", "translation"]),
     ("预订", &["book", "booking", "reserve"]),
     ("发送", &["send"]),
+    ("发一封", &["send"]),
+    ("发邮件", &["send"]),
+    ("发消息", &["send"]),
+    ("安排", &["schedule", "event", "meeting"]),
 ];
 
 /// Chinese nouns a tool's name may hold in English.
@@ -1549,9 +1560,15 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
         // Explaining or teaching how a look-up goes ("我来教你怎么查…", "我要说明一下：查天气
         // 需要城市名"), a condition or a later time ("要是下雨，我再查…", "等你确认后"), a
         // question ("…吗"), the reader's choice ("你想查哪个城市").
+        // ("我将读取 a.mjs 并为您解释代码": explaining what it read comes after the step.)
+        let first_verb = CJK_VERBS
+            .iter()
+            .filter_map(|(v, _)| rest.find(v))
+            .min()
+            .unwrap_or(rest.len());
         let aside = ["说明", "说一下", "教", "告诉", "如何", "怎么", "解释"]
             .iter()
-            .any(|w| rest.contains(w))
+            .any(|w| rest[..first_verb].contains(w))
             || [
                 "要是",
                 "等你",
@@ -1600,14 +1617,22 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
                 .collect()
         });
         // "我来为您查询当前时间": a look-up of a thing one tool's name holds.
-        let mut by_noun: Vec<&ToolSpec> = if concept.is_some()
+        let looks_up = concept.is_some()
             || ["查", "获取", "獲取", "取得"]
                 .iter()
-                .any(|v| rest.contains(v))
-        {
+                .any(|v| rest.contains(v));
+        // "我不知道今天北京的天气。让我帮你查一下：": a look-up of nothing named is of what
+        // the sentence before named.
+        let named_here = CJK_NOUNS.iter().any(|(n, _)| rest.contains(n));
+        let nouns_in = if named_here || start == 0 {
+            rest
+        } else {
+            &text[floor(text, start.saturating_sub(240))..start + cue]
+        };
+        let mut by_noun: Vec<&ToolSpec> = if looks_up {
             CJK_NOUNS
                 .iter()
-                .filter(|(n, _)| rest.contains(n))
+                .filter(|(n, _)| nouns_in.contains(n))
                 .flat_map(|(_, en)| {
                     tools
                         .iter()
@@ -1654,7 +1679,7 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
         for tool in chosen {
             let mut args = cjk_numbers(rest, tool);
             cjk_identifier(rest, tool, &mut args);
-            cjk_owner(rest, tool, &mut args);
+            cjk_owner(nouns_in, tool, &mut args);
             if let Some(c) = make_call(
                 &tool.name,
                 Value::Object(args),
@@ -1701,8 +1726,9 @@ fn cjk_numbers(rest: &str, tool: &ToolSpec) -> Map<String, Value> {
 /// "我来帮您查看 web-server-01 服务器的状态": the one name written in Latin letters with a
 /// digit, hyphen or underscore, for the tool's one required text property.
 fn cjk_identifier(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
-    static IDENT: LazyLock<Regex> =
-        LazyLock::new(|| ferroclaw_types::literal_regex(r"[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]"));
+    static IDENT: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(r"[A-Za-z0-9./~][A-Za-z0-9._/-]*[A-Za-z0-9]")
+    });
     let [key] = tool.required()[..] else { return };
     if args.contains_key(key) || numeric_prop(tool, key) {
         return;
@@ -1713,7 +1739,7 @@ fn cjk_identifier(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
         .map(|m| m.as_str())
         // A name with letters (`web-server-01`), not a number, a date or a version.
         .filter(|w| {
-            w.contains(|c: char| c.is_ascii_digit() || c == '-' || c == '_')
+            w.contains(|c: char| c.is_ascii_digit() || matches!(c, '-' | '_' | '.' | '/'))
                 && w.chars().filter(char::is_ascii_alphabetic).count() >= 2
         })
         .collect();
@@ -1766,6 +1792,11 @@ fn cjk_owner(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
             ])
             .next()
             .unwrap_or("");
+        // ("今天北京的天气": the day before the place.)
+        let who = ["今天", "明天", "后天", "现在"]
+            .iter()
+            .find_map(|d| who.strip_prefix(d))
+            .unwrap_or(who);
         let vague = [
             "今天", "明天", "后天", "昨天", "周末", "现在", "当地", "那里", "那边", "这里", "這裡",
             "他", "她", "我们", "你们", "哪里",
@@ -1779,9 +1810,16 @@ fn cjk_owner(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
 
 fn cjk_commits(pre: &str) -> bool {
     let tail = pre.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\''));
-    let start = tail.char_indices().rev().nth(7).map_or(0, |(i, _)| i);
-    let tail = &tail[start..];
-    CJK_CUES.iter().any(|c| tail.ends_with(c))
+    let start = tail.char_indices().rev().nth(9).map_or(0, |(i, _)| i);
+    // ("我需要再次使用": again, the same commitment.)
+    let tail = tail[start..].replace("再次", "");
+    // ("如果您需要发送邮件，我可以使用 send_email": on a condition.)
+    let sentence = pre.rsplit(['。', '！', '？', '\n']).next().unwrap_or(pre);
+    let conditional = ["如果", "要是", "假如", "若是", "的话"]
+        .iter()
+        .any(|w| sentence.contains(w));
+    !conditional
+        && CJK_CUES.iter().any(|c| tail.ends_with(c))
         && !["不", "没", "无需", "别"].iter().any(|n| tail.contains(n))
 }
 
@@ -2179,6 +2217,17 @@ const KNOWN_BINS: &[&str] = &[
     "deno",
     "bun",
     "tree",
+    "uv",
+    "uvx",
+    "cd",
+    "poetry",
+    "cmake",
+    "gcc",
+    "ruff",
+    "tsc",
+    "sudo",
+    "apt-get",
+    "brew",
 ];
 const QUERY_REJECT: &[&str] = &[
     "it",
@@ -2534,6 +2583,10 @@ fn command_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found
             return Some(f);
         }
     }
+    // `run the 'date' command`.
+    if let Some(f) = quoted_command(text, prot, near.clone()) {
+        return Some(f);
+    }
     // Unquoted: a known program right after the verb, up to the end of the clause.
     let toks = ws_tokens(text, win.clone());
     let mut k = 0;
@@ -2576,6 +2629,27 @@ fn command_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found
         value: v.to_string(),
         range: r0.start..end,
     })
+}
+
+/// A quoted command line the noun after it names as one: `the 'date' command`,
+/// `the "ls -la" cmd`.
+fn quoted_command(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
+    let from = prot.partition_point(|p| p.range.start < win.start);
+    prot[from..]
+        .iter()
+        .take_while(|p| p.range.start < win.end)
+        .find(|p| {
+            let noun = text[p.range.end..]
+                .trim_start_matches(' ')
+                .split(|c: char| !c.is_alphanumeric())
+                .next()
+                .unwrap_or("");
+            matches!(noun, "command" | "cmd") && !text[p.inner.clone()].trim().is_empty()
+        })
+        .map(|p| Found {
+            value: text[p.inner.clone()].trim().to_string(),
+            range: p.range.clone(),
+        })
 }
 
 const QUERY_STOPS: &[&str] = &[
@@ -3158,6 +3232,19 @@ struct Trigger {
 }
 
 pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> StrategyOutput {
+    parse_as(text, tools, cfg, false)
+}
+
+/// [`parse`] of the model's reasoning, where an imperative is its own note to itself.
+pub(crate) fn parse_reasoning(
+    text: &str,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> StrategyOutput {
+    parse_as(text, tools, cfg, true)
+}
+
+fn parse_as(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, own_note: bool) -> StrategyOutput {
     let mut out = StrategyOutput::default();
     let text = &text[..floor(text, MAX_TEXT)];
     // A smolagents planning step (`… <end_plan>`) names the tools of later steps; a
@@ -3459,6 +3546,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         do_that(text, cfg, tools, &mut out);
     }
+    if text.contains(":\n") {
+        announced_command_line(text, cfg, tools, &mut out);
+    }
     if out.calls.is_empty() {
         closing_colon(text, cfg, tools, &mut out);
     }
@@ -3469,7 +3559,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         shell_status_line(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
-        workbench::next_step(text, cfg, tools, &mut out);
+        workbench::next_step(text, cfg, tools, &mut out, own_note);
     }
     if out.calls.is_empty() {
         workbench::ask_step(text, cfg, tools, &mut out);
@@ -3479,6 +3569,12 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     }
     if out.calls.is_empty() {
         ready_to_call(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() && out.unsure.is_empty() {
+        described::described_step(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() && text.chars().any(is_cjk) {
+        cjk_named::described_tool(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() && text.chars().any(is_cjk) {
         cjk_intent(text, cfg, tools, &mut out);
@@ -3498,6 +3594,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     drop_later_steps(text, &mut out.calls);
     drop_purposes(text, &mut out.calls);
     drop_replaced_by_instrument(text, &mut out.calls);
+    cjk_named::fill_stated(text, tools, &mut out.calls);
     fill_bindings(text, tools, &mut out.calls);
     antecedent::command_named_before(text, tools, &mut out.calls);
     repeat_calls(text, tools, &mut out.calls);
@@ -5007,6 +5104,82 @@ const SHELL_VERBS: &[&str] = &[
     "run", "rerun", "execute", "copy", "move", "rename", "install", "build", "compile", "restart",
     "start", "stop", "kill", "test", "clone", "commit", "push", "delete", "remove", "launch",
 ];
+
+/// "We'll execute:\n\nuv run python check.py": a commitment to run, its colon and the
+/// command line alone on the next line (gpt-oss writes them so in its reasoning), for
+/// the one offered shell. What the next paragraph binds (a working directory) goes with it.
+fn announced_command_line(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    out: &mut StrategyOutput,
+) {
+    static ANNOUNCED: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(
+            r"(?im)^([^\n]{0,160}?)\b(?:we'll|we will|i'll|i will|let me|let's|we need to|i need to)\s+(?:now\s+)?(?:run|execute)(?:\s+(?:the\s+following(?:\s+command)?|this(?:\s+command)?|the\s+command|it))?\s*:[ \t]*\n(?:[ \t]*\n)?[ \t]*(?:\$\s+)?([^\n`$][^\n`]*)$",
+        )
+    });
+    let Some(c) = ANNOUNCED.captures(text) else {
+        return;
+    };
+    let (Some(m), Some(cmd)) = (c.get(0), c.get(2)) else {
+        return;
+    };
+    let line = cmd.as_str().trim_end();
+    let first = line.split_whitespace().next().unwrap_or("");
+    // One line of a known program's, the paragraph's only line.
+    let next = &text[cmd.end()..];
+    let alone = next.is_empty() || next.starts_with("\n\n") || next.trim().is_empty();
+    let lead_at = m.start() + c.get(1).map_or(0, |l| l.len());
+    if !KNOWN_BINS.contains(&first)
+        || !alone
+        || in_code_fence(text, m.start())
+        || !committed_sentence(text, lead_at)
+    {
+        return;
+    }
+    let profs = profiles(tools, cfg);
+    let Some(shell) = sole_shell(&profs) else {
+        return;
+    };
+    let Some(key) = shell.tool.primary_property() else {
+        return;
+    };
+    let para_end = next
+        .trim_start_matches('\n')
+        .find("\n\n")
+        .map_or(text.len(), |i| {
+            text.len() - next.trim_start_matches('\n').len() + i
+        });
+    let after = &text[cmd.end()..para_end];
+    let mut args = crate::bind::bindings(after, shell.tool);
+    args.insert(key.to_string(), Value::String(line.to_string()));
+    // "Run in workdir /srv/app.": where it runs, for the shell's directory property.
+    static IN_DIR: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(
+            r"(?i)\b(?:in|from)\s+(?:the\s+)?(?:workdir|working\s+directory|directory|cwd)\s+`?([~./][^\s`]*[^\s`.,;])",
+        )
+    });
+    let dir_prop = shell
+        .tool
+        .properties()
+        .into_iter()
+        .map(|(p, _)| p)
+        .find(|p| {
+            matches!(
+                p.to_ascii_lowercase().as_str(),
+                "workdir" | "cwd" | "working_dir" | "working_directory" | "directory" | "dir"
+            )
+        });
+    if let (Some(prop), Some(dir)) = (dir_prop, IN_DIR.captures(after).and_then(|c| c.get(1))) {
+        args.entry(prop.to_string())
+            .or_insert_with(|| Value::String(dir.as_str().to_string()));
+    }
+    let span = lead_at..cmd.end();
+    if let Some(call) = make_call(&shell.tool.name, Value::Object(args), 0.7, span, tools, cfg) {
+        out.calls.push(call);
+    }
+}
 
 /// "Now let me copy the XML file:" as the text's last words: the model stopped to make
 /// the call its colon announces — the only tool offered, or the shell for what a shell

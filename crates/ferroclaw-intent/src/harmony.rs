@@ -9,10 +9,11 @@ use crate::{jsonscan, make_call, ParserConfig, StrategyOutput, ToolSpec};
 
 static RECIPIENT: LazyLock<Regex> =
     LazyLock::new(|| ferroclaw_types::literal_regex(r"\bto\s*=\s*([A-Za-z0-9_.\-]{1,128})"));
-/// What may sit between the recipient and the arguments.
+/// What may sit between the recipient and the arguments (a constraint token names any
+/// short type, `<|constrain|>json`, `<|constrain|>2`).
 static BETWEEN: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"^(?:\s+|<\|[a-z_]{1,20}\|>|commentary|analysis|assistant|json|code|constrain)*",
+        r"^(?:\s+|<\|constrain\|>\s*[A-Za-z0-9_]{1,12}|<\|[a-z_]{1,20}\|>|commentary|analysis|assistant|json|code|constrain)*",
     )
 });
 static CONTEXT: LazyLock<Regex> = LazyLock::new(|| {

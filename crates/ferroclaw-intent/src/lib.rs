@@ -260,7 +260,20 @@ pub(crate) fn run_strategy(
     tools: &[ToolSpec],
     cfg: &ParserConfig,
 ) -> StrategyOutput {
+    run_strategy_on(strategy, text, Source::Content, tools, cfg)
+}
+
+/// [`run_strategy`] on a text of the given source (the fuzzy strategy reads reasoning as
+/// the model's notes to itself).
+pub(crate) fn run_strategy_on(
+    strategy: Strategy,
+    text: &str,
+    source: Source,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> StrategyOutput {
     let mut out = match strategy {
+        Strategy::Fuzzy if source == Source::Reasoning => fuzzy::parse_reasoning(text, tools, cfg),
         Strategy::Harmony => harmony::parse(text, tools, cfg),
         Strategy::NativeText => native_text::parse(text, tools, cfg),
         Strategy::GuidedJson => guided::parse(text, tools, cfg),
@@ -335,7 +348,7 @@ pub fn parse(
             // The text is a Harmony final answer for the user, not a plan.
             return None;
         }
-        let mut out = run_strategy(strategy, text, tools, cfg);
+        let mut out = run_strategy_on(strategy, text, source, tools, cfg);
         // An imperative in the answer ("Run `cargo test` to check.") tells the reader
         // what to do; in the model's reasoning it is its own note to itself.
         if strategy == Strategy::Fuzzy && source == Source::Content {
@@ -531,6 +544,40 @@ const SIGN_OFFS: &[&str] = &[
     "anything else i can",
 ];
 
+/// Words of a preamble before a call: the model says what it is about to do, or names
+/// the fault it is about to fix ("The issue is `f` on line 386 …").
+const PREAMBLE_CUES: &[&str] = &[
+    "let me",
+    "let's",
+    "i'll",
+    "i will",
+    "i'm going",
+    "i am going",
+    "we'll",
+    "we will",
+    "i need to",
+    "we need to",
+    "i'm ",
+    "one moment",
+    "a moment",
+    "please wait",
+    "hold on",
+    "ing ",
+    "the issue",
+    "the problem",
+    "the bug",
+    "the error",
+    "the cause",
+    "让我",
+    "我来",
+    "我将",
+    "我会",
+    "我先",
+    "稍等",
+    "正在",
+    "问题",
+];
+
 fn answered_instead(
     content: Option<&str>,
     calls: &[ParsedCall],
@@ -563,7 +610,12 @@ fn answered_instead(
     // So is an answer that signs off ("Let me know if you'd like more details!").
     let lower = answer.to_lowercase();
     let asks = answer.ends_with('?') || SIGN_OFFS.iter().any(|s| lower.contains(s));
-    if !labelled && !asks && (answer.len() < ANSWER_MIN || answer.ends_with(':')) {
+    // A short text after the thinking is the answer too when it commits to nothing:
+    // "Current date and time: Wed Oct 30 15:30:45 UTC 2023" (not "Let me check that.").
+    let stated = answer.len() >= 20
+        && !answer.ends_with([':', '：', '…'])
+        && !PREAMBLE_CUES.iter().any(|c| lower.contains(c));
+    if !labelled && !asks && !stated && (answer.len() < ANSWER_MIN || answer.ends_with(':')) {
         return false;
     }
     cfg.order

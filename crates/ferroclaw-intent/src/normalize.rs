@@ -59,8 +59,8 @@ pub(crate) fn normalize(text: &str) -> Cow<'_, str> {
     s
 }
 
-/// A `<<function>>` marker before a name becomes a line break; one before anything else
-/// (a prompt's function list) stays.
+/// A `<<function>>` marker before a name or a list of calls becomes a line break; one
+/// before anything else (a prompt's function list) stays.
 fn gorilla_calls(s: &str) -> String {
     const MARK: &str = "<<function>>";
     let mut out = String::with_capacity(s.len());
@@ -78,7 +78,7 @@ fn gorilla_calls(s: &str) -> String {
             && rest
                 .chars()
                 .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '[');
         out.push_str(if named { "\n" } else { MARK });
     }
     out.push_str(rest);

@@ -284,7 +284,7 @@ fn input_value_at(text: &str, start: usize, limit: usize) -> (Value, usize) {
     // reads it.
     let rest = body.trim_start();
     let block = if limit == text.len() {
-        let para = rest.split("\n\n").next().unwrap_or("");
+        let para = code_block(rest);
         // (A label the stop sequence cut, `\nObserv`, ends it.)
         // (Nor do the model's own words after it: "I will wait for the observation.",
         // "(Note: …)"; a quoted first line is the whole input.)
@@ -317,6 +317,39 @@ fn input_value_at(text: &str, start: usize, limit: usize) -> (Value, usize) {
     (input_value(block).0, s + block.len())
 }
 
+/// The input's first paragraph, or, for code, its paragraphs while they are code
+/// (`def f(n):` … blank line … `print(f(10))`).
+fn code_block(rest: &str) -> &str {
+    let mut paras = rest.split("\n\n");
+    let first = paras.next().unwrap_or("");
+    let code_line = |l: &str| {
+        let t = l.trim_start();
+        l.starts_with([' ', '\t'])
+            || CODE_START.iter().any(|k| t.starts_with(k))
+            || CODE_CALL.is_match(t)
+    };
+    if !first.lines().next().is_some_and(code_line) {
+        return first;
+    }
+    let mut end = first.len();
+    for p in paras {
+        if p.trim().is_empty() || !p.lines().all(|l| l.trim().is_empty() || code_line(l)) {
+            break;
+        }
+        end += 2 + p.len();
+    }
+    &rest[..end]
+}
+
+/// Words that open a line of Python.
+const CODE_START: &[&str] = &[
+    "def ", "class ", "import ", "from ", "for ", "while ", "if ", "return ", "print(", "with ",
+    "try:", "async ", "@",
+];
+/// `name(…` or `name = …` opening a line.
+static CODE_CALL: LazyLock<Regex> =
+    LazyLock::new(|| ferroclaw_types::literal_regex(r"^[A-Za-z_][\w.]*\s*(?:\(|=[^=]|\[)"));
+
 fn input_value(s: &str) -> (Value, bool) {
     let t = s.trim();
     if t.starts_with('{') {
@@ -326,7 +359,7 @@ fn input_value(s: &str) -> (Value, bool) {
     }
     // (`Action Input: "pwd`: the stop sequence took the closing quote.)
     let v = strip_quotes(t);
-    let v = match v.strip_prefix(['"', '\'']) {
+    let v = match v.strip_prefix(['"', '\'', '`']) {
         Some(rest) if !v.contains('\n') && !rest.contains(&v[..1]) => rest,
         _ => v,
     };

@@ -7478,3 +7478,224 @@ fn a_review_s_attacks_on_the_thirty_third_round_s_rules_are_refused() {
     let long = "<tool_call>{\"name\": \"read\", \"arguments\": {\"path\": \"a\n".repeat(4000);
     let _ = calls_in(None, Some(&long), &reader);
 }
+
+#[test]
+fn round_34_classes_tools_named_by_what_they_do_notes_to_self_and_answers_after_thinking() {
+    // Chinese thoughts naming a tool by a piece of its name, in brackets or by its
+    // description (ERNIE Bot's agents), with the command or value they state.
+    let word_book = vec![
+        ToolSpec::new(
+            "highacc-ocr/v1.8/OCR",
+            "用于提取并识别图片上的文字及位置信息",
+            obj(text_prop("image"), &["image"]),
+        ),
+        ToolSpec::new(
+            "texttospeech/v1.6/tts",
+            "将文本转换为语音",
+            obj(text_prop("text"), &["text"]),
+        ),
+        ToolSpec::new(
+            "FastAPI/0.1.0/add_word_add_word_post",
+            "在单词本中添加一个单词",
+            obj(text_prop("word"), &["word"]),
+        ),
+        ToolSpec::new(
+            "get_student_score",
+            "查询学生的分数",
+            obj(text_prop("name"), &["name"]),
+        ),
+    ];
+    for (text, name) in [
+        (
+            "接下来我需要调用[highacc-ocr/v1.8/OCR]来提取图片中的文字。",
+            "highacc-ocr/v1.8/OCR",
+        ),
+        (
+            "我需要调用TTS工具将文本转化为语音。",
+            "texttospeech/v1.6/tts",
+        ),
+        (
+            "用户想要添加一个单词，我需要调用添加单词的工具完成此操作",
+            "FastAPI/0.1.0/add_word_add_word_post",
+        ),
+        (
+            "用户想要查询小明的分数，我需要使用查询学生分数的工具。",
+            "get_student_score",
+        ),
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &word_book),
+            one_call(name, json!({})),
+            "{text}"
+        );
+    }
+    // Reported, conditional, negated, asked, or a description that fits no tool better.
+    for text in [
+        "用户需要调用添加单词的工具。",
+        "如果您需要，我可以使用查询学生分数的工具。",
+        "我不需要调用TTS工具。",
+        "我需要调用TTS工具吗？",
+        "我需要使用查询天气预报的工具。",
+        "我已经调用过添加单词的工具了。",
+    ] {
+        assert!(calls_in(None, Some(text), &word_book).is_empty(), "{text}");
+    }
+    let local = vec![ToolSpec::new(
+        "execute_local_command",
+        "执行本地命令",
+        obj(text_prop("cmd"), &["cmd"]),
+    )];
+    for (text, cmd) in [
+        ("首先，我需要使用execute_local_command工具来执行ls命令，列出当前文件夹下的所有文件。", "ls"),
+        ("因此，我需要使用execute_local_command工具来执行'echo \"Hello World\" > test.txt'命令。", "echo \"Hello World\" > test.txt"),
+        ("现在，我需要再次使用execute_local_command工具来执行ls命令。", "ls"),
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &local),
+            one_call("execute_local_command", json!({ "cmd": cmd })),
+            "{text}"
+        );
+    }
+    let people = vec![ToolSpec::new(
+        "get_person_info",
+        "查找公司内指定人员的信息",
+        obj(text_prop("name"), &["name"]),
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("我可以使用get_person_info工具来查找张三的生日信息。"),
+            &people
+        ),
+        one_call("get_person_info", json!({}))
+    );
+    assert!(calls_in(
+        None,
+        Some("如果您需要，我可以使用 `get_person_info` 工具来完成。"),
+        &people
+    )
+    .is_empty());
+
+    // A quoted command the noun names; a command line announced by a colon, alone on the
+    // next line, with the directory the next paragraph names.
+    let sys = vec![ToolSpec::new(
+        "system",
+        "Runs system commands",
+        obj(text_prop("command"), &["command"]),
+    )];
+    for (text, cmd) in [
+        ("I'll run the 'date' command for you.", "date"),
+        ("I'll run the \"ls -la\" command now.", "ls -la"),
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &sys),
+            one_call("system", json!({ "command": cmd })),
+            "{text}"
+        );
+    }
+    assert!(calls_in(None, Some("I ran the 'date' command."), &sys).is_empty());
+    let bash = vec![ToolSpec::new(
+        "bash",
+        "Execute a shell command",
+        obj(
+            json!({"command": {"type": "string"}, "workdir": {"type": "string"}}),
+            &["command"],
+        ),
+    )];
+    assert_eq!(
+        calls_in(
+            Some("We need to validate it. We'll execute:\n\nuv run python scripts/check.py out.md\n\nRun in workdir /srv/app."),
+            None,
+            &bash
+        ),
+        one_call(
+            "bash",
+            json!({"command": "uv run python scripts/check.py out.md", "workdir": "/srv/app"})
+        )
+    );
+    for text in [
+        "To reproduce it, run:\n\nuv run python scripts/check.py\n",
+        "We'll execute:\n\nuv run python scripts/check.py\nand then compare the output.",
+        "If it fails we'll run:\n\nnpm test\n",
+    ] {
+        assert!(calls_in(None, Some(text), &bash).is_empty(), "{text}");
+    }
+
+    // In reasoning, an imperative after "now"/"next" is the model's own step; a bare one
+    // may be a page it quotes.
+    let ide = vec![
+        tool("read", text_prop("filePath"), &["filePath"]),
+        tool("edit", text_prop("filePath"), &["filePath"]),
+        tool("bash", text_prop("command"), &["command"]),
+    ];
+    assert_eq!(
+        calls_in(Some("Now check agent.py."), None, &ide),
+        one_call("read", json!({"filePath": "agent.py"}))
+    );
+    assert_eq!(
+        calls_in(Some("Now edit line 7: replace the old value."), None, &ide),
+        one_call("edit", json!({}))
+    );
+    assert!(calls_in(Some("Read the docs or file a bug."), None, &ide).is_empty());
+
+    // A short text after the thinking that states a result is the answer; one that says
+    // what comes next or names the fault to fix is a preamble.
+    let answered = "<think>\nThe user asked for the date. I need to call the system function with 'date' as the argument.\n</think>\n\nCurrent date and time: Wed Oct 30 15:30:45 UTC 2023";
+    assert!(calls_in(None, Some(answered), &sys).is_empty());
+    for after in [
+        "Let me run that for you.",
+        "The issue is the clock on line 3; fixing it now",
+    ] {
+        let text = format!("<think>\nI need to call the system function with 'date' as the argument.\n</think>\n\n{after}");
+        assert_eq!(
+            calls_in(None, Some(&text), &sys),
+            one_call("system", json!({"command": "date"})),
+            "{after}"
+        );
+    }
+
+    // A committed step whose object is what one tool's name or description says it is
+    // for; not when another tool fits as well, the model asks first or answers after.
+    let shell = vec![
+        ToolSpec::new("shell_ps", "List running processes", obj(json!({}), &[])),
+        ToolSpec::new(
+            "shell_pwd",
+            "Print the current working directory",
+            obj(json!({}), &[]),
+        ),
+        ToolSpec::new(
+            "web_search",
+            "Search the web using DuckDuckGo.",
+            obj(text_prop("query"), &["query"]),
+        ),
+    ];
+    assert_eq!(
+        calls_in(None, Some("Let me check running processes:"), &shell),
+        one_call("shell_ps", json!({}))
+    );
+    for text in [
+        "Let me know if you want me to check running processes.",
+        "I'll check running processes if you'd like.",
+        "Let me check running processes:\n\nPID 1 init\nPID 2 bash\n\nThose are all of them.",
+        "Let me summarize the running processes.",
+    ] {
+        assert!(calls_in(None, Some(text), &shell).is_empty(), "{text}");
+    }
+    // Gorilla's marker before a list of calls.
+    let mail = vec![ToolSpec::new(
+        "send_email",
+        "Send an e-mail",
+        obj(
+            json!({"to": {"type": "string"}, "subject": {"type": "string"}}),
+            &["to"],
+        ),
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("<<function>>[send_email(to=\"a@b.co\", subject=\"Hi\")]"),
+            &mail
+        ),
+        one_call("send_email", json!({"to": "a@b.co", "subject": "Hi"}))
+    );
+}

@@ -515,6 +515,29 @@ async fn every_text_call_format_runs_the_tool() {
             "{\"analysis\": \"run it\", \"commands\": [{\"command\": \"echo fmt-listed-steps\"}], \"is_task_complete\": false}",
             None,
         ),
+        (
+            // gpt-oss's reasoning: the command line alone after "We'll execute:".
+            "announced-command-line",
+            "",
+            Some("We need to run the echo. We'll execute:\n\necho fmt-announced-command-line\n"),
+        ),
+        (
+            // ERNIE's thought: the tool, then the command it runs.
+            "cjk-run-command",
+            "",
+            Some("我需要使用exec工具来执行'echo fmt-cjk-run-command'命令。"),
+        ),
+        (
+            "gorilla-list",
+            "<<function>>[exec(command=\"echo fmt-gorilla-list\")]",
+            None,
+        ),
+        (
+            // LangChain's stop sequence cut the closing backtick.
+            "react-cut-backtick",
+            "Thought: I should run it.\nAction: exec\nAction Input: `echo fmt-react-cut-backtick",
+            None,
+        ),
     ];
     for (name, content, reasoning) in cases {
         let h = with_provider(r#"tool_mode: "auto","#).await;
@@ -602,6 +625,15 @@ async fn text_that_does_not_commit_to_a_call_runs_no_tool() {
         ),
         // The user's request reported, then answered.
         ("好的，用户让我执行 ls 命令。结果如下：README.md", None),
+        // A tool offered on a condition.
+        ("如果您需要，我可以使用 exec 工具来完成。", None),
+        // A step that waits on the reader, described by what the tool does.
+        ("Please tell me the folder and I'll list the files for you.", None),
+        // The thinking planned a call; the answer after it states the result.
+        (
+            "Current date and time: Wed Oct 30 15:30:45 UTC 2023",
+            Some("The user asked for the date. I need to call exec with 'date' as the argument."),
+        ),
     ];
     for (content, reasoning) in cases {
         let h = with_provider(r#"tool_mode: "auto","#).await;

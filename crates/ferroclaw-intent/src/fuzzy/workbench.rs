@@ -347,7 +347,7 @@ fn tokens(s: &str) -> Vec<String> {
 /// model ("let me", "I'll", "I'm going to", "Now" before an imperative, "I'm" before a
 /// gerund, "Preparing to"), or a capitalised gerund opening the sentence (a status
 /// line). `None` when the sentence is no step of the model's.
-fn step_verb(ws: &[String], capital: bool, colon: bool) -> Option<usize> {
+fn step_verb(ws: &[String], capital: bool, colon: bool, own_note: bool) -> Option<usize> {
     let w = |i: usize| ws.get(i).map_or("", String::as_str);
     let i = ws
         .iter()
@@ -377,6 +377,11 @@ fn step_verb(ws: &[String], capital: bool, colon: bool) -> Option<usize> {
         {
             i
         }
+        // In the model's reasoning an imperative after "now"/"next"/"then" is its own next
+        // step ("Now check agent.py.", "Need to create the label first."), never the
+        // reader's (a bare one may be a page it quotes: "Search or submit bugs …").
+        ("need", "to", _, _) if own_note => i + 2,
+        (_, _, _, _) if own_note && i > 0 => i,
         _ => return None,
     };
     if refusing(ws[..lead_end].iter().map(String::as_str)) {
@@ -1194,7 +1199,7 @@ pub(in crate::fuzzy) fn last_path(
 
 /// The step the paragraph's last sentence states, where it starts, and the work it asks
 /// for.
-fn last_step(paragraph: &str) -> Option<(usize, Work)> {
+fn last_step(paragraph: &str, own_note: bool) -> Option<(usize, Work)> {
     let body = paragraph.trim_end();
     let cut = body
         .trim_end_matches(['.', '!', '。', '！', ':', '：', '\u{2026}', '*'])
@@ -1218,7 +1223,7 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
         .find_map(|p| lower.strip_prefix(p))
         .is_some_and(|r| r.starts_with("start with ") || r.starts_with("begin with "));
     if where_begun && cut > 0 && !body[..cut].ends_with('\n') {
-        return last_step(&body[..cut]);
+        return last_step(&body[..cut], own_note);
     }
     // A quoted or reported sentence ("The agent wrote:\nLet me …") is someone's words.
     let before = body[..cut].trim_end();
@@ -1247,7 +1252,7 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
     } else {
         let ws = tokens(s_trim);
         let capital = s_trim.starts_with(char::is_uppercase);
-        let v = step_verb(&ws, capital, colon)?;
+        let v = step_verb(&ws, capital, colon, own_note)?;
         if ws[v].ends_with("ing") {
             // ("Looking at the output, the error is …": a clause, not a status line;
             // "Testing" alone is a heading.)
@@ -1272,15 +1277,26 @@ fn last_step(paragraph: &str) -> Option<(usize, Work)> {
 
 /// A coding agent's next step in words: the last paragraph's committed step, mapped to
 /// the one offered tool for its kind of work.
+/// `own_note`: the text is the model's reasoning, where an imperative is its own step.
 pub(super) fn next_step(
     text: &str,
     cfg: &ParserConfig,
     tools: &[ToolSpec],
     out: &mut StrategyOutput,
+    own_note: bool,
 ) {
     // A tool named without a commitment the rules trust ("Next, read.") was judged
-    // unsure: asking the model (`intent.confirm`) settles it, not a guess here.
-    if !out.unsure.is_empty() {
+    // unsure: asking the model (`intent.confirm`) settles it, not a guess here — except
+    // in reasoning, where an imperative with its object ("Now edit line 7: …") is the
+    // model's own commitment.
+    let with_object = || {
+        let last = text
+            .trim_end()
+            .rsplit(['.', '!', '\n'])
+            .find(|s| !s.trim().is_empty());
+        last.is_some_and(|s| tokens(s).len() >= 3)
+    };
+    if !out.unsure.is_empty() && (!own_note || !with_object()) {
         return;
     }
     let offered: Vec<(Work, &ToolSpec)> = tools
@@ -1310,7 +1326,7 @@ pub(super) fn next_step(
     if first.starts_with(['-', '|', '`', '>']) || first.starts_with(|c: char| c.is_ascii_digit()) {
         return;
     }
-    let Some((at, work)) = last_step(paragraph) else {
+    let Some((at, work)) = last_step(paragraph, own_note) else {
         return;
     };
     let at = para_start + at;
@@ -1363,6 +1379,23 @@ pub(super) fn next_step(
                 })
             })
     });
+    // "次にブラウザで `http://localhost:8000` にアクセスして…", "Let me check
+    // https://example.com/status": a web address is for the one tool that takes one.
+    let url = super::url_in(text, at..trimmed.len());
+    let opens_url = url.as_ref().and_then(|_| {
+        crate::sole(tools.iter().filter(|t| {
+            t.primary_property()
+                .is_some_and(|p| kind_of(t, p) == Kind::Url)
+        }))
+    });
+    if let (Some(tool), Some(url)) = (opens_url, url) {
+        let mut args = crate::bind::bindings(step, tool);
+        if let Some(p) = tool.primary_property() {
+            args.insert(p.to_string(), Value::String(url.value));
+        }
+        push_step(out, tool, args, at..trimmed.len(), tools, cfg);
+        return;
+    }
     let tool = match (named.next(), named.next()) {
         (Some(one), None) => one,
         // "Searching for that now.", with a web search offered and no search of the code:
@@ -1398,7 +1431,9 @@ pub(super) fn next_step(
             // A command only as a program's command line ("… usando `git rm --cached
             // .env`"): a backticked file name is what the step is about, not the command.
             let found = if kind == Kind::Command {
-                program_line(text, &prot, at..trimmed.len())
+                program_line(text, &prot, at..trimmed.len()).or_else(|| {
+                    super::quoted_command(text, &prot, at..trimmed.len()).map(|f| f.value)
+                })
             } else {
                 extract_primary(kind, text, &prot, at..trimmed.len(), primary)
                     .map(|f| f.value)
@@ -1417,14 +1452,20 @@ pub(super) fn next_step(
             }
         }
     }
-    if let Some(c) = make_call(
-        &tool.name,
-        Value::Object(args),
-        0.55,
-        at..trimmed.len(),
-        tools,
-        cfg,
-    ) {
+    push_step(out, tool, args, at..trimmed.len(), tools, cfg);
+}
+
+/// The step's call, made: it settles an unsure mention of the same tool.
+fn push_step(
+    out: &mut StrategyOutput,
+    tool: &ToolSpec,
+    args: serde_json::Map<String, Value>,
+    span: std::ops::Range<usize>,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) {
+    if let Some(c) = make_call(&tool.name, Value::Object(args), 0.55, span, tools, cfg) {
+        out.unsure.retain(|u| u.name != c.name);
         out.calls.push(c);
     }
 }
@@ -1584,7 +1625,7 @@ fn asks_user(s: &str) -> bool {
     }
     let ws = tokens(s);
     let capital = s.starts_with(char::is_uppercase);
-    let Some(v) = step_verb(&ws, capital, false) else {
+    let Some(v) = step_verb(&ws, capital, false, false) else {
         return false;
     };
     let next = ws.get(v + 1).map_or("", String::as_str);

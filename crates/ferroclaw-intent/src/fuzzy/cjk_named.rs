@@ -1,0 +1,187 @@
+//! Chinese thoughts that name the tool they are about to use not by its exact name but
+//! by a piece of it or by what it does — agent frameworks (ERNIE Bot's, Qwen-Agent's)
+//! print such a thought before each native call: "接下来我需要调用[highacc-ocr/v1.8/OCR]
+//! 来提取文字", "我需要调用TTS工具将文本转化为语音" (`texttospeech/v1.6/tts`), "我需要使用
+//! 查询学生分数的工具" (described as 查询学生的分数). And the values such a thought states
+//! for the call: "来执行ls命令", "传入张三作为参数".
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::{kind_of, Kind};
+use crate::harmony::floor;
+use crate::{make_call, ParsedCall, ParserConfig, StrategyOutput, ToolSpec};
+
+/// A first-person commitment to use a tool, then the tool: in brackets, or words up to
+/// 工具 ("…的工具", "TTS工具").
+static NAMED: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(我|接下来|现在|首先|然后)[^。！？\n]{0,6}?(?:需要|可以|将|会|要|来|先)?(?:再次)?(?:调用|使用|用|調用)\s*(?:[\[【「`]([^\]】」`\n]{1,80})[\]】」`]|([^。，！？,\n\[【「`]{1,24}?)\s*(?:这个|這個)?(?:工具|插件|接口|API|api))",
+    )
+});
+
+/// How far around a cue its sentence is looked for.
+const WINDOW: usize = 400;
+
+/// The rest of the sentence from `at`, within [`WINDOW`].
+fn sentence_after(text: &str, at: usize) -> &str {
+    let end = floor(text, (at + WINDOW).min(text.len()));
+    text[at..end].split(['。', '！', '\n']).next().unwrap_or("")
+}
+
+/// A tool named by a bracketed name, a segment of its name or its description's words,
+/// after a Chinese commitment. Arguments: what [`stated_values`] reads.
+pub(super) fn described_tool(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    out: &mut StrategyOutput,
+) {
+    for c in NAMED.captures_iter(text) {
+        let (Some(m), Some(lead)) = (c.get(0), c.get(1)) else {
+            continue;
+        };
+        let Some(named) = c.get(2).or_else(|| c.get(3)) else {
+            continue;
+        };
+        // (A sentence looked at within a window, so a text of many cues stays linear.)
+        let from = floor(text, m.start().saturating_sub(WINDOW));
+        let sent_start = text[from..m.start()]
+            .rfind(['。', '！', '？', '\n'])
+            .map_or(from, |i| {
+                from + i + text[from + i..].chars().next().map_or(1, char::len_utf8)
+            });
+        let before = &text[sent_start..m.start()];
+        // (The clause's own words: "用户想要查询分数，我需要使用…" reports the request, then
+        // commits.)
+        let clause = before.rsplit(['，', ',']).next().unwrap_or("");
+        let own = &text[lead.start()..named.start()];
+        // Reported, conditional, negated, done or asked: no step now.
+        if clause.contains("用户")
+            || ["如果", "要是", "假如", "若是", "的话"]
+                .iter()
+                .any(|w| before.contains(w))
+            || ["不", "没", "无法", "已经", "已", "过"]
+                .iter()
+                .any(|w| own.contains(w))
+            || sentence_after(text, m.end()).contains(['？', '?'])
+            || sentence_after(text, m.end()).contains("吗")
+        {
+            continue;
+        }
+        let written = named
+            .as_str()
+            .trim()
+            .trim_end_matches('的')
+            .trim_end_matches("这个")
+            .trim();
+        let Some(tool) = tool_named(written, tools) else {
+            continue;
+        };
+        let span = lead.start()..m.end();
+        let args = stated_values(text, span.end, tool);
+        if let Some(call) = make_call(&tool.name, Value::Object(args), 0.55, span, tools, cfg) {
+            out.calls.push(call);
+            return;
+        }
+    }
+}
+
+/// The one tool `written` names: its name (any spelling), one segment of it
+/// (`OCR` of `highacc-ocr/v1.8/OCR`), or most of its description's two-character words.
+fn tool_named<'a>(written: &str, tools: &'a [ToolSpec]) -> Option<&'a ToolSpec> {
+    if written.is_empty() {
+        return None;
+    }
+    if let Some(t) = crate::schema::resolve(written, tools, &Default::default()) {
+        return Some(t);
+    }
+    if written.is_ascii() {
+        let lower = written.to_ascii_lowercase();
+        return crate::sole(tools.iter().filter(|t| {
+            t.name
+                .split(['/', '.', ':'])
+                .any(|seg| seg.eq_ignore_ascii_case(&lower))
+        }));
+    }
+    // Two-character words of the description (查询 学生 分数 of 查询学生分数).
+    let han: Vec<char> = written.chars().filter(|c| super::is_cjk(*c)).collect();
+    if han.len() < 4 {
+        return None;
+    }
+    let pairs: Vec<String> = han.windows(2).map(|w| w.iter().collect()).collect();
+    let score = |t: &ToolSpec| {
+        pairs
+            .iter()
+            .filter(|p| t.description.contains(p.as_str()))
+            .count()
+    };
+    let mut ranked: Vec<(usize, &ToolSpec)> = tools.iter().map(|t| (score(t), t)).collect();
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
+    let (best, tool) = *ranked.first()?;
+    let runner_up = ranked.get(1).map_or(0, |r| r.0);
+    // Most of the words, and more than any other tool's description holds.
+    (best * 2 > pairs.len() && best >= 2 && best > runner_up).then_some(tool)
+}
+
+/// A command after a verb of running, quoted or bare up to 命令: "执行'echo hi > a.txt'命令",
+/// "执行ls命令".
+static RUN_COMMAND: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"(?:执行|執行|运行|運行)\s*(?:命令\s*)?(?:'([^'\n]+)'|"([^"\n]+)"|`([^`\n]+)`|“([^”\n]+)”|‘([^’\n]+)’|([A-Za-z./~][^\n。，；！？\p{Han}]*?)\s*(?:命令|指令))"#,
+    )
+});
+
+/// "传入张三作为参数", "参数为张三": the value given for a tool's one required property.
+static GIVEN: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"(?:传入|傳入|输入|輸入)\s*["'“‘]?([^\s"'”’，。,]{1,40}?)["'”’]?\s*(?:作为|作為)(?:参数|參數)|(?:参数|參數)(?:为|為|是)\s*["'“‘]?([^\s"'”’，。,]{1,40}?)["'”’]?(?:[，。,]|$)"#,
+    )
+});
+
+/// Values the sentence from `from` states for `tool`: its command, or the value given
+/// for its one required property.
+fn stated_values(text: &str, from: usize, tool: &ToolSpec) -> Map<String, Value> {
+    let mut args = Map::new();
+    let sentence = sentence_after(text, from);
+    let required = tool.required();
+    let [key] = required[..] else {
+        return args;
+    };
+    let value = if kind_of(tool, key) == Kind::Command {
+        RUN_COMMAND
+            .captures(sentence)
+            .and_then(|c| (1..=6).find_map(|i| c.get(i)))
+    } else {
+        GIVEN
+            .captures(sentence)
+            .and_then(|c| c.get(1).or_else(|| c.get(2)))
+    };
+    if let Some(v) = value {
+        let v = v.as_str().trim();
+        if !v.is_empty() {
+            args.insert(key.to_string(), Value::String(v.to_string()));
+        }
+    }
+    args
+}
+
+/// Fill what a Chinese thought states for calls found without it ("我需要使用
+/// execute_local_command工具来执行ls命令").
+pub(super) fn fill_stated(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
+    for c in calls.iter_mut() {
+        let Some(tool) = tools.iter().find(|t| t.name == c.name) else {
+            continue;
+        };
+        let Some(args) = c.arguments.as_object_mut() else {
+            continue;
+        };
+        if !args.is_empty() || c.span.end > text.len() {
+            continue;
+        }
+        let stated = stated_values(text, c.span.end, tool);
+        args.extend(stated);
+    }
+}
