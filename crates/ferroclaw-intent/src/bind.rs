@@ -14,6 +14,23 @@ use crate::ToolSpec;
 /// Bound values for `tool`'s properties found in `text` (the last usable statement per
 /// property).
 pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
+    let mut out = flat_bindings(text, tool);
+    // "- name: 'John Doe'\n- age: 30" for `update_user(profile: {name, age, …})`: the
+    // values of an object property's own keys, when the text gives two or more of them.
+    for (prop, schema) in tool.properties() {
+        if out.contains_key(prop) || schema.get("properties").is_none() {
+            continue;
+        }
+        let inner = ToolSpec::new(prop, "", schema.clone());
+        let nested = flat_bindings(text, &inner);
+        if nested.len() >= 2 {
+            out.insert(prop.to_string(), Value::Object(nested));
+        }
+    }
+    out
+}
+
+fn flat_bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
     let mut out = Map::new();
     if text.len() > 64 * 1024 {
         return out;
@@ -35,8 +52,10 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         .collect();
     let named = |f: &str| {
         compact_text.contains(f)
-            || f.strip_suffix("id")
-                .is_some_and(|t| t.len() > 2 && compact_text.contains(t))
+            || ["id", "path", "name"].iter().any(|k| {
+                f.strip_suffix(k)
+                    .is_some_and(|t| t.len() > 2 && compact_text.contains(t))
+            })
     };
     let has_name = props
         .iter()
@@ -120,7 +139,29 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             if pos > text.len() {
                 break;
             }
-            let Some(prop) = match_prop(k.as_str(), &props).or_else(|| generic(k.as_str())) else {
+            let assigned_here =
+                k.end() <= v.start() && text[k.end()..v.start()].contains(['=', ':']);
+            // The generic word only as "call it with 'date' as the argument": a quoted
+            // value given to the call its own sentence names.
+            let given_to_call = || {
+                std::ptr::eq(re, &*VALUE_AS_KEY) && v.as_str().starts_with(['"', '\'']) && {
+                    let head = &text[..v.start()];
+                    let sentence = head.rsplit(['.', '!', '?', '\n']).next().unwrap_or(head);
+                    let lower = sentence.to_ascii_lowercase();
+                    lower.trim_end().ends_with(" with")
+                        && ["call", "use", "invoke", "function", "tool"]
+                            .iter()
+                            .any(|w| lower.contains(w))
+                }
+            };
+            let Some(prop) = match_prop(k.as_str(), &props)
+                .or_else(|| generic(k.as_str()).filter(|_| given_to_call()))
+                .or_else(|| {
+                    assigned_here
+                        .then(|| path_prop(k.as_str(), &props))
+                        .flatten()
+                })
+            else {
                 continue;
             };
             // A one-letter property (`a`, `x`) only in `x=5` / `x: 5` form.
@@ -413,6 +454,21 @@ fn key_form(s: &str) -> String {
 }
 
 /// The property a captured key (one or two words) names: both words, else the last.
+/// `file="a.json"` for `filePath`, `path: …` for `file_path`: an assigned key that is the
+/// thing or its path, when one property is that thing's path or name.
+fn path_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
+    let whole = key_form(key);
+    let kinds = ["path", "name"];
+    crate::sole(props.iter().filter(|(_, f)| {
+        !whole.is_empty()
+            && (kinds.iter().any(|k| *f == format!("{whole}{k}"))
+                || (kinds.contains(&whole.as_str())
+                    && f.len() > whole.len() + 2
+                    && f.ends_with(&whole)))
+    }))
+    .map(|(p, _)| *p)
+}
+
 fn match_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
     let whole = key_form(key);
     let last = key

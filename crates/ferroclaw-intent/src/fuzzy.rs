@@ -639,6 +639,9 @@ fn prot_at(prot: &[Protected], pos: usize) -> Option<&Protected> {
 }
 
 /// Sentence ranges: split at `.!?;` followed by whitespace, and at newlines.
+/// The longest sentence read as one.
+const MAX_SENTENCE: usize = 2_000;
+
 fn sentences(text: &str, prot: &[Protected]) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -647,7 +650,12 @@ fn sentences(text: &str, prot: &[Protected]) -> Vec<Range<usize>> {
         let next = iter.peek().map(|x| x.1);
         // A closing tag (`Paris.</reasoning>`) ends a sentence too.
         let closing_tag = c == '<' && next == Some('/');
+        // (A run of words with no stop is cut every few thousand bytes: what is read per
+        // trigger looks over its sentence, and a sentence that never ends would make a
+        // text of many triggers quadratic.)
+        let overlong = i - start >= MAX_SENTENCE && c.is_whitespace();
         let boundary = closing_tag
+            || overlong
             || match c {
                 '\n' => !soft_wrap(text, i),
                 '\u{3002}' | '\u{ff01}' | '\u{ff1f}' | '\u{ff1b}' => true,
@@ -1401,8 +1409,6 @@ const CJK_CUES: &[&str] = &[
     "我将调用",
     "我会使用",
     "我会调用",
-    "我可以使用",
-    "我可以调用",
     "现在调用",
     "接下来调用",
     "必须使用",
@@ -1546,11 +1552,30 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
         {
             continue;
         }
+        // (Someone's words quoted: "用户说：“我帮你安排明天的会议”".)
+        if sent[..cue].matches(['“', '「']).count() > sent[..cue].matches(['”', '」']).count()
+        {
+            continue;
+        }
         let rest = &sent[cue..];
         // ("有没有" asks whether, it negates nothing; "我先前" is "earlier", no lead.)
         let plain = rest.replace("有没有", "");
+        // (Done: "我帮你查了北京的天气：晴", "我帮你安排好了明天的会议".)
         if [
-            "不", "没", "无需", "别", "无法", "已经", "已", "过", "失败", "先前",
+            "不",
+            "没",
+            "无需",
+            "别",
+            "无法",
+            "已经",
+            "已",
+            "过",
+            "失败",
+            "先前",
+            "查了",
+            "好了",
+            "完了",
+            "完成了",
         ]
         .iter()
         .any(|n| plain.contains(n))
@@ -1647,6 +1672,13 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
         // "我来帮你计算100除以5": a verb whose English is a word of one tool's name.
         let by_word: Vec<&ToolSpec> = CJK_NAME_VERBS
             .iter()
+            // ("日程安排", "行程安排": a schedule, the noun, not arranging one.)
+            .filter(|(v, _)| {
+                *v != "安排"
+                    || !["日程安排", "行程安排", "安排表"]
+                        .iter()
+                        .any(|n| rest.contains(n))
+            })
             .filter_map(|(v, en)| rest.find(v).map(|i| (i, *en)))
             .min_by_key(|(i, _)| *i)
             .map_or_else(Vec::new, |(_, en)| {
@@ -1991,7 +2023,9 @@ fn describes_tool(text: &str, pos: usize, tools: &[ToolSpec]) -> bool {
 /// What follows `end` puts the sentence before off: it asks the user's leave ("Would
 /// you like me to proceed?", an offer) or is the answer itself ("Here's a breakdown").
 fn defers_to_next(text: &str, end: usize) -> bool {
-    let rest = text[floor(text, end)..].trim_start();
+    // (The next sentence is looked for within a window, not to the text's end.)
+    let end = floor(text, end);
+    let rest = text[end..floor(text, (end + 600).min(text.len()))].trim_start();
     // "Let's get you the weather in Tokyo! Here's a breakdown: …": it answered instead.
     let lead = rest
         .get(..16)
@@ -2599,12 +2633,34 @@ fn command_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found
     }
     let mut end = r0.end;
     for (r, tok) in &toks[k + 1..] {
-        let l = tok.to_lowercase();
-        // (A command line ends at its line: a wrapped sentence goes on after it.)
+        // (The word, not its stop: "again." ends the line too.)
+        let l = trim_token(tok).to_lowercase();
+        // (A command line ends at its line: a wrapped sentence goes on after it, and so
+        // does an adverb or a condition, "tsc again", "sudo later if needed".)
         if text[end..r.start].contains('\n')
             || [
-                "to", "so", "in", "and", "then", "first", "now", "again", "for", "which",
-                "because", "with", "using", "via",
+                "to",
+                "so",
+                "in",
+                "and",
+                "then",
+                "first",
+                "now",
+                "again",
+                "for",
+                "which",
+                "because",
+                "with",
+                "using",
+                "via",
+                "later",
+                "once",
+                "if",
+                "when",
+                "too",
+                "as",
+                "afterwards",
+                "instead",
             ]
             .contains(&l.as_str())
         {
@@ -2631,8 +2687,8 @@ fn command_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found
     })
 }
 
-/// A quoted command line the noun after it names as one: `the 'date' command`,
-/// `the "ls -la" cmd`.
+/// A quoted command line that is what is run, the noun after it naming it as one: `run
+/// the 'date' command`, `execute the "ls -la" cmd` (not "explain why the 'ls' command …").
 fn quoted_command(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
     let from = prot.partition_point(|p| p.range.start < win.start);
     prot[from..]
@@ -2644,7 +2700,18 @@ fn quoted_command(text: &str, prot: &[Protected], win: Range<usize>) -> Option<F
                 .split(|c: char| !c.is_alphanumeric())
                 .next()
                 .unwrap_or("");
-            matches!(noun, "command" | "cmd") && !text[p.inner.clone()].trim().is_empty()
+            let before = text[floor(text, p.range.start.saturating_sub(24))..p.range.start]
+                .to_ascii_lowercase();
+            let object = before
+                .trim_end()
+                .trim_end_matches(" the")
+                .trim_end_matches(" a")
+                .trim_end();
+            matches!(noun, "command" | "cmd")
+                && ["run", "execute", "rerun", "re-run"]
+                    .iter()
+                    .any(|v| object.ends_with(v) && has_phrase(object, v))
+                && !text[p.inner.clone()].trim().is_empty()
         })
         .map(|p| Found {
             value: text[p.inner.clone()].trim().to_string(),
@@ -3397,8 +3464,10 @@ fn parse_as(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, own_note: bool) 
                 }
                 // "I called get_x for now and get_y for tomorrow": the past reaches over
                 // the clause boundary.
+                // (Within a window: a sentence with no end would make this quadratic.)
+                let at = toks[tok].range.start;
                 let before_in_sentence =
-                    &text[sent.start.min(toks[tok].range.start)..toks[tok].range.start];
+                    &text[sent.start.max(floor(text, at.saturating_sub(600))).min(at)..at];
                 if words(before_in_sentence)
                     .iter()
                     .any(|w| PRE_PAST.contains(&w.as_str()))
@@ -3593,6 +3662,7 @@ fn parse_as(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, own_note: bool) 
     drop_code_searched_on_web(text, &mut out.calls);
     drop_later_steps(text, &mut out.calls);
     drop_purposes(text, &mut out.calls);
+    drop_explained_by_example(text, &mut out.calls);
     drop_replaced_by_instrument(text, &mut out.calls);
     cjk_named::fill_stated(text, tools, &mut out.calls);
     fill_bindings(text, tools, &mut out.calls);
@@ -4073,6 +4143,24 @@ fn drop_later_steps(text: &str, calls: &mut Vec<ParsedCall>) {
         !["then", "after that", "afterwards", "once"]
             .iter()
             .any(|w| has_phrase(&between, w))
+    });
+}
+
+/// "I can use the `retrieve_record` function with `include_phi` set to false. Here's an
+/// example:": a call explained by an example right after it is shown, not made.
+fn drop_explained_by_example(text: &str, calls: &mut Vec<ParsedCall>) {
+    const SHOWN: &[&str] = &[
+        "here's an example",
+        "here is an example",
+        "for example:",
+        "for demonstration purposes",
+        "as an example",
+    ];
+    calls.retain(|c| {
+        let end = sentence_around(text, &c.span).end;
+        let next = &text[end..floor(text, (end + 240).min(text.len()))];
+        let next = next.to_lowercase();
+        !SHOWN.iter().any(|s| next.contains(s))
     });
 }
 
@@ -5127,12 +5215,56 @@ fn announced_command_line(
     };
     let line = cmd.as_str().trim_end();
     let first = line.split_whitespace().next().unwrap_or("");
-    // One line of a known program's, the paragraph's only line.
+    // One line of a known program's, the paragraph's only line, not indented as a
+    // document's code block is.
     let next = &text[cmd.end()..];
     let alone = next.is_empty() || next.starts_with("\n\n") || next.trim().is_empty();
+    let indented = text[line_start(text, cmd.start())..cmd.start()].len() >= 4
+        || text[line_start(text, cmd.start())..cmd.start()].contains('\t');
     let lead_at = m.start() + c.get(1).map_or(0, |l| l.len());
+    // What follows it: nothing, or words that do not take it back, go on with its
+    // sentence or say it is done ("Actually, no need to run anything", "in production.",
+    // "We already did that").
+    let following = next.trim_start();
+    let following_para = following.split("\n\n").next().unwrap_or("").to_lowercase();
+    let taken_back = following.starts_with(char::is_lowercase)
+        || [
+            "but ",
+            "actually",
+            "instead",
+            "no need",
+            "shouldn't",
+            "should not",
+            "already",
+            "don't",
+            "do not",
+            "won't",
+            "is what",
+            "not ",
+        ]
+        .iter()
+        .any(|w| following_para.contains(w));
+    // A time other than now, a job's or a script's steps, someone's words quoted.
+    let lead = text[line_start(text, m.start())..cmd.start()].to_lowercase();
+    let elsewhere = [
+        "next week",
+        "tomorrow",
+        "later",
+        "in the ci",
+        "in ci",
+        "in production",
+        "in the script",
+        "in the job",
+        "yesterday",
+        "\"",
+    ]
+    .iter()
+    .any(|w| lead.contains(w));
     if !KNOWN_BINS.contains(&first)
         || !alone
+        || indented
+        || taken_back
+        || elsewhere
         || in_code_fence(text, m.start())
         || !committed_sentence(text, lead_at)
     {
@@ -5219,6 +5351,13 @@ fn closing_colon(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut S
         .find(|w| w[0] == "by")
         .and_then(|w| verb_of_stem(w[1].strip_suffix("ing")?, &|v| SHELL_VERBS.contains(&v)));
     let verb = by_gerund.as_ref().unwrap_or(verb);
+    // "Let me try with python3:": a program tried is a command run.
+    let tried_program = matches!(verb.as_str(), "try" | "retry")
+        && ws.windows(2).any(|w| {
+            matches!(w[0].as_str(), "with" | "using") && KNOWN_BINS.contains(&w[1].as_str())
+        });
+    let run = "run".to_string();
+    let verb = if tried_program { &run } else { verb };
     let profs = profiles(tools, cfg);
     let tool = match profs.as_slice() {
         [only] => only.tool,
@@ -5741,7 +5880,9 @@ fn named_by_nouns(
     }
     // "I'll check if there's more weather information needed": a look-up verb on a
     // condition weighs the answer; it looks nothing up.
-    let after = words(&text[tr.end.min(clause.end)..clause.end]);
+    // (Only the first words after it are looked at.)
+    let after_end = floor(text, clause.end.min(tr.end + 200));
+    let after = words(&text[tr.end.min(after_end)..after_end]);
     if !tr.own && after.first().is_some_and(|w| w == "if" || w == "whether") {
         return false;
     }

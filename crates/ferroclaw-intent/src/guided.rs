@@ -63,7 +63,16 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             None if done.is_some() => Vec::new(),
             // A bare `{"name": …, "arguments": …}` object, or one wrapped in `function`.
             None if bare_call(&obj) || flat_call(&obj, tools, cfg) => vec![&obj],
-            None => continue,
+            None => {
+                if let Some((name, args)) = planned_step(&obj, text, &range, tools, cfg) {
+                    let span = with_fence(text, range);
+                    out.markup.push(span.clone());
+                    if let Some(c) = make_call(&name, args, 0.8, span, tools, cfg) {
+                        out.calls.push(c);
+                    }
+                }
+                continue;
+            }
         };
         if done == Some(true) {
             out.done = true;
@@ -152,6 +161,37 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         }
     }
     out
+}
+
+/// A planner's answer ending with the tool for its next step: `{"tool": "find_file"}`
+/// alone, or `{"next_step": {"purpose": …, "tool": "list_dir", "prompt": …}, …}` (the
+/// step's words are for whoever fills the arguments, not arguments).
+fn planned_step(
+    obj: &Value,
+    text: &str,
+    range: &Range<usize>,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+) -> Option<(String, Value)> {
+    let after = text[range.end..].trim_start();
+    if !after.trim_start_matches("```").trim().is_empty() {
+        return None;
+    }
+    let nested = ["next_step", "next_action"]
+        .iter()
+        .find_map(|k| obj.get(*k));
+    let step = nested.unwrap_or(obj).as_object()?;
+    if nested.is_none() && step.len() != 1 {
+        return None;
+    }
+    let name = ["tool", "tool_name"]
+        .iter()
+        .find_map(|k| step.get(*k))
+        .and_then(Value::as_str)?;
+    crate::schema::resolve(name, tools, &cfg.aliases)?;
+    let args = args_of(&Value::Object(step.clone()))
+        .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+    Some((name.to_string(), args))
 }
 
 /// The agent's own end, `{"action": {"type": "finish", "answer": …}}` or LangChain's

@@ -568,6 +568,21 @@ const PREAMBLE_CUES: &[&str] = &[
     "the bug",
     "the error",
     "the cause",
+    "second",
+    " sec",
+    "moment",
+    "on it",
+    "here we go",
+    "right away",
+    "right up",
+    "shortly",
+    "稍候",
+    "马上",
+    "立即",
+    "这就",
+    "帮您",
+    "为您",
+    "一下",
     "让我",
     "我来",
     "我将",
@@ -612,7 +627,30 @@ fn answered_instead(
     let asks = answer.ends_with('?') || SIGN_OFFS.iter().any(|s| lower.contains(s));
     // A short text after the thinking is the answer too when it commits to nothing:
     // "Current date and time: Wed Oct 30 15:30:45 UTC 2023" (not "Let me check that.").
+    // (A result's shape: a figure, a labelled value, a statement of what is — not "Sure,
+    // give me a second!", "好的，马上为您查询。")
+    let result_like = answer.contains(|c: char| c.is_ascii_digit())
+        || answer.contains(": ")
+        || [
+            " is ",
+            " are ",
+            " was ",
+            " were ",
+            " has been ",
+            " es ",
+            " está ",
+            " son ",
+            " é ",
+            " est ",
+            " ist ",
+            " sind ",
+            "已",
+            "是",
+        ]
+        .iter()
+        .any(|v| lower.contains(v));
     let stated = answer.len() >= 20
+        && result_like
         && !answer.ends_with([':', '：', '…'])
         && !PREAMBLE_CUES.iter().any(|c| lower.contains(c));
     if !labelled && !asks && !stated && (answer.len() < ANSWER_MIN || answer.ends_with(':')) {

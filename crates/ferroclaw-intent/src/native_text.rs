@@ -621,11 +621,20 @@ fn call_body(
             }
         }
     }
-    // `{tool => "read_file", args => {--path "a.md"}}` (invented by some agents' models).
-    if let Some(c) = ARROW_TOOL.captures(inner) {
+    // `{tool => "read_file", args => {--path "a.md"}}` (invented by some agents' models;
+    // typographic quotes and dashes as a chat renders them, `–action “list”`).
+    let arrow: std::borrow::Cow<str> = if inner.contains(['\u{201C}', '\u{201D}', '\u{2013}']) {
+        inner
+            .replace(['\u{201C}', '\u{201D}'], "\"")
+            .replace('\u{2013}', "--")
+            .into()
+    } else {
+        inner.into()
+    };
+    if let Some(c) = ARROW_TOOL.captures(&arrow) {
         if let Some(name) = c.get(1) {
             let mut args = Map::new();
-            for a in ARROW_ARG.captures_iter(&inner[name.end()..]) {
+            for a in ARROW_ARG.captures_iter(&arrow[name.end()..]) {
                 if let (Some(k), Some(v)) = (a.get(1), a.get(2)) {
                     args.insert(
                         k.as_str().to_string(),
@@ -2488,9 +2497,24 @@ fn pythonic_answer(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
             conf = MARKED;
         }
     }
-    let Some((calls, consumed)) = pythonic_calls(body) else {
+    let Some((mut calls, consumed)) = pythonic_calls(body) else {
         return;
     };
+    // ChatGLM3's `tool_call(location='郑州', unit='celsius')`: the name travels on a line
+    // of its own the client may drop; the one tool its named arguments fill is meant.
+    for (n, a) in &mut calls {
+        if matches!(n.as_str(), "tool_call" | "function_call" | "call_tool")
+            && schema::resolve(n, tools, &cfg.aliases).is_none()
+        {
+            if let Some(t) = a
+                .as_object()
+                .filter(|o| !o.is_empty() && !o.contains_key(POSITIONAL))
+                .and_then(|o| crate::sole(tools.iter().filter(|t| t.fills(o))))
+            {
+                *n = t.name.clone();
+            }
+        }
+    }
     // Text after the calls is allowed only after a bracketed list that opens the answer:
     // small models go on to invent the tool's result.
     // A stray closing bracket after the call is no text.

@@ -40,6 +40,11 @@ pub(crate) fn normalize(text: &str) -> Cow<'_, str> {
     if s.contains("<<function>>") {
         s = Cow::Owned(gorilla_calls(&s));
     }
+    // Roo's history header in place of MiniMax's invoke tag: `[Tool Use: NAME]` then
+    // `<parameter name=…>` lines and `</invoke>`.
+    if s.contains("[Tool Use: ") && s.contains("<parameter name=") {
+        s = Cow::Owned(tool_use_headers(&s));
+    }
     // MiniMax's internal namespace marks leaked around its markup.
     if s.contains("]<]minimax[>[") {
         s = Cow::Owned(s.replace("]<]minimax[>[", ""));
@@ -80,6 +85,37 @@ fn gorilla_calls(s: &str) -> String {
                 .next()
                 .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '[');
         out.push_str(if named { "\n" } else { MARK });
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `[Tool Use: NAME]` right before a `<parameter name=` tag becomes `<invoke name="NAME">`.
+fn tool_use_headers(s: &str) -> String {
+    const HEAD: &str = "[Tool Use: ";
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut rest = s;
+    while let Some(at) = rest.find(HEAD) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + HEAD.len()..];
+        let name_end = after.find(']').filter(|&e| {
+            e <= 80
+                && after[..e]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        });
+        match name_end {
+            Some(e) if after[e + 1..].trim_start().starts_with("<parameter name=") => {
+                out.push_str("<invoke name=\"");
+                out.push_str(&after[..e]);
+                out.push_str("\">");
+                rest = &after[e + 1..];
+            }
+            _ => {
+                out.push_str(HEAD);
+                rest = after;
+            }
+        }
     }
     out.push_str(rest);
     out

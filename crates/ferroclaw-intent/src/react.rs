@@ -97,6 +97,8 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         .collect();
     // Whether a thought or a result came after the last action read.
     let mut stepped_past = false;
+    // Whether a thought or a result followed a call read.
+    let mut thought_after_call = false;
     let mut i = 0;
     while i < labels.len() && out.calls.len() < crate::MAX_CALLS {
         let (label, lstart, vstart) = (&labels[i].0, labels[i].1, labels[i].2);
@@ -118,6 +120,12 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 break;
             }
             "action" => {
+                // A later step after a thought or result of the model's own: the harness
+                // runs the first action and stops the text there; the rest was imagined.
+                if thought_after_call {
+                    i += 1;
+                    continue;
+                }
                 // (Where the step begins: its thought, when one came right before.)
                 let block = match i.checked_sub(1).map(|p| &labels[p]) {
                     Some((l, s, _)) if l == "thought" => *s,
@@ -193,6 +201,15 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             }
             "thought" | "observation" | "completed" => {
                 stepped_past = !out.calls.is_empty();
+                // (A result the model wrote itself, or a thought that has it already:
+                // "Now that we have calculated 20+8=28, …". Not "(pending)", nor a plan
+                // going on, "then fetch the docs".)
+                let said = text[vstart..vend].trim().to_ascii_lowercase();
+                let imagined = match label.as_str() {
+                    "observation" => !said.is_empty() && !said.starts_with('(') && said != "...",
+                    _ => RESULT_HAD.iter().any(|c| said.contains(c)),
+                };
+                thought_after_call |= !out.calls.is_empty() && imagined;
                 out.markup.push(lstart..vend);
             }
             _ => {}
@@ -201,6 +218,20 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     }
     out
 }
+
+/// Words of a thought that has its last action's result already.
+const RESULT_HAD: &[&str] = &[
+    "now that",
+    "i have found",
+    "i have calculated",
+    "we have calculated",
+    "i've found",
+    "we've found",
+    "i've calculated",
+    "the result is",
+    "the result was",
+    "returned",
+];
 
 /// A step set in (indented) under a line that introduces an example.
 fn quoted_example(text: &str, block: usize) -> bool {
@@ -322,9 +353,16 @@ fn input_value_at(text: &str, start: usize, limit: usize) -> (Value, usize) {
 fn code_block(rest: &str) -> &str {
     let mut paras = rest.split("\n\n");
     let first = paras.next().unwrap_or("");
+    // (A block's head ends with its colon, "for x in y:"; "for the record, …" and "if you
+    // need more, ask me." are sentences.)
     let code_line = |l: &str| {
         let t = l.trim_start();
+        let head = ["for ", "if ", "while ", "with ", "try:", "elif ", "else:"]
+            .iter()
+            .any(|k| t.starts_with(k));
         l.starts_with([' ', '\t'])
+            || (head && t.trim_end().ends_with(':'))
+            || (t.starts_with("from ") && t.contains(" import "))
             || CODE_START.iter().any(|k| t.starts_with(k))
             || CODE_CALL.is_match(t)
     };
@@ -343,8 +381,7 @@ fn code_block(rest: &str) -> &str {
 
 /// Words that open a line of Python.
 const CODE_START: &[&str] = &[
-    "def ", "class ", "import ", "from ", "for ", "while ", "if ", "return ", "print(", "with ",
-    "try:", "async ", "@",
+    "def ", "class ", "import ", "return ", "print(", "async ", "@",
 ];
 /// `name(…` or `name = …` opening a line.
 static CODE_CALL: LazyLock<Regex> =

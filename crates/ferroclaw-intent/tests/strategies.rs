@@ -6919,17 +6919,24 @@ fn a_review_s_attacks_on_the_thirty_second_round_s_rules_are_refused() {
             "{text}"
         );
     }
-    // An observation ending "example:" hides no later step.
+    // A thought ending "example:" hides no step after it. (An observation the model
+    // wrote itself ends what the harness runs at the action before it: round 35.)
     let two = vec![
         tool("search", text_prop("query"), &["query"]),
         tool("get_weather", text_prop("city"), &["city"]),
     ];
     let got = calls_in(
         None,
-        Some("Thought: check.\nAction: search[paris]\nObservation: Paris is a city. Here is an example:\nThought: Now the weather.\nAction: get_weather[Paris]\n"),
+        Some("Thought: Paris is a city. Here is an example:\nAction: get_weather[Paris]\n"),
         &two,
     );
     assert!(got.iter().any(|(n, _)| n == "get_weather"), "{got:?}");
+    let got = calls_in(
+        None,
+        Some("Thought: check.\nAction: search[paris]\nObservation: Paris is a city.\nThought: Now the weather.\nAction: get_weather[Paris]\n"),
+        &two,
+    );
+    assert_eq!(got, one_call("search", json!({"query": "paris"})));
     // An indented example step with its input is the example's.
     assert!(calls_in(
         None,
@@ -7698,4 +7705,472 @@ fn round_34_classes_tools_named_by_what_they_do_notes_to_self_and_answers_after_
         ),
         one_call("send_email", json!({"to": "a@b.co", "subject": "Hi"}))
     );
+}
+
+#[test]
+fn round_35_classes_planned_steps_multi_work_file_tools_and_imagined_react_steps() {
+    // A planner naming the tool of its next step (the step's words are no arguments);
+    // not a plan whose tool is not offered, nor one with text after it.
+    let hub = vec![
+        tool("find_file", text_prop("file_mask"), &[]),
+        tool("list_dir", text_prop("relative_path"), &[]),
+    ];
+    for text in [
+        "{\"tool\": \"find_file\"}",
+        "{\"main_objective\": \"map it\", \"next_step\": {\"purpose\": \"entry points\", \"tool\": \"find_file\", \"prompt\": \"Find app files\"}, \"future_steps\": [\"read them\"]}",
+        "Here's the updated plan:\n\n```json\n{\"next_step\": {\"tool\": \"find_file\", \"prompt\": \"Find app files\"}}\n```",
+    ] {
+        assert_eq!(calls_in(None, Some(text), &hub), one_call("find_file", json!({})), "{text}");
+    }
+    for text in [
+        "{\"next_step\": {\"tool\": \"Code inspection and search\", \"prompt\": \"look\"}}",
+        "{\"tool\": \"find_file\"} is what the planner wrote last time; it failed.",
+    ] {
+        assert!(calls_in(None, Some(text), &hub).is_empty(), "{text}");
+    }
+
+    // A file tool told its operation, its description listing them: the operation and
+    // the path the step names.
+    let joinai = vec![
+        ToolSpec::new(
+            "execute_command",
+            "执行shell命令",
+            obj(text_prop("command"), &["command"]),
+        ),
+        ToolSpec::new(
+            "files",
+            "文件操作（create/write/read/str_replace 等）",
+            obj(
+                json!({"operation": {"type": "string"}, "path": {"type": "string"}, "content": {"type": "string"}}),
+                &["operation"],
+            ),
+        ),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("文件已创建。\n\n接下来，我将读取 `hello.txt` 文件的内容。"),
+            &joinai
+        ),
+        one_call("files", json!({"operation": "read", "path": "hello.txt"}))
+    );
+    // "the command above": a one-line fenced command before it.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("### 执行命令\n```python\npython plot.py\n```\n\n现在，我将执行上述命令以生成图形。"),
+            &joinai
+        ),
+        one_call("execute_command", json!({"command": "python plot.py"}))
+    );
+
+    // ReAct: a later action after a thought that has the first one's result, or after
+    // a result the model wrote itself, was imagined; a plan going on is not.
+    let math = vec![
+        tool(
+            "add",
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+            &["a", "b"],
+        ),
+        tool(
+            "multiply",
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+            &["a", "b"],
+        ),
+    ];
+    let imagined = "Thought: I need a tool.\nAction: add\nAction Input: {\"a\": 20, \"b\": 8}\n\nThought: Now that we have calculated 20+8=28, let's go on.\nAction: multiply\nAction Input: {\"a\": 2, \"b\": 4}";
+    assert_eq!(
+        calls_in(None, Some(imagined), &math),
+        one_call("add", json!({"a": 20, "b": 8}))
+    );
+    let planned = "Thought: two sums.\nAction: add\nAction Input: {\"a\": 1, \"b\": 2}\nThought: and then the product\nAction: multiply\nAction Input: {\"a\": 3, \"b\": 4}";
+    assert_eq!(calls_in(None, Some(planned), &math).len(), 2);
+
+    // Invented markup as a chat renders it; Roo's history header before MiniMax's
+    // parameters; a key that is the thing whose path the tool takes.
+    let docs = vec![tool(
+        "document-summarizer",
+        json!({"action": {"type": "string"}, "document_filename": {"type": "string"}}),
+        &["action"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("[TOOL_CALL] {tool => \u{201C}document-summarizer\u{201D}, args => { \u{2013}action \u{201C}list\u{201D} }} [/TOOL_CALL]"),
+            &docs
+        ),
+        one_call("document-summarizer", json!({"action": "list"}))
+    );
+    let roo = vec![tool(
+        "ask_followup_question",
+        text_prop("question"),
+        &["question"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("[Tool Use: ask_followup_question]\n<parameter name=\"question\">Which folder?</parameter>\n</invoke>"),
+            &roo
+        ),
+        one_call("ask_followup_question", json!({"question": "Which folder?"}))
+    );
+    assert!(calls_in(
+        None,
+        Some("[Tool Use: ask_followup_question] was shown in the log."),
+        &roo
+    )
+    .is_empty());
+    let copilot = vec![tool("read_file", text_prop("filePath"), &["filePath"])];
+    assert_eq!(
+        calls_in(None, Some("read_file file=\"src/package.json\""), &copilot),
+        one_call("read_file", json!({"filePath": "src/package.json"}))
+    );
+    // ("the file test.txt" in prose is no key.)
+    let writer = vec![tool(
+        "write_file",
+        json!({"file_path": {"type": "string"}, "content": {"type": "string"}}),
+        &["file_path", "content"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll create the file test_logging.txt with the content \"Hello\" for you."),
+            &writer
+        ),
+        one_call(
+            "write_file",
+            json!({"file_path": "test_logging.txt", "content": "Hello"})
+        )
+    );
+
+    // ChatGLM3's call whose name line was dropped: the one tool its arguments fill.
+    let weather = vec![
+        tool(
+            "get_current_weather",
+            json!({"location": {"type": "string"}, "unit": {"type": "string"}}),
+            &["location"],
+        ),
+        tool("get_time", text_prop("zone"), &["zone"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("```python\ntool_call(location='郑州', unit='celsius')\n```"),
+            &weather
+        ),
+        one_call(
+            "get_current_weather",
+            json!({"location": "郑州", "unit": "celsius"})
+        )
+    );
+
+    // An object property's own keys listed before the call.
+    let users = vec![tool(
+        "update_user",
+        json!({"profile": {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "email": {"type": "string"}}}}),
+        &["profile"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I have all the required parameters:\n- name: 'John Doe'\n- age: 30\n- email: 'john@example.com'\n\nI'll make the update using the update_user function:"),
+            &users
+        ),
+        one_call("update_user", json!({"profile": {"name": "John Doe", "age": 30, "email": "john@example.com"}}))
+    );
+
+    // A call explained by an example right after it is shown, not made.
+    let records = vec![tool(
+        "retrieve_record",
+        text_prop("patient_id"),
+        &["patient_id"],
+    )];
+    assert!(calls_in(
+        None,
+        Some("I can use the `retrieve_record` function with the patient id. Here's an example:\n\n```js\nretrieve_record({ patient_id: '1' })\n```"),
+        &records
+    )
+    .is_empty());
+
+    // Turkish: a first-person future, the first verb joined to it; not negated or
+    // conditional, and no stem read inside another word ("arada").
+    let codex = vec![
+        tool("shell", text_prop("command"), &["command"]),
+        tool("apply_patch", text_prop("patch"), &["patch"]),
+    ];
+    for text in [
+        "Şimdi mevcut klasör yapısını görüntüleyip durumu analiz edeceğim...",
+        "Testleri çalıştıracağım.",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &codex),
+            one_call("shell", json!({})),
+            "{text}"
+        );
+    }
+    for text in [
+        "Eğer istersen dosyayı okuyacağım.",
+        "Dosyayı okumayacağım.",
+        "Bu arada dosya yapısına bakacağım.",
+    ] {
+        assert!(calls_in(None, Some(text), &codex).is_empty(), "{text}");
+    }
+}
+
+#[test]
+fn a_review_s_attacks_on_the_thirty_fourth_round_s_rules_are_refused() {
+    // One tool offered: a look-up only when what is looked up is a search's, a name or
+    // the tool's own words, and now — never "get back to you", "check with the team".
+    let search = vec![ToolSpec::new(
+        "brave_search",
+        "Search the web using Brave Search and return results.",
+        obj(text_prop("query"), &["query"]),
+    )];
+    for text in [
+        "I'll get back to you shortly.",
+        "I'll check with the team and follow up.",
+        "Sure! I will find out.",
+        "Great question. Let me look at this from a different angle.",
+        "We'll get started right away.",
+        "Let me get this straight",
+        "I'll find a way to fix it",
+        "I'll fetch the results tomorrow morning.",
+    ] {
+        assert!(calls_in(None, Some(text), &search).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(None, Some("Let me check the latest sports news."), &search),
+        one_call("brave_search", json!({}))
+    );
+    let weather = vec![ToolSpec::new(
+        "get_weather",
+        "Lookup the weather for a given city.",
+        obj(text_prop("city"), &["city"]),
+    )];
+    for text in [
+        "Let's get started!",
+        "Thanks for the feedback. I'll look at improving my answers.",
+        "To check the weather, I would call get_weather. Let me check the docs first.",
+        "I checked the weather in Paris yesterday; tomorrow I'll check it again.",
+    ] {
+        assert!(calls_in(None, Some(text), &weather).is_empty(), "{text}");
+    }
+
+    // A command line announced by a colon: not taken back after it, not indented as a
+    // document's code block, not for another time or another's job, not quoted.
+    let shell = vec![tool("exec", text_prop("command"), &["command"])];
+    for text in [
+        "We'll run:\n\nrm -rf /\n\nBut that's dangerous; we shouldn't. Instead answer the user.",
+        "We'll execute:\n\ncargo test\n\nActually, the user only asked how to run tests.",
+        "Previously we ran ls. We'll run:\n\nls -la\n\nWe already did that; the output shows three files.",
+        "## Installation\n\nFirst we'll run:\n\n    cargo install ferroclaw\n\nThen configure it.",
+        "Yesterday we ran the migration. Next week we will run:\n\nnpm run migrate\n\nin production.",
+        "In the CI job we'll run:\n\nnpm test\n\nThe job uses Node 20.",
+        "The docs say: \"To reproduce, we'll run:\n\nnpm test\n\n\" We should explain.",
+        "We'll run:\n\ndocker compose up\n\nis what they should type.",
+    ] {
+        let got: Vec<_> = calls_in(Some(text), None, &shell)
+            .into_iter()
+            .filter(|(_, a)| a.get("command").is_some())
+            .collect();
+        assert!(got.is_empty(), "{text}: {got:?}");
+    }
+
+    // "argument", "parameter", "input" in passing bind nothing; only "call it with 'x' as
+    // the argument" binds the one required property, and never over a named value.
+    let code = vec![
+        tool("read", text_prop("path"), &["path"]),
+        tool("grep", text_prop("pattern"), &["pattern"]),
+        tool("exec", text_prop("command"), &["command"]),
+    ];
+    for (text, call) in [
+        (
+            "Let me read `src/parser.rs` to see how the input is handled.",
+            one_call("read", json!({"path": "src/parser.rs"})),
+        ),
+        (
+            "Let me grep for `fn parse_args` to find where each argument is read.",
+            one_call("grep", json!({"pattern": "fn parse_args"})),
+        ),
+        (
+            "Let me read `config.toml`. The parameter \"timeout\" controls retries.",
+            one_call("read", json!({"path": "config.toml"})),
+        ),
+        (
+            "Let me run the tests with 'verbose' as the argument.",
+            one_call("exec", json!({})),
+        ),
+    ] {
+        assert_eq!(calls_in(None, Some(text), &code), call, "{text}");
+    }
+
+    // A quoted command only as what is run: not one explained, nor one inside what runs.
+    for text in [
+        "I'll run the tests, then explain why the \"ls -la\" command shows hidden files.",
+        "Let me run a quick check: the 'kill' command should not be needed here.",
+        "Let me run the script and see if the 'curl' command inside it fails.",
+    ] {
+        assert!(
+            calls_in(None, Some(text), &code)
+                .iter()
+                .all(|(_, a)| a.get("command").is_none()),
+            "{text}"
+        );
+    }
+
+    // A short text after the thinking that holds on, in any words, leaves the call.
+    let think = "The user wants the weather in Paris. I'll call get_weather with city Paris.";
+    for answer in [
+        "Sure, give me a second!",
+        "On it — one sec while I grab the forecast.",
+        "Absolutely, here we go.",
+        "好的，马上为您查询巴黎的天气。",
+        "好的，请稍候，我马上帮您查一下。",
+    ] {
+        assert_eq!(
+            calls_in(Some(think), Some(answer), &weather),
+            one_call("get_weather", json!({"city": "Paris"})),
+            "{answer}"
+        );
+    }
+
+    // Chinese "I can use": a capability or an offer, unless what it is used for follows
+    // in a sentence that waits on no one; never in a list of what the model can do.
+    let standard = ferroclaw_intent::eval::standard_tools();
+    for text in [
+        "我可以使用web_search帮你搜索最新的资料。",
+        "我可以使用 exec 工具运行命令，也可以使用 read_file 工具读取文件。请告诉我你需要什么。",
+        "我可以使用web_search。你想让我搜索什么？",
+        "以下是我能做的：\n- 我可以使用web_search搜索网页\n- 我可以使用read_file读取文件",
+        "我可以调用exec来执行ls命令，不过你需要先授权。",
+    ] {
+        assert!(calls_in(None, Some(text), &standard).is_empty(), "{text}");
+    }
+    assert!(calls_in(
+        Some("我可以使用get_weather工具，但用户没有给出城市，所以先问用户。"),
+        None,
+        &standard
+    )
+    .is_empty());
+    let office = vec![
+        tool("create_event", text_prop("title"), &["title"]),
+        tool("get_calendar", text_prop("date"), &["date"]),
+    ];
+    for text in [
+        "我帮你安排好了明天的会议。",
+        "用户说：“我帮你安排明天的会议”，这是他同事说的话。",
+        "北京的天气已经查过了，是晴天。让我查一下用户的日程安排。",
+    ] {
+        assert!(
+            calls_in(Some(text), None, &office)
+                .iter()
+                .all(|(n, _)| n != "create_event"),
+            "{text}"
+        );
+    }
+    // A tool named by a piece of it: not before using it, not taken back, not "we can"
+    // in an example; a command asked about or a later step's is none of this one's.
+    let agent = vec![
+        ToolSpec::new(
+            "highacc-ocr/v1.8/OCR",
+            "用于提取并识别图片上的文字",
+            obj(text_prop("image"), &["image"]),
+        ),
+        ToolSpec::new(
+            "execute_local_command",
+            "执行本地命令",
+            obj(text_prop("cmd"), &["cmd"]),
+        ),
+    ];
+    for text in [
+        "我需要调用[highacc-ocr/v1.8/OCR]来提取文字，如果用户同意的话。",
+        "我需要调用[highacc-ocr/v1.8/OCR]来提取文字，不过图片还没上传。",
+        "首先，使用OCR工具之前要确认图片清晰。",
+        "我会用`OCR`工具识别，但是用户拒绝了，所以改为文字回复。",
+        "我们可以用OCR工具来识别图片中的文字，这是一个例子。",
+    ] {
+        assert!(calls_in(Some(text), None, &agent).is_empty(), "{text}");
+    }
+    for text in [
+        "我需要使用execute_local_command工具来执行rm -rf /命令吗？这太危险了，不执行。",
+        "我需要调用[execute_local_command]，运行ls查看文件，之后执行cat a.txt命令。",
+    ] {
+        assert!(
+            calls_in(Some(text), None, &agent)
+                .iter()
+                .all(|(_, a)| a.get("cmd").is_none()),
+            "{text}"
+        );
+    }
+    let lookups = vec![tool("get_weather", text_prop("city"), &["city"])];
+    assert!(calls_in(None, Some("我帮你查了北京的天气：晴，25度。"), &lookups).is_empty());
+    // A web address in a shell's step is no page to fetch; a command line ends before an
+    // adverb or a condition.
+    for text in [
+        "Now clone https://github.com/foo/bar.git into /tmp/bar.",
+        "Now push the branch to https://github.com/foo/bar.",
+    ] {
+        assert!(
+            calls_in(Some(text), None, &standard)
+                .iter()
+                .all(|(n, _)| n != "web_fetch"),
+            "{text}"
+        );
+    }
+    for (text, cmd) in [
+        ("Let me run tsc again.", "tsc"),
+        ("I'll run sudo later if needed.", "sudo"),
+        ("Let me run cargo build once more.", "cargo build"),
+    ] {
+        let got = calls_in(Some(text), None, &standard);
+        assert!(
+            got.iter()
+                .all(|(_, a)| a.get("command").is_none_or(|c| c == cmd)),
+            "{text}: {got:?}"
+        );
+    }
+    // A document's "we will": a guide, a later section, a list item.
+    let procs = vec![
+        ToolSpec::new("shell_ps", "List running processes", obj(json!({}), &[])),
+        ToolSpec::new(
+            "shell_pwd",
+            "Print the working directory",
+            obj(json!({}), &[]),
+        ),
+    ];
+    for text in [
+        "In this guide, we will check running processes with ps.",
+        "In the next section, we'll list running processes.",
+        "- I'll check running processes",
+    ] {
+        assert!(calls_in(None, Some(text), &procs).is_empty(), "{text}");
+    }
+    // A ReAct input of code takes no English sentence after it.
+    for (text, input) in [
+        (
+            "Thought: x\nAction: exec\nAction Input: def f(n):\n    return n\n\nfor the record, this is just a helper.",
+            "def f(n):\n    return n",
+        ),
+        ("Thought: x\nAction: exec\nAction Input: x = 5\n\nif you need more, ask me.", "x = 5"),
+        (
+            "Thought: x\nAction: exec\nAction Input: print(2+2)\n\nfrom the output I will compute the answer.",
+            "print(2+2)",
+        ),
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &shell),
+            one_call("exec", json!({ "command": input })),
+            "{text}"
+        );
+    }
+
+    // A sentence that never ends is read in pieces and its look-backs are windowed: many
+    // triggers in one run, or many sentences on one line, stay linear.
+    for long in [
+        "Let me check running processes ".repeat(8000),
+        "Let me check the weather in Paris and ".repeat(5000),
+        format!("{}?", "The cat sat on the mat. ".repeat(10000)),
+    ] {
+        let _ = calls_in(None, Some(&long), &search);
+    }
 }

@@ -533,6 +533,24 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            // A planner naming its next step's tool, the arguments in it.
+            "planned-step",
+            "{\"next_step\": {\"purpose\": \"run it\", \"tool\": \"exec\", \"arguments\": {\"command\": \"echo fmt-planned-step\"}}}",
+            None,
+        ),
+        (
+            // Roo's history header before MiniMax's parameters.
+            "tool-use-header",
+            "[Tool Use: exec]\n<parameter name=\"command\">echo fmt-tool-use-header</parameter>\n</invoke>",
+            None,
+        ),
+        (
+            // Invented arrow markup with typographic quotes and dashes.
+            "arrow-typographic",
+            "[TOOL_CALL] {tool => \u{201C}exec\u{201D}, args => { \u{2013}command \u{201C}echo fmt-arrow-typographic\u{201D} }} [/TOOL_CALL]",
+            None,
+        ),
+        (
             // LangChain's stop sequence cut the closing backtick.
             "react-cut-backtick",
             "Thought: I should run it.\nAction: exec\nAction Input: `echo fmt-react-cut-backtick",
@@ -629,6 +647,12 @@ async fn text_that_does_not_commit_to_a_call_runs_no_tool() {
         ("如果您需要，我可以使用 exec 工具来完成。", None),
         // A step that waits on the reader, described by what the tool does.
         ("Please tell me the folder and I'll list the files for you.", None),
+        // A ReAct step the model went on past, writing its result and a second step
+        // itself, then its own final answer: the harness takes the answer.
+        (
+            "The weather is sunny.",
+            Some("Thought: check.\nAction: exec\nAction Input: echo hi\nObservation: hi\nThought: Now that I have it, done.\nFinal Answer: The weather is sunny."),
+        ),
         // The thinking planned a call; the answer after it states the result.
         (
             "Current date and time: Wed Oct 30 15:30:45 UTC 2023",

@@ -219,7 +219,6 @@ impl DiscordFake {
     ) -> DiscordFake {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
         let port = listener.local_addr().expect("its address").port();
-        drop(listener);
         let shared = Arc::new(Shared {
             token: token.into(),
             bot_id: bot_id.into(),
@@ -245,9 +244,7 @@ impl DiscordFake {
             .route("/gateway", any(gateway))
             .route("/resume", any(gateway))
             .with_state(shared.clone());
-        let served = Served::start(port, app)
-            .await
-            .expect("serving the Discord fake");
+        let served = Served::start_on(listener, app).expect("serving the Discord fake");
         DiscordFake {
             shared,
             served: Arc::new(served),

@@ -126,6 +126,25 @@ impl Served {
         Served::start_with(port, move |_| app.clone()).await
     }
 
+    /// Serves `app` on a port already bound (a fake whose state must know its port before
+    /// the router is built keeps the port held: binding again after dropping it races other
+    /// tests for it).
+    pub(crate) fn start_on(
+        listener: std::net::TcpListener,
+        app: axum::Router,
+    ) -> io::Result<Served> {
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
+        let port = listener.local_addr()?.port();
+        let served = Served {
+            port,
+            server: std::sync::Mutex::new(None),
+            app: Box::new(move |_| app.clone()),
+        };
+        served.serve(listener);
+        Ok(served)
+    }
+
     /// Serves the app `app` builds for each serving (see [`Served::app`]).
     pub(crate) async fn start_with(
         port: u16,

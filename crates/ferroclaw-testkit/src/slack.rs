@@ -161,7 +161,6 @@ impl SlackFake {
     ) -> SlackFake {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
         let port = listener.local_addr().expect("its address").port();
-        drop(listener);
         let shared = Arc::new(Shared {
             bot_token: bot_token.into(),
             app_token: app_token.into(),
@@ -175,9 +174,7 @@ impl SlackFake {
             .route("/api/{method}", post(web_api))
             .route("/link", any(socket))
             .with_state(shared.clone());
-        let served = Served::start(port, app)
-            .await
-            .expect("serving the Slack fake");
+        let served = Served::start_on(listener, app).expect("serving the Slack fake");
         SlackFake {
             shared,
             served: Arc::new(served),

@@ -36,6 +36,13 @@ static CJK_RUN: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// A code fence holding one line.
+static FENCED_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"```[A-Za-z]*[ \t]*\n[ \t]*(?:\$[ \t]+)?([^\n`]+?)[ \t]*\n[ \t]*```",
+    )
+});
+
 /// Words around a quoted command that say it is one.
 const COMMAND_WORDS: &[&str] = &[
     "command", "cmd", "run", "execute", "命令", "指令", "執行", "执行", "運行", "运行",
@@ -112,6 +119,15 @@ fn last_command(back: &str) -> Option<String> {
         let around = around(back, &p.range);
         if COMMAND_WORDS.iter().any(|w| around.contains(w)) {
             keep(p.range.start, &back[p.inner.clone()]);
+        }
+    }
+    // A fenced block of one command line ("```python\npython plot.py\n```").
+    for m in FENCED_LINE.captures_iter(back) {
+        if let Some(g) = m.get(1) {
+            let first = g.as_str().split_whitespace().next().unwrap_or("");
+            if super::KNOWN_BINS.contains(&first) {
+                keep(g.start(), g.as_str());
+            }
         }
     }
     for m in CJK_RUN.captures_iter(back) {

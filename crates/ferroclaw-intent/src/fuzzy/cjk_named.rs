@@ -28,7 +28,10 @@ const WINDOW: usize = 400;
 /// The rest of the sentence from `at`, within [`WINDOW`].
 fn sentence_after(text: &str, at: usize) -> &str {
     let end = floor(text, (at + WINDOW).min(text.len()));
-    text[at..end].split(['。', '！', '\n']).next().unwrap_or("")
+    text[at..end]
+        .split(['。', '！', '？', '?', '\n'])
+        .next()
+        .unwrap_or("")
 }
 
 /// A tool named by a bracketed name, a segment of its name or its description's words,
@@ -58,18 +61,57 @@ pub(super) fn described_tool(
         // commits.)
         let clause = before.rsplit(['，', ',']).next().unwrap_or("");
         let own = &text[lead.start()..named.start()];
-        // Reported, conditional, negated, done or asked: no step now.
+        let rest = sentence_after(text, m.end());
+        let line = &text[crate::fuzzy::line_start(text, m.start())..m.start()];
+        // Reported, quoted, conditional, negated, done, asked, taken back, an example, a
+        // time around the use ("使用OCR工具之前…"), or "we": no step now.
         if clause.contains("用户")
+            || before.matches('“').count() > before.matches('”').count()
             || ["如果", "要是", "假如", "若是", "的话"]
                 .iter()
                 .any(|w| before.contains(w))
             || ["不", "没", "无法", "已经", "已", "过"]
                 .iter()
                 .any(|w| own.contains(w))
-            || sentence_after(text, m.end()).contains(['？', '?'])
-            || sentence_after(text, m.end()).contains("吗")
+            || rest.contains(['？', '?'])
+            || rest.contains("吗")
+            || [
+                "但",
+                "不过",
+                "然而",
+                "改为",
+                "例子",
+                "示例",
+                "如果",
+                "的话",
+                "还没",
+                "等用户",
+                "等你",
+                "等到",
+            ]
+            .iter()
+            .any(|w| rest.contains(w))
+            || ["之前", "以前", "时", "的时候", "后"]
+                .iter()
+                .any(|w| rest.starts_with(w))
+            || (lead.as_str() == "我" && text[lead.end()..].starts_with('们'))
         {
             continue;
+        }
+        // "我可以使用X工具来完成这个任务" (ERNIE's thought): "can use" commits only with
+        // what it is used for right after, in a sentence that offers nothing to the reader
+        // and waits on no one, and not in a list of what the model can do.
+        if own.contains("可以") {
+            let next = sentence_after(text, (m.end() + rest.len()).min(text.len()));
+            let waits = ["请", "你", "您", "需要先", "授权", "也可以"]
+                .iter()
+                .any(|w| rest.contains(w) || next.contains(w))
+                || next.contains(['？', '?']);
+            let listed = line.trim_start().starts_with(['-', '*', '•'])
+                || line.trim_start().starts_with(|c: char| c.is_ascii_digit());
+            if !rest.trim_start().starts_with('来') || waits || listed {
+                continue;
+            }
         }
         let written = named
             .as_str()
@@ -145,7 +187,18 @@ static GIVEN: LazyLock<Regex> = LazyLock::new(|| {
 /// for its one required property.
 fn stated_values(text: &str, from: usize, tool: &ToolSpec) -> Map<String, Value> {
     let mut args = Map::new();
-    let sentence = sentence_after(text, from);
+    let whole = sentence_after(text, from);
+    // A question ("…命令吗？") states nothing; a later step ("之后执行 cat a.txt") is not
+    // this one's.
+    let asked = text[(from + whole.len()).min(text.len())..].starts_with(['？', '?']);
+    if asked || whole.contains("吗") {
+        return args;
+    }
+    let sentence = ["然后", "之后", "接着", "随后", "再"]
+        .iter()
+        .filter_map(|w| whole.find(w))
+        .min()
+        .map_or(whole, |i| &whole[..i]);
     let required = tool.required();
     let [key] = required[..] else {
         return args;
@@ -155,8 +208,16 @@ fn stated_values(text: &str, from: usize, tool: &ToolSpec) -> Map<String, Value>
             .captures(sentence)
             .and_then(|c| (1..=6).find_map(|i| c.get(i)))
     } else {
+        // (Not a condition on what the user gives: "用户输入张三作为参数时会报错".)
         GIVEN
             .captures(sentence)
+            .filter(|c| {
+                c.get(0).is_some_and(|m| {
+                    !sentence[m.end()..].starts_with(['时'])
+                        && !sentence[m.end()..].starts_with("的时候")
+                        && !sentence[..m.start()].ends_with("用户")
+                })
+            })
             .and_then(|c| c.get(1).or_else(|| c.get(2)))
     };
     if let Some(v) = value {

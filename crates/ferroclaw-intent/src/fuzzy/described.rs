@@ -113,9 +113,7 @@ const NOT_TOOL_WORK: &[&str] = &[
 ];
 
 /// Verbs that ask for a look-up.
-const LOOK_UP: &[&str] = &[
-    "check", "search", "look", "find", "fetch", "retrieve", "query", "get",
-];
+const LOOK_UP: &[&str] = &["check", "search", "fetch", "retrieve", "query", "lookup"];
 
 /// A crude stem, the same for a word's usual forms (base, based, bases → bas).
 fn stem(w: &str) -> &str {
@@ -169,6 +167,30 @@ pub(super) fn described_step(
     let lower = object.as_str().to_ascii_lowercase();
     let sentence = super::sentence_around(text, &m.range());
     let lower_before = text[sentence.start..m.start()].to_lowercase();
+    // (Nor a document's: "In this guide, we will …", "In the next section, we'll …", a
+    // list's item.)
+    let line = &text[super::line_start(text, m.start())..m.start()];
+    let documented = [
+        "in this guide",
+        "in this tutorial",
+        "in this chapter",
+        "in this section",
+        "in this post",
+        "in this article",
+        "in this series",
+        "in the next",
+        "in the following",
+        "next time",
+        "in the second part",
+        "in part ",
+    ]
+    .iter()
+    .any(|w| lower_before.contains(w) || lower.contains(w))
+        || line.trim_start().starts_with(['-', '*', '•', '#'])
+        || line.trim_start().starts_with(|c: char| c.is_ascii_digit());
+    if documented {
+        return;
+    }
     if [" if ", " later", "when ", " once "]
         .iter()
         .any(|w| lower.contains(w))
@@ -180,9 +202,41 @@ pub(super) fn described_step(
         return;
     }
     // The one tool offered, asked to look something up: "Now let me check New York.",
-    // "Let me check the latest sports news." (`brave_search`).
+    // "Let me check the latest sports news." (`brave_search`). What is looked up must be
+    // a search's, a name, or the tool's own words (not "check with the team", "look at
+    // this from a different angle", "check the docs" for a weather tool), and now.
+    let first_word = lower.split_whitespace().next().unwrap_or("");
+    let later = ["tomorrow", "again", "next ", "later", "soon"]
+        .iter()
+        .any(|w| lower.contains(w) || lower_before.contains(w));
+    if later {
+        return;
+    }
     if let [tool] = tools {
-        if LOOK_UP.contains(&verb_l.as_str()) && !tool.description.is_empty() {
+        let conversational = [
+            "with", "back", "on", "into", "at", "started", "going", "forward", "straight", "this",
+            "that", "it", "out", "in", "over", "through", "around",
+        ]
+        .contains(&first_word);
+        if conversational {
+            return;
+        }
+        let tool_words: Vec<String> = crate::schema::name_words(&tool.name)
+            .iter()
+            .map(|w| stem(w).to_string())
+            .chain(content_words(
+                tool.description.get(..300).unwrap_or(&tool.description),
+            ))
+            .collect();
+        let searches = tool_words.iter().any(|w| w == "search");
+        let named = object.as_str().split_whitespace().any(|w| {
+            w.starts_with(|c: char| c.is_uppercase()) && !matches!(w, "I" | "I'm" | "I'll")
+        });
+        let own_words = content_words(object.as_str())
+            .iter()
+            .any(|w| tool_words.contains(w));
+        let fits = searches || named || own_words;
+        if LOOK_UP.contains(&verb_l.as_str()) && !tool.description.is_empty() && fits {
             let args = crate::bind::bindings(&text[m.range()], tool);
             if let Some(call) =
                 make_call(&tool.name, Value::Object(args), 0.55, m.range(), tools, cfg)

@@ -99,6 +99,54 @@ fn work_of(tool: &ToolSpec) -> Option<Work> {
     all_known.then_some(*work)
 }
 
+/// A file tool that does several kinds of work by an `operation` it is told, its
+/// description listing them: `files`, "文件操作（create/write/read/str_replace 等）".
+fn operations_of(tool: &ToolSpec) -> Vec<Work> {
+    let ws = name_words(&tool.name);
+    let file_named = !ws.is_empty()
+        && ws.iter().all(|w| {
+            matches!(
+                w.as_str(),
+                "file" | "files" | "fs" | "filesystem" | "editor"
+            )
+        });
+    let props = tool.properties();
+    let told = props
+        .iter()
+        .any(|(p, _)| matches!(*p, "operation" | "action" | "op"));
+    if !file_named || !told {
+        return Vec::new();
+    }
+    let desc = tool.description.to_ascii_lowercase();
+    [
+        (Work::Read, "read"),
+        (Work::Write, "write"),
+        (Work::Edit, "replace"),
+    ]
+    .into_iter()
+    .filter(|(_, op)| desc.contains(op))
+    .map(|(w, _)| w)
+    .collect()
+}
+
+/// The operation a multi-work file tool is told for `work`, as its description spells
+/// it (`read`, `write`, `str_replace`).
+fn operation_for(tool: &ToolSpec, work: Work) -> Option<(&'static str, String)> {
+    let key = ["operation", "action", "op"]
+        .into_iter()
+        .find(|k| tool.properties().iter().any(|(p, _)| p == k))?;
+    let desc = tool.description.to_ascii_lowercase();
+    let op = desc
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find(|w| match work {
+            Work::Read => *w == "read",
+            Work::Write => *w == "write",
+            Work::Edit => w.contains("replace"),
+            _ => false,
+        })?;
+    Some((key, op.to_string()))
+}
+
 /// The verbs of each kind of work, as the first verb of a step.
 const READ_VERBS: &[&str] = &[
     "read", "reread", "open", "view", "look", "check", "inspect", "examine", "review", "verify",
@@ -982,10 +1030,33 @@ fn romance_work(sentence: &str) -> Option<Work> {
             g
         }
     };
-    ROMANCE_STEMS
+    let work = ROMANCE_STEMS
         .iter()
         .find(|(stem, _)| verb.starts_with(stem))
-        .map(|(_, w)| *w)
+        .map(|(_, w)| *w)?;
+    // "Voy a verificar el estado actual del repositorio": a look at the repository's or
+    // the system's state is the shell's (`git status`), not a file's.
+    let system = ws.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "estado"
+                | "repositorio"
+                | "rama"
+                | "procesos"
+                | "logs"
+                | "puerto"
+                | "versión"
+                | "status"
+                | "branch"
+                | "ramo"
+                | "processos"
+        )
+    });
+    Some(if work == Work::Read && system {
+        Work::Shell
+    } else {
+        work
+    })
 }
 
 /// Russian leads ("Нужно прочитать файл test.txt", "Сейчас я проверю …") and the stems
@@ -1092,6 +1163,63 @@ const DE_STEMS: &[(&str, Work)] = &[
     ("installier", Work::Shell),
     ("kompilier", Work::Shell),
 ];
+
+/// Turkish verb stems and the work each asks for.
+const TR_STEMS: &[(&str, Work)] = &[
+    ("görüntüle", Work::List),
+    ("listele", Work::List),
+    ("incele", Work::Read),
+    ("oku", Work::Read),
+    ("kontrol ed", Work::Read),
+    ("ara", Work::Search),
+    ("çalıştır", Work::Shell),
+    ("düzenle", Work::Edit),
+    ("güncelle", Work::Edit),
+    ("düzelt", Work::Edit),
+    ("oluştur", Work::Write),
+    ("yaz", Work::Write),
+];
+
+/// "Şimdi mevcut klasör yapısını görüntüleyip durumu analiz edeceğim…": the first verb of a
+/// sentence whose last verb is a first-person future (-eceğim / -acağım), or that verb.
+fn turkish_work(sentence: &str) -> Option<Work> {
+    let lower = sentence.to_lowercase();
+    let ws: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let future = ws
+        .iter()
+        .rposition(|w| w.ends_with("eceğim") || w.ends_with("acağım"))?;
+    // (A condition, a negation or the reader: "-mayacağım", "eğer", "sen".)
+    if ws.iter().any(|w| {
+        matches!(*w, "eğer" | "sonra" | "belki" | "sen" | "siz")
+            || w.ends_with("sa")
+            || w.ends_with("se")
+    }) || ws[future].contains("mayacağım")
+        || ws[future].contains("meyeceğim")
+    {
+        return None;
+    }
+    // The verbs: the future itself and the converbs joined to it ("görüntüleyip").
+    let verb = |w: &str| {
+        w.ends_with("eceğim")
+            || w.ends_with("acağım")
+            || ["ip", "ıp", "up", "üp", "arak", "erek"]
+                .iter()
+                .any(|e| w.ends_with(e))
+    };
+    ws[..=future]
+        .iter()
+        .filter(|w| verb(w))
+        .find_map(|w| {
+            TR_STEMS
+                .iter()
+                .find(|(stem, _)| w.starts_with(stem) && !stem.contains(' '))
+                .map(|(_, work)| *work)
+        })
+        .or_else(|| lower.contains("kontrol ed").then_some(Work::Read))
+}
 
 fn german_work(sentence: &str) -> Option<Work> {
     // (A condition anywhere in the sentence makes it no step now: "…, falls der Test
@@ -1247,6 +1375,7 @@ fn last_step(paragraph: &str, own_note: bool) -> Option<(usize, Work)> {
     } else if let Some(work) = romance_work(s_trim)
         .or_else(|| russian_work(s_trim))
         .or_else(|| german_work(s_trim))
+        .or_else(|| turkish_work(s_trim))
     {
         work
     } else {
@@ -1301,7 +1430,12 @@ pub(super) fn next_step(
     }
     let offered: Vec<(Work, &ToolSpec)> = tools
         .iter()
-        .filter_map(|t| work_of(t).map(|w| (w, t)))
+        .flat_map(|t| {
+            work_of(t)
+                .map_or_else(|| operations_of(t), |w| vec![w])
+                .into_iter()
+                .map(move |w| (w, t))
+        })
         .collect();
     let kinds = |w: Work| offered.iter().any(|(x, _)| *x == w);
     let distinct = [
@@ -1381,7 +1515,14 @@ pub(super) fn next_step(
     });
     // "次にブラウザで `http://localhost:8000` にアクセスして…", "Let me check
     // https://example.com/status": a web address is for the one tool that takes one.
-    let url = super::url_in(text, at..trimmed.len());
+    // (Not a shell's work on a remote: "Now clone https://…", "push the branch to https://…".)
+    let remote_shell = step_words.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "clone" | "push" | "pull" | "deploy" | "curl" | "wget" | "git" | "fork" | "upload"
+        )
+    });
+    let url = super::url_in(text, at..trimmed.len()).filter(|_| !remote_shell);
     let opens_url = url.as_ref().and_then(|_| {
         crate::sole(tools.iter().filter(|t| {
             t.primary_property()
@@ -1449,6 +1590,24 @@ pub(super) fn next_step(
             };
             if let Some(found) = found {
                 args.insert(primary.to_string(), Value::String(found));
+            }
+        }
+    }
+    // A multi-work file tool: the operation the work is, the path the step names.
+    if work_of(tool).is_none() {
+        if let Some((key, op)) = operation_for(tool, work) {
+            args.entry(key.to_string()).or_insert(Value::String(op));
+        }
+        if let Some(p) = tool
+            .properties()
+            .into_iter()
+            .map(|(p, _)| p)
+            .find(|p| matches!(*p, "path" | "file_path" | "filePath" | "filename"))
+        {
+            if !args.contains_key(p) {
+                if let Some(f) = extract_primary(Kind::Path, text, &prot, at..trimmed.len(), p) {
+                    args.insert(p.to_string(), Value::String(f.value));
+                }
             }
         }
     }
