@@ -17,8 +17,17 @@ pub(crate) fn bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
     let mut out = flat_bindings(text, tool);
     // "- name: 'John Doe'\n- age: 30" for `update_user(profile: {name, age, …})`: the
     // values of an object property's own keys, when the text gives two or more of them.
+    // (Only when the text says it lists what the call takes — "I have all the required
+    // parameters:" — or names the property; not another record's "name: Bob, age: 52".)
+    let lower = text.to_ascii_lowercase();
+    let lists_arguments = ["parameter", "argument", "field"]
+        .iter()
+        .any(|w| lower.contains(w));
     for (prop, schema) in tool.properties() {
         if out.contains_key(prop) || schema.get("properties").is_none() {
+            continue;
+        }
+        if !lists_arguments && !lower.contains(&prop.to_ascii_lowercase()) {
             continue;
         }
         let inner = ToolSpec::new(prop, "", schema.clone());
@@ -462,9 +471,7 @@ fn path_prop<'a>(key: &str, props: &[(&'a str, String)]) -> Option<&'a str> {
     crate::sole(props.iter().filter(|(_, f)| {
         !whole.is_empty()
             && (kinds.iter().any(|k| *f == format!("{whole}{k}"))
-                || (kinds.contains(&whole.as_str())
-                    && f.len() > whole.len() + 2
-                    && f.ends_with(&whole)))
+                || (whole == "path" && f.len() > whole.len() + 2 && f.ends_with(&whole)))
     }))
     .map(|(p, _)| *p)
 }

@@ -4160,7 +4160,9 @@ fn drop_explained_by_example(text: &str, calls: &mut Vec<ParsedCall>) {
         let end = sentence_around(text, &c.span).end;
         let next = &text[end..floor(text, (end + 240).min(text.len()))];
         let next = next.to_lowercase();
-        !SHOWN.iter().any(|s| next.contains(s))
+        // (What the example shows is a call of it: code, or the tool's name again.)
+        let shown_call = next.contains("```") || next.contains(&c.name.to_lowercase());
+        !(shown_call && SHOWN.iter().any(|s| next.contains(s)))
     });
 }
 

@@ -181,16 +181,54 @@ fn planned_step(
         .iter()
         .find_map(|k| obj.get(*k));
     let step = nested.unwrap_or(obj).as_object()?;
-    if nested.is_none() && step.len() != 1 {
+    // A bare `{"tool": …}` is the whole answer; a plan may follow the model's words, but
+    // not words that show it, give it as done or refuse ("Here is the config file:",
+    // "The final plan was:", "我不会调用工具"), nor one that is finished.
+    let before = text[..range.start]
+        .trim_end()
+        .trim_end_matches("```json")
+        .trim_end_matches("```");
+    let lower = before.to_lowercase();
+    let shown = [
+        "config",
+        "example",
+        " was",
+        "were",
+        "won't",
+        "will not",
+        "no tool",
+        "yesterday",
+        "log",
+        "不会",
+        "不需要",
+        "不用",
+        "示例",
+        "配置",
+    ]
+    .iter()
+    .any(|w| lower.contains(w));
+    let finished = obj
+        .get("status")
+        .and_then(Value::as_str)
+        .is_some_and(|st| matches!(st, "done" | "complete" | "completed" | "finished"));
+    if (nested.is_none() && (step.len() != 1 || !before.trim().is_empty())) || shown || finished {
         return None;
     }
     let name = ["tool", "tool_name"]
         .iter()
         .find_map(|k| step.get(*k))
         .and_then(Value::as_str)?;
-    crate::schema::resolve(name, tools, &cfg.aliases)?;
-    let args = args_of(&Value::Object(step.clone()))
-        .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+    let tool = crate::schema::resolve(name, tools, &cfg.aliases)?;
+    // Its arguments, or the step's own keys that are the tool's properties.
+    let args = args_of(&Value::Object(step.clone())).unwrap_or_else(|| {
+        let props = tool.properties();
+        Value::Object(
+            step.iter()
+                .filter(|(k, _)| props.iter().any(|(p, _)| p == k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    });
     Some((name.to_string(), args))
 }
 

@@ -206,7 +206,14 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 // going on, "then fetch the docs".)
                 let said = text[vstart..vend].trim().to_ascii_lowercase();
                 let imagined = match label.as_str() {
-                    "observation" => !said.is_empty() && !said.starts_with('(') && said != "...",
+                    "observation" => {
+                        !said.is_empty()
+                            && !said.starts_with(['(', '[', '<'])
+                            && said != "..."
+                            && !["pending", "waiting", "wait for"]
+                                .iter()
+                                .any(|w| said.contains(w))
+                    }
                     _ => RESULT_HAD.iter().any(|c| said.contains(c)),
                 };
                 thought_after_call |= !out.calls.is_empty() && imagined;
@@ -230,7 +237,6 @@ const RESULT_HAD: &[&str] = &[
     "i've calculated",
     "the result is",
     "the result was",
-    "returned",
 ];
 
 /// A step set in (indented) under a line that introduces an example.

@@ -8174,3 +8174,112 @@ fn a_review_s_attacks_on_the_thirty_fourth_round_s_rules_are_refused() {
         let _ = calls_in(None, Some(&long), &search);
     }
 }
+
+#[test]
+fn a_review_s_attacks_on_the_thirty_fifth_round_s_rules_are_refused() {
+    // A planner's step: not a config shown, a log, a refusal or a finished plan; the step's
+    // own property keys are its arguments.
+    let std_tools = ferroclaw_intent::eval::standard_tools();
+    for text in [
+        "Here is the config file for the agent:\n```json\n{\"tool\": \"web_search\"}\n```",
+        "The last audit log entry was: {\"tool\": \"exec\"}",
+        "我不会调用工具。{\"tool\": \"exec\"}",
+        "{\"status\": \"done\", \"next_step\": {\"tool\": \"exec\", \"prompt\": \"x\"}}",
+        "Done. The final plan was: {\"next_action\": {\"tool\": \"read_file\", \"path\": \"a.txt\"}}",
+    ] {
+        assert!(calls_in(None, Some(text), &std_tools).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("{\"next_step\": {\"tool\": \"read_file\", \"path\": \"a.txt\"}}"),
+            &std_tools
+        ),
+        one_call("read", json!({"path": "a.txt"}))
+    );
+    // A placeholder observation or a plan that mentions a result is no result: the later
+    // action stays.
+    for text in [
+        "Thought: First search, then read.\nAction: web_search\nAction Input: {\"query\": \"a\"}\nObservation: [waiting for tool output]\nThought: Then read the file.\nAction: read_file\nAction Input: {\"path\": \"b.txt\"}",
+        "Thought: search first.\nAction: web_search\nAction Input: {\"query\": \"a\"}\nThought: After that I will check what the search returned and then read the docs file.\nAction: read_file\nAction Input: {\"path\": \"b.txt\"}",
+    ] {
+        let got = calls_in(None, Some(text), &std_tools);
+        assert!(got.iter().any(|(n, _)| n == "read"), "{text}: {got:?}");
+    }
+    // `name:` is no user name or branch name; another record's keys fill no object.
+    let people = vec![tool(
+        "create_user",
+        json!({"username": {"type": "string"}, "profile": {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "email": {"type": "string"}}}}),
+        &["username"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I will create the user account for alice (username: alice). Her manager is name: Bob, age: 52, email: bob@corp.com."),
+            &people
+        ),
+        one_call("create_user", json!({"username": "alice"}))
+    );
+    let branches = vec![tool(
+        "create_branch",
+        json!({"repo_path": {"type": "string"}, "branch_name": {"type": "string"}}),
+        &["branch_name"],
+    )];
+    assert!(calls_in(
+        None,
+        Some("I will create the branch feature-login now. (Reviewer name: Alice.)"),
+        &branches
+    )
+    .iter()
+    .all(|(_, a)| a.get("branch_name").is_none_or(|b| b != "Alice")));
+    // "For example:" that shows no call of the tool drops nothing.
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me read config.yaml first. For example: the port setting may be wrong."),
+            &std_tools
+        ),
+        one_call("read", json!({"path": "config.yaml"}))
+    );
+    // Spanish: a file read by name stays a read.
+    let ide = vec![
+        tool("read", text_prop("path"), &["path"]),
+        tool("bash", text_prop("command"), &["command"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Voy a leer el archivo de estado status.json."),
+            &ide
+        ),
+        one_call("read", json!({"path": "status.json"}))
+    );
+    // A multi-operation tool is told one of its own operations, from its enum or its
+    // listed operations, never a word of its prose.
+    let viewer = vec![ToolSpec::new(
+        "files",
+        "Manage files. Operations: view, create, delete, str_replace. The read and write permissions of the workspace are checked.",
+        obj(
+            json!({"op": {"type": "string", "enum": ["view", "create", "delete", "str_replace"]}, "path": {"type": "string"}}),
+            &["op", "path"],
+        ),
+    )];
+    for (text, op) in [
+        ("Let me view src/main.rs.", "view"),
+        ("Now I'll write the new module to src/new.rs.", "create"),
+    ] {
+        for (_, a) in calls_in(None, Some(text), &viewer) {
+            assert!(a.get("op").is_none_or(|o| o == op), "{text}: {a}");
+        }
+    }
+    // A program's output in a fence is not "this command".
+    let got = calls_in(
+        None,
+        Some("The test run printed:\n```\npython 3.11.4 detected, node 18 detected\n```\nI will run this command to install deps: it is listed in the README."),
+        &std_tools,
+    );
+    assert!(
+        got.iter().all(|(_, a)| a.get("command").is_none()),
+        "{got:?}"
+    );
+}

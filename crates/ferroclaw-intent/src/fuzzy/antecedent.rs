@@ -39,7 +39,7 @@ static CJK_RUN: LazyLock<Regex> = LazyLock::new(|| {
 /// A code fence holding one line.
 static FENCED_LINE: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"```[A-Za-z]*[ \t]*\n[ \t]*(?:\$[ \t]+)?([^\n`]+?)[ \t]*\n[ \t]*```",
+        r"```([A-Za-z]*)[ \t]*\n[ \t]*(?:\$[ \t]+)?([^\n`]+?)[ \t]*\n[ \t]*```",
     )
 });
 
@@ -122,12 +122,25 @@ fn last_command(back: &str) -> Option<String> {
         }
     }
     // A fenced block of one command line ("```python\npython plot.py\n```").
+    // (Not a program's output shown: "The test run printed:", ```text.)
     for m in FENCED_LINE.captures_iter(back) {
-        if let Some(g) = m.get(1) {
-            let first = g.as_str().split_whitespace().next().unwrap_or("");
-            if super::KNOWN_BINS.contains(&first) {
-                keep(g.start(), g.as_str());
-            }
+        let (Some(all), Some(lang), Some(g)) = (m.get(0), m.get(1), m.get(2)) else {
+            continue;
+        };
+        let first = g.as_str().split_whitespace().next().unwrap_or("");
+        let lead = back[..all.start()].trim_end();
+        let lead = lead[lead.rfind('\n').map_or(0, |i| i + 1)..].to_ascii_lowercase();
+        let output = [
+            "printed", "output", "returned", "got", "result", "error", "log", "shows",
+        ]
+        .iter()
+        .any(|w| lead.contains(w));
+        let shell_lang = matches!(
+            lang.as_str().to_ascii_lowercase().as_str(),
+            "" | "bash" | "sh" | "shell" | "zsh" | "powershell" | "cmd" | "python" | "py"
+        );
+        if super::KNOWN_BINS.contains(&first) && !output && shell_lang {
+            keep(g.start(), g.as_str());
         }
     }
     for m in CJK_RUN.captures_iter(back) {

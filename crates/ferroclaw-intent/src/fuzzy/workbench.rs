@@ -117,16 +117,39 @@ fn operations_of(tool: &ToolSpec) -> Vec<Work> {
     if !file_named || !told {
         return Vec::new();
     }
-    let desc = tool.description.to_ascii_lowercase();
-    [
-        (Work::Read, "read"),
-        (Work::Write, "write"),
-        (Work::Edit, "replace"),
-    ]
-    .into_iter()
-    .filter(|(_, op)| desc.contains(op))
-    .map(|(w, _)| w)
-    .collect()
+    [Work::Read, Work::Write, Work::Edit]
+        .into_iter()
+        .filter(|w| operation_for(tool, *w).is_some())
+        .collect()
+}
+
+/// The operations a tool may be told: its property's `enum`, or a list its description
+/// gives ("create/write/read/str_replace", "view, create, insert") — not prose words
+/// ("read-only", "read and write permissions").
+fn operation_names(tool: &ToolSpec, key: &str) -> Vec<String> {
+    if let Some(list) = tool
+        .prop(key)
+        .and_then(|p| p.get("enum"))
+        .and_then(Value::as_array)
+    {
+        return list
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_ascii_lowercase)
+            .collect();
+    }
+    static LISTED: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(r"[A-Za-z_]+(?:[ \t]*[/,、][ \t]*[A-Za-z_]+)+")
+    });
+    LISTED
+        .find_iter(&tool.description)
+        .flat_map(|m| {
+            m.as_str()
+                .split(['/', ',', '、'])
+                .map(|w| w.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// The operation a multi-work file tool is told for `work`, as its description spells
@@ -135,15 +158,14 @@ fn operation_for(tool: &ToolSpec, work: Work) -> Option<(&'static str, String)> 
     let key = ["operation", "action", "op"]
         .into_iter()
         .find(|k| tool.properties().iter().any(|(p, _)| p == k))?;
-    let desc = tool.description.to_ascii_lowercase();
-    let op = desc
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .find(|w| match work {
-            Work::Read => *w == "read",
-            Work::Write => *w == "write",
-            Work::Edit => w.contains("replace"),
-            _ => false,
-        })?;
+    let names = operation_names(tool, key);
+    let wanted: &[&str] = match work {
+        Work::Read => &["read", "view", "cat", "open"],
+        Work::Write => &["write", "create"],
+        Work::Edit => &["str_replace", "replace", "edit"],
+        _ => &[],
+    };
+    let op = wanted.iter().find(|w| names.iter().any(|n| n == *w))?;
     Some((key, op.to_string()))
 }
 
@@ -1052,7 +1074,16 @@ fn romance_work(sentence: &str) -> Option<Work> {
                 | "processos"
         )
     });
-    Some(if work == Work::Read && system {
+    // (Not a file read by name, "Voy a leer el archivo de estado status.json".)
+    let names_file = ws.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "leer" | "ler" | "archivo" | "arquivo" | "fichero"
+        )
+    }) || sentence.split_whitespace().any(|w| {
+        super::path_like(w.trim_matches(|c: char| !c.is_alphanumeric() && c != '.' && c != '/'))
+    });
+    Some(if work == Work::Read && system && !names_file {
         Work::Shell
     } else {
         work
