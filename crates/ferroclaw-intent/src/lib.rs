@@ -558,8 +558,6 @@ const PREAMBLE_CUES: &[&str] = &[
     "i need to",
     "we need to",
     "i'm ",
-    "one moment",
-    "a moment",
     "please wait",
     "hold on",
     "ing ",

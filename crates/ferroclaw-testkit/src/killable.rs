@@ -134,15 +134,10 @@ impl Served {
         app: axum::Router,
     ) -> io::Result<Served> {
         listener.set_nonblocking(true)?;
-        let listener = TcpListener::from_std(listener)?;
-        let port = listener.local_addr()?.port();
-        let served = Served {
-            port,
-            server: std::sync::Mutex::new(None),
-            app: Box::new(move |_| app.clone()),
-        };
-        served.serve(listener);
-        Ok(served)
+        Served::serving(
+            TcpListener::from_std(listener)?,
+            Box::new(move |_| app.clone()),
+        )
     }
 
     /// Serves the app `app` builds for each serving (see [`Served::app`]).
@@ -151,11 +146,15 @@ impl Served {
         app: impl Fn(CancellationToken) -> axum::Router + Send + Sync + 'static,
     ) -> io::Result<Served> {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-        let port = listener.local_addr()?.port();
+        Served::serving(listener, Box::new(app))
+    }
+
+    /// Serves on `listener` from now on.
+    fn serving(listener: TcpListener, app: AppFor) -> io::Result<Served> {
         let served = Served {
-            port,
+            port: listener.local_addr()?.port(),
             server: std::sync::Mutex::new(None),
-            app: Box::new(app),
+            app,
         };
         served.serve(listener);
         Ok(served)

@@ -206,6 +206,7 @@ pub(super) fn described_step(
     // a search's, a name, or the tool's own words (not "check with the team", "look at
     // this from a different angle", "check the docs" for a weather tool), and now.
     let first_word = lower.split_whitespace().next().unwrap_or("");
+    let mut object_words = content_words(object.as_str());
     let later = ["tomorrow", "again", "next ", "later", "soon"]
         .iter()
         .any(|w| lower.contains(w) || lower_before.contains(w));
@@ -221,32 +222,20 @@ pub(super) fn described_step(
         if conversational {
             return;
         }
-        let tool_words: Vec<String> = crate::schema::name_words(&tool.name)
-            .iter()
-            .map(|w| stem(w).to_string())
-            .chain(content_words(
-                tool.description.get(..300).unwrap_or(&tool.description),
-            ))
-            .collect();
-        let searches = tool_words.iter().any(|w| w == "search");
+        let (name, desc) = tool_words(tool);
+        let searches = name.iter().chain(&desc).any(|w| w == "search");
         let named = object.as_str().split_whitespace().any(|w| {
             w.starts_with(|c: char| c.is_uppercase()) && !matches!(w, "I" | "I'm" | "I'll")
         });
-        let own_words = content_words(object.as_str())
+        let own_words = object_words
             .iter()
-            .any(|w| tool_words.contains(w));
+            .any(|w| name.contains(w) || desc.contains(w));
         let fits = searches || named || own_words;
         if LOOK_UP.contains(&verb_l.as_str()) && !tool.description.is_empty() && fits {
-            let args = crate::bind::bindings(&text[m.range()], tool);
-            if let Some(call) =
-                make_call(&tool.name, Value::Object(args), 0.55, m.range(), tools, cfg)
-            {
-                out.calls.push(call);
-            }
+            push_step(text, m.range(), tool, tools, cfg, out);
             return;
         }
     }
-    let mut object_words = content_words(object.as_str());
     // "Let me search for that information for you.": what the sentence before said.
     if object_words.is_empty()
         && words(&lower)
@@ -263,12 +252,7 @@ pub(super) fn described_step(
     let verb_stem = stem(&verb_l).to_string();
     // A word of the name counts twice, one of the description once; the verb only adds.
     let score = |t: &ToolSpec| -> (usize, usize) {
-        let name: Vec<String> = crate::schema::name_words(&t.name)
-            .iter()
-            .map(|w| stem(w).to_string())
-            .collect();
-        let desc_text = t.description.get(..300).unwrap_or(&t.description);
-        let desc = content_words(desc_text);
+        let (name, desc) = tool_words(t);
         let mut s = 0;
         let mut hits = 0;
         for w in &object_words {
@@ -295,8 +279,30 @@ pub(super) fn described_step(
     if best < 2 || hits == 0 || best <= runner_up {
         return;
     }
-    let args = crate::bind::bindings(&text[m.range()], tool);
-    if let Some(call) = make_call(&tool.name, Value::Object(args), 0.55, m.range(), tools, cfg) {
+    push_step(text, m.range(), tool, tools, cfg, out);
+}
+
+/// The stemmed words of a tool's name, and the content words of its description's start.
+fn tool_words(tool: &ToolSpec) -> (Vec<String>, Vec<String>) {
+    let name = crate::schema::name_words(&tool.name)
+        .iter()
+        .map(|w| stem(w).to_string())
+        .collect();
+    let desc = content_words(tool.description.get(..300).unwrap_or(&tool.description));
+    (name, desc)
+}
+
+/// The step's call, with what its sentence binds.
+fn push_step(
+    text: &str,
+    step: std::ops::Range<usize>,
+    tool: &ToolSpec,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+    out: &mut StrategyOutput,
+) {
+    let args = crate::bind::bindings(&text[step.clone()], tool);
+    if let Some(call) = make_call(&tool.name, Value::Object(args), 0.55, step, tools, cfg) {
         out.calls.push(call);
     }
 }

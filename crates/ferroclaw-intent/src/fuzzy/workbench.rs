@@ -110,17 +110,21 @@ fn operations_of(tool: &ToolSpec) -> Vec<Work> {
                 "file" | "files" | "fs" | "filesystem" | "editor"
             )
         });
-    let props = tool.properties();
-    let told = props
-        .iter()
-        .any(|(p, _)| matches!(*p, "operation" | "action" | "op"));
-    if !file_named || !told {
+    let Some(key) = operation_key(tool).filter(|_| file_named) else {
         return Vec::new();
-    }
+    };
+    let names = operation_names(tool, key);
     [Work::Read, Work::Write, Work::Edit]
         .into_iter()
-        .filter(|w| operation_for(tool, *w).is_some())
+        .filter(|w| operation_in(&names, *w).is_some())
         .collect()
+}
+
+/// The property a multi-operation tool is told its operation by.
+fn operation_key(tool: &ToolSpec) -> Option<&'static str> {
+    ["operation", "action", "op"]
+        .into_iter()
+        .find(|k| tool.properties().iter().any(|(p, _)| p == k))
 }
 
 /// The operations a tool may be told: its property's `enum`, or a list its description
@@ -155,18 +159,23 @@ fn operation_names(tool: &ToolSpec, key: &str) -> Vec<String> {
 /// The operation a multi-work file tool is told for `work`, as its description spells
 /// it (`read`, `write`, `str_replace`).
 fn operation_for(tool: &ToolSpec, work: Work) -> Option<(&'static str, String)> {
-    let key = ["operation", "action", "op"]
-        .into_iter()
-        .find(|k| tool.properties().iter().any(|(p, _)| p == k))?;
-    let names = operation_names(tool, key);
-    let wanted: &[&str] = match work {
+    let key = operation_key(tool)?;
+    let op = operation_in(&operation_names(tool, key), work)?;
+    Some((key, op.to_string()))
+}
+
+/// The operation among `names` that does `work`.
+fn operation_in(names: &[String], work: Work) -> Option<&'static str> {
+    let wanted: &[&'static str] = match work {
         Work::Read => &["read", "view", "cat", "open"],
         Work::Write => &["write", "create"],
         Work::Edit => &["str_replace", "replace", "edit"],
         _ => &[],
     };
-    let op = wanted.iter().find(|w| names.iter().any(|n| n == *w))?;
-    Some((key, op.to_string()))
+    wanted
+        .iter()
+        .copied()
+        .find(|w| names.iter().any(|n| n == w))
 }
 
 /// The verbs of each kind of work, as the first verb of a step.
@@ -1240,6 +1249,7 @@ fn turkish_work(sentence: &str) -> Option<Work> {
                 .iter()
                 .any(|e| w.ends_with(e))
     };
+    // (A stem of two words, "kontrol ed", is looked for in the sentence.)
     ws[..=future]
         .iter()
         .filter(|w| verb(w))
@@ -1249,7 +1259,12 @@ fn turkish_work(sentence: &str) -> Option<Work> {
                 .find(|(stem, _)| w.starts_with(stem) && !stem.contains(' '))
                 .map(|(_, work)| *work)
         })
-        .or_else(|| lower.contains("kontrol ed").then_some(Work::Read))
+        .or_else(|| {
+            TR_STEMS
+                .iter()
+                .find(|(stem, _)| stem.contains(' ') && lower.contains(stem))
+                .map(|(_, work)| *work)
+        })
 }
 
 fn german_work(sentence: &str) -> Option<Work> {
