@@ -120,6 +120,7 @@ fn flat_bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
     let mut found: Vec<(usize, &str, Value)> = Vec::new();
     for (re, key_group, value_group) in [
         (&*KEY_THEN_VALUE, 1, 2),
+        (&*KEY_IS_CJK, 1, 2),
         (&*SET_KEY_TO, 1, 2),
         (&*VALUE_AS_KEY, 2, 1),
         (&*KEY_QUOTED, 1, 2),
@@ -674,6 +675,13 @@ static KEY_THEN_VALUE: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(&format!(
         r"(?:^|[^\w.]){KEY}[\x22'`]?\s*(?i:parameter|argument|field|param|value|needed|required|given)?\s*(?:[=:]|,?\s*(?i:which\s+(?:in\s+this\s+case\s+)?|that\s+)?(?i:is|should\s+be|will\s+be|would\s+be|must\s+be|set\s+to|to\s+be|equals?)\b)\s*(?:\*\*|__)?{VALUE}"
     ))
+});
+/// `key是user:006，value是yukisyo`: a property named in Latin letters and its value in a
+/// Chinese sentence (the value ends where the Chinese resumes).
+static KEY_IS_CJK: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"(?:^|[^A-Za-z0-9_.])([A-Za-z_][A-Za-z0-9_-]{0,40})\s*(?:是|为|為|设为|設為|设置为|設置為|等于)\s*("[^"\n]{1,200}"|“[^”\n]{1,200}”|`[^`\n]{1,200}`|[A-Za-z0-9_][A-Za-z0-9_./:@+-]*[A-Za-z0-9_/])"#,
+    )
 });
 /// `set the operation to "add"`
 static SET_KEY_TO: LazyLock<Regex> = LazyLock::new(|| {

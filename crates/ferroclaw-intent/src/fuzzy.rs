@@ -21,6 +21,7 @@ use crate::{jsonscan, make_call, ParsedCall, ParserConfig, StrategyOutput, ToolS
 mod antecedent;
 mod cjk_named;
 mod described;
+mod hant;
 mod workbench;
 
 const MAX_TEXT: usize = 256 * 1024;
@@ -215,6 +216,33 @@ const NAME_VERBS: &[&str] = &[
     "api",
     "function",
 ];
+/// Nouns "search" makes a compound with ("search engine", "search results").
+const SEARCH_COMPOUNDS: &[&str] = &[
+    "engine",
+    "engines",
+    "bar",
+    "box",
+    "history",
+    "field",
+    "index",
+    "ranking",
+    "rankings",
+    "optimization",
+    "functionality",
+    "feature",
+    "features",
+    "page",
+    "console",
+    "term",
+    "terms",
+    "result",
+    "results",
+    "algorithm",
+    "algorithms",
+    "space",
+    "capability",
+    "capabilities",
+];
 /// Verbs that ask a look-up tool for something.
 const LOOKUP_VERBS: &[&str] = &[
     "check", "get", "fetch", "look up", "find", "retrieve", "find out", "query", "pull",
@@ -342,6 +370,25 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     names.push(api.to_lowercase());
                 }
             }
+            // A server's prefix several offered tools share (`chrome-devtools_type_text`,
+            // `chrome-devtools_click`): "使用 type_text" names the tool by its own part,
+            // when that part is written as code is (`type_text`) and no other tool has it.
+            let shared_prefix = t
+                .name
+                .char_indices()
+                .filter(|(_, c)| matches!(c, '-' | '_'))
+                .map(|(i, _)| &t.name[..=i])
+                .rfind(|p| {
+                    tools
+                        .iter()
+                        .any(|o| o.name != t.name && o.name.starts_with(p))
+                });
+            if let Some(local) = shared_prefix.map(|p| &t.name[p.len()..]) {
+                let unique = tools.iter().filter(|o| o.name.ends_with(local)).count() == 1;
+                if local.contains('_') && local.len() >= 6 && unique {
+                    names.push(local.to_lowercase());
+                }
+            }
             // MCP-style namespaces (`developer__text_editor`): the model says the tool's
             // own part ("the text editor tool").
             if let Some((_, local)) = t.name.rsplit_once("__").filter(|(_, l)| l.len() > 2) {
@@ -415,10 +462,27 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             // description matched: the name's own words lead.
             if own_verbs.is_empty() {
                 let name_words = crate::schema::name_words(&t.name);
+                // `redis-set`, `redis-get`: a first word other offered tools share, and no
+                // verb, is the server's namespace ("Redis key `a` was updated").
+                let namespace = name_words.len() > 1
+                    && name_words.first().is_some_and(|w| {
+                        !NAME_VERBS.contains(&w.as_str())
+                            && !CONCEPTS.iter().any(|c| c.verbs.contains(&w.as_str()))
+                    })
+                    && tools.iter().any(|o| {
+                        o.name != t.name
+                            && crate::schema::name_words(&o.name).first() == name_words.first()
+                    });
                 // `about_the_user`: a preposition is no verb; nor is an abbreviation
                 // (`sc_celltypist`, `db_lookup`).
-                let verb = name_words.first().filter(|w| {
-                    w.len() > 2
+                // (`HassTurnOn`: its verb is the phrasal one, below.)
+                let phrasal = namespace
+                    && name_words
+                        .get(2)
+                        .is_some_and(|w| PARTICLES.contains(&w.as_str()));
+                let verb = name_words.get(usize::from(namespace)).filter(|w| {
+                    !phrasal
+                        && w.len() > 2
                         && !verbs.contains(&vec![(*w).clone()])
                         && !NAME_FILLERS.contains(&w.as_str())
                 });
@@ -526,10 +590,17 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
                     }
                 }
             }
+            // (`sqlite-list_tables` is written as the tokens `sqlite` and `list_tables`.)
             let spaced = names
                 .iter()
                 .map(|n| words(n))
-                .filter(|w| w.len() >= 2)
+                .chain(names.iter().filter(|n| n.contains('-')).map(|n| {
+                    n.split('-')
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }))
+                .filter(|w: &Vec<String>| w.len() >= 2)
                 .collect();
             Profile {
                 tool: t,
@@ -1418,26 +1489,6 @@ const CJK_CUES: &[&str] = &[
     "先调用",
     "直接调用",
     "立即调用",
-    // The same in traditional characters.
-    "讓我用",
-    "讓我使用",
-    "讓我調用",
-    "我來用",
-    "我來使用",
-    "我來調用",
-    "我需要調用",
-    "我要調用",
-    "我將使用",
-    "我將調用",
-    "我會使用",
-    "我會調用",
-    "現在調用",
-    "接下來調用",
-    "應該使用",
-    "應該調用",
-    "首先，調用",
-    "先調用",
-    "直接調用",
 ];
 
 /// Chinese commitments that open a clause ("我来为您查询…", "我将进行相关搜索").
@@ -1474,6 +1525,12 @@ const CJK_VERBS: &[(&str, &str)] = &[
     ("执行命令", "exec"),
     ("运行命令", "exec"),
     ("列出", "list"),
+    ("文件结构", "list"),
+    ("目录结构", "list"),
+    ("修正", "edit"),
+    ("修改", "edit"),
+    ("修复", "edit"),
+    ("编辑", "edit"),
     ("下载", "fetch"),
     ("抓取", "fetch"),
 ];
@@ -1492,6 +1549,7 @@ const CJK_NAME_VERBS: &[(&str, &[&str])] = &[
         ],
     ),
     ("翻译", &["translate", "translator", "translation"]),
+    ("导航", &["navigate", "goto"]),
     ("预订", &["book", "booking", "reserve"]),
     ("发送", &["send"]),
     ("发一封", &["send"]),
@@ -1545,11 +1603,17 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
         // "用户让我查深圳今天的天气": what the user asked, reported.
         // ("用户想让我…", "老板让我…", "用户问我要…".)
         if [
-            "用户", "他", "她", "你", "您", "客户", "對方", "对方", "想", "老板", "他们", "问",
+            "用户", "他", "她", "你", "您", "客户", "对方", "想", "老板", "他们", "问",
         ]
         .iter()
-        .any(|who| sent[..cue].ends_with(who))
-        {
+        .any(|who| {
+            // ("用户之前让我…": what the user asked earlier.)
+            let before = ["之前", "刚才", "刚刚", "先前", "曾经"]
+                .iter()
+                .find_map(|t| sent[..cue].strip_suffix(t))
+                .unwrap_or(&sent[..cue]);
+            before.ends_with(who)
+        }) {
             continue;
         }
         // (Someone's words quoted: "用户说：“我帮你安排明天的会议”".)
@@ -1591,9 +1655,21 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
             .filter_map(|(v, _)| rest.find(v))
             .min()
             .unwrap_or(rest.len());
-        let aside = ["说明", "说一下", "教", "告诉", "如何", "怎么", "解释"]
-            .iter()
-            .any(|w| rest[..first_verb].contains(w))
+        let aside = [
+            "说明",
+            "说一下",
+            "教",
+            "告诉",
+            "如何",
+            "怎么",
+            "解释",
+            "总结",
+            "概括",
+            "汇报",
+            "介绍",
+        ]
+        .iter()
+        .any(|w| rest[..first_verb].contains(w))
             || [
                 "要是",
                 "等你",
@@ -1642,10 +1718,7 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
                 .collect()
         });
         // "我来为您查询当前时间": a look-up of a thing one tool's name holds.
-        let looks_up = concept.is_some()
-            || ["查", "获取", "獲取", "取得"]
-                .iter()
-                .any(|v| rest.contains(v));
+        let looks_up = concept.is_some() || ["查", "获取", "取得"].iter().any(|v| rest.contains(v));
         // "我不知道今天北京的天气。让我帮你查一下：": a look-up of nothing named is of what
         // the sentence before named.
         let named_here = CJK_NOUNS.iter().any(|(n, _)| rest.contains(n));
@@ -1761,7 +1834,18 @@ fn cjk_identifier(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
     static IDENT: LazyLock<Regex> = LazyLock::new(|| {
         ferroclaw_types::literal_regex(r"[A-Za-z0-9./~][A-Za-z0-9._/-]*[A-Za-z0-9]")
     });
-    let [key] = tool.required()[..] else { return };
+    // ("我現在立刻修正 `app.py`": a file named for an editing tool's path among others.)
+    let path_key = tool.properties().into_iter().map(|(k, _)| k).find(|k| {
+        matches!(
+            k.to_ascii_lowercase().as_str(),
+            "path" | "file_path" | "filepath" | "file" | "filename" | "target_file"
+        )
+    });
+    let key = match (&tool.required()[..], path_key) {
+        ([one], _) => *one,
+        (_, Some(p)) => p,
+        _ => return,
+    };
     if args.contains_key(key) || numeric_prop(tool, key) {
         return;
     }
@@ -1775,7 +1859,11 @@ fn cjk_identifier(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
                 && w.chars().filter(char::is_ascii_alphabetic).count() >= 2
         })
         .collect();
+    let fits = |w: &str| Some(key) != path_key || w.contains(['.', '/']);
     if let [one] = idents[..] {
+        if !fits(one) {
+            return;
+        }
         args.insert(key.to_string(), Value::String(one.to_string()));
     }
 }
@@ -1830,8 +1918,8 @@ fn cjk_owner(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
             .find_map(|d| who.strip_prefix(d))
             .unwrap_or(who);
         let vague = [
-            "今天", "明天", "后天", "昨天", "周末", "现在", "当地", "那里", "那边", "这里", "這裡",
-            "他", "她", "我们", "你们", "哪里",
+            "今天", "明天", "后天", "昨天", "周末", "现在", "当地", "那里", "那边", "这里", "他",
+            "她", "我们", "你们", "哪里",
         ];
         if who.chars().count() >= 2 && !vague.contains(&who) && !who.starts_with(['这', '那', '哪'])
         {
@@ -1850,8 +1938,29 @@ fn cjk_commits(pre: &str) -> bool {
     let conditional = ["如果", "要是", "假如", "若是", "的话"]
         .iter()
         .any(|w| sentence.contains(w));
+    // "因此，调用X函数": the model's own next step after a "so"; "正确的做法是使用X":
+    // the way it settled on.
+    // ("我需要先使用OCR工具…，然后使用ChatWithEB工具": "then" after a "first" is a later
+    // step.)
+    let settled = ["调用", "使用"].iter().any(|v| {
+        tail.strip_suffix(v).is_some_and(|lead| {
+            let lead = lead.trim_end_matches(['，', ',', ' ']);
+            [
+                "因此",
+                "所以",
+                "于是",
+                "然后",
+                "接下来",
+                "那么",
+                "做法是",
+                "方法是",
+            ]
+            .iter()
+            .any(|c| lead.ends_with(c) && !(*c == "然后" && sentence.contains('先')))
+        })
+    });
     !conditional
-        && CJK_CUES.iter().any(|c| tail.ends_with(c))
+        && (settled || CJK_CUES.iter().any(|c| tail.ends_with(c)))
         && !["不", "没", "无需", "别"].iter().any(|n| tail.contains(n))
 }
 
@@ -3120,6 +3229,8 @@ fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
     let lower = s.to_ascii_lowercase();
     let _ = param; // named statements are read by `bind`
     let mut at: Option<usize> = None;
+    // ("calling funcB with 2", "with Paris": a value, not "with the results".)
+    let mut with = false;
     // Named: "<param> set to X", "<param>=X", "<param>: X", "<param> X".
     // Positional: right after the name (and "function"/"tool"), a preposition.
     if at.is_none() {
@@ -3130,9 +3241,10 @@ fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
                 j += noun.len();
             }
         }
-        for prep in ["for ", "in ", "on ", "about "] {
+        for prep in ["for ", "in ", "on ", "about ", "with "] {
             if lower[j..].starts_with(prep) {
                 at = Some(j + prep.len());
+                with = prep == "with ";
                 break;
             }
         }
@@ -3183,6 +3295,9 @@ fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
     }
     let v = v.trim_start_matches("the ").trim();
     if v.is_empty() || v.split_whitespace().count() > 5 || generic_phrase(&v.to_ascii_lowercase()) {
+        return None;
+    }
+    if with && !v.starts_with(|c: char| c.is_ascii_digit() || c.is_uppercase()) {
         return None;
     }
     let off = win.start + j + lead + (rest.find(v).unwrap_or(0));
@@ -3312,8 +3427,22 @@ pub(crate) fn parse_reasoning(
 }
 
 fn parse_as(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, own_note: bool) -> StrategyOutput {
-    let mut out = StrategyOutput::default();
     let text = &text[..floor(text, MAX_TEXT)];
+    let Some(simple) = hant::simplified(text) else {
+        return parse_text(text, tools, cfg, own_note);
+    };
+    let mut out = parse_text(&simple, tools, cfg, own_note);
+    hant::restore(text, &simple, &mut out.calls);
+    out
+}
+
+fn parse_text(
+    text: &str,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+    own_note: bool,
+) -> StrategyOutput {
+    let mut out = StrategyOutput::default();
     // A smolagents planning step (`… <end_plan>`) names the tools of later steps; a
     // plan runs nothing.
     if text.contains("<end_plan>") {
@@ -3427,7 +3556,18 @@ fn parse_as(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, own_note: bool) 
                     if spelled || capital_inside || quoted_name {
                         continue;
                     }
-                    for v in &p.verbs {
+                    // ("Google이 봇 차단": a name with its Korean particle, no verb.)
+                    let glued = text[t.range.end..].chars().next().is_some_and(is_cjk);
+                    for v in p.verbs.iter().filter(|_| !glued) {
+                        // ("online advertising, search engine technology": a noun.)
+                        if v.len() == 1
+                            && v[0] == "search"
+                            && toks
+                                .get(k + 1)
+                                .is_some_and(|n| SEARCH_COMPOUNDS.contains(&n.lower.as_str()))
+                        {
+                            continue;
+                        }
                         if let Some(end) = verb_end(&toks, k, v, clause.end) {
                             let own = p.own_verbs.contains(v);
                             let sole = own
@@ -3618,6 +3758,7 @@ fn parse_as(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, own_note: bool) 
     if text.contains(":\n") {
         announced_command_line(text, cfg, tools, &mut out);
     }
+    command_after_step(text, cfg, tools, &mut out);
     if out.calls.is_empty() {
         closing_colon(text, cfg, tools, &mut out);
     }
@@ -3667,6 +3808,7 @@ fn parse_as(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, own_note: bool) 
     cjk_named::fill_stated(text, tools, &mut out.calls);
     fill_bindings(text, tools, &mut out.calls);
     antecedent::command_named_before(text, tools, &mut out.calls);
+    antecedent::query_named_before(text, tools, &mut out.calls);
     repeat_calls(text, tools, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
     drop_own_name_words(text, tools, &mut out.calls);
@@ -3929,6 +4071,22 @@ fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
                     })
                     .unwrap_or_default();
             }
+            // "调用postgres-query函数两次": a count said right after the name, with no
+            // values, is that many calls.
+            let counted = text[c.span.end..]
+                .trim_start_matches([' ', '`'])
+                .trim_start_matches("函数")
+                .trim_start_matches("工具");
+            let count = [("两次", 2), ("三次", 3), (" twice", 2)]
+                .iter()
+                .find(|(w, _)| counted.starts_with(w.trim_start()))
+                .map_or(1, |(_, k)| *k);
+            if values.len() < 2 && count > 1 {
+                for _ in 1..count {
+                    repeats.push(c.clone());
+                }
+                continue;
+            }
             if each && values.len() >= 2 && (n == 1 || n == values.len()) {
                 for v in values {
                     let mut a = Map::new();
@@ -4122,8 +4280,16 @@ fn drop_code_searched_on_web(text: &str, calls: &mut Vec<ParsedCall>) {
         }) && !["codebase", "repository", "repo"]
             .iter()
             .any(|p| has_phrase(&lower, &format!("in the {p}")))
+            && !CODE_INSIDE.is_match(&lower)
     });
 }
+
+/// "search deeper into the pi-mono package", "inside the auth module": within code.
+static CODE_INSIDE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"\b(?:into|inside|within)\s+(?:the\s+)?(?:[\w.@/-]+\s+){0,2}(?:package|module|crate|source\s+code|src|codebase)\b",
+    )
+});
 
 /// "I will first list the tables, then I will query the schema of the relevant ones": a
 /// step after "then" whose arguments the text does not state waits on the result of the
@@ -4292,10 +4458,9 @@ fn drop_misfits(tools: &[ToolSpec], calls: &mut [ParsedCall]) {
 /// name or description says SQL.
 fn holds_sql(tool: &ToolSpec, key: &str) -> bool {
     // (The key first: `fits` asks this of every argument of every call.)
-    if !["query", "sql", "statement"]
-        .iter()
-        .any(|k| key.eq_ignore_ascii_case(k))
-    {
+    // (`sql_query` too.)
+    let key = key.to_ascii_lowercase();
+    if !["query", "sql", "statement"].contains(&key.as_str()) && !key.contains("sql") {
         return false;
     }
     let about = format!("{} {}", tool.name, tool.description).to_ascii_lowercase();
@@ -5191,9 +5356,101 @@ const TELLING_VERBS: &[&str] = &[
 ];
 /// What a shell does, when no other offered tool does it.
 const SHELL_VERBS: &[&str] = &[
-    "run", "rerun", "execute", "copy", "move", "rename", "install", "build", "compile", "restart",
-    "start", "stop", "kill", "test", "clone", "commit", "push", "delete", "remove", "launch",
+    "run",
+    "connect",
+    "rerun",
+    "execute",
+    "copy",
+    "move",
+    "rename",
+    "install",
+    "reinstall",
+    "build",
+    "rebuild",
+    "compile",
+    "recompile",
+    "typecheck",
+    "lint",
+    "restart",
+    "start",
+    "stop",
+    "kill",
+    "test",
+    "clone",
+    "commit",
+    "push",
+    "delete",
+    "remove",
+    "launch",
 ];
+
+/// "I'll check what files exist in the current directory.\n\n  ls -la": a committed step,
+/// then the answer's last paragraph a known program's command line alone (printed instead
+/// of called), for the one offered shell.
+fn command_after_step(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    out: &mut StrategyOutput,
+) {
+    let trimmed = text.trim_end();
+    let Some(cut) = trimmed.rfind("\n\n") else {
+        return;
+    };
+    let last = &trimmed[cut + 2..];
+    let line = last.trim_start_matches('\n');
+    let indent = line.len() - line.trim_start().len();
+    let line = line.trim_start();
+    let command = line.strip_prefix("$ ").unwrap_or(line);
+    let first = command.split_whitespace().next().unwrap_or("");
+    // (Indented four or more, it is a document's code block.)
+    if indent >= 4 || line.contains('\n') || !KNOWN_BINS.contains(&first) || line.contains('`') {
+        return;
+    }
+    let before = text[..cut].trim_end();
+    // The paragraph's last sentence.
+    let step_at = before
+        .trim_end_matches(['.', ':', '!'])
+        .rfind(['.', '!', '?', '\n'])
+        .map_or(0, |i| i + 1);
+    let step_at = step_at + (before[step_at..].len() - before[step_at..].trim_start().len());
+    let step = before[step_at..].to_lowercase().replace('\u{2019}', "'");
+    let leads = [
+        "i'll ",
+        "i will ",
+        "let me ",
+        "let's ",
+        "we'll ",
+        "i'm going to ",
+    ];
+    // (Not what the reader is shown: "I'll show you how to install it.")
+    if !leads.iter().any(|l| step.starts_with(l))
+        || has_phrase(&step, "you")
+        || workbench::not_now(&step)
+        || in_code_fence(text, cut + 2)
+        || !committed_sentence(text, step_at)
+    {
+        return;
+    }
+    let profs = profiles(tools, cfg);
+    let Some(shell) = sole_shell(&profs) else {
+        return;
+    };
+    let Some(key) = shell.tool.primary_property() else {
+        return;
+    };
+    let mut args = Map::new();
+    args.insert(
+        key.to_string(),
+        Value::String(command.trim_end().to_string()),
+    );
+    let span = step_at..trimmed.len();
+    if let Some(c) = make_call(&shell.tool.name, Value::Object(args), 0.6, span, tools, cfg) {
+        // (It is the step's whole command: "I'll run the echo now." read "echo" alone.)
+        out.calls.retain(|o| o.span.end <= step_at);
+        out.calls.push(c);
+    }
+}
 
 /// "We'll execute:\n\nuv run python check.py": a commitment to run, its colon and the
 /// command line alone on the next line (gpt-oss writes them so in its reasoning), for
@@ -6159,7 +6416,7 @@ fn merge_subsets(calls: &mut Vec<ParsedCall>) {
 /// Harmony analysis channel), nor after a label ("Thought: Search …").
 pub(crate) fn tells_reader(text: &str, start: usize) -> bool {
     let head = &text[..floor(text, start)];
-    if thinking_at(head) {
+    if thinking_at(head) || stops_for_call(text) {
         return false;
     }
     // "### Running `rustfmt` directly": a section's title.
@@ -6212,6 +6469,17 @@ pub(crate) fn tells_reader(text: &str, start: usize) -> bool {
         let lower = lead.to_ascii_lowercase();
         lower.starts_with("to ") && lower.trim_end().ends_with(',')
     }
+}
+
+/// "Remove my duplicate function:" as the whole answer, one short line ending in a colon:
+/// the model stopped there for its call (instructions to the reader go on after their
+/// colon).
+pub(crate) fn stops_for_call(text: &str) -> bool {
+    let whole = text.trim();
+    whole.ends_with([':', '：'])
+        && !whole.contains('\n')
+        && whole.starts_with(char::is_uppercase)
+        && whole.split_whitespace().count() <= 12
 }
 
 /// Inside a ``` fence: code and its comments ("// Read the config file"), a command

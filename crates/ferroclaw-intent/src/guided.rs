@@ -395,6 +395,8 @@ fn args_of(v: &Value) -> Option<Value> {
         // LangChain4j's prompt-injected tools: `{"name": …, "inputs": {…}}`.
         "inputs",
         "action_input",
+        // KaibanJS's agents write it in camel case.
+        "actionInput",
         // `{"tool_name": "exec", "properties": {…}}`: the schema's word for them.
         "properties",
     ]

@@ -417,6 +417,10 @@ pub fn parse(
     if let Some(r) = reasoning.as_deref() {
         reasoned_values(r, &mut calls, tools);
     }
+    drop_awaiting_results(&mut calls);
+    if let Some(r) = reasoning.as_deref() {
+        chose_to_answer(r, &mut calls);
+    }
     if answered_instead(content.as_deref(), &calls, tools, cfg)
         || answered_after(reasoning.as_deref(), content.as_deref(), &calls)
     {
@@ -589,6 +593,14 @@ const PREAMBLE_CUES: &[&str] = &[
     "稍等",
     "正在",
     "问题",
+    // Korean and Japanese first-person futures ("결과를 기다리겠습니다", "確認してみます").
+    "겠습니다",
+    "할게요",
+    "볼게요",
+    "드릴게요",
+    "ましょう",
+    "てみます",
+    "します",
 ];
 
 fn answered_instead(
@@ -657,6 +669,86 @@ fn answered_instead(
     cfg.order
         .iter()
         .all(|&st| run_strategy(st, answer, tools, cfg).calls.is_empty())
+}
+
+/// Words with which the thinking settles on answering instead of acting.
+const ANSWER_CHOSEN: &[&str] = &[
+    "let me answer",
+    "i'll answer",
+    "i will answer",
+    "i should answer",
+    "i should just answer",
+    "i can answer",
+    "just answer",
+    "answer directly",
+    "respond directly",
+    "reply directly",
+    "answer without",
+];
+
+/// "I can use `cd` in bash with the `cwd` parameter. Let me answer directly — yes, …":
+/// the thinking weighed a tool and then chose to answer; its prose step is not taken.
+/// (Not "Let me search, then answer", nor an answer put after the step.)
+fn chose_to_answer(reasoning: &str, calls: &mut Vec<ParsedCall>) {
+    let Some(last) = calls.iter().map(|c| c.span.end).max() else {
+        return;
+    };
+    if !calls
+        .iter()
+        .all(|c| c.strategy == Strategy::Fuzzy && c.source == Source::Reasoning)
+    {
+        return;
+    }
+    let Some(after) = reasoning.get(last..) else {
+        return;
+    };
+    // (From the next sentence on.)
+    let Some(next) = after.find(['.', '!', '?', '\n']) else {
+        return;
+    };
+    let lower = after[next..].to_lowercase();
+    let chosen = ANSWER_CHOSEN.iter().any(|p| {
+        lower.match_indices(p).any(|(i, _)| {
+            let rest = &lower[i + p.len()..];
+            let clause = &rest[..rest.find(['.', '!', '?', '\n']).unwrap_or(rest.len())];
+            ![
+                "after",
+                "once",
+                "when",
+                "then",
+                "with the result",
+                "from the result",
+            ]
+            .iter()
+            .any(|w| clause.contains(w))
+        })
+    });
+    if chosen {
+        calls.clear();
+    }
+}
+
+/// A later call whose argument stands for an earlier call's result (`"result_funcA"`,
+/// `"funcAResult"`, "<output of get_user>"): it waits on that result, it is no call now.
+fn drop_awaiting_results(calls: &mut Vec<ParsedCall>) {
+    let squash = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let mut earlier: Vec<String> = Vec::new();
+    calls.retain(|c| {
+        let awaits = c.arguments.as_object().is_some_and(|args| {
+            args.values().filter_map(Value::as_str).any(|v| {
+                let v = squash(v);
+                (v.contains("result") || v.contains("output") || v.contains("response"))
+                    && earlier.iter().any(|n| v.contains(n.as_str()))
+            })
+        });
+        earlier.push(squash(&c.name));
+        !awaits
+    });
 }
 
 /// Labels of a result the model states itself ("**Result:** The result of 3 * 12 is 36.",

@@ -77,7 +77,11 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         chatglm_calls(&cx, &mut out, &mut taken);
     }
     // (Before the other pythonic readers: a smolagents step binds its strings first.)
-    if out.calls.is_empty() && (text.contains("Code:\n```") || text.contains("<code>\n")) {
+    if out.calls.is_empty()
+        && (text.contains("Code:\n```")
+            || text.contains("<code>\n")
+            || text.contains("Answer:\n```py"))
+    {
         code_agent_step(text, tools, cfg, &mut out);
     }
     if out.calls.is_empty() {
@@ -94,6 +98,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     }
     if out.calls.is_empty() {
         shell_fence_answer(text, tools, cfg, &mut out);
+    }
+    if out.calls.is_empty() && text.contains("```") {
+        executor_blocks(text, tools, cfg, &mut out);
     }
     if out.calls.is_empty() && !text.contains("```") {
         bare_code_answer(text, tools, cfg, &mut out);
@@ -1875,24 +1882,29 @@ fn key_value_call(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut 
 /// follow an observation the model wrote itself.
 fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
     // (smolagents' newer steps write the code between `<code>` tags on lines of their own.)
-    let Some((start, body_start, end_mark)) = ["Code:\n```py\n", "Code:\n```python\n"]
-        .iter()
-        .find_map(|lead| text.find(lead).map(|i| (i, i + lead.len(), "```")))
-        .or_else(|| {
-            // (A step: the answer is the block, or a thought then the block, and nothing
-            // follows it.)
-            let t = text.trim();
-            let ends = t.ends_with("</code>") || t.ends_with("<end_code>");
-            let own = t.starts_with("<code>") || t.starts_with("Thought:");
-            if !(ends && own) {
-                return None;
-            }
-            text.match_indices("<code>\n")
-                .map(|(i, _)| i)
-                .find(|&i| i == 0 || text[..i].ends_with('\n'))
-                .map(|i| (i, i + "<code>\n".len(), "</code>"))
-        })
-    else {
+    // (transformers' HfAgent writes "Answer:" before its block.)
+    let Some((start, body_start, end_mark)) = [
+        "Code:\n```py\n",
+        "Code:\n```python\n",
+        "Answer:\n```py\n",
+        "Answer:\n```python\n",
+    ]
+    .iter()
+    .find_map(|lead| text.find(lead).map(|i| (i, i + lead.len(), "```")))
+    .or_else(|| {
+        // (A step: the answer is the block, or a thought then the block, and nothing
+        // follows it.)
+        let t = text.trim();
+        let ends = t.ends_with("</code>") || t.ends_with("<end_code>");
+        let own = t.starts_with("<code>") || t.starts_with("Thought:");
+        if !(ends && own) {
+            return None;
+        }
+        text.match_indices("<code>\n")
+            .map(|(i, _)| i)
+            .find(|&i| i == 0 || text[..i].ends_with('\n'))
+            .map(|i| (i, i + "<code>\n".len(), "</code>"))
+    }) else {
         return;
     };
     let Some(close) = text[body_start..].find(end_mark) else {
@@ -1943,12 +1955,29 @@ fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
             // `final_answer(music_playlist)`: a value held in a variable of an earlier
             // step is the tool's, unknown here.
             None => {
-                // (The harness runs the block: whatever it passes, the tool is called.)
-                if let Some((n, _)) = call.split_once('(') {
+                // (The harness runs the block: whatever it passes, the tool is called,
+                // with the literal keywords it was given: `document_qa(document,
+                // question="…")`.)
+                if let Some((n, args)) = call.split_once('(') {
+                    let mut known = Map::new();
+                    for c in LITERAL_KEYWORD.captures_iter(args) {
+                        let (Some(k), Some(v)) = (c.get(1), c.get(2)) else {
+                            continue;
+                        };
+                        let v = v.as_str();
+                        let value = if let Some(q) = v.strip_prefix('\'') {
+                            Value::String(q.trim_end_matches('\'').to_string())
+                        } else {
+                            serde_json::from_str(v).unwrap_or(Value::Null)
+                        };
+                        if !value.is_null() {
+                            known.insert(k.as_str().to_string(), value);
+                        }
+                    }
                     push(
                         out,
                         n.trim(),
-                        Value::Object(Map::new()),
+                        Value::Object(known),
                         PYTHONIC,
                         span.clone(),
                         tools,
@@ -1959,6 +1988,13 @@ fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         }
     }
 }
+
+/// `question="What is it?"` among a call's arguments: a keyword given a literal.
+static LITERAL_KEYWORD: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"(?:^|[(,]\s*)([A-Za-z_]\w*)\s*=\s*("(?:[^"\\\n]|\\.)*"|'[^'\n]*'|-?\d+(?:\.\d+)?)\s*(?:,|\)|$)"#,
+    )
+});
 
 /// `f(task=task)` with `task` bound to a string: `f(task="…")`.
 fn bind_names(call: &str, bound: &[(String, String)]) -> String {
@@ -2118,6 +2154,59 @@ fn shell_fence_answer(
             tools,
             cfg,
         );
+    }
+}
+
+static CODE_FENCE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(r"(?m)^[ \t]*```([A-Za-z]+)[ \t]*\n((?s:.*?))\n[ \t]*```")
+});
+
+/// AutoGen's code executor, offered as a tool taking `language` and `code`: it runs every
+/// fenced Python or shell block of the writer's message ("```python\n# filename: a.py …```
+/// TERMINATE"), each one a call — unless the text shows them as examples.
+fn executor_blocks(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let executors: Vec<&ToolSpec> = tools
+        .iter()
+        .filter(|t| {
+            let props = t.properties();
+            props.iter().any(|(p, _)| *p == "language")
+                && props.iter().any(|(p, _)| *p == "code")
+                && t.required().contains(&"code")
+        })
+        .collect();
+    let [tool] = executors[..] else { return };
+    let mut calls = Vec::new();
+    for c in CODE_FENCE.captures_iter(text) {
+        let (Some(all), Some(lang), Some(code)) = (c.get(0), c.get(1), c.get(2)) else {
+            continue;
+        };
+        let lang = lang.as_str().to_ascii_lowercase();
+        let lang = match lang.as_str() {
+            "python" | "py" => "python",
+            "sh" | "bash" | "shell" | "console" => "sh",
+            _ => continue,
+        };
+        let before = text[..all.start()].to_lowercase();
+        let line = before
+            .rsplit('\n')
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        if ["example", "e.g.", "for instance", "such as"]
+            .iter()
+            .any(|w| line.contains(w))
+        {
+            return;
+        }
+        let mut args = Map::new();
+        args.insert("language".into(), Value::String(lang.to_string()));
+        args.insert(
+            "code".into(),
+            Value::String(code.as_str().trim_end().to_string()),
+        );
+        calls.push((all.range(), args));
+    }
+    for (span, args) in calls {
+        push(out, &tool.name, Value::Object(args), 0.8, span, tools, cfg);
     }
 }
 
@@ -2618,8 +2707,9 @@ fn pythonic_lines(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut 
         // a call in backticks, explained after it (positional arguments too).
         let item = item_call(raw);
         let code = item.unwrap_or_else(|| {
-            raw.trim()
-                .trim_start_matches("- ")
+            let line = raw.trim().trim_start_matches("- ");
+            after_label(line)
+                .unwrap_or(line)
                 .trim_matches(|c| c == '*' || c == '`')
                 .trim()
         });
@@ -2652,6 +2742,41 @@ fn pythonic_lines(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut 
     for (span, n, a) in found {
         push(out, &n, a, PYTHONIC, span, tools, cfg);
     }
+}
+
+/// "Grounded Operation: CLICK(box=[[219,186,311,207]])": what follows a short label of
+/// the step (CogAgent's), not one that shows a form ("Usage:", "Example:", "Returns:"),
+/// nor ReAct's fields (its own strategy reads them, imagined observations and all).
+fn after_label(line: &str) -> Option<&str> {
+    let (label, rest) = line.split_once(": ")?;
+    let label = label
+        .trim_matches(|c| c == '*' || c == '`')
+        .to_ascii_lowercase();
+    let words: Vec<&str> = label.split_whitespace().collect();
+    let shows = [
+        "example",
+        "examples",
+        "usage",
+        "syntax",
+        "signature",
+        "format",
+        "schema",
+        "definition",
+        "returns",
+        "return",
+        "output",
+        "result",
+        "results",
+        "like",
+        "action",
+        "thought",
+        "observation",
+    ];
+    ((1..=3).contains(&words.len())
+        && words
+            .iter()
+            .all(|w| w.chars().all(|c| c.is_ascii_alphabetic()) && !shows.contains(w)))
+    .then_some(rest)
 }
 
 /// Every call names an offered tool: a stray `print(x)` is code, not a call.

@@ -113,11 +113,11 @@ fn real_corpus_is_sourced_labelled_and_split() {
 }
 
 /// Floors at what the parser scored (rules alone) when this was written, so a change
-/// that loses ground fails. Development part: P 0.910 / R 0.858 (3,568 cases, thirty-five
+/// that loses ground fails. Development part: P 0.911 / R 0.861 (3,764 cases, thirty-six
 /// earlier held-out parts included). Held-out part, gathered after that tuning and scored
-/// once at its end: P 0.762 / R 0.610 (196). The aim for the held-out part is P 0.95 /
+/// once at its end: P 0.729 / R 0.631 (177). The aim for the held-out part is P 0.95 /
 /// R 0.90; see the corpus README.
-const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.91, 0.85), ("heldout", 0.76, 0.60)];
+const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.91, 0.86), ("heldout", 0.72, 0.63)];
 
 #[test]
 fn real_output_scores_hold() {

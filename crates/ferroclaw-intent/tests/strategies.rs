@@ -8283,3 +8283,364 @@ fn a_review_s_attacks_on_the_thirty_fifth_round_s_rules_are_refused() {
         "{got:?}"
     );
 }
+
+#[test]
+fn round_36_classes_traditional_chinese_namespaces_bare_colon_steps_and_shown_queries() {
+    // Traditional Chinese reads as simplified, and the arguments keep the original
+    // spelling; Japanese (kana) is not converted.
+    let agentj = vec![
+        tool("read_file", text_prop("path"), &["path"]),
+        tool(
+            "edit_file",
+            json!({"path": {"type": "string"}, "old_text": {"type": "string"}, "new_text": {"type": "string"}}),
+            &["path", "old_text", "new_text"],
+        ),
+        tool("list_dir", text_prop("path"), &[]),
+        tool("exec", text_prop("command"), &["command"]),
+    ];
+    assert_eq!(
+        calls_in(None, Some("首先，我會先檢查目前的檔案結構。"), &agentj),
+        one_call("list_dir", json!({}))
+    );
+    assert_eq!(
+        calls_in(
+            None,
+            Some("我現在立刻修正 `app.py`，改用更現代且正確的方式來處理圖片上傳。"),
+            &agentj
+        ),
+        one_call("edit_file", json!({"path": "app.py"}))
+    );
+    for text in [
+        "我不會修改 `app.py`。",
+        "請直接貼上您的步驟，我將立即開始執行。",
+        "我将立即开始执行。",
+    ] {
+        assert!(calls_in(None, Some(text), &agentj).is_empty(), "{text}");
+    }
+
+    // A first word several offered tools share is their server's name, no verb; a
+    // hyphenated name is matched as written.
+    let redis = vec![
+        tool(
+            "redis-set",
+            json!({"key": {"type": "string"}, "value": {"type": "string"}}),
+            &["key", "value"],
+        ),
+        tool("redis-get", text_prop("key"), &["key"]),
+        tool("redis-delete", text_prop("key"), &["key"]),
+    ];
+    for text in [
+        "Redis key `user:006` was updated.",
+        "成功！Redis中key `user:006` 已更新为 `yukisyo`。您还有其他需求吗？",
+    ] {
+        assert!(calls_in(None, Some(text), &redis).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("用户让我增加一条记录，key是user:006，value是yukisyo。参数需要key和value，所以直接调用redis-set即可。"),
+            &redis
+        ),
+        one_call("redis-set", json!({"key": "user:006", "value": "yukisyo"}))
+    );
+    let sqlite = vec![
+        tool("sqlite-list_tables", json!({}), &[]),
+        tool("sqlite-read_query", text_prop("query"), &["query"]),
+    ];
+    for text in [
+        "I'll call sqlite-list_tables now.",
+        "因此，正确的做法是使用sqlite-list_tables函数来列出所有表。",
+    ] {
+        assert_eq!(
+            calls_in(None, Some(text), &sqlite),
+            one_call("sqlite-list_tables", json!({})),
+            "{text}"
+        );
+    }
+    assert!(calls_in(
+        None,
+        Some("所以，我不调用sqlite-list_tables函数。"),
+        &sqlite
+    )
+    .is_empty());
+    // A tool named by its own part after a server prefix others share.
+    let devtools = vec![
+        tool("chrome-devtools_type_text", text_prop("text"), &["text"]),
+        tool("chrome-devtools_click", text_prop("uid"), &["uid"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("终端已经聚焦。现在让我使用 type_text 来输入命令。"),
+            &devtools
+        ),
+        one_call("chrome-devtools_type_text", json!({}))
+    );
+    // "Then" after "first" is a later step.
+    let ernie = vec![
+        tool("OCR", text_prop("image"), &[]),
+        tool("ChatWithEB", text_prop("word"), &[]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("我需要先使用OCR工具提取图片中的文字，然后使用ChatWithEB工具获取单词的详细信息。"),
+            &ernie
+        ),
+        one_call("OCR", json!({}))
+    );
+    // "Twice": two calls.
+    let pg = vec![tool("postgres-query", text_prop("sql"), &["sql"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("然后，调用postgres-query函数两次，分别执行这两个查询。"),
+            &pg
+        )
+        .len(),
+        2
+    );
+
+    // A whole answer that is one short line ending in a colon stopped for its call;
+    // instructions that go on after their colon are the reader's.
+    let code = vec![
+        tool("bash", text_prop("command"), &["command"]),
+        tool("read", text_prop("filePath"), &["filePath"]),
+        tool(
+            "edit",
+            json!({"filePath": {"type": "string"}, "oldString": {"type": "string"}, "newString": {"type": "string"}}),
+            &["filePath", "oldString", "newString"],
+        ),
+    ];
+    for (text, name) in [
+        ("Now typecheck:", "bash"),
+        ("Remove my duplicate function:", "edit"),
+        ("Update the debug message to show total INT:", "edit"),
+        ("All 4 chapters now present. Let me rebuild:", "bash"),
+        ("Now let's verify everything compiles:", "bash"),
+        (
+            "The server might have crashed. Let me try to start it again.",
+            "bash",
+        ),
+        (
+            "OK the proxy is running. Now let me try to connect with psql.",
+            "bash",
+        ),
+        (
+            "I'll fix the `git status` command in the `nah` section to include the `-u` flag.",
+            "edit",
+        ),
+    ] {
+        let got = calls_in(None, Some(text), &code);
+        assert_eq!(got.len(), 1, "{text}: {got:?}");
+        assert_eq!(got[0].0, name, "{text}");
+    }
+    for text in [
+        "Install the dependencies:\n\n```\nnpm install\n```",
+        "To get started:\n1. Clone the repository\n2. Run the tests:",
+    ] {
+        assert!(calls_in(None, Some(text), &code).is_empty(), "{text}");
+    }
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Let me add the dependency with `npm install lodash`."),
+            &code
+        ),
+        one_call("bash", json!({"command": "npm install lodash"}))
+    );
+
+    // KaibanJS's camel-case action input.
+    let tavily = vec![tool("tavily_search", text_prop("query"), &["query"])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("```json\n{\n   \"thought\": \"I need to search.\",\n   \"action\": \"tavily_search\",\n   \"actionInput\": {\"query\":\"Copa America 2024 winner\"}\n}\n```"),
+            &tavily
+        ),
+        one_call("tavily_search", json!({"query": "Copa America 2024 winner"}))
+    );
+
+    // "Let's execute this query.": the SQL shown before, not a table's name.
+    let db = vec![ToolSpec::new(
+        "execute_query",
+        "Execute a SQL query",
+        obj(text_prop("sql_query"), &["sql_query"]),
+    )];
+    let sql = "SELECT condition, COUNT(DISTINCT person_id) AS prevalence\nFROM chronic_conditions.long\nGROUP BY condition;";
+    assert_eq!(
+        calls_in(
+            None,
+            Some(&format!("Here is my proposed SQL query:\n\n```sql\n{sql}\n```\n\nLet's run this query now for the `chronic_conditions.long` table.")),
+            &db
+        ),
+        one_call("execute_query", json!({"sql_query": sql}))
+    );
+
+    // A later call whose argument stands for an earlier call's result waits on it.
+    let funcs = vec![
+        tool("funcA", text_prop("param1"), &[]),
+        tool("funcC", text_prop("param1"), &[]),
+    ];
+    let plan = "```javascript\nconst funcAResult = await callFunction({\n  name: \"funcA\",\n  arguments: {\n    param1: \"1\"\n  }\n});\n\nconst funcCResult = await callFunction({\n  name: \"funcC\",\n  arguments: {\n    param1: funcAResult\n  }\n});\n```";
+    assert_eq!(
+        calls_in(None, Some(plan), &funcs),
+        one_call("funcA", json!({"param1": "1"}))
+    );
+
+    // A Korean "I'll wait for the results" after the thinking is a preamble, not a
+    // stated answer.
+    let agents = vec![
+        tool("subagent", text_prop("action"), &[]),
+        tool("read", text_prop("path"), &["path"]),
+    ];
+    assert_eq!(
+        calls_in(
+            Some("The 4 sub-agents are running in the background. I'll use `subagent` to await their results."),
+            Some("4개 서브에이전트가 병렬로 팩트체크를 수행 중입니다. 결과를 기다리겠습니다."),
+            &agents
+        ),
+        one_call("subagent", json!({}))
+    );
+}
+
+#[test]
+fn round_36_classes_labelled_operations_executors_printed_commands_and_answers_chosen() {
+    // CogAgent's labelled operation; not a label that shows a form, nor ReAct's field.
+    let gui = vec![tool(
+        "CLICK",
+        json!({"box": {"type": "array"}, "element_type": {"type": "string"}, "element_info": {"type": "string"}}),
+        &["box"],
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("Action: 点击“全部标为已读”按钮。\nGrounded Operation: CLICK(box=[[219,186,311,207]], element_type='可点击文本', element_info='全部标为已读')\n<<一般操作>>"),
+            &gui
+        ),
+        one_call(
+            "CLICK",
+            json!({"box": [[219, 186, 311, 207]], "element_type": "可点击文本", "element_info": "全部标为已读"})
+        )
+    );
+    assert!(calls_in(None, Some("Usage: CLICK(box=[[1,2,3,4]])"), &gui).is_empty());
+
+    // AutoGen's executor runs the writer's fenced blocks; not ones shown as examples.
+    let executor = vec![ToolSpec::new(
+        "execute_code_block",
+        "runs fenced code blocks",
+        obj(
+            json!({"language": {"type": "string"}, "code": {"type": "string"}}),
+            &["language", "code"],
+        ),
+    )];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("```python\n# filename: fib.py\nprint(fib(13))\n```\n\nI will need the user to run this.\n\nTERMINATE"),
+            &executor
+        ),
+        one_call(
+            "execute_code_block",
+            json!({"language": "python", "code": "# filename: fib.py\nprint(fib(13))"})
+        )
+    );
+    assert!(calls_in(
+        None,
+        Some("For example:\n```python\nprint(1)\n```"),
+        &executor
+    )
+    .is_empty());
+
+    // A committed step, then the command line printed alone as the last paragraph.
+    let claude = vec![
+        tool("Bash", text_prop("command"), &["command"]),
+        tool("Read", text_prop("file_path"), &["file_path"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("I'll check what files exist in the current directory.\n\n  ls -la"),
+            &claude
+        ),
+        one_call("Bash", json!({"command": "ls -la"}))
+    );
+    for text in [
+        "I'll show you how to install it.\n\nnpm install foo",
+        "To install it:\n\nnpm install foo",
+        "I'll list the files.\n\n    ls -la",
+    ] {
+        assert!(calls_in(None, Some(text), &claude).is_empty(), "{text}");
+    }
+
+    // A name with its Korean particle and "search" in a compound are no verbs; "with"
+    // a value gives it.
+    let web = vec![
+        tool("web_search", text_prop("query"), &["query"]),
+        tool("read", text_prop("url"), &["url"]),
+    ];
+    for text in [
+        "Google이 봇 차단.",
+        "Google focuses on online advertising, search engine technology and cloud computing.",
+    ] {
+        assert!(calls_in(None, Some(text), &web).is_empty(), "{text}");
+    }
+    let funcs = vec![tool("funcB", text_prop("param1"), &[])];
+    assert_eq!(
+        calls_in(
+            None,
+            Some("The output of funcA(1) is \"x\". Now calling funcB with 2."),
+            &funcs
+        ),
+        one_call("funcB", json!({"param1": "2"}))
+    );
+    assert_eq!(
+        calls_in(None, Some("Now calling funcB with the results."), &funcs),
+        one_call("funcB", json!({}))
+    );
+
+    // transformers' HfAgent block after "Answer:": each offered tool it calls, with the
+    // literal keywords only.
+    let hf = vec![
+        tool(
+            "document_qa",
+            json!({"document": {"type": "string"}, "question": {"type": "string"}}),
+            &["document", "question"],
+        ),
+        tool("image_generator", text_prop("prompt"), &["prompt"]),
+    ];
+    assert_eq!(
+        calls_in(
+            None,
+            Some(" tools: `document_qa` to find the oldest person, then `image_generator`.\n\nAnswer:\n```py\nanswer = document_qa(document, question=\"What is the oldest person?\")\nimage = image_generator(prompt=caption)\n```"),
+            &hf
+        ),
+        vec![
+            (
+                "document_qa".to_string(),
+                json!({"question": "What is the oldest person?"})
+            ),
+            ("image_generator".to_string(), json!({})),
+        ]
+    );
+
+    // The thinking weighed a tool, then chose to answer; not "search, then answer".
+    let code = vec![
+        tool("bash", text_prop("command"), &["command"]),
+        tool("web_search", text_prop("query"), &["query"]),
+    ];
+    assert!(calls_in(
+        Some("I can use `cd` in bash with the `cwd` parameter. Let me answer directly — yes, I can move between directories."),
+        None,
+        &code
+    )
+    .is_empty());
+    assert_eq!(
+        calls_in(
+            Some("Let me search the web for \"rust 1.80 release date\". Then I'll answer after that."),
+            None,
+            &code
+        ),
+        one_call("web_search", json!({"query": "rust 1.80 release date"}))
+    );
+}

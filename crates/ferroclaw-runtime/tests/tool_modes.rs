@@ -551,6 +551,24 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            // CogAgent's labelled operation.
+            "labelled-operation",
+            "Action: run the echo.\nGrounded Operation: exec(command=\"echo fmt-labelled-operation\")",
+            None,
+        ),
+        (
+            // A committed step, then the command line printed instead of called.
+            "printed-command",
+            "",
+            Some("I'll run the echo now.\n\n  echo fmt-printed-command"),
+        ),
+        (
+            // Traditional Chinese, read as simplified.
+            "traditional-chinese",
+            "",
+            Some("我需要使用exec工具來執行'echo fmt-traditional-chinese'命令。"),
+        ),
+        (
             // LangChain's stop sequence cut the closing backtick.
             "react-cut-backtick",
             "Thought: I should run it.\nAction: exec\nAction Input: `echo fmt-react-cut-backtick",
@@ -609,6 +627,13 @@ async fn text_that_does_not_commit_to_a_call_runs_no_tool() {
     let cases: &[(&str, Option<&str>)] = &[
         // Past tense.
         ("I used web_search earlier and found that Rust 1.80 came out in July 2024.", None),
+        // "Search" in a compound noun.
+        ("Its search engine results say Rust 1.80 came out in July 2024.", None),
+        // The thinking weighed a tool, then chose to answer.
+        (
+            "Rust 1.80 came out in July 2024.",
+            Some("I can use web_search for this. Let me answer directly, it is well known."),
+        ),
         // Named, then declined.
         ("I could call exec to list the files, but there is no need: the folder holds only README.md.", None),
         // No access claimed; no search follows from it.

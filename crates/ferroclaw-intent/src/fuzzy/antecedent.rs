@@ -17,14 +17,14 @@ use crate::{ParsedCall, ToolSpec};
 /// "this command", "the same command", 這個命令, 该指令.
 static ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\b(?:this|that|the\s+same|the\s+above|said|the\s+given|the\s+requested)\s+(?:shell\s+)?(?:command|cmd)\b|(?:這|这|該|该|此|上述|上面的|這個|这个|這條|这条|該條|该条)\s*(?:命令|指令)",
+        r"(?i)\b(?:this|that|the\s+same|the\s+above|said|the\s+given|the\s+requested)\s+(?:shell\s+)?(?:command|cmd)\b|(?:这|该|此|上述|上面的|这个|这条|该条)\s*(?:命令|指令)",
     )
 });
 
 /// "that file", "this file", "the same file", 这个文件.
 static FILE_ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\b(?:this|that|the\s+same|the\s+above|said)\s+file\b|(?:這個|这个|該|该|此)\s*文件",
+        r"(?i)\b(?:this|that|the\s+same|the\s+above|said)\s+file\b|(?:这个|该|此)\s*文件",
     )
 });
 
@@ -32,7 +32,7 @@ static FILE_ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
 /// "執行 echo LOOPPROBE_77 命令", "执行 tail -f /dev/null。".
 static CJK_RUN: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?:執行|执行|運行|运行)\s*([A-Za-z./~][^\n。，；！？\p{Han}]*?)\s*(?:命令|指令|[。，；！？\n\p{Han}]|$)",
+        r"(?:执行|运行)\s*([A-Za-z./~][^\n。，；！？\p{Han}]*?)\s*(?:命令|指令|[。，；！？\n\p{Han}]|$)",
     )
 });
 
@@ -43,9 +43,70 @@ static FENCED_LINE: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// "Let's execute this query.", "this updated SQL query", "the query above", 这个查询.
+static QUERY_ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:this|that|the\s+same|the\s+above|my|the)\s+(?:(?:updated|revised|new|corrected|fixed|final|modified|proposed)\s+)?(?:sql\s+)?(?:query|statement)\b|(?:这个|该|此|上述|上面的)\s*(?:sql|SQL)?\s*(?:查询|语句)",
+    )
+});
+
+/// A fenced block: its language and its lines.
+static FENCED_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(r"```([A-Za-z]*)[ \t]*\n((?s:.*?))\n[ \t]*```")
+});
+
+/// Fill the SQL of each call whose words point back at the statement the text showed
+/// ("Here is my proposed SQL query: ```sql …``` Let's execute this query."); a value
+/// that is no statement (a table's name) gives way to it.
+pub(super) fn query_named_before(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
+    for c in calls.iter_mut() {
+        let Some(tool) = tools.iter().find(|t| t.name == c.name) else {
+            continue;
+        };
+        let Some(prop) = tool
+            .properties()
+            .into_iter()
+            .map(|(p, _)| p)
+            .find(|p| super::holds_sql(tool, p))
+        else {
+            continue;
+        };
+        let Some(args) = c.arguments.as_object_mut() else {
+            continue;
+        };
+        if args
+            .get(prop)
+            .and_then(Value::as_str)
+            .is_some_and(super::sql_shaped)
+        {
+            continue;
+        }
+        let near = floor(text, c.span.start)..floor(text, (c.span.end + 40).min(text.len()));
+        if !QUERY_ANAPHOR.is_match(&text[near]) {
+            continue;
+        }
+        let back = &text[..floor(text, c.span.start)];
+        let shown = FENCED_BLOCK
+            .captures_iter(back)
+            .filter_map(|m| {
+                let lang = m.get(1)?.as_str().to_ascii_lowercase();
+                let body = m.get(2)?.as_str();
+                (matches!(
+                    lang.as_str(),
+                    "" | "sql" | "postgresql" | "mysql" | "sqlite"
+                ) && super::sql_shaped(body))
+                .then_some(body)
+            })
+            .last();
+        if let Some(sql) = shown {
+            args.insert(prop.to_string(), Value::String(sql.to_string()));
+        }
+    }
+}
+
 /// Words around a quoted command that say it is one.
 const COMMAND_WORDS: &[&str] = &[
-    "command", "cmd", "run", "execute", "命令", "指令", "執行", "执行", "運行", "运行",
+    "command", "cmd", "run", "execute", "命令", "指令", "执行", "运行",
 ];
 
 /// Fill the command of each call that refers back to it.

@@ -285,6 +285,9 @@ const SYSTEM_OBJECTS: &[&str] = &[
     "output",
     "containers",
     "docker",
+    // ("verify everything compiles": what a build says.)
+    "compiles",
+    "builds",
 ];
 /// What a search of the code looks for, as against files found by name.
 const SEARCHED: &[&str] = &[
@@ -351,6 +354,9 @@ const FILLERS: &[&str] = &[
     "again",
     "further",
     "directly",
+    // ("Let me try to start it again.")
+    "try",
+    "to",
 ];
 /// Words before the lead that leave it the model's own next step.
 const OPENERS: &[&str] = &[
@@ -401,7 +407,7 @@ const WAITS_ON_READER: &[&str] = &[
 ];
 /// A step that waits on the reader ("if you'd like") or is a habit promised ("from now
 /// on"): no step now. `lower` is the sentence lowercased.
-fn not_now(lower: &str) -> bool {
+pub(super) fn not_now(lower: &str) -> bool {
     WAITS_ON_READER
         .iter()
         .chain(super::HABITS)
@@ -426,7 +432,14 @@ fn tokens(s: &str) -> Vec<String> {
 /// model ("let me", "I'll", "I'm going to", "Now" before an imperative, "I'm" before a
 /// gerund, "Preparing to"), or a capitalised gerund opening the sentence (a status
 /// line). `None` when the sentence is no step of the model's.
-fn step_verb(ws: &[String], capital: bool, colon: bool, own_note: bool) -> Option<usize> {
+/// `alone`: the sentence is the whole answer ([`super::stops_for_call`]).
+fn step_verb(
+    ws: &[String],
+    capital: bool,
+    colon: bool,
+    alone: bool,
+    own_note: bool,
+) -> Option<usize> {
     let w = |i: usize| ws.get(i).map_or("", String::as_str);
     let i = ws
         .iter()
@@ -456,6 +469,7 @@ fn step_verb(ws: &[String], capital: bool, colon: bool, own_note: bool) -> Optio
         {
             i
         }
+        (_, _, _, _) if alone => i,
         // In the model's reasoning an imperative after "now"/"next"/"then" is its own next
         // step ("Now check agent.py.", "Need to create the label first."), never the
         // reader's (a bare one may be a page it quotes: "Search or submit bugs …").
@@ -686,23 +700,16 @@ const CJK_LEADS: &[&str] = &[
     "我再",
     "我去",
     "我要",
-    "讓我",
-    "我會先",
-    "我會",
-    "接下來",
 ];
 const CJK_WORK: &[(&str, Work)] = &[
     ("读取", Work::Read),
-    ("讀取", Work::Read),
     ("查看", Work::Read),
     ("检查", Work::Read),
-    ("檢查", Work::Read),
     ("确认", Work::Read),
     ("確認", Work::Read),
     ("阅读", Work::Read),
     ("看", Work::Read),
     ("搜索", Work::Search),
-    ("搜尋", Work::Search),
     ("检索", Work::Search),
     ("查找", Work::Search),
     ("列出", Work::List),
@@ -713,33 +720,27 @@ const CJK_WORK: &[(&str, Work)] = &[
     ("添加", Work::Edit),
     ("更新", Work::Edit),
     ("修复", Work::Edit),
-    ("補上", Work::Edit),
     ("补上", Work::Edit),
     ("写入", Work::Write),
-    ("寫入", Work::Write),
     ("创建", Work::Write),
     ("运行", Work::Shell),
-    ("執行", Work::Shell),
     ("执行", Work::Shell),
     ("安装", Work::Shell),
     ("提权", Work::Shell),
     ("测试", Work::Shell),
     ("启动", Work::Shell),
-    ("啟動", Work::Shell),
     ("构建", Work::Shell),
-    ("構建", Work::Shell),
     ("编译", Work::Shell),
 ];
 
 /// Chinese places whose contents a listing shows (directory, folder, workspace).
 const CJK_PLACES: &[&str] = &[
+    "文件结构",
+    "目录结构",
     "目录",
-    "目錄",
     "文件夹",
-    "資料夾",
     "工作空间",
     "工作区",
-    "工作區",
 ];
 
 /// The work a Chinese sentence commits to: its lead's first verb. Past or negated
@@ -760,26 +761,20 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     // (The reader is told, not asked: "告诉你", "给你".)
     let to_reader = rest
         .replace("告诉你", "")
-        .replace("告訴你", "")
         .replace("给你", "")
-        .replace("為你", "")
         .replace("为你", "");
     // (Nor a condition, "如果需要，我会…", "需要的话我会…", nor one avoided, "我会避免…",
     // nor "I can" taken back, "我会编译 Rust 程序，但这里不需要".)
-    if [
-        "不", "没", "無", "无需", "别", "无法", "已经", "已經", "避免",
-    ]
-    .iter()
-    .any(|n| clause.contains(n))
+    if ["不", "没", "无需", "别", "无法", "已经", "避免"]
+        .iter()
+        .any(|n| clause.contains(n))
         || ["如果", "的话", "若", "假如"]
             .iter()
             .any(|c| sentence[..lead.0].contains(c))
         || rest.contains("不需要")
         || to_reader.contains('你')
-        || sentence[..lead.0].contains('你')
-        || rest
-            .trim_end_matches(['。', '！'])
-            .ends_with(['呢', '吗', '嗎'])
+        || sentence[..lead.0].contains(['你', '您', '请'])
+        || rest.trim_end_matches(['。', '！']).ends_with(['呢', '吗'])
     {
         return None;
     }
@@ -791,13 +786,11 @@ fn cjk_work(sentence: &str) -> Option<Work> {
         .filter(|(i, _)| {
             let at = &rest[*i..];
             !at.starts_with("改用")
-                && !["构建", "编译", "構建"].iter().any(|v| {
+                && !["构建", "编译"].iter().any(|v| {
                     at.strip_prefix(v).is_some_and(|r| {
-                        [
-                            "失败", "错误", "問題", "问题", "日志", "结果", "產物", "产物",
-                        ]
-                        .iter()
-                        .any(|n| r.starts_with(n))
+                        ["失败", "错误", "问题", "日志", "结果", "产物"]
+                            .iter()
+                            .any(|n| r.starts_with(n))
                     })
                 })
         })
@@ -825,7 +818,17 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     let told = ["总结", "解释", "说明", "介绍", "汇报", "概括", "回答"]
         .iter()
         .any(|t| rest[..at].contains(t));
-    (!told && !rest[at..].starts_with("看起来")).then_some(work)
+    // ("我将立即开始执行。": running, of nothing named, is going ahead.)
+    let bare = work == Work::Shell
+        && ["执行", "运行"].iter().any(|v| {
+            rest[at..].strip_prefix(v).is_some_and(|r| {
+                r.trim_start_matches(['*', ' '])
+                    .chars()
+                    .next()
+                    .is_none_or(|c| "。！!.，,".contains(c))
+            })
+        });
+    (!told && !bare && !rest[at..].starts_with("看起来")).then_some(work)
 }
 
 /// A Chinese status line that opens with its verb ("读取第390-420行。", "编辑。"): the
@@ -1373,7 +1376,7 @@ pub(in crate::fuzzy) fn last_path(
 
 /// The step the paragraph's last sentence states, where it starts, and the work it asks
 /// for.
-fn last_step(paragraph: &str, own_note: bool) -> Option<(usize, Work)> {
+fn last_step(paragraph: &str, alone: bool, own_note: bool) -> Option<(usize, Work)> {
     let body = paragraph.trim_end();
     let cut = body
         .trim_end_matches(['.', '!', '。', '！', ':', '：', '\u{2026}', '*'])
@@ -1397,7 +1400,7 @@ fn last_step(paragraph: &str, own_note: bool) -> Option<(usize, Work)> {
         .find_map(|p| lower.strip_prefix(p))
         .is_some_and(|r| r.starts_with("start with ") || r.starts_with("begin with "));
     if where_begun && cut > 0 && !body[..cut].ends_with('\n') {
-        return last_step(&body[..cut], own_note);
+        return last_step(&body[..cut], false, own_note);
     }
     // A quoted or reported sentence ("The agent wrote:\nLet me …") is someone's words.
     let before = body[..cut].trim_end();
@@ -1427,7 +1430,8 @@ fn last_step(paragraph: &str, own_note: bool) -> Option<(usize, Work)> {
     } else {
         let ws = tokens(s_trim);
         let capital = s_trim.starts_with(char::is_uppercase);
-        let v = step_verb(&ws, capital, colon, own_note)?;
+        let alone = alone && super::stops_for_call(body);
+        let v = step_verb(&ws, capital, colon, alone, own_note)?;
         if ws[v].ends_with("ing") {
             // ("Looking at the output, the error is …": a clause, not a status line;
             // "Testing" alone is a heading.)
@@ -1506,7 +1510,7 @@ pub(super) fn next_step(
     if first.starts_with(['-', '|', '`', '>']) || first.starts_with(|c: char| c.is_ascii_digit()) {
         return;
     }
-    let Some((at, work)) = last_step(paragraph, own_note) else {
+    let Some((at, work)) = last_step(paragraph, para_start == 0, own_note) else {
         return;
     };
     let at = para_start + at;
@@ -1529,8 +1533,30 @@ pub(super) fn next_step(
     // shell's.
     let prot = protected_spans(text);
     let program = program_line(text, &prot, at..trimmed.len());
+    // ("I'll fix the `git status` command in the README": the command line is what is
+    // edited, not how.)
+    let edited_line = prot
+        .iter()
+        .filter(|p| {
+            p.kind == super::Quote::Backtick && (at..trimmed.len()).contains(&p.range.start)
+        })
+        .find(|p| Some(text[p.inner.clone()].trim()) == program.as_deref())
+        .is_some_and(|p| {
+            let next = text[p.range.end..].trim_start().to_lowercase();
+            [
+                "command",
+                "line",
+                "script",
+                "call",
+                "invocation",
+                "example",
+                "snippet",
+            ]
+            .iter()
+            .any(|w| next.starts_with(w))
+        });
     let work = match work {
-        Work::Edit | Work::Write if program.is_some() => Work::Shell,
+        Work::Edit | Work::Write if program.is_some() && !edited_line => Work::Shell,
         w => w,
     };
     // "Let me check for linting issues", "Let me update the todo": the step names what
@@ -1731,7 +1757,7 @@ const ASKED: &[&str] = &[
     "about",
 ];
 /// Chinese for "the user".
-const CJK_USER: &[&str] = &["用户", "用戶", "使用者"];
+const CJK_USER: &[&str] = &["用户", "使用者"];
 
 /// The one offered tool for asking the user something.
 fn asking_tool(tools: &[ToolSpec]) -> Option<&ToolSpec> {
@@ -1819,7 +1845,7 @@ fn asks_user(s: &str) -> bool {
             return false;
         };
         let rest = &s[lead..];
-        let negated = ["不", "没", "无需", "别", "无法", "已经", "已經"]
+        let negated = ["不", "没", "无需", "别", "无法", "已经"]
             .iter()
             .any(|n| rest.contains(n));
         return !negated
@@ -1830,7 +1856,7 @@ fn asks_user(s: &str) -> bool {
     }
     let ws = tokens(s);
     let capital = s.starts_with(char::is_uppercase);
-    let Some(v) = step_verb(&ws, capital, false, false) else {
+    let Some(v) = step_verb(&ws, capital, false, false, false) else {
         return false;
     };
     let next = ws.get(v + 1).map_or("", String::as_str);
