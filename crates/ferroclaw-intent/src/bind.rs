@@ -677,10 +677,11 @@ static KEY_THEN_VALUE: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 /// `key是user:006，value是yukisyo`: a property named in Latin letters and its value in a
-/// Chinese sentence (the value ends where the Chinese resumes).
+/// Chinese sentence, up to a stop or a space (not "path是workspace下的相对路径": a value
+/// the Chinese goes on to qualify is a remark on it).
 static KEY_IS_CJK: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r#"(?:^|[^A-Za-z0-9_.])([A-Za-z_][A-Za-z0-9_-]{0,40})\s*(?:是|为|為|设为|設為|设置为|設置為|等于)\s*("[^"\n]{1,200}"|“[^”\n]{1,200}”|`[^`\n]{1,200}`|[A-Za-z0-9_][A-Za-z0-9_./:@+-]*[A-Za-z0-9_/])"#,
+        r#"(?:^|[^A-Za-z0-9_.])([A-Za-z_][A-Za-z0-9_-]{0,40})\s*(?:是|为|為|设为|設為|设置为|設置為|等于)\s*("[^"\n]{1,200}"|“[^”\n]{1,200}”|`[^`\n]{1,200}`|[A-Za-z0-9_][A-Za-z0-9_./:@+-]*[A-Za-z0-9_/])(?:$|[^\p{Han}A-Za-z0-9_./:@+-])"#,
     )
 });
 /// `set the operation to "add"`

@@ -20,8 +20,10 @@ use crate::{jsonscan, make_call, ParsedCall, ParserConfig, StrategyOutput, ToolS
 
 mod antecedent;
 mod cjk_named;
+mod convert;
 mod described;
 mod hant;
+mod proxy;
 mod workbench;
 
 const MAX_TEXT: usize = 256 * 1024;
@@ -1411,7 +1413,7 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
             .any(|c| pre_norm.trim_end().ends_with(c) && has_phrase(&pre_norm, c));
     progressive
         || POS.iter().any(|cue| has_phrase(&pre_norm, cue))
-        || cjk_commits(&pre)
+        || cjk_commits(&pre, &text[trig.range.end..])
         || ru_commits(&pre)
 }
 
@@ -1928,11 +1930,17 @@ fn cjk_owner(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
     }
 }
 
-fn cjk_commits(pre: &str) -> bool {
+fn cjk_commits(pre: &str, after: &str) -> bool {
     let tail = pre.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\''));
     let start = tail.char_indices().rev().nth(9).map_or(0, |(i, _)| i);
     // ("我需要再次使用": again, the same commitment.)
     let tail = tail[start..].replace("再次", "");
+    // ("调用一次X", "使用一下X": how often, then the name.)
+    let tail = ["一次", "一下"]
+        .iter()
+        .find_map(|w| tail.strip_suffix(w))
+        .unwrap_or(&tail)
+        .to_string();
     // ("如果您需要发送邮件，我可以使用 send_email": on a condition.)
     let sentence = pre.rsplit(['。', '！', '？', '\n']).next().unwrap_or(pre);
     let conditional = ["如果", "要是", "假如", "若是", "的话"]
@@ -1959,8 +1967,48 @@ fn cjk_commits(pre: &str) -> bool {
             .any(|c| lead.ends_with(c) && !(*c == "然后" && sentence.contains('先')))
         })
     });
+    // What the name's own clause goes on to say: "调用 web_fetch 时需要…", "使用 web_search
+    // 之前请…" are conditions of its use, not the use.
+    let clause_after = after
+        .split(['，', '。', ',', '；', '！', '？', '\n'])
+        .next()
+        .unwrap_or("");
+    let condition_after = ["时", "的时候", "之前", "以前"]
+        .iter()
+        .any(|w| clause_after.contains(w));
+    // A "so"/"then" settles the model's own step only in its own voice, not in an
+    // account of what was done ("我刚才…，然后使用 exec 运行了测试") or of how something works
+    // ("系统的处理流程是…然后调用…", "所以使用 X 需要先…").
+    let settled = settled
+        && !["需要", "了", "过"]
+            .iter()
+            .any(|w| clause_after.contains(w))
+        && ![
+            "刚才",
+            "刚刚",
+            "已经",
+            "流程",
+            "原理",
+            "会自动",
+            "依赖",
+            "最后",
+            "请",
+        ]
+        .iter()
+        .any(|w| sentence.contains(w));
+    // "我需要为每个城市调用X": the first person's need, the verb of calling right before
+    // the name, words between them.
+    // (Not a later step: "…，然后使用X", "最后使用X".)
+    let own_need = ["调用", "使用"].iter().any(|v| tail.ends_with(v))
+        && !["然后", "最后", "再", "接着", "之后"]
+            .iter()
+            .any(|w| tail.contains(w))
+        && ["我需要", "我要", "我将", "我会", "我来", "我们需要", "我先"]
+            .iter()
+            .any(|w| sentence.contains(w));
     !conditional
-        && (settled || CJK_CUES.iter().any(|c| tail.ends_with(c)))
+        && !condition_after
+        && (settled || own_need || CJK_CUES.iter().any(|c| tail.ends_with(c)))
         && !["不", "没", "无需", "别"].iter().any(|n| tail.contains(n))
 }
 
@@ -2260,8 +2308,11 @@ fn sentence_rejected(text: &str, sent: &Range<usize>) -> bool {
 
 // ---------------------------------------------------------------- arguments
 
-static URL: LazyLock<Regex> =
-    LazyLock::new(|| ferroclaw_types::literal_regex(r#"https?://[^\s<>"'`\])}]+"#));
+static URL: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r#"https?://[^\s<>"'`\])}]+|\bwww\.[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?:/[^\s<>"'`\])}]*)?"#,
+    )
+});
 static EXT: LazyLock<Regex> =
     LazyLock::new(|| ferroclaw_types::literal_regex(r"^[\w.\-~/@+]*\.[A-Za-z][A-Za-z0-9]{0,7}$"));
 static REPLACE: LazyLock<Regex> = LazyLock::new(|| {
@@ -3173,8 +3224,9 @@ fn extract_primary(
 ) -> Option<Found> {
     match kind {
         Kind::Url => {
-            let near = win.start..floor(text, (win.start + 100).min(win.end));
-            url_in(text, near)
+            // The address must start near the verb; it may run past the window's first
+            // 100 bytes (a long address is not cut).
+            url_in(text, win.clone()).filter(|f| f.range.start < win.start + 100)
         }
         Kind::Path | Kind::File => {
             let near = win.start..floor(text, (win.start + 60).min(win.end));
@@ -3299,6 +3351,15 @@ fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
     }
     if with && !v.starts_with(|c: char| c.is_ascii_digit() || c.is_uppercase()) {
         return None;
+    }
+    // ("with Celsius units for Paris": a modifier of the call, the value comes after; "with
+    // New York" is a name of capitalised words.)
+    if with
+        && !v
+            .split_whitespace()
+            .all(|w| w.starts_with(|c: char| c.is_ascii_digit() || c.is_uppercase()))
+    {
+        return proper_noun_in(text, win);
     }
     let off = win.start + j + lead + (rest.find(v).unwrap_or(0));
     Some(Found {
@@ -3731,6 +3792,16 @@ fn parse_text(
     }
     if out.calls.is_empty() {
         inline_calls(text, tools, cfg, &mut out);
+    } else {
+        // A call written out after the steps read so far ("… we can call fetch_url to
+        // any URL. Let's try:\n\nfetch_url('https://…', max_chars 8000)") is the step the
+        // text settles on.
+        let mut written = StrategyOutput::default();
+        inline_calls(text, tools, cfg, &mut written);
+        let last = out.calls.iter().map(|c| c.span.end).max().unwrap_or(0);
+        if !written.calls.is_empty() && written.calls.iter().all(|c| c.span.start >= last) {
+            out.calls = written.calls;
+        }
     }
     if out.calls.is_empty() {
         stated_arguments(text, cfg, tools, &mut out);
@@ -3787,6 +3858,9 @@ fn parse_text(
         cjk_named::described_tool(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() && text.chars().any(is_cjk) {
+        cjk_named::chinese_name(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() && text.chars().any(is_cjk) {
         cjk_intent(text, cfg, tools, &mut out);
     }
     if !out.calls.is_empty() && ends_asking_user(text) {
@@ -3797,6 +3871,8 @@ fn parse_text(
             && !changelog_entry(text, c.span.start)
             && !gerund_subject(text, &c.span)
             && !in_code_fence(text, c.span.start)
+            && !capability_listed(text, c.span.start)
+            && !names_code(text, c)
     });
     first_step_named(text, cfg, tools, &mut out.calls);
     drop_shown_reads(text, tools, &mut out.calls);
@@ -3807,12 +3883,17 @@ fn parse_text(
     drop_replaced_by_instrument(text, &mut out.calls);
     cjk_named::fill_stated(text, tools, &mut out.calls);
     fill_bindings(text, tools, &mut out.calls);
+    convert::fill_conversion(text, tools, &mut out.calls);
+    proxy::fill_proxy(text, tools, &mut out.calls);
     antecedent::command_named_before(text, tools, &mut out.calls);
     antecedent::query_named_before(text, tools, &mut out.calls);
     repeat_calls(text, tools, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
     drop_own_name_words(text, tools, &mut out.calls);
     each_of_named(text, &mut out.calls);
+    if text.chars().any(is_cjk) {
+        cjk_named::each_in_chinese(text, tools, &mut out.calls);
+    }
     merge_subsets(&mut out.calls);
     keep_strongest_per_tool(&mut out.calls);
     bracketed_markup(text, &mut out);
@@ -3928,28 +4009,83 @@ fn reordered_name(p: &Profile, toks: &[Tok], k: usize, clause_end: usize) -> Opt
     p.spaced.iter().find_map(|w| {
         let first = toks.get(k)?;
         // Most tokens are no word of the name: decided before anything is allocated.
-        if !(2..=3).contains(&w.len()) || first.lower == w[0] || !w.contains(&first.lower) {
+        if !(2..=3).contains(&w.len())
+            || first.lower == w[0]
+            || !w.iter().any(|x| same_word(x, &first.lower))
+        {
             return None;
         }
         let mut left: Vec<&String> = w.iter().collect();
         let mut end = None;
+        let mut nominal = false;
+        let mut next = k;
         for t in toks[k..].iter().take_while(|t| t.range.end <= clause_end) {
             if left.is_empty() {
                 break;
             }
-            if let Some(i) = left.iter().position(|x| **x == t.lower) {
+            next += 1;
+            if let Some(i) = left.iter().position(|x| same_word(x, &t.lower)) {
+                nominal |= *left[i] != t.lower;
                 left.swap_remove(i);
                 end = Some(t.range.end);
             } else if end.is_none() || !["the", "a", "an", "some"].contains(&t.lower.as_str()) {
                 return None;
             }
         }
-        if left.is_empty() {
+        // ("the currency conversion tool" for `convert_currency`: a verb said as its noun
+        // names the tool only when a word says it is one.)
+        let called_tool = || {
+            toks.get(next).is_some_and(|n| {
+                matches!(n.lower.as_str(), "tool" | "function" | "api" | "service")
+            })
+        };
+        if left.is_empty() && (!nominal || called_tool()) {
             end
         } else {
             None
         }
     })
+}
+
+/// A word of a tool's name said as it is or as its noun ("conversion" for `convert`).
+fn same_word(name_word: &str, said: &str) -> bool {
+    name_word == said || verb_of_noun(said) == name_word
+}
+
+/// The verb a noun of action names ("conversion" → "convert"), or the word itself.
+fn verb_of_noun(word: &str) -> &str {
+    match word {
+        "conversion" => "convert",
+        "translation" => "translate",
+        "calculation" => "calculate",
+        "creation" => "create",
+        "deletion" => "delete",
+        "retrieval" => "retrieve",
+        "generation" => "generate",
+        "addition" => "add",
+        "multiplication" => "multiply",
+        "subtraction" => "subtract",
+        "division" => "divide",
+        "execution" => "execute",
+        "validation" => "validate",
+        "summarization" | "summary" => "summarize",
+        "transcription" => "transcribe",
+        "registration" => "register",
+        "reservation" => "reserve",
+        "booking" => "book",
+        "cancellation" => "cancel",
+        "notification" => "notify",
+        "verification" => "verify",
+        "extraction" => "extract",
+        "analysis" => "analyze",
+        "comparison" => "compare",
+        "estimation" => "estimate",
+        "prediction" => "predict",
+        "detection" => "detect",
+        "classification" => "classify",
+        "recommendation" => "recommend",
+        other => other,
+    }
 }
 
 /// A noun of the tool, singular or plural ("secrets" for `secret_retrieval_tool`).
@@ -4822,7 +4958,12 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
             .iter()
             .any(|p| before.trim_start().starts_with(p));
         let committed = POS.iter().any(|cue| has_phrase(&before, cue));
-        if refused || able || !committed || addresses_reader(&before) {
+        if refused
+            || able
+            || !committed
+            || addresses_reader(&before)
+            || crate::native_text::shown_as_example(text, line_start(text, name.start()))
+        {
             continue;
         }
         let span = name.start()..name.start() + used;
@@ -5423,8 +5564,44 @@ fn command_after_step(
         "we'll ",
         "i'm going to ",
     ];
+    // The step runs or looks at something, the command being how ("I'll check what files
+    // exist…"), not "I'll stop here…", "I'll leave the deployment to CI…", "We'll use
+    // Docker Compose…"; and no walk-through for the reader comes before it ("Here's how to
+    // set up the project on your machine.", a heading).
+    let Some(lead) = leads.iter().find(|l| step.starts_with(**l)) else {
+        return;
+    };
+    let verb = step[lead.len()..]
+        .split_whitespace()
+        .find(|w| !matches!(*w, "now" | "first" | "quickly" | "just" | "also" | "then"))
+        .unwrap_or("");
+    let looks = matches!(
+        verb,
+        "run"
+            | "check"
+            | "list"
+            | "see"
+            | "look"
+            | "inspect"
+            | "verify"
+            | "test"
+            | "try"
+            | "execute"
+            | "confirm"
+            | "view"
+            | "show"
+            | "print"
+            | "examine"
+            | "find"
+    );
+    let head = text[..step_at].to_lowercase();
+    let walk_through = head.contains("here's how")
+        || head.contains("here is how")
+        || has_phrase(&head, "your")
+        || head.lines().any(|l| l.trim_start().starts_with('#'));
     // (Not what the reader is shown: "I'll show you how to install it.")
-    if !leads.iter().any(|l| step.starts_with(l))
+    if !looks
+        || walk_through
         || has_phrase(&step, "you")
         || workbench::not_now(&step)
         || in_code_fence(text, cut + 2)
@@ -6021,7 +6198,7 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
         ["use" | "call" | "invoke"] | ["use" | "call" | "invoke", "the"]
     );
     let lead_in = &text[sent.start.min(start)..start];
-    let cjk = cjk_commits(lead_in) || ru_commits(&lead_in.to_lowercase());
+    let cjk = cjk_commits(lead_in, &text[tr.end..]) || ru_commits(&lead_in.to_lowercase());
     let cued = imperative
         || cjk
         || STRONG_CUES
@@ -6420,7 +6597,7 @@ pub(crate) fn tells_reader(text: &str, start: usize) -> bool {
         return false;
     }
     // "### Running `rustfmt` directly": a section's title.
-    if text[line_start(text, start)..].starts_with('#') {
+    if text[line_start(text, start)..].starts_with('#') || plan_shown(text, start) {
         return true;
     }
     let lead = last_sentence(head).trim_start_matches(|c: char| {
@@ -6471,15 +6648,214 @@ pub(crate) fn tells_reader(text: &str, start: usize) -> bool {
     }
 }
 
+/// The tool's name written as code that the sentence talks about: "the `create_issue`
+/// docstring in `client.py`", "the `read_file` helper in utils.py" — a function of the
+/// program being worked on, not the offered tool.
+fn names_code(text: &str, c: &ParsedCall) -> bool {
+    const CODE_NOUNS: &[&str] = &[
+        "docstring",
+        "helper",
+        "method",
+        "implementation",
+        "test",
+        "tests",
+        "class",
+        "module",
+        "variable",
+        "signature",
+        "definition",
+        "wrapper",
+        "handler",
+        "endpoint",
+        "decorator",
+        "stub",
+        "mock",
+    ];
+    let sent = sentence_around(text, &c.span);
+    let s = &text[sent];
+    let name = c.name.to_ascii_lowercase();
+    let mut rest = s;
+    while let Some(open) = rest.find('`') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('`') else { break };
+        let code = after[..close].to_ascii_lowercase();
+        let next = after[close + 1..]
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .to_ascii_lowercase();
+        if code.len() >= 3 && name.ends_with(&code) && CODE_NOUNS.contains(&next.as_str()) {
+            return true;
+        }
+        rest = &after[close + 1..];
+    }
+    false
+}
+
+/// The answer ends waiting on the user ("I'll wait for further instructions or
+/// clarification on how to proceed."): what it said it could do is not done now.
+pub(crate) fn waits_for_user(text: &str) -> bool {
+    // (The last sentence, and the wait its own: not "I'll read it, then wait for your
+    // confirmation before editing".)
+    let lower = last_sentence(text.trim_end().trim_end_matches(['.', '!']))
+        .to_ascii_lowercase()
+        .replace('\u{2019}', "'");
+    if ["then", "before", "after", "once", "first"]
+        .iter()
+        .any(|w| has_phrase(&lower, w))
+    {
+        return false;
+    }
+    [
+        "wait for further instructions",
+        "wait for your instructions",
+        "wait for further clarification",
+        "wait for your confirmation",
+        "await further instructions",
+        "await your instructions",
+        "await your confirmation",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+}
+
+/// A line under "I can help you with:" (each line a thing the model could do, "Searching
+/// for calendar events"): an offer, no step.
+fn capability_listed(text: &str, start: usize) -> bool {
+    let mut at = line_start(text, start);
+    if at == 0 {
+        return false;
+    }
+    let mut lines = 0;
+    while at > 0 && lines < 12 {
+        let prev = line_start(text, at - 1);
+        let line = text[prev..at].trim();
+        at = prev;
+        if line.is_empty() {
+            continue;
+        }
+        lines += 1;
+        let lower = line.to_ascii_lowercase().replace('\u{2019}', "'");
+        if lower.ends_with(':') {
+            return [
+                "i can help you with",
+                "i can help with",
+                "i can assist you with",
+                "i can assist with",
+                "i can also help",
+                "i'm able to help",
+                "i am able to help",
+                "i can do the following",
+                "here's what i can do",
+                "here is what i can do",
+            ]
+            .iter()
+            .any(|p| lower.contains(p));
+        }
+        // (The list's other lines are short and no sentences.)
+        if line.len() > 100 || line.ends_with(['.', '!', '?']) {
+            return false;
+        }
+    }
+    false
+}
+
+/// A list item under "Here is a step-by-step plan using the provided functions:": the
+/// plan is shown to the reader, no step of it taken now.
+fn plan_shown(text: &str, start: usize) -> bool {
+    let mut at = line_start(text, start);
+    if !list_item(&text[at..]) {
+        return false;
+    }
+    // (Not a plan the model then starts on: "Let's proceed with step 1: …".)
+    let after = text[start..].to_ascii_lowercase();
+    if ["let's", "let me", "i'll ", "i will ", "proceed", "step 1"]
+        .iter()
+        .any(|w| after.contains(w))
+    {
+        return false;
+    }
+    // Back over the list (its items, their wrapped lines, blank lines) to what opens it.
+    while at > 0 {
+        let prev = line_start(text, at - 1);
+        let line = &text[prev..at];
+        at = prev;
+        if line.trim().is_empty() || list_item(line) {
+            continue;
+        }
+        let lower = line.trim().to_ascii_lowercase().replace('\u{2019}', "'");
+        if lower.ends_with(':')
+            && ["here is ", "here's ", "here are "]
+                .iter()
+                .any(|h| lower.contains(h))
+            && ["plan", "steps"].iter().any(|w| lower.contains(w))
+        {
+            return true;
+        }
+        if !line.starts_with([' ', '\t']) {
+            return false;
+        }
+    }
+    false
+}
+
 /// "Remove my duplicate function:" as the whole answer, one short line ending in a colon:
 /// the model stopped there for its call (instructions to the reader go on after their
 /// colon).
 pub(crate) fn stops_for_call(text: &str) -> bool {
     let whole = text.trim();
-    whole.ends_with([':', '：'])
+    if !(whole.ends_with([':', '：'])
         && !whole.contains('\n')
         && whole.starts_with(char::is_uppercase)
-        && whole.split_whitespace().count() <= 12
+        && whole.split_whitespace().count() <= 12)
+    {
+        return false;
+    }
+    // An imperative and its object ("Remove my duplicate function:"), not a label made of
+    // a verb's noun ("Search results for …:", "Test plan:", "Build instructions:") nor
+    // an instruction to the reader ("Run these commands in your terminal:", "Delete the
+    // following files manually:").
+    let ws: Vec<String> = whole
+        .trim_end_matches([':', '：'])
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+                .to_ascii_lowercase()
+        })
+        .collect();
+    let Some(first) = ws.first() else {
+        return false;
+    };
+    (english_verb(first) || SHELL_VERBS.contains(&first.as_str()))
+        && !ws.get(1).is_some_and(|n| {
+            matches!(
+                n.as_str(),
+                "results"
+                    | "result"
+                    | "instructions"
+                    | "plan"
+                    | "checklist"
+                    | "steps"
+                    | "notes"
+                    | "summary"
+                    | "output"
+                    | "log"
+                    | "logs"
+                    | "status"
+                    | "options"
+                    | "guide"
+                    | "commands"
+                    | "details"
+                    | "report"
+            )
+        })
+        && !ws.iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "you" | "your" | "yourself" | "manually" | "following" | "below"
+            )
+        })
 }
 
 /// Inside a ``` fence: code and its comments ("// Read the config file"), a command

@@ -64,6 +64,17 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             // A bare `{"name": …, "arguments": …}` object, or one wrapped in `function`.
             None if bare_call(&obj) || flat_call(&obj, tools, cfg) => vec![&obj],
             None => {
+                // `{"get_current_weather": {"city": "New York"}, "nearby_events": […]}`: one
+                // key is an offered tool's exact name and its object the tool's arguments
+                // (the rest is what the model imagined of the result).
+                if let Some((name, args)) = keyed_by_tool(&obj, tools) {
+                    let span = with_fence(text, range);
+                    out.markup.push(span.clone());
+                    if let Some(c) = make_call(&name, args, 0.7, span, tools, cfg) {
+                        out.calls.push(c);
+                    }
+                    continue;
+                }
                 if let Some((name, args)) = planned_step(&obj, text, &range, tools, cfg) {
                     let span = with_fence(text, range);
                     out.markup.push(span.clone());
@@ -299,6 +310,17 @@ fn simple_pairs(s: &str) -> Value {
     Value::Object(m)
 }
 
+fn keyed_by_tool(obj: &Value, tools: &[ToolSpec]) -> Option<(String, Value)> {
+    let o = obj.as_object()?;
+    let mut found = o.iter().filter_map(|(k, v)| {
+        let t = tools.iter().find(|t| t.name == *k)?;
+        let args = v.as_object()?;
+        (!args.is_empty() && t.fills(args)).then(|| (t.name.clone(), v.clone()))
+    });
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
+}
+
 fn bare_call(obj: &Value) -> bool {
     let named = obj.get("name").is_some_and(Value::is_string)
         || obj
@@ -314,10 +336,15 @@ fn bare_call(obj: &Value) -> bool {
 /// `{"service": "cover.close_cover", "target_device": "cover.kitchen"}`: an offered
 /// tool's name under a naming key, its arguments beside it.
 fn flat_call(obj: &Value, tools: &[ToolSpec], cfg: &ParserConfig) -> bool {
-    let (Some(name), Value::Object(args)) = name_and_args(obj) else {
+    let (Some(name), args) = name_and_args(obj) else {
         return false;
     };
-    !args.is_empty() && crate::schema::resolve(&name, tools, &cfg.aliases).is_some()
+    // A key that can only name a command names it with no inputs too.
+    let names_only = obj.get("command_name").is_some() && (args.is_null() || args.is_object());
+    // (`{"tool_name": "internet_search", "parameters": "今天有哪些新闻"}`: the one value.)
+    let one_value = args.as_str().is_some_and(|a| !a.trim().is_empty());
+    (names_only || one_value || args.as_object().is_some_and(|a| !a.is_empty()))
+        && crate::schema::resolve(&name, tools, &cfg.aliases).is_some()
 }
 
 pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
@@ -353,6 +380,8 @@ pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
         // `{"request": "duckduckgo_search", …}`: the other keys are the arguments.
         .or_else(|| item.get("service"))
         .or_else(|| item.get("request"))
+        // Foobara's agent: `{"command_name": "Capybaras::FindAllCapybaras", "inputs": {…}}`.
+        .or_else(|| item.get("command_name"))
         // (`{"action": "search_vehicles", "parameters": {…}}` too.)
         .or_else(|| {
             item.get("action")
@@ -422,6 +451,7 @@ fn inline_args(item: &Value) -> Option<Value> {
         "$function",
         "service",
         "request",
+        "command_name",
     ];
     let obj = item.as_object()?;
     let rest: serde_json::Map<String, Value> = obj

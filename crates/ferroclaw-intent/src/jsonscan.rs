@@ -259,6 +259,13 @@ fn plain_quotes_and_escapes(s: &str) -> Option<String> {
                     out.push(n);
                     chars.next();
                 }
+                // A Markdown escape kept when the answer was copied as rendered
+                // (`"action\_input"`): the character itself.
+                Some(&n @ ('_' | '*')) => {
+                    out.push(n);
+                    chars.next();
+                    changed = true;
+                }
                 _ => {
                     out.push_str("\\\\");
                     changed = true;

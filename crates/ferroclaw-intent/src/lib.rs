@@ -354,6 +354,9 @@ pub fn parse(
         if strategy == Strategy::Fuzzy && source == Source::Content {
             out.calls
                 .retain(|c| !crate::fuzzy::tells_reader(text, c.span.start));
+            if crate::fuzzy::waits_for_user(text) {
+                out.calls.clear();
+            }
         }
         done |= out.done;
         // A structured strategy read the model's own "done" (ReAct's `finish`, DSPy's
@@ -411,6 +414,9 @@ pub fn parse(
         }
     }
     let mut calls = winner.unwrap_or_default();
+    if let Some(r) = reasoning.as_deref() {
+        chose_to_answer(r, &mut calls);
+    }
     if let (Some(r), Some(c)) = (reasoning.as_deref(), content.as_deref()) {
         answer_settles_step(r, c, &mut calls, tools, cfg);
     }
@@ -418,9 +424,6 @@ pub fn parse(
         reasoned_values(r, &mut calls, tools);
     }
     drop_awaiting_results(&mut calls);
-    if let Some(r) = reasoning.as_deref() {
-        chose_to_answer(r, &mut calls);
-    }
     if answered_instead(content.as_deref(), &calls, tools, cfg)
         || answered_after(reasoning.as_deref(), content.as_deref(), &calls)
     {
@@ -474,9 +477,18 @@ fn answer_settles_step(
     }
     // (The reasoning's last paragraph is where it settles: "… I'll search the web for it.
     // Let me do that.")
+    // (Unless the answer is that one step in a sentence, "Let me now run the build to
+    // see the actual compiler errors.": what the model does, after what it weighed.)
     let trimmed = reasoning.trim_end();
     let last = trimmed.rfind("\n\n").unwrap_or(0);
-    if calls.iter().any(|c| c.span.end > last) {
+    let one_step = {
+        let c = content.trim();
+        c.split_whitespace().count() <= 20
+            && !c
+                .trim_end_matches(['.', '!', '?', '。'])
+                .contains(['.', '!', '?', '\n', '。'])
+    };
+    if !one_step && calls.iter().any(|c| c.span.end > last) {
         return;
     }
     let mut own = run_strategy(Strategy::Fuzzy, content, tools, cfg).calls;
@@ -498,9 +510,11 @@ fn answer_settles_step(
         .iter()
         .any(|w| lower.contains(w))
     };
+    // (A step the reasoning ended on stays when the answer only says part of it again.)
+    let ended_on = calls.iter().any(|c| c.span.end > last);
     if own.is_empty()
         || own.iter().any(later)
-        || own.iter().any(|c| calls.iter().any(|r| r.name == c.name))
+        || (ended_on && own.iter().all(|c| calls.iter().any(|r| r.name == c.name)))
     {
         return;
     }
@@ -659,10 +673,21 @@ fn answered_instead(
         ]
         .iter()
         .any(|v| lower.contains(v));
-    let stated = answer.len() >= 20
-        && result_like
-        && !answer.ends_with([':', '：', '…'])
-        && !PREAMBLE_CUES.iter().any(|c| lower.contains(c));
+    // (Not a cue in an offer on a condition, "알려주시면 찾아드리겠습니다", nor the polite
+    // "します" past the first sentence: "東京の現在の気温は18度です。…お勧めします。")
+    let cued = lower
+        .split(['。', '.', '!', '?', '！', '？', '\n'])
+        .enumerate()
+        .any(|(i, s)| {
+            let conditional = ["면 ", "시면", "たら", "れば", "if "]
+                .iter()
+                .any(|c| s.contains(c));
+            !conditional
+                && PREAMBLE_CUES
+                    .iter()
+                    .any(|c| s.contains(c) && (*c != "します" || i == 0))
+        });
+    let stated = answer.len() >= 20 && result_like && !answer.ends_with([':', '：', '…']) && !cued;
     if !labelled && !asks && !stated && (answer.len() < ANSWER_MIN || answer.ends_with(':')) {
         return false;
     }
@@ -711,16 +736,39 @@ fn chose_to_answer(reasoning: &str, calls: &mut Vec<ParsedCall>) {
         lower.match_indices(p).any(|(i, _)| {
             let rest = &lower[i + p.len()..];
             let clause = &rest[..rest.find(['.', '!', '?', '\n']).unwrap_or(rest.len())];
-            ![
-                "after",
-                "once",
-                "when",
-                "then",
-                "with the result",
-                "from the result",
+            // ("I can't answer without live data", "That way I can answer with
+            // confidence": why the step is taken, not a choice against it.)
+            let before = &lower[crate::harmony::floor(&lower, i.saturating_sub(24))..i];
+            let motivates = [
+                "n't ",
+                "not ",
+                "cannot ",
+                "unable to ",
+                "that way",
+                "so that ",
+                "so i ",
+                "to be able",
+                "then ",
+                "before i ",
             ]
             .iter()
-            .any(|w| clause.contains(w))
+            .any(|w| before.contains(w));
+            !motivates
+                && ![
+                    "after",
+                    "once",
+                    "when",
+                    "then",
+                    "with the result",
+                    "from the result",
+                    "with confidence",
+                    "without seeing",
+                    "without checking",
+                    "without looking",
+                    "accurately",
+                ]
+                .iter()
+                .any(|w| clause.contains(w))
         })
     });
     if chosen {
@@ -738,13 +786,32 @@ fn drop_awaiting_results(calls: &mut Vec<ParsedCall>) {
             .collect()
     };
     let mut earlier: Vec<String> = Vec::new();
+    // (The whole value is such a name, "of" at most besides: not a pattern, a path or a
+    // script that happens to hold the words — `readResponse` searched for, a file
+    // `web_search_results.md`.)
+    let literal_key = |k: &str| {
+        let k = k.to_ascii_lowercase();
+        [
+            "pattern", "query", "content", "path", "file", "command", "code", "text", "regex",
+        ]
+        .iter()
+        .any(|w| k.contains(w))
+    };
     calls.retain(|c| {
         let awaits = c.arguments.as_object().is_some_and(|args| {
-            args.values().filter_map(Value::as_str).any(|v| {
-                let v = squash(v);
-                (v.contains("result") || v.contains("output") || v.contains("response"))
-                    && earlier.iter().any(|n| v.contains(n.as_str()))
-            })
+            args.iter()
+                .filter(|(k, _)| !literal_key(k))
+                .filter_map(|(_, v)| v.as_str())
+                .filter(|v| v.len() <= 60)
+                .any(|v| {
+                    let v = squash(v);
+                    ["result", "output", "response"].iter().any(|w| {
+                        v.contains(w)
+                            && earlier
+                                .iter()
+                                .any(|n| v.contains(n.as_str()) && v.len() <= n.len() + w.len() + 3)
+                    })
+                })
         });
         earlier.push(squash(&c.name));
         !awaits

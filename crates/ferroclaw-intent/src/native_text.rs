@@ -359,6 +359,12 @@ const EXAMPLE_LEADS: &[&str] = &[
 /// The sentence before a block shows it to the reader ("For example, to get the
 /// weather for London, you would use:").
 pub(crate) fn shown_as_example(text: &str, start: usize) -> bool {
+    // A later line of a fenced block is shown or not as the whole block is: what comes
+    // before it is the block's first lines, not the sentence that presents them.
+    let start = match text[..start].rfind("```") {
+        Some(open) if text[..start].matches("```").count() % 2 == 1 => open,
+        _ => start,
+    };
     let from = crate::harmony::floor(text, start.saturating_sub(240));
     // Past the opening tags or fence of the block itself (`<tool_call>{"name": …`,
     // ```` ```json ````).
@@ -2181,20 +2187,20 @@ fn executor_blocks(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
             continue;
         };
         let lang = lang.as_str().to_ascii_lowercase();
+        // (A `console` block is a transcript, its prompt and output, not a script.)
         let lang = match lang.as_str() {
             "python" | "py" => "python",
-            "sh" | "bash" | "shell" | "console" => "sh",
+            "sh" | "bash" | "shell" => "sh",
             _ => continue,
         };
-        let before = text[..all.start()].to_lowercase();
-        let line = before
-            .rsplit('\n')
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        if ["example", "e.g.", "for instance", "such as"]
-            .iter()
-            .any(|w| line.contains(w))
-        {
+        // The writer's message is its code: a block opens the answer or follows another,
+        // or the sentence before it commits to running it ("I'll run the script:"). Code
+        // shown, explained or handed to the reader has other words before it.
+        let prev_end = calls
+            .last()
+            .map_or(0, |(r, _): &(Range<usize>, Map<String, Value>)| r.end);
+        let between = text[prev_end.min(all.start())..all.start()].trim();
+        if !between.is_empty() && !runs_next(between) {
             return;
         }
         let mut args = Map::new();
@@ -2208,6 +2214,37 @@ fn executor_blocks(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
     for (span, args) in calls {
         push(out, &tool.name, Value::Object(args), 0.8, span, tools, cfg);
     }
+}
+
+/// The words before a block commit to running it: "I'll run the script:", "Let me execute
+/// this to check the version." (not "Here's how you could…", "Don't run this…").
+fn runs_next(before: &str) -> bool {
+    let sentence = crate::fuzzy::last_sentence(before).to_ascii_lowercase();
+    let sentence = sentence.replace('\u{2019}', "'");
+    let words: Vec<&str> = sentence
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let addressed = words
+        .iter()
+        .any(|w| matches!(*w, "you" | "your" | "don't" | "never" | "not" | "avoid"));
+    let committed = [
+        "i'll ",
+        "i will ",
+        "let me ",
+        "let's ",
+        "i'm going to ",
+        "now i ",
+    ]
+    .iter()
+    .any(|c| sentence.contains(c));
+    let runs = words.iter().any(|w| {
+        matches!(
+            *w,
+            "run" | "execute" | "check" | "test" | "compute" | "calculate" | "verify" | "try"
+        )
+    });
+    committed && runs && !addressed
 }
 
 static PIPE_LINE: LazyLock<Regex> = LazyLock::new(|| {
@@ -2707,7 +2744,7 @@ fn pythonic_lines(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut 
         // a call in backticks, explained after it (positional arguments too).
         let item = item_call(raw);
         let code = item.unwrap_or_else(|| {
-            let line = raw.trim().trim_start_matches("- ");
+            let line = in_own_tag(raw.trim().trim_start_matches("- "));
             after_label(line)
                 .unwrap_or(line)
                 .trim_matches(|c| c == '*' || c == '`')
@@ -2744,6 +2781,29 @@ fn pythonic_lines(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut 
     }
 }
 
+/// `<function-call>[get_balance()]</function-call>` (AgentDojo's prompting): a line
+/// wrapped in one tag of its own holds what the tag says.
+fn in_own_tag(line: &str) -> &str {
+    let Some(rest) = line.strip_prefix('<') else {
+        return line;
+    };
+    let Some((name, inner)) = rest.split_once('>') else {
+        return line;
+    };
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return line;
+    }
+    inner
+        .strip_suffix('>')
+        .and_then(|i| i.strip_suffix(name))
+        .and_then(|i| i.strip_suffix("</"))
+        .map_or(line, str::trim)
+}
+
 /// "Grounded Operation: CLICK(box=[[219,186,311,207]])": what follows a short label of
 /// the step (CogAgent's), not one that shows a form ("Usage:", "Example:", "Returns:"),
 /// nor ReAct's fields (its own strategy reads them, imagined observations and all).
@@ -2772,10 +2832,40 @@ fn after_label(line: &str) -> Option<&str> {
         "thought",
         "observation",
     ];
+    // The label names the step ("Grounded Operation", "Next step", "Tool call"), not what
+    // to avoid or what was done before ("Never do this", "Previous call").
+    let names_step = words.last().is_some_and(|w| {
+        matches!(
+            *w,
+            "operation" | "step" | "call" | "calls" | "command" | "invocation" | "tool" | "now"
+        )
+    }) || words.first().is_some_and(|w| *w == "step");
+    let put_off = words.iter().any(|w| {
+        matches!(
+            *w,
+            "never"
+                | "don't"
+                | "dont"
+                | "avoid"
+                | "wrong"
+                | "bad"
+                | "incorrect"
+                | "previous"
+                | "last"
+                | "earlier"
+                | "old"
+                | "deprecated"
+                | "prior"
+                | "failed"
+                | "original"
+        )
+    });
     ((1..=3).contains(&words.len())
-        && words
-            .iter()
-            .all(|w| w.chars().all(|c| c.is_ascii_alphabetic()) && !shows.contains(w)))
+        && names_step
+        && !put_off
+        && words.iter().all(|w| {
+            w.chars().all(|c| c.is_ascii_alphanumeric() || c == '\'') && !shows.contains(w)
+        }))
     .then_some(rest)
 }
 
@@ -2927,8 +3017,17 @@ impl Py<'_> {
             }
             let save = self.i;
             let key = self.ident();
+            let key_end = self.i;
             self.ws();
-            let keyed = key.is_some() && self.eat(b'=') && !self.eat(b'=');
+            let mut keyed = key.is_some() && self.eat(b'=') && !self.eat(b'=');
+            // `max_chars 8000`: a key and its value with no `=` between (gpt-oss
+            // writing a call out in its thinking).
+            if !keyed && key.is_some() && self.i > key_end {
+                keyed = self
+                    .s
+                    .get(self.i)
+                    .is_some_and(|b| b.is_ascii_digit() || matches!(b, b'"' | b'\''));
+            }
             if !keyed {
                 self.i = save;
             }
@@ -2939,6 +3038,9 @@ impl Py<'_> {
             if nested {
                 let call = self.call()?;
                 self.inner.push(call);
+            } else if keyed && self.s.get(self.i) == Some(&b'?') {
+                // `amount=?`: a value the model does not know yet is left out.
+                self.i += 1;
             } else {
                 let v = self.value()?;
                 match (keyed, key) {

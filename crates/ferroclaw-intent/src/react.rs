@@ -66,7 +66,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     let lower = text.to_ascii_lowercase();
     if !lower.contains("action")
         && !lower.contains("tool name")
-        && !text.contains("inal Answer")
+        && !lower.contains("final answer")
         && !text.contains("[[ ## next_tool_name ## ]]")
     {
         return out;
@@ -198,6 +198,19 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                     out.calls.push(c);
                 }
                 out.markup.push(lstart..end);
+            }
+            // LangChain's conversational agent answers itself after "Do I need to use a
+            // tool? No" (its `AI:` line): as a final answer, the actions before were
+            // imagined.
+            "thought"
+                if text[vstart..vend]
+                    .to_ascii_lowercase()
+                    .contains("do i need to use a tool? no") =>
+            {
+                out.calls.clear();
+                out.done = true;
+                out.markup.push(lstart..text.len());
+                break;
             }
             "thought" | "observation" | "completed" => {
                 stepped_past = !out.calls.is_empty();

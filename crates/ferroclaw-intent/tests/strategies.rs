@@ -8644,3 +8644,65 @@ fn round_36_classes_labelled_operations_executors_printed_commands_and_answers_c
         one_call("web_search", json!({"query": "rust 1.80 release date"}))
     );
 }
+
+/// Round 37: a review's attacks on round 36's rules (code shown to the reader run by an
+/// executor, one-line labels read as steps, commands after a hand-off, labels that warn,
+/// native calls dropped for a word in a value, motives read as choosing to answer,
+/// polite Japanese and Korean endings, Chinese explanations, wrong spellings restored,
+/// modifiers read as values, code identifiers read as tools), the look-alikes that must
+/// still call, and the classes of batch 37 (`command_name` objects, Markdown-escaped keys,
+/// `<function-call>` tags with unknown values, plans and capabilities shown, a wait for
+/// instructions, "the file"/"the website" named before, conversions, a later written
+/// call, a key naming the tool, MCP proxies, tools named in Chinese, one call per name
+/// listed). Each case's calls must be exactly the expected ones.
+#[test]
+fn round_37_review_attacks_look_alikes_and_batch_37_classes() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases/round37.jsonl");
+    let cases = ferroclaw_intent::eval::load_file(&path).unwrap();
+    assert!(cases.len() >= 90, "{} cases", cases.len());
+    let all = standard_tools();
+    let cfg = ParserConfig::default();
+    let mut wrong = Vec::new();
+    for c in &cases {
+        let tools = c.tool_specs(&all);
+        let got = parse(c.reasoning.as_deref(), c.content.as_deref(), &tools, &cfg).calls;
+        let s = ferroclaw_intent::eval::score(&c.expected, &got);
+        if s.fp != 0 || s.fn_ != 0 {
+            let got: Vec<String> = got
+                .iter()
+                .map(|g| format!("{} {}", g.name, g.arguments))
+                .collect();
+            wrong.push(format!("{}: {got:?}", c.id));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+
+    // Values that must not be read (an expected call with no arguments matches any).
+    let read = |content: &str, tools: &[ToolSpec]| calls_in(None, Some(content), tools);
+    let std_tools = standard_tools();
+    let got = read(
+        "我来读取配置文件 config.yaml，注意 path是workspace下的相对路径。",
+        &std_tools,
+    );
+    assert!(
+        got.iter()
+            .all(|(_, a)| a.get("path") != Some(&json!("workspace"))),
+        "{got:?}"
+    );
+    let cc = vec![ToolSpec::new(
+        "convert_currency",
+        "Converts currency.",
+        obj(
+            json!({"amount": {"type": "number"}, "from_currency": {"type": "string"}, "to_currency": {"type": "string"}}),
+            &[],
+        ),
+    )];
+    let got = read(
+        "I'll use the convert_currency tool to exchange the 3 invoices to send to finance.",
+        &cc,
+    );
+    assert!(
+        got.iter().all(|(_, a)| a.get("from_currency").is_none()),
+        "{got:?}"
+    );
+}

@@ -569,6 +569,30 @@ async fn every_text_call_format_runs_the_tool() {
             Some("我需要使用exec工具來執行'echo fmt-traditional-chinese'命令。"),
         ),
         (
+            // An agent's own command object: its name under `command_name`.
+            "command-name",
+            "{\"command_name\":\"exec\",\"inputs\":{\"command\":\"echo fmt-command-name\"}}",
+            None,
+        ),
+        (
+            // AgentDojo's prompted call list in a tag of its own.
+            "function-call-tag",
+            "<function-thoughts>Run it.</function-thoughts>\n<function-call>[exec(command=\"echo fmt-function-call-tag\")]</function-call>",
+            None,
+        ),
+        (
+            // A key escaped as Markdown renders it.
+            "escaped-underscore",
+            "{\"action\": \"exec\", \"action\\_input\": \"echo fmt-escaped-underscore\"}",
+            None,
+        ),
+        (
+            // The tool's name as a key, beside what the model imagined of the result.
+            "keyed-by-tool",
+            "{\"exec\": {\"command\": \"echo fmt-keyed-by-tool\"}, \"expected_output\": \"done\"}",
+            None,
+        ),
+        (
             // LangChain's stop sequence cut the closing backtick.
             "react-cut-backtick",
             "Thought: I should run it.\nAction: exec\nAction Input: `echo fmt-react-cut-backtick",
@@ -627,6 +651,17 @@ async fn text_that_does_not_commit_to_a_call_runs_no_tool() {
     let cases: &[(&str, Option<&str>)] = &[
         // Past tense.
         ("I used web_search earlier and found that Rust 1.80 came out in July 2024.", None),
+        // A promise inside the model's own final answer.
+        (
+            "Sorry, I cannot browse right now.",
+            Some("Thought: I can answer now.\nFinal answer: I am now searching with web_search for you."),
+        ),
+        // Code shown to the reader with an executor offered (here: a command to avoid).
+        ("Don't run this on production, it drops every table:\n\n```sh\npsql -c 'DROP SCHEMA public CASCADE;'\n```", None),
+        // A one-line label, not a step.
+        ("Run these commands in your terminal:", None),
+        // What the model can do, listed for the reader.
+        ("I can help you with:\n\nSearching the web for news\nRunning shell commands", None),
         // "Search" in a compound noun.
         ("Its search engine results say Rust 1.80 came out in July 2024.", None),
         // The thinking weighed a tool, then chose to answer.

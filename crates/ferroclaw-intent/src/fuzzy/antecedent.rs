@@ -28,6 +28,21 @@ static FILE_ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// "the file" (not "the file named …", "the file system"): the one file its paragraph
+/// names, when it names only one.
+static THE_FILE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\bthe\s+file\b(\s+(?:named|called|name|path|system|tree|list|names|paths))?",
+    )
+});
+
+/// "the website", "that page", "the link": the address named before.
+static URL_ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:the|this|that|said)\s+(?:website|web\s*page|web\s*site|page|site|url|link|address)\b",
+    )
+});
+
 /// A command named after a verb of running, up to where the sentence or the noun ends:
 /// "執行 echo LOOPPROBE_77 命令", "执行 tail -f /dev/null。".
 static CJK_RUN: LazyLock<Regex> = LazyLock::new(|| {
@@ -82,7 +97,7 @@ pub(super) fn query_named_before(text: &str, tools: &[ToolSpec], calls: &mut [Pa
             continue;
         }
         let near = floor(text, c.span.start)..floor(text, (c.span.end + 40).min(text.len()));
-        if !QUERY_ANAPHOR.is_match(&text[near]) {
+        if !QUERY_ANAPHOR.is_match(&text[near.clone()]) {
             continue;
         }
         let back = &text[..floor(text, c.span.start)];
@@ -117,7 +132,7 @@ pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [
         };
         let Some((prop, kind)) = tool.required().into_iter().find_map(|p| {
             let k = kind_of(tool, p);
-            matches!(k, Kind::Command | Kind::Path | Kind::File).then_some((p, k))
+            matches!(k, Kind::Command | Kind::Path | Kind::File | Kind::Url).then_some((p, k))
         }) else {
             continue;
         };
@@ -144,12 +159,51 @@ pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [
         }
         let named = if kind == Kind::Command {
             ANAPHOR
-                .is_match(&text[near])
+                .is_match(&text[near.clone()])
                 .then(|| last_command(back))
                 .flatten()
+        } else if kind == Kind::Url {
+            // (The one address the text named before: "visit a website at
+            // www.example.com … I will visit the website using `get_webpage`".)
+            URL_ANAPHOR
+                .is_match(&text[near.clone()])
+                .then(|| {
+                    let mut urls: Vec<&str> =
+                        super::URL.find_iter(back).map(|m| m.as_str()).collect();
+                    urls.dedup();
+                    (urls.len() == 1).then(|| {
+                        urls[0]
+                            .trim_end_matches(['.', ',', ';', ':', '!', '?', '\''])
+                            .to_string()
+                    })
+                })
+                .flatten()
+        } else if !FILE_ANAPHOR.is_match(&text[near.clone()]) {
+            // "I'll read the file to confirm …" after "… in calculator.py": the one file
+            // the paragraph names.
+            THE_FILE
+                .captures(&text[near.clone()])
+                .filter(|m| m.get(1).is_none())
+                .and_then(|_| {
+                    let from = back.trim_end().rfind("\n\n").unwrap_or(0);
+                    let prot = protected_spans(back);
+                    let mut names: Vec<String> = Vec::new();
+                    let mut at = from;
+                    while let Some(f) = super::path_in(back, &prot, at..back.len()) {
+                        if f.range.end <= at {
+                            break;
+                        }
+                        at = f.range.end;
+                        if !names.contains(&f.value) {
+                            names.push(f.value);
+                        }
+                    }
+                    (names.len() == 1).then(|| names.remove(0))
+                })
+                .filter(|p| !p.ends_with('/'))
         } else {
             FILE_ANAPHOR
-                .is_match(&text[near])
+                .is_match(&text[near.clone()])
                 .then(|| {
                     // (In the paragraph that refers back.)
                     let from = back.trim_end().rfind("\n\n").unwrap_or(0);

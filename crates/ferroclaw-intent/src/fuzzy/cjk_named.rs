@@ -246,3 +246,151 @@ pub(super) fn fill_stated(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCal
         args.extend(stated);
     }
 }
+
+/// Tools called by their Chinese name: 代码解释器 for `code_interpreter`, 计算器 for a
+/// calculator.
+const CHINESE_NAMES: &[(&str, &[&str])] = &[
+    ("代码解释器", &["code", "interpreter"]),
+    ("代码执行器", &["code"]),
+    ("计算器", &["calculator"]),
+    ("搜索引擎", &["search"]),
+    ("浏览器", &["browser"]),
+];
+
+/// An expression written in the clause after the name ("计算123**23"): the code of a code
+/// tool, the expression of a calculator.
+static EXPRESSION: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(r"(?:计算|求|算)\s*([0-9(][0-9+\-*/%().^ ]*[0-9)])")
+});
+
+/// "我需要先调用代码解释器计算123**23": the one offered tool its Chinese name names, after a
+/// first-person commitment, with the expression the clause states.
+pub(super) fn chinese_name(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    out: &mut StrategyOutput,
+) {
+    for (zh, words) in CHINESE_NAMES {
+        let Some(at) = ["调用", "使用", "用"]
+            .iter()
+            .filter_map(|v| text.find(&format!("{v}{zh}")))
+            .min()
+        else {
+            continue;
+        };
+        let named: Vec<&ToolSpec> = tools
+            .iter()
+            .filter(|t| {
+                let ws = crate::schema::name_words(&t.name);
+                words.iter().all(|w| ws.iter().any(|x| x == w))
+            })
+            .collect();
+        let [tool] = named[..] else { continue };
+        let sent_start = text[..at].rfind(['。', '！', '？', '\n']).map_or(0, |i| {
+            i + text[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        let pre = &text[sent_start..at];
+        if !pre.contains('我')
+            || ["不", "没", "如果", "已经", "了"]
+                .iter()
+                .any(|n| pre.contains(n))
+        {
+            continue;
+        }
+        let name_end = text[at..].find(zh).map_or(at, |i| at + i + zh.len());
+        let clause = text[name_end..]
+            .split(['，', '。', '！', '？', '\n', ','])
+            .next()
+            .unwrap_or("");
+        let mut args = Map::new();
+        if let Some(expr) = EXPRESSION.captures(clause).and_then(|c| c.get(1)) {
+            let key = tool
+                .required()
+                .into_iter()
+                .find(|k| matches!(*k, "code" | "expression" | "expr" | "input" | "query"));
+            if let Some(k) = key {
+                args.insert(
+                    k.to_string(),
+                    Value::String(expr.as_str().trim().to_string()),
+                );
+            }
+        }
+        let span = at..name_end + clause.len();
+        if let Some(c) = make_call(&tool.name, Value::Object(args), 0.6, span, tools, cfg) {
+            out.calls.push(c);
+            return;
+        }
+    }
+}
+
+/// "“北京市”、“上海市”、“天津市”和“重庆市”": names in quotes, or bare names, joined by 、 and
+/// 和.
+static QUOTED_LIST: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"“([^”\n]{1,16})”(?:\s*[、，,]\s*“[^”\n]{1,16}”)*\s*(?:[、，,]|和|以及|及)\s*“([^”\n]{1,16})”",
+    )
+});
+static BARE_LIST: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(r"\p{Han}{2,6}(?:、\p{Han}{2,6})+(?:和|以及|及)\p{Han}{2,6}")
+});
+/// "第一次调用location是北京市，第二次是上海市": the value of each call in turn.
+static ORDINAL: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"第[一二三四五六七八九十]次(?:调用)?[A-Za-z_]*\s*(?:是|为)\s*([^，。、,\s]{1,16})",
+    )
+});
+
+/// "每个城市都需要调用一次get_current_weather函数…“北京市”、“上海市”、“天津市”和“重庆市”":
+/// one call per name listed, for a tool of one required text property.
+pub(super) fn each_in_chinese(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
+    let [call] = &calls[..] else { return };
+    if !["每个", "每一个", "分别", "逐个", "依次", "各调用"]
+        .iter()
+        .any(|w| text.contains(w))
+    {
+        return;
+    }
+    let Some(tool) = tools.iter().find(|t| t.name == call.name) else {
+        return;
+    };
+    let [key] = tool.required()[..] else { return };
+    if !matches!(tool.prop_type(key), None | Some("string")) {
+        return;
+    }
+    let quoted = QUOTED_LIST.find_iter(text).last().map(|m| {
+        m.as_str()
+            .split('“')
+            .filter_map(|p| p.split_once('”').map(|(n, _)| n.trim().to_string()))
+            .collect::<Vec<_>>()
+    });
+    let ordinal: Vec<String> = ORDINAL
+        .captures_iter(text)
+        .filter_map(|c| c.get(1).map(|m| m.as_str().to_string()))
+        .collect();
+    let bare = || {
+        BARE_LIST.find_iter(text).last().map(|m| {
+            m.as_str()
+                .split(['、', '和', '及'])
+                .map(|n| n.trim_start_matches('以').to_string())
+                .filter(|n| !n.is_empty())
+                .collect::<Vec<_>>()
+        })
+    };
+    let names = quoted
+        .filter(|q| q.len() >= 2)
+        .or_else(|| (ordinal.len() >= 2).then_some(ordinal))
+        .or_else(bare)
+        .unwrap_or_default();
+    if !(2..=crate::MAX_CALLS).contains(&names.len()) {
+        return;
+    }
+    let one = calls.remove(0);
+    for n in names {
+        let mut c = one.clone();
+        if let Some(a) = c.arguments.as_object_mut() {
+            a.insert(key.to_string(), Value::String(n));
+        }
+        calls.push(c);
+    }
+}

@@ -117,7 +117,14 @@ pub(crate) fn restore(original: &str, simple: &str, calls: &mut [ParsedCall]) {
             if s.is_ascii() {
                 continue;
             }
-            if let Some(at) = simple.find(s.as_str()) {
+            // (Where the call read it: from its span on, else the last one before it —
+            // the same simplified text may stand for two spellings in one answer.)
+            let from = crate::harmony::floor(simple, c.span.start.min(simple.len()));
+            let at = simple[from..]
+                .find(s.as_str())
+                .map(|i| from + i)
+                .or_else(|| simple[..from].rfind(s.as_str()));
+            if let Some(at) = at {
                 if let Some(orig) = original.get(at..at + s.len()) {
                     *s = orig.to_string();
                 }
