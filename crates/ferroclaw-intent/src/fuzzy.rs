@@ -1943,9 +1943,19 @@ fn cjk_commits(pre: &str, after: &str) -> bool {
         .to_string();
     // ("如果您需要发送邮件，我可以使用 send_email": on a condition.)
     let sentence = pre.rsplit(['。', '！', '？', '\n']).next().unwrap_or(pre);
-    let conditional = ["如果", "要是", "假如", "若是", "的话"]
-        .iter()
-        .any(|w| sentence.contains(w));
+    let conditional = [
+        "如果",
+        "要是",
+        "假如",
+        "若是",
+        "的话",
+        "才能",
+        "确认后",
+        "之后我",
+        "后我会",
+    ]
+    .iter()
+    .any(|w| sentence.contains(w));
     // "因此，调用X函数": the model's own next step after a "so"; "正确的做法是使用X":
     // the way it settled on.
     // ("我需要先使用OCR工具…，然后使用ChatWithEB工具": "then" after a "first" is a later
@@ -2004,6 +2014,10 @@ fn cjk_commits(pre: &str, after: &str) -> bool {
             .iter()
             .any(|w| tail.contains(w))
         && ["我需要", "我要", "我将", "我会", "我来", "我们需要", "我先"]
+            .iter()
+            .any(|w| sentence.contains(w))
+        // (Not a need before the call: "我需要知道账号才能调用X", "我需要您先确认".)
+        && !["才能", "知道", "确认", "您", "你"]
             .iter()
             .any(|w| sentence.contains(w));
     !conditional
@@ -3873,6 +3887,8 @@ fn parse_text(
             && !in_code_fence(text, c.span.start)
             && !capability_listed(text, c.span.start)
             && !names_code(text, c)
+            && !taken_back(text, c.span.end)
+            && !step_deferred(text, &c.span)
     });
     first_step_named(text, cfg, tools, &mut out.calls);
     drop_shown_reads(text, tools, &mut out.calls);
@@ -4963,6 +4979,9 @@ fn inline_calls(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut St
             || !committed
             || addresses_reader(&before)
             || crate::native_text::shown_as_example(text, line_start(text, name.start()))
+            || ["never ", "don't ", "do not ", "avoid "]
+                .iter()
+                .any(|w| before.contains(w))
         {
             continue;
         }
@@ -6693,6 +6712,70 @@ fn names_code(text: &str, c: &ParsedCall) -> bool {
     false
 }
 
+/// A step put off to another time or on a condition ("I'll run tomorrow during the
+/// maintenance window", "If the health check fails, I'll run…", "…after you approve",
+/// "Before I run anything, let me check with you").
+pub(crate) fn deferred(lower: &str) -> bool {
+    let l = lower.trim_start();
+    ["if ", "when ", "once ", "before i ", "unless "]
+        .iter()
+        .any(|w| l.starts_with(w))
+        || [
+            "run tomorrow",
+            "run it tomorrow",
+            "run later",
+            "run it later",
+            "do it later",
+            "after you",
+            "once you",
+            "when you",
+            "you approve",
+            "your approval",
+            "with you",
+            "maintenance window",
+            "check with you",
+            "before i run",
+            "would run",
+            "something like",
+        ]
+        .iter()
+        .any(|w| l.contains(w))
+}
+
+/// The call's sentence, or the one that introduces its block or line, puts it off.
+fn step_deferred(text: &str, span: &Range<usize>) -> bool {
+    let own = call_sentence(text, span).to_ascii_lowercase();
+    let head = text[..floor(text, span.start)].trim_end();
+    let intro = if head.ends_with(':')
+        || head.ends_with("```")
+        || text[floor(text, span.start)..].starts_with("```")
+    {
+        let h = head
+            .trim_end_matches(|c: char| c == '`' || c.is_ascii_alphanumeric())
+            .trim_end();
+        last_sentence(h).to_ascii_lowercase()
+    } else {
+        String::new()
+    };
+    deferred(&own) || deferred(&intro)
+}
+
+/// A step taken back in the words after it ("… actually no, the user said not to open any
+/// links.").
+fn taken_back(text: &str, end: usize) -> bool {
+    let rest = &text[floor(text, end)..floor(text, (end + 160).min(text.len()))];
+    let lower = rest.to_ascii_lowercase();
+    [
+        "actually no",
+        "actually, no",
+        "on second thought",
+        "never mind",
+        "nevermind",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+}
+
 /// The answer ends waiting on the user ("I'll wait for further instructions or
 /// clarification on how to proceed."): what it said it could do is not done now.
 pub(crate) fn waits_for_user(text: &str) -> bool {
@@ -6701,7 +6784,7 @@ pub(crate) fn waits_for_user(text: &str) -> bool {
     let lower = last_sentence(text.trim_end().trim_end_matches(['.', '!']))
         .to_ascii_lowercase()
         .replace('\u{2019}', "'");
-    if ["then", "before", "after", "once", "first"]
+    if ["then", "before", "after", "once", "first", "next"]
         .iter()
         .any(|w| has_phrase(&lower, w))
     {
@@ -6724,7 +6807,17 @@ pub(crate) fn waits_for_user(text: &str) -> bool {
 /// for calendar events"): an offer, no step.
 fn capability_listed(text: &str, start: usize) -> bool {
     let mut at = line_start(text, start);
-    if at == 0 {
+    // (The call's own line is one of the list's: short, no sentence, no step of the
+    // model's own.)
+    let own = text[at..].lines().next().unwrap_or("").trim();
+    let own_lower = own.to_ascii_lowercase();
+    if at == 0
+        || own.len() > 100
+        || own.ends_with(['.', '!', '?', ':'])
+        || ["let me", "i'll", "i will", "now "]
+            .iter()
+            .any(|w| own_lower.starts_with(w))
+    {
         return false;
     }
     let mut lines = 0;

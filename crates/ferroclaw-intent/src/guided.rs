@@ -62,12 +62,16 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             Some(_) => Vec::new(),
             None if done.is_some() => Vec::new(),
             // A bare `{"name": …, "arguments": …}` object, or one wrapped in `function`.
-            None if bare_call(&obj) || flat_call(&obj, tools, cfg) => vec![&obj],
+            None if bare_call(&obj) || flat_call(&obj, tools, cfg, ends_answer(text, &range)) => {
+                vec![&obj]
+            }
             None => {
                 // `{"get_current_weather": {"city": "New York"}, "nearby_events": […]}`: one
                 // key is an offered tool's exact name and its object the tool's arguments
                 // (the rest is what the model imagined of the result).
-                if let Some((name, args)) = keyed_by_tool(&obj, tools) {
+                if let Some((name, args)) =
+                    keyed_by_tool(&obj, tools).filter(|_| ends_answer(text, &range))
+                {
                     let span = with_fence(text, range);
                     out.markup.push(span.clone());
                     if let Some(c) = make_call(&name, args, 0.7, span, tools, cfg) {
@@ -310,6 +314,18 @@ fn simple_pairs(s: &str) -> Value {
     Value::Object(m)
 }
 
+/// The object (in its fence, if any) is the end of the answer: nothing after it but
+/// whitespace or an agent's `TERMINATE`.
+fn ends_answer(text: &str, range: &Range<usize>) -> bool {
+    let span = with_fence(text, range.clone());
+    // (A list's closing bracket may follow: `Action:\n[{…}]`.)
+    let after = text[span.end..]
+        .trim()
+        .trim_start_matches([']', '\n', ' '])
+        .trim();
+    after.is_empty() || after == "TERMINATE"
+}
+
 fn keyed_by_tool(obj: &Value, tools: &[ToolSpec]) -> Option<(String, Value)> {
     let o = obj.as_object()?;
     let mut found = o.iter().filter_map(|(k, v)| {
@@ -335,15 +351,19 @@ fn bare_call(obj: &Value) -> bool {
 
 /// `{"service": "cover.close_cover", "target_device": "cover.kitchen"}`: an offered
 /// tool's name under a naming key, its arguments beside it.
-fn flat_call(obj: &Value, tools: &[ToolSpec], cfg: &ParserConfig) -> bool {
+fn flat_call(obj: &Value, tools: &[ToolSpec], cfg: &ParserConfig, ends: bool) -> bool {
     let (Some(name), args) = name_and_args(obj) else {
         return false;
     };
-    // A key that can only name a command names it with no inputs too.
+    // A key that can only name a command names it with no inputs too; a one-string
+    // value is the one argument (`{"tool_name": "internet_search", "parameters": "…"}`).
+    // Both only as the answer's last word: an object quoted in prose ("the previous step
+    // was: {…}. That's what …") is a record, not a call.
     let names_only = obj.get("command_name").is_some() && (args.is_null() || args.is_object());
-    // (`{"tool_name": "internet_search", "parameters": "今天有哪些新闻"}`: the one value.)
     let one_value = args.as_str().is_some_and(|a| !a.trim().is_empty());
-    (names_only || one_value || args.as_object().is_some_and(|a| !a.is_empty()))
+    let by_command_name = obj.get("command_name").is_some();
+    ((ends && (names_only || one_value))
+        || (args.as_object().is_some_and(|a| !a.is_empty()) && (ends || !by_command_name)))
         && crate::schema::resolve(&name, tools, &cfg.aliases).is_some()
 }
 

@@ -260,9 +260,10 @@ fn plain_quotes_and_escapes(s: &str) -> Option<String> {
                     chars.next();
                 }
                 // A Markdown escape kept when the answer was copied as rendered
-                // (`"action\_input"`): the character itself.
-                Some(&n @ ('_' | '*')) => {
-                    out.push(n);
+                // (`"action\_input"`, inside a word): the character itself (not
+                // `C:\_backup`, `\*.log`).
+                Some('_') if out.ends_with(|c: char| c.is_ascii_alphanumeric()) => {
+                    out.push('_');
                     chars.next();
                     changed = true;
                 }

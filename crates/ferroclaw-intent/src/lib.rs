@@ -739,20 +739,16 @@ fn chose_to_answer(reasoning: &str, calls: &mut Vec<ParsedCall>) {
             // ("I can't answer without live data", "That way I can answer with
             // confidence": why the step is taken, not a choice against it.)
             let before = &lower[crate::harmony::floor(&lower, i.saturating_sub(24))..i];
-            let motivates = [
-                "n't ",
-                "not ",
-                "cannot ",
-                "unable to ",
-                "that way",
-                "so that ",
-                "so i ",
-                "to be able",
-                "then ",
-                "before i ",
-            ]
-            .iter()
-            .any(|w| before.contains(w));
+            // (A negation right before the phrase: "That's not safe, so I'll answer
+            // directly" chose to answer.)
+            let close = &lower[crate::harmony::floor(&lower, i.saturating_sub(8))..i];
+            let negated = ["n't ", "not ", "cannot ", "unable to "]
+                .iter()
+                .any(|w| close.contains(w));
+            let motivates = negated
+                || ["that way", "so that ", "to be able", "then ", "before i "]
+                    .iter()
+                    .any(|w| before.contains(w));
             !motivates
                 && ![
                     "after",
@@ -791,11 +787,9 @@ fn drop_awaiting_results(calls: &mut Vec<ParsedCall>) {
     // `web_search_results.md`.)
     let literal_key = |k: &str| {
         let k = k.to_ascii_lowercase();
-        [
-            "pattern", "query", "content", "path", "file", "command", "code", "text", "regex",
-        ]
-        .iter()
-        .any(|w| k.contains(w))
+        ["pattern", "path", "file", "command", "code", "regex"]
+            .iter()
+            .any(|w| k.contains(w))
     };
     calls.retain(|c| {
         let awaits = c.arguments.as_object().is_some_and(|args| {

@@ -354,6 +354,12 @@ const EXAMPLE_LEADS: &[&str] = &[
     "the call was",
     "i called",
     "i made the",
+    // Not to be done: "Never run this without a backup:".
+    "never run",
+    "never do",
+    "don't run",
+    "do not run",
+    "avoid running",
 ];
 
 /// The sentence before a block shows it to the reader ("For example, to get the
@@ -2129,6 +2135,8 @@ fn shell_fence_answer(
             || before.contains('?')
             || !(committed || stopped)
             || crate::fuzzy::addresses_reader(&lower)
+            || crate::fuzzy::deferred(&lower)
+            || crate::fuzzy::deferred(crate::fuzzy::last_sentence(&lower))
         {
             return;
         }
@@ -2244,7 +2252,7 @@ fn runs_next(before: &str) -> bool {
             "run" | "execute" | "check" | "test" | "compute" | "calculate" | "verify" | "try"
         )
     });
-    committed && runs && !addressed
+    committed && runs && !addressed && !crate::fuzzy::deferred(&sentence)
 }
 
 static PIPE_LINE: LazyLock<Regex> = LazyLock::new(|| {
@@ -2790,10 +2798,15 @@ fn in_own_tag(line: &str) -> &str {
     let Some((name, inner)) = rest.split_once('>') else {
         return line;
     };
+    // (Only a tag that says it holds a call: not `<s>…</s>`, `<bad>…</bad>`.)
+    let lower = name.to_ascii_lowercase();
     if name.is_empty()
         || !name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        || !["call", "tool", "function", "action"]
+            .iter()
+            .any(|w| lower.contains(w))
     {
         return line;
     }
@@ -2858,6 +2871,14 @@ fn after_label(line: &str) -> Option<&str> {
                 | "prior"
                 | "failed"
                 | "original"
+                | "suggested"
+                | "alternative"
+                | "alternate"
+                | "proposed"
+                | "possible"
+                | "optional"
+                | "sample"
+                | "manual"
         )
     });
     ((1..=3).contains(&words.len())

@@ -202,11 +202,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
             // LangChain's conversational agent answers itself after "Do I need to use a
             // tool? No" (its `AI:` line): as a final answer, the actions before were
             // imagined.
-            "thought"
-                if text[vstart..vend]
-                    .to_ascii_lowercase()
-                    .contains("do i need to use a tool? no") =>
-            {
+            "thought" if said_no_tool(&text[vstart..vend]) => {
                 out.calls.clear();
                 out.done = true;
                 out.markup.push(lstart..text.len());
@@ -237,6 +233,14 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
         i += 1;
     }
     out
+}
+
+/// "Do I need to use a tool? No" (not "Not for the greeting…", "Now…").
+fn said_no_tool(thought: &str) -> bool {
+    let lower = thought.to_ascii_lowercase();
+    lower
+        .split_once("do i need to use a tool? no")
+        .is_some_and(|(_, rest)| !rest.starts_with(|c: char| c.is_alphanumeric()))
 }
 
 /// Words of a thought that has its last action's result already.

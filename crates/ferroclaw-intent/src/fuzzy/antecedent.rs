@@ -142,6 +142,42 @@ pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [
         if args.contains_key(prop) {
             continue;
         }
+        // (A value referred back to is never handed to a tool that destroys or
+        // overwrites, nor taken from a text that warns: "the file" after naming
+        // `important.db` is no licence to delete it.)
+        let destroys = crate::schema::name_words(&c.name).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "delete"
+                    | "remove"
+                    | "rm"
+                    | "drop"
+                    | "write"
+                    | "overwrite"
+                    | "kill"
+                    | "truncate"
+                    | "erase"
+                    | "destroy"
+                    | "purge"
+            )
+        });
+        let warned = {
+            let lower = text.to_ascii_lowercase();
+            [
+                "phishing",
+                "scam",
+                "suspicious",
+                "don't open",
+                "do not open",
+                "malicious",
+                "never open",
+            ]
+            .iter()
+            .any(|w| lower.contains(w))
+        };
+        if (kind != Kind::Command && destroys) || warned {
+            continue;
+        }
         let near = floor(text, c.span.start)..floor(text, (c.span.end + 40).min(text.len()));
         let back = &text[..floor(text, c.span.start)];
         // (A name written after the reference, "that file, pkg/x.go" or "this file
@@ -183,7 +219,24 @@ pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [
             // the paragraph names.
             THE_FILE
                 .captures(&text[near.clone()])
-                .filter(|m| m.get(1).is_none())
+                // ("the file summary", "the file header": a noun after it is another thing.)
+                .filter(|m| {
+                    m.get(1).is_none()
+                        && text[m.get(0).map_or(0, |x| x.end()) + near.start..]
+                            .split_whitespace()
+                            .next()
+                            .is_none_or(|w| {
+                                let w = w.to_ascii_lowercase();
+                                w.starts_with(|c: char| !c.is_alphanumeric())
+                                    || [
+                                        "to", "and", "then", "first", "now", "again", "so", "for",
+                                        "in", "from", "with", "before", "after", "once",
+                                        "contents", "content",
+                                    ]
+                                    .contains(&w.trim_end_matches(['.', ',', ':', ';']))
+                                    || w.ends_with(['.', ',', ':', ';'])
+                            })
+                })
                 .and_then(|_| {
                     let from = back.trim_end().rfind("\n\n").unwrap_or(0);
                     let prot = protected_spans(back);

@@ -291,10 +291,19 @@ pub(super) fn chinese_name(
             i + text[i..].chars().next().map_or(1, char::len_utf8)
         });
         let pre = &text[sent_start..at];
-        if !pre.contains('我')
-            || ["不", "没", "如果", "已经", "了"]
+        let sentence_end = text[at..]
+            .find(['。', '！', '？', '?', '\n'])
+            .map_or(text.len(), |i| at + i);
+        // A commitment ("我需要先调用…"), not an offer, advice or what the user can do
+        // ("我可以用…，您需要吗？", "我建议您用…", "我知道你可以用…").
+        let committed = ["我需要", "我要", "我将", "我会", "我来", "我先", "让我"]
+            .iter()
+            .any(|w| pre.contains(w));
+        if !committed
+            || ["不", "没", "如果", "已经", "了", "你", "您", "可以", "建议"]
                 .iter()
                 .any(|n| pre.contains(n))
+            || text[sentence_end..].starts_with(['？', '?'])
         {
             continue;
         }
@@ -358,7 +367,22 @@ pub(super) fn each_in_chinese(text: &str, tools: &[ToolSpec], calls: &mut Vec<Pa
     if !matches!(tool.prop_type(key), None | Some("string")) {
         return;
     }
-    let quoted = QUOTED_LIST.find_iter(text).last().map(|m| {
+    // (Not a list the text keeps out: "其他文件“a”、“b”和“c”我不会动".)
+    let usable = |m: &regex::Match| {
+        let from = text[..m.start()]
+            .rfind(['。', '！', '？', '\n'])
+            .map_or(0, |i| {
+                i + text[i..].chars().next().map_or(1, char::len_utf8)
+            });
+        let to = text[m.end()..]
+            .find(['。', '！', '？', '\n'])
+            .map_or(text.len(), |i| m.end() + i);
+        let sent = text.get(from..to).unwrap_or("");
+        !["不", "没", "别", "保留", "除了", "其他"]
+            .iter()
+            .any(|n| sent.contains(n))
+    };
+    let quoted = QUOTED_LIST.find_iter(text).filter(usable).last().map(|m| {
         m.as_str()
             .split('“')
             .filter_map(|p| p.split_once('”').map(|(n, _)| n.trim().to_string()))
@@ -369,7 +393,7 @@ pub(super) fn each_in_chinese(text: &str, tools: &[ToolSpec], calls: &mut Vec<Pa
         .filter_map(|c| c.get(1).map(|m| m.as_str().to_string()))
         .collect();
     let bare = || {
-        BARE_LIST.find_iter(text).last().map(|m| {
+        BARE_LIST.find_iter(text).filter(usable).last().map(|m| {
             m.as_str()
                 .split(['、', '和', '及'])
                 .map(|n| n.trim_start_matches('以').to_string())

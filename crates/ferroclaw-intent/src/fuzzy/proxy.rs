@@ -32,9 +32,17 @@ pub(super) fn fill_proxy(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall
             continue;
         };
         // (The sentence of the call, and the one before when the name came first.)
+        // (The call's own sentence only: not a tool named in a warning before it, "Never
+        // use drop_database…".)
         let sent = sentence_around(text, &c.span);
-        let from = crate::harmony::floor(text, sent.start.saturating_sub(300));
-        let region = &text[from..sent.end];
+        let region = &text[sent.clone()];
+        let lower = region.to_ascii_lowercase();
+        if ["never", "don't", "won't", "not ", "avoid", "不", "别", "没"]
+            .iter()
+            .any(|n| lower.contains(n))
+        {
+            continue;
+        }
         let inner = INNER
             .captures_iter(region)
             .filter_map(|m| m.get(1))
