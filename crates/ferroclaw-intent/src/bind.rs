@@ -456,7 +456,7 @@ static PEOPLE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// `experiment_name` / `experiment name` / `experimentName` → `experimentname`.
-fn key_form(s: &str) -> String {
+pub(crate) fn key_form(s: &str) -> String {
     s.chars()
         .filter(char::is_ascii_alphanumeric)
         .map(|c| c.to_ascii_lowercase())

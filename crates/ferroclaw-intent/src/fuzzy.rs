@@ -5478,6 +5478,16 @@ fn shell_status_line(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &m
 }
 
 /// The one offered tool that runs commands, if there is exactly one.
+/// The one offered shell and the property its command goes in.
+fn shell_and_command_key<'a>(
+    tools: &'a [ToolSpec],
+    cfg: &ParserConfig,
+) -> Option<(&'a ToolSpec, &'a str)> {
+    let profs = profiles(tools, cfg);
+    let shell = sole_shell(&profs)?.tool;
+    Some((shell, shell.primary_property()?))
+}
+
 fn sole_shell<'p, 'a>(profs: &'p [Profile<'a>]) -> Option<&'p Profile<'a>> {
     let mut shells = profs.iter().filter(|p| p.kind == Kind::Command);
     match (shells.next(), shells.next()) {
@@ -5628,11 +5638,7 @@ fn command_after_step(
     {
         return;
     }
-    let profs = profiles(tools, cfg);
-    let Some(shell) = sole_shell(&profs) else {
-        return;
-    };
-    let Some(key) = shell.tool.primary_property() else {
+    let Some((shell, key)) = shell_and_command_key(tools, cfg) else {
         return;
     };
     let mut args = Map::new();
@@ -5641,7 +5647,7 @@ fn command_after_step(
         Value::String(command.trim_end().to_string()),
     );
     let span = step_at..trimmed.len();
-    if let Some(c) = make_call(&shell.tool.name, Value::Object(args), 0.6, span, tools, cfg) {
+    if let Some(c) = make_call(&shell.name, Value::Object(args), 0.6, span, tools, cfg) {
         // (It is the step's whole command: "I'll run the echo now." read "echo" alone.)
         out.calls.retain(|o| o.span.end <= step_at);
         out.calls.push(c);
@@ -5725,11 +5731,7 @@ fn announced_command_line(
     {
         return;
     }
-    let profs = profiles(tools, cfg);
-    let Some(shell) = sole_shell(&profs) else {
-        return;
-    };
-    let Some(key) = shell.tool.primary_property() else {
+    let Some((shell, key)) = shell_and_command_key(tools, cfg) else {
         return;
     };
     let para_end = next
@@ -5739,7 +5741,7 @@ fn announced_command_line(
             text.len() - next.trim_start_matches('\n').len() + i
         });
     let after = &text[cmd.end()..para_end];
-    let mut args = crate::bind::bindings(after, shell.tool);
+    let mut args = crate::bind::bindings(after, shell);
     args.insert(key.to_string(), Value::String(line.to_string()));
     // "Run in workdir /srv/app.": where it runs, for the shell's directory property.
     static IN_DIR: LazyLock<Regex> = LazyLock::new(|| {
@@ -5747,23 +5749,18 @@ fn announced_command_line(
             r"(?i)\b(?:in|from)\s+(?:the\s+)?(?:workdir|working\s+directory|directory|cwd)\s+`?([~./][^\s`]*[^\s`.,;])",
         )
     });
-    let dir_prop = shell
-        .tool
-        .properties()
-        .into_iter()
-        .map(|(p, _)| p)
-        .find(|p| {
-            matches!(
-                p.to_ascii_lowercase().as_str(),
-                "workdir" | "cwd" | "working_dir" | "working_directory" | "directory" | "dir"
-            )
-        });
+    let dir_prop = shell.properties().into_iter().map(|(p, _)| p).find(|p| {
+        matches!(
+            p.to_ascii_lowercase().as_str(),
+            "workdir" | "cwd" | "working_dir" | "working_directory" | "directory" | "dir"
+        )
+    });
     if let (Some(prop), Some(dir)) = (dir_prop, IN_DIR.captures(after).and_then(|c| c.get(1))) {
         args.entry(prop.to_string())
             .or_insert_with(|| Value::String(dir.as_str().to_string()));
     }
     let span = lead_at..cmd.end();
-    if let Some(call) = make_call(&shell.tool.name, Value::Object(args), 0.7, span, tools, cfg) {
+    if let Some(call) = make_call(&shell.name, Value::Object(args), 0.7, span, tools, cfg) {
         out.calls.push(call);
     }
 }

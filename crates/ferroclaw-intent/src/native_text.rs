@@ -2189,7 +2189,7 @@ fn executor_blocks(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         })
         .collect();
     let [tool] = executors[..] else { return };
-    let mut calls = Vec::new();
+    let mut calls: Vec<(Range<usize>, Map<String, Value>)> = Vec::new();
     for c in CODE_FENCE.captures_iter(text) {
         let (Some(all), Some(lang), Some(code)) = (c.get(0), c.get(1), c.get(2)) else {
             continue;
@@ -2204,9 +2204,7 @@ fn executor_blocks(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         // The writer's message is its code: a block opens the answer or follows another,
         // or the sentence before it commits to running it ("I'll run the script:"). Code
         // shown, explained or handed to the reader has other words before it.
-        let prev_end = calls
-            .last()
-            .map_or(0, |(r, _): &(Range<usize>, Map<String, Value>)| r.end);
+        let prev_end = calls.last().map_or(0, |(r, _)| r.end);
         let between = text[prev_end.min(all.start())..all.start()].trim();
         if !between.is_empty() && !runs_next(between) {
             return;

@@ -239,18 +239,9 @@ pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [
                 })
                 .and_then(|_| {
                     let from = back.trim_end().rfind("\n\n").unwrap_or(0);
-                    let prot = protected_spans(back);
-                    let mut names: Vec<String> = Vec::new();
-                    let mut at = from;
-                    while let Some(f) = super::path_in(back, &prot, at..back.len()) {
-                        if f.range.end <= at {
-                            break;
-                        }
-                        at = f.range.end;
-                        if !names.contains(&f.value) {
-                            names.push(f.value);
-                        }
-                    }
+                    let mut names =
+                        super::workbench::paths_in(back, &protected_spans(back), from..back.len());
+                    names.dedup();
                     (names.len() == 1).then(|| names.remove(0))
                 })
                 .filter(|p| !p.ends_with('/'))

@@ -69,12 +69,7 @@ pub(super) fn fill_conversion(text: &str, tools: &[ToolSpec], calls: &mut [Parse
 /// The tool's amount, source and target properties, when it has exactly those kinds.
 fn slots(tool: &ToolSpec) -> Option<(&str, &str, &str)> {
     let props = tool.properties();
-    let key = |p: &str| -> String {
-        p.chars()
-            .filter(char::is_ascii_alphanumeric)
-            .map(|c| c.to_ascii_lowercase())
-            .collect()
-    };
+    let key = crate::bind::key_form;
     let pick = |heads: &[&str]| {
         let found: Vec<&str> = props
             .iter()

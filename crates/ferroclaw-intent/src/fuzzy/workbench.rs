@@ -1362,16 +1362,25 @@ pub(in crate::fuzzy) fn last_path(
     prot: &[super::Protected],
     win: std::ops::Range<usize>,
 ) -> Option<String> {
+    paths_in(text, prot, win).pop()
+}
+
+/// Every path named in `win`, in order.
+pub(in crate::fuzzy) fn paths_in(
+    text: &str,
+    prot: &[super::Protected],
+    win: std::ops::Range<usize>,
+) -> Vec<String> {
     let mut from = win.start;
-    let mut last = None;
+    let mut found = Vec::new();
     while let Some(f) = super::path_in(text, prot, from..win.end) {
         if f.range.end <= from {
             break;
         }
         from = f.range.end;
-        last = Some(f.value);
+        found.push(f.value);
     }
-    last
+    found
 }
 
 /// The step the paragraph's last sentence states, where it starts, and the work it asks
