@@ -23,6 +23,7 @@ mod cjk_named;
 mod convert;
 mod described;
 mod hant;
+mod managed;
 mod proxy;
 mod workbench;
 
@@ -3349,6 +3350,29 @@ fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
             v = v[..i].trim();
         }
     }
+    // How or when the call is made is no part of its value ("for Paris directly without
+    // any introduction", "for Tokyo right away", "for Oslo using metric units").
+    let mut cut = None;
+    let mut from = 0;
+    for (k, w) in v.split_whitespace().enumerate() {
+        let at = from + v[from..].find(w).unwrap_or(0);
+        from = at + w.len();
+        let bare = w.trim_matches(|c: char| !c.is_alphanumeric());
+        let manner = bare.len() > 4 && bare.ends_with("ly") && bare.starts_with(char::is_lowercase);
+        if k > 0
+            && (manner
+                || matches!(
+                    bare,
+                    "without" | "using" | "via" | "please" | "instead" | "right" | "too" | "as"
+                ))
+        {
+            cut = Some(at);
+            break;
+        }
+    }
+    if let Some(at) = cut {
+        v = v[..at].trim_end();
+    }
     // The clause may end on its joining word ("for Seoul and | then …").
     for tail in [" and", " or", " but"] {
         // (`get`: the byte `tail.len()` from the end may fall inside a character.)
@@ -3839,6 +3863,9 @@ fn parse_text(
     }
     if out.calls.is_empty() {
         do_that(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
+        managed::managed_step(text, cfg, tools, &mut out);
     }
     if text.contains(":\n") {
         announced_command_line(text, cfg, tools, &mut out);
@@ -4788,6 +4815,7 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
                 args.insert(k, v);
             }
         }
+        contact_after_to(&text[sent_start..sent_end], tool, args);
         // "I'm checking the weather for you! Let me find out what it's like in Sydney.":
         // the next sentence, committing to the same step, names the place.
         if let Some(primary) = tool
@@ -4817,6 +4845,46 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
             numbers_in_order(last_sentence(back), tool, args);
         }
         c.arguments = crate::schema::coerce_args(std::mem::take(&mut c.arguments), tool);
+    }
+}
+
+/// "I'll send an SMS to 808-999-2345", "… an email to ana@example.com": a phone number or
+/// an address after "to" is the recipient, for the one property that holds it (`to`,
+/// `recipient`, `phoneNumber`, `email`).
+fn contact_after_to(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
+    static CONTACT: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(
+            r"(?i)\bto\s+(\+?\d[\d\- ().]{5,18}\d|[\w.+-]+@[\w-]+(?:\.[\w-]+)+)\b",
+        )
+    });
+    let Some(m) = CONTACT.captures(sentence).and_then(|c| c.get(1)) else {
+        return;
+    };
+    let value = m.as_str().trim();
+    let email = value.contains('@');
+    if !email && value.chars().filter(char::is_ascii_digit).count() < 7 {
+        return;
+    }
+    let holds = |p: &str| {
+        let p = p.to_ascii_lowercase().replace(['_', '-'], "");
+        p == "to"
+            || p == "recipient"
+            || (email && matches!(p.as_str(), "email" | "emailaddress" | "recipientemail"))
+            || (!email
+                && matches!(
+                    p.as_str(),
+                    "phone" | "phonenumber" | "number" | "recipientphone"
+                ))
+    };
+    let props: Vec<&str> = tool
+        .properties()
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| holds(p))
+        .collect();
+    if let [p] = props.as_slice() {
+        args.entry(p.to_string())
+            .or_insert_with(|| Value::String(value.to_string()));
     }
 }
 
@@ -5549,6 +5617,10 @@ const SHELL_VERBS: &[&str] = &[
     "clone",
     "commit",
     "push",
+    "pull",
+    "stage",
+    "rebase",
+    "checkout",
     "delete",
     "remove",
     "launch",

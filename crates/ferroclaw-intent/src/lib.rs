@@ -424,7 +424,7 @@ pub fn parse(
         reasoned_values(r, &mut calls, tools);
     }
     drop_awaiting_results(&mut calls);
-    if answered_instead(content.as_deref(), &calls, tools, cfg)
+    if answered_instead(reasoning.as_deref(), content.as_deref(), &calls, tools, cfg)
         || answered_after(reasoning.as_deref(), content.as_deref(), &calls)
     {
         calls.clear();
@@ -618,6 +618,7 @@ const PREAMBLE_CUES: &[&str] = &[
 ];
 
 fn answered_instead(
+    reasoning: Option<&str>,
     content: Option<&str>,
     calls: &[ParsedCall],
     tools: &[ToolSpec],
@@ -648,7 +649,7 @@ fn answered_instead(
     // calling, however short.
     // So is an answer that signs off ("Let me know if you'd like more details!").
     let lower = answer.to_lowercase();
-    let asks = answer.ends_with('?') || SIGN_OFFS.iter().any(|s| lower.contains(s));
+    let asks = answer.ends_with(['?', '？']) || SIGN_OFFS.iter().any(|s| lower.contains(s));
     // A short text after the thinking is the answer too when it commits to nothing:
     // "Current date and time: Wed Oct 30 15:30:45 UTC 2023" (not "Let me check that.").
     // (A result's shape: a figure, a labelled value, a statement of what is — not "Sure,
@@ -687,8 +688,56 @@ fn answered_instead(
                     .iter()
                     .any(|c| s.contains(c) && (*c != "します" || i == 0))
         });
-    let stated = answer.len() >= 20 && result_like && !answer.ends_with([':', '：', '…']) && !cued;
-    if !labelled && !asks && !stated && (answer.len() < ANSWER_MIN || answer.ends_with(':')) {
+    // (A short finding while the reasoning ends on the step that acts on it — "… ours is
+    // missing it." after "Let me fix that in Resources.xaml." — is said on the way, not
+    // the answer: the answer would say the work is done.)
+    let ends_on_step = reasoning.is_some_and(|r| {
+        let end = r.trim_end().len();
+        calls
+            .iter()
+            .any(|c| c.source == Source::Reasoning && c.span.end + 2 >= end)
+    });
+    let on_the_way = ends_on_step
+        && answer.len() < 2 * ANSWER_MIN
+        // (Not when it speaks to the user: "How can I help you?", "你可以直接访问".)
+        && !answer.contains(['?', '？', '你', '您'])
+        && !lower
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| matches!(w, "you" | "your"))
+        && !lower
+            .split(|c: char| !c.is_alphanumeric())
+            .enumerate()
+            .any(|(i, w)| {
+                (i == 0 && w.ends_with("ed"))
+                    || matches!(
+                        w,
+                        "fixed"
+                            | "added"
+                            | "updated"
+                            | "done"
+                            | "created"
+                            | "changed"
+                            | "removed"
+                            | "committed"
+                            | "now"
+                            | "here"
+                            | "answer"
+                            | "listo"
+                            | "hecho"
+                            | "fertig"
+                            | "готово"
+                    )
+            });
+    let stated = answer.len() >= 20
+        && result_like
+        && !answer.ends_with([':', '：', '…'])
+        && !cued
+        && !on_the_way;
+    if !labelled
+        && !asks
+        && !stated
+        && (answer.len() < ANSWER_MIN || answer.ends_with(':') || on_the_way)
+    {
         return false;
     }
     cfg.order

@@ -111,6 +111,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() && text.contains("```") {
         command_fence(text, tools, cfg, &mut out);
     }
+    if out.calls.is_empty() && text.contains("```") {
+        tool_named_fence(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() {
         key_value_call(text, tools, cfg, &mut out);
     }
@@ -2545,6 +2548,115 @@ fn command_fence(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut S
         tools,
         cfg,
     );
+}
+
+/// A fence whose language is an offered tool's name, its arguments inside as the tool's
+/// parameter tags, a JSON object or `key: value` lines ("I will fetch the page.\n\n
+/// ```fetch_page\n<url>https://…</url>\n```"). Never a language's name (a `python` tool's
+/// fences are code) and never a block shown as an example.
+fn tool_named_fence(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    const LANGUAGES: &[&str] = &[
+        "python",
+        "py",
+        "bash",
+        "sh",
+        "shell",
+        "zsh",
+        "console",
+        "json",
+        "javascript",
+        "js",
+        "typescript",
+        "ts",
+        "sql",
+        "xml",
+        "html",
+        "yaml",
+        "yml",
+        "text",
+        "txt",
+        "markdown",
+        "md",
+        "code",
+        "powershell",
+        "cmd",
+        "ruby",
+        "go",
+        "rust",
+        "java",
+        "c",
+        "cpp",
+    ];
+    let mut pos = 0;
+    while let Some(i) = text[pos..].find("```") {
+        let open = pos + i;
+        let line_end = text[open..].find('\n').map_or(text.len(), |n| open + n);
+        let lang = text[open + 3..line_end].trim();
+        let Some(close) = text[line_end..].find("```").map(|c| line_end + c) else {
+            return;
+        };
+        pos = close + 3;
+        if lang.is_empty() || LANGUAGES.contains(&lang.to_ascii_lowercase().as_str()) {
+            continue;
+        }
+        let Some(tool) = tools.iter().find(|t| t.name.eq_ignore_ascii_case(lang)) else {
+            continue;
+        };
+        // (Nor a format shown: "Use this format:", "Reply like this:", "Don't run this:".)
+        let lead = crate::fuzzy::last_sentence(text[..open].trim_end()).to_lowercase();
+        if shown_as_example(text, open)
+            || [
+                "format",
+                "syntax",
+                "template",
+                "like this",
+                "don't",
+                "do not",
+                "never",
+            ]
+            .iter()
+            .any(|w| lead.contains(w))
+        {
+            continue;
+        }
+        let body = text[line_end..close].trim();
+        let mut args = child_tags(body, tool);
+        if args.is_empty() && body.starts_with('{') {
+            if let Some((_, Value::Object(o))) = jsonscan::value_at(body, 0) {
+                args = o;
+            }
+        }
+        if args.is_empty() {
+            for line in body.lines() {
+                let Some((k, v)) = line.split_once(':') else {
+                    args.clear();
+                    break;
+                };
+                let (k, v) = (k.trim(), v.trim());
+                if tool.prop(k).is_none() || v.is_empty() {
+                    args.clear();
+                    break;
+                }
+                args.insert(
+                    k.to_string(),
+                    Value::String(schema::strip_quotes(v).to_string()),
+                );
+            }
+        }
+        let props = tool.properties();
+        if args.is_empty() || !args.keys().all(|k| props.iter().any(|(p, _)| p == k)) {
+            continue;
+        }
+        push(
+            out,
+            &tool.name,
+            Value::Object(args),
+            TOOL_TAG,
+            open..pos,
+            tools,
+            cfg,
+        );
+    }
 }
 
 /// Words of a one-line command, single and double quotes grouping.

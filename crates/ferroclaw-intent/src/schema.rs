@@ -251,6 +251,15 @@ pub(crate) fn resolve<'a>(
             }
         }
     }
+    // A namespace before an offered name (`browser.fetch_page`, as gpt-oss writes its
+    // built-in tools): the name is the tool's.
+    let (ns, name) = cleaned.split_once('.')?;
+    let plain = |s: &str| {
+        (2..=16).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    if plain(ns) && !name.contains('.') {
+        return resolve_exact(name, tools, aliases);
+    }
     None
 }
 

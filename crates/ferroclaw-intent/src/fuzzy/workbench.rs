@@ -121,7 +121,7 @@ fn operations_of(tool: &ToolSpec) -> Vec<Work> {
 }
 
 /// The property a multi-operation tool is told its operation by.
-fn operation_key(tool: &ToolSpec) -> Option<&'static str> {
+pub(super) fn operation_key(tool: &ToolSpec) -> Option<&'static str> {
     ["operation", "action", "op"]
         .into_iter()
         .find(|k| tool.properties().iter().any(|(p, _)| p == k))
@@ -130,7 +130,7 @@ fn operation_key(tool: &ToolSpec) -> Option<&'static str> {
 /// The operations a tool may be told: its property's `enum`, or a list its description
 /// gives ("create/write/read/str_replace", "view, create, insert") — not prose words
 /// ("read-only", "read and write permissions").
-fn operation_names(tool: &ToolSpec, key: &str) -> Vec<String> {
+pub(super) fn operation_names(tool: &ToolSpec, key: &str) -> Vec<String> {
     if let Some(list) = tool
         .prop(key)
         .and_then(|p| p.get("enum"))
@@ -486,6 +486,23 @@ fn step_verb(
         return (v + 2 < ws.len()).then_some(v + 2);
     }
     Some(v)
+}
+
+/// Where a sentence's step verb starts in `lower` (the sentence lowercased), by
+/// [`step_verb`]'s leads.
+pub(super) fn step_verb_at(s: &str, lower: &str) -> Option<usize> {
+    let ws = tokens(s);
+    let colon = s.ends_with([':', '：']);
+    let v = step_verb(&ws, s.starts_with(char::is_uppercase), colon, false, false)?;
+    let mut at = 0;
+    for (k, w) in ws.iter().enumerate() {
+        let i = at + lower.get(at..)?.find(w.as_str())?;
+        if k == v {
+            return Some(i);
+        }
+        at = i + w.len();
+    }
+    None
 }
 
 /// The kind of work a step's verb asks for, with the words after it deciding between
@@ -1439,7 +1456,9 @@ fn last_step(paragraph: &str, alone: bool, own_note: bool) -> Option<(usize, Wor
     } else {
         let ws = tokens(s_trim);
         let capital = s_trim.starts_with(char::is_uppercase);
-        let alone = alone && super::stops_for_call(body);
+        // (Or the paragraph's last sentence, when the answer ends on it: "The deletions
+        // were never staged. Stage them and push:".)
+        let alone = alone && (super::stops_for_call(body) || super::stops_for_call(s_trim));
         let v = step_verb(&ws, capital, colon, alone, own_note)?;
         if ws[v].ends_with("ing") {
             // ("Looking at the output, the error is …": a clause, not a status line;
