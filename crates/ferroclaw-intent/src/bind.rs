@@ -78,6 +78,10 @@ fn flat_bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         out.insert(prop.to_string(), Value::from(n));
     }
 
+    // "a maximum number of results set to 10" for `max_results`: a bound spelled out.
+    if let Some((prop, n)) = bound_spelled_out(text, &props) {
+        out.insert(prop.to_string(), Value::from(n));
+    }
     // Values whose shape says which property they fill (an ISO time, e-mail addresses)
     // over what a key's words bound.
     // (Over a key's words only where they bound a piece of it: "the attendees
@@ -456,6 +460,26 @@ static PEOPLE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// `experiment_name` / `experiment name` / `experimentName` → `experimentname`.
+/// "the maximum number of results set to 10", "min length of 3": a bound written in words
+/// for the property abbreviated so (`max_results`, `maxResults`, `min_length`).
+fn bound_spelled_out<'a>(text: &str, props: &[(&'a str, String)]) -> Option<(&'a str, u64)> {
+    static BOUND: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(
+            r"(?i)\b(maximum|max|minimum|min)\s+(?:number\s+of\s+)?([a-z]+)\s+(?:set\s+to|of|to|=|:|equal\s+to|is)\s+(\d{1,9})\b",
+        )
+    });
+    let c = BOUND.captures(text)?;
+    let bound = if c.get(1)?.as_str().to_ascii_lowercase().starts_with("max") {
+        "max"
+    } else {
+        "min"
+    };
+    let thing = key_form(c.get(2)?.as_str());
+    let n: u64 = c.get(3)?.as_str().parse().ok()?;
+    let want = format!("{bound}{thing}");
+    crate::sole(props.iter().filter(|(_, f)| *f == want)).map(|(p, _)| (*p, n))
+}
+
 pub(crate) fn key_form(s: &str) -> String {
     s.chars()
         .filter(char::is_ascii_alphanumeric)

@@ -3098,6 +3098,14 @@ fn finish_query(text: &str, rest: &str, win: &Range<usize>) -> Option<Found> {
         }
         q = head.trim_end();
     }
+    // ("the latest news about AI": the article is the sentence's, the query is what
+    // is searched; a title keeps its own, "The Iliad author".)
+    if let Some(r) = q
+        .strip_prefix("the ")
+        .filter(|r| r.split_whitespace().count() >= 2)
+    {
+        q = r;
+    }
     let ql = q.to_lowercase();
     if q.chars().count() < 2
         // "use web_search to get the latest information": a purpose, not a query; "the
@@ -3354,7 +3362,9 @@ fn bare_value_in(text: &str, win: Range<usize>, param: &str) -> Option<Found> {
     // any introduction", "for Tokyo right away", "for Oslo using metric units").
     let mut cut = None;
     let mut from = 0;
-    for (k, w) in v.split_whitespace().enumerate() {
+    // (Only after a name: "mount holly" written in lower case is the place.)
+    let named = v.starts_with(char::is_uppercase);
+    for (k, w) in v.split_whitespace().enumerate().filter(|_| named) {
         let at = from + v[from..].find(w).unwrap_or(0);
         from = at + w.len();
         let bare = w.trim_matches(|c: char| !c.is_alphanumeric());
@@ -3864,9 +3874,7 @@ fn parse_text(
     if out.calls.is_empty() {
         do_that(text, cfg, tools, &mut out);
     }
-    if out.calls.is_empty() {
-        managed::managed_step(text, cfg, tools, &mut out);
-    }
+    managed::managed_step(text, cfg, tools, &mut out);
     if text.contains(":\n") {
         announced_command_line(text, cfg, tools, &mut out);
     }
@@ -4260,6 +4268,17 @@ fn repeat_calls(text: &str, tools: &[ToolSpec], calls: &mut Vec<ParsedCall>) {
                 .iter()
                 .find(|(w, _)| counted.starts_with(w.trim_start()))
                 .map_or(1, |(_, k)| *k);
+            // "I'll read both plan files": two things of one kind, not named, are two calls.
+            static BOTH: LazyLock<Regex> = LazyLock::new(|| {
+                ferroclaw_types::literal_regex(
+                    r"(?i)\b(?:both|the two|these two|those two)\s+(?:[a-z]+\s+)?(?:files|scripts|modules|documents|pages|configs|plans|logs|tests)\b",
+                )
+            });
+            let count = if count == 1 && BOTH.is_match(call_sentence(text, &c.span)) {
+                2
+            } else {
+                count
+            };
             if values.len() < 2 && count > 1 {
                 for _ in 1..count {
                     repeats.push(c.clone());
@@ -4849,12 +4868,12 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
 }
 
 /// "I'll send an SMS to 808-999-2345", "… an email to ana@example.com": a phone number or
-/// an address after "to" is the recipient, for the one property that holds it (`to`,
+/// an address after "to", right after what is sent, is the recipient, for the one property that holds it (`to`,
 /// `recipient`, `phoneNumber`, `email`).
 fn contact_after_to(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
     static CONTACT: LazyLock<Regex> = LazyLock::new(|| {
         ferroclaw_types::literal_regex(
-            r"(?i)\bto\s+(\+?\d[\d\- ().]{5,18}\d|[\w.+-]+@[\w-]+(?:\.[\w-]+)+)\b",
+            r"(?i)\b(?:send|sending|text|texting|message|messaging|e-?mail|emailing|sms|mail|forward|reply|replying|notify|ping|write|writing)\b(?:\s+(?:a|an|the|this|that|it|them|my|your|new|short|quick|brief|text|sms|email|e-mail|message|note|reply|mail|reminder|notification|update|summary)){0,3}\s+to\s+(\+?\d[\d\- ().]{5,18}\d|[\w.+-]+@[\w-]+(?:\.[\w-]+)+)\b",
         )
     });
     let Some(m) = CONTACT.captures(sentence).and_then(|c| c.get(1)) else {
@@ -5593,6 +5612,32 @@ const TELLING_VERBS: &[&str] = &[
     "present",
 ];
 /// What a shell does, when no other offered tool does it.
+/// Words of git's that are other things elsewhere ("stage the argument", "pull together
+/// a summary", "checkout the pricing page"): git's only with a word of git's around them
+/// ("Stage them and push:", "pull the latest changes from origin").
+fn git_verb(v: &str, ws: &[String]) -> bool {
+    matches!(v, "stage" | "staging" | "pull" | "pulling" | "checkout")
+        && ws.iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "git"
+                    | "push"
+                    | "commit"
+                    | "branch"
+                    | "origin"
+                    | "upstream"
+                    | "remote"
+                    | "rebase"
+                    | "main"
+                    | "master"
+                    | "staged"
+                    | "unstaged"
+                    | "deletions"
+                    | "changes"
+            )
+        })
+}
+
 const SHELL_VERBS: &[&str] = &[
     "run",
     "connect",
@@ -5617,10 +5662,7 @@ const SHELL_VERBS: &[&str] = &[
     "clone",
     "commit",
     "push",
-    "pull",
-    "stage",
     "rebase",
-    "checkout",
     "delete",
     "remove",
     "launch",
@@ -6989,7 +7031,7 @@ pub(crate) fn stops_for_call(text: &str) -> bool {
     let Some(first) = ws.first() else {
         return false;
     };
-    (english_verb(first) || SHELL_VERBS.contains(&first.as_str()))
+    (english_verb(first) || SHELL_VERBS.contains(&first.as_str()) || git_verb(first, &ws))
         && !ws.get(1).is_some_and(|n| {
             matches!(
                 n.as_str(),

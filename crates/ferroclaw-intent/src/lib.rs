@@ -699,6 +699,15 @@ fn answered_instead(
     });
     let on_the_way = ends_on_step
         && answer.len() < 2 * ANSWER_MIN
+        // A problem found, not a result: "ours is missing it", "the build fails".
+        && lower.split(|c: char| !c.is_alphanumeric() && c != '\'').any(|w| {
+            matches!(
+                w,
+                "missing" | "error" | "errors" | "wrong" | "broken" | "fails" | "failing"
+                    | "won't" | "doesn't" | "isn't" | "aren't" | "can't" | "not" | "lacks"
+                    | "bug" | "stale" | "never" | "mismatch" | "undefined"
+            )
+        })
         // (Not when it speaks to the user: "How can I help you?", "你可以直接访问".)
         && !answer.contains(['?', '？', '你', '您'])
         && !lower

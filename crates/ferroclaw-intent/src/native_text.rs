@@ -2228,25 +2228,11 @@ fn executor_blocks(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
 /// The words before a block commit to running it: "I'll run the script:", "Let me execute
 /// this to check the version." (not "Here's how you could…", "Don't run this…").
 fn runs_next(before: &str) -> bool {
-    let sentence = crate::fuzzy::last_sentence(before).to_ascii_lowercase();
-    let sentence = sentence.replace('\u{2019}', "'");
-    let words: Vec<&str> = sentence
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .collect();
+    let (sentence, committed) = lead_sentence(before);
+    let words = words_of(&sentence);
     let addressed = words
         .iter()
         .any(|w| matches!(*w, "you" | "your" | "don't" | "never" | "not" | "avoid"));
-    let committed = [
-        "i'll ",
-        "i will ",
-        "let me ",
-        "let's ",
-        "i'm going to ",
-        "now i ",
-    ]
-    .iter()
-    .any(|c| sentence.contains(c));
     let runs = words.iter().any(|w| {
         matches!(
             *w,
@@ -2588,9 +2574,16 @@ fn tool_named_fence(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mu
         "cpp",
     ];
     let mut pos = 0;
+    let mut named = 0;
     while let Some(i) = text[pos..].find("```") {
         let open = pos + i;
-        let line_end = text[open..].find('\n').map_or(text.len(), |n| open + n);
+        // (A tool's name is short: the fence's line is looked at no further, so a text of
+        // unclosed fences costs one pass.)
+        let head_end = crate::harmony::floor(text, (open + 3 + 80).min(text.len()));
+        let Some(line_end) = text[open + 3..head_end].find('\n').map(|n| open + 3 + n) else {
+            pos = open + 3;
+            continue;
+        };
         let lang = text[open + 3..line_end].trim();
         let Some(close) = text[line_end..].find("```").map(|c| line_end + c) else {
             return;
@@ -2602,20 +2595,21 @@ fn tool_named_fence(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mu
         let Some(tool) = tools.iter().find(|t| t.name.eq_ignore_ascii_case(lang)) else {
             continue;
         };
-        // (Nor a format shown: "Use this format:", "Reply like this:", "Don't run this:".)
-        let lead = crate::fuzzy::last_sentence(text[..open].trim_end()).to_lowercase();
+        // (Each such fence looks at the text around it: a few are an answer's calls, more
+        // would make the pass quadratic.)
+        named += 1;
+        if named > 8 {
+            return;
+        }
+        // Only as the answer itself or after the model's own commitment ("I will fetch the
+        // page."), never after a past, a condition, an offer or a format shown ("Earlier I
+        // ran this:", "If you prefer, run:", "Use this format:"), nor when the answer then
+        // asks before going on ("Shall I proceed?").
+        let before = text[..open].trim_end();
+        let asks_after = text[pos..].contains(['?', '？']);
         if shown_as_example(text, open)
-            || [
-                "format",
-                "syntax",
-                "template",
-                "like this",
-                "don't",
-                "do not",
-                "never",
-            ]
-            .iter()
-            .any(|w| lead.contains(w))
+            || asks_after
+            || !(before.is_empty() || fence_committed(before))
         {
             continue;
         }
@@ -2657,6 +2651,72 @@ fn tool_named_fence(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mu
             cfg,
         );
     }
+}
+
+/// The last sentence before a block, lower case, and whether the model commits itself in
+/// it ("I'll", "let me", "now I").
+fn lead_sentence(before: &str) -> (String, bool) {
+    let sentence = crate::fuzzy::last_sentence(before)
+        .to_lowercase()
+        .replace('\u{2019}', "'");
+    let committed = [
+        "i'll ",
+        "i will ",
+        "let me ",
+        "let's ",
+        "i'm going to ",
+        "now i ",
+    ]
+    .iter()
+    .any(|c| sentence.contains(c));
+    (sentence, committed)
+}
+
+fn words_of(sentence: &str) -> Vec<&str> {
+    sentence
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// The sentence before a block commits the model to running it now, in its own voice.
+fn fence_committed(before: &str) -> bool {
+    let (sentence, committed) = lead_sentence(before);
+    let words = words_of(&sentence);
+    let against = words.iter().any(|w| {
+        matches!(
+            *w,
+            "you"
+                | "your"
+                | "yourself"
+                | "if"
+                | "won't"
+                | "not"
+                | "never"
+                | "don't"
+                | "instead"
+                | "earlier"
+                | "ran"
+                | "was"
+                | "were"
+                | "example"
+                | "format"
+                | "template"
+                | "looks"
+                | "output"
+                | "would"
+                | "could"
+                | "should"
+        )
+    });
+    // (Or a status line: "Running it:", "Removing the stale file now.")
+    let status = words
+        .first()
+        .is_some_and(|w| w.len() > 5 && w.ends_with("ing"))
+        && crate::fuzzy::last_sentence(before)
+            .trim_start()
+            .starts_with(char::is_uppercase);
+    (committed || status) && !against && !crate::fuzzy::deferred(&sentence)
 }
 
 /// Words of a one-line command, single and double quotes grouping.

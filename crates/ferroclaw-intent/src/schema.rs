@@ -251,13 +251,12 @@ pub(crate) fn resolve<'a>(
             }
         }
     }
-    // A namespace before an offered name (`browser.fetch_page`, as gpt-oss writes its
-    // built-in tools): the name is the tool's.
+    // The namespace of a model's built-in tools before an offered name (`browser.fetch_page`
+    // as gpt-oss writes it, Gemini's `default_api.x`); never another service's namespace
+    // (`calendar.delete` is not the file tool `delete`).
     let (ns, name) = cleaned.split_once('.')?;
-    let plain = |s: &str| {
-        (2..=16).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    };
-    if plain(ns) && !name.contains('.') {
+    if ["browser", "container", "repo_browser", "default_api"].contains(&ns) && !name.contains('.')
+    {
         return resolve_exact(name, tools, aliases);
     }
     None

@@ -3186,7 +3186,7 @@ fn formats_and_prose_from_the_twelfth_consumed_part() {
         ),
         vec![(
             "Search the internet".to_string(),
-            json!({"search_query": "the 2025 dates"})
+            json!({"search_query": "2025 dates"})
         )]
     );
 
@@ -5638,7 +5638,7 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
             None,
             &search
         ),
-        one_call("web_search", json!({"query": "the Rust 1.80 release date"}))
+        one_call("web_search", json!({"query": "Rust 1.80 release date"}))
     );
     for (text, call) in [
         (
@@ -5670,7 +5670,7 @@ fn the_answer_s_imperatives_links_and_other_subjects_are_no_steps() {
             Some("I'll search for the latest news about AI and"),
             &code
         ),
-        one_call("web_search", json!({"query": "the latest news about AI"}))
+        one_call("web_search", json!({"query": "latest news about AI"}))
     );
     assert!(calls_in(
         Some("Search or submit bugs against the project."),
@@ -6153,7 +6153,7 @@ fn a_review_s_attacks_on_the_thirtieth_round_s_rules_are_refused() {
             Some("I'll write a short summary of the results to notes.md once the search is done."),
             &notes
         ),
-        one_call("web_search", json!({"query": "the latest Rust release"}))
+        one_call("web_search", json!({"query": "latest Rust release"}))
     );
 
     // A command line stops at its line, however the paragraph wraps.
@@ -8655,19 +8655,39 @@ fn round_36_classes_labelled_operations_executors_printed_commands_and_answers_c
 /// instructions, "the file"/"the website" named before, conversions, a later written
 /// call, a key naming the tool, MCP proxies, tools named in Chinese, one call per name
 /// listed). Each case's calls must be exactly the expected ones.
+/// Round 38: a review's attacks on this round's rules (explanations, offers, plans put
+/// off and other services' namespaces must not become managed-tool actions, fences,
+/// recipients or git steps) and their look-alikes, with the classes batch 38 taught: a
+/// managing tool told its action by the step's verb (English, Russian, Chinese), a
+/// namespaced tag, a fence named by a tool, a recipient after "to", a bound spelled out,
+/// a query without its article, a short finding on the way to the reasoning's step.
 #[test]
-fn round_37_review_attacks_look_alikes_and_batch_37_classes() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases/round37.jsonl");
+fn round_38_review_attacks_look_alikes_and_batch_38_classes() {
+    let wrong = wrong_in_case_file("round38.jsonl", 70);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// The cases of `tests/cases/NAME` (at least `min`) whose parse differs from their label —
+/// a case labelled without a call may make none, whatever its arguments.
+fn wrong_in_case_file(name: &str, min: usize) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/cases")
+        .join(name);
     let cases = ferroclaw_intent::eval::load_file(&path).unwrap();
-    assert!(cases.len() >= 90, "{} cases", cases.len());
+    assert!(cases.len() >= min, "{} cases", cases.len());
     let all = standard_tools();
     let cfg = ParserConfig::default();
     let mut wrong = Vec::new();
     for c in &cases {
-        let tools = c.tool_specs(&all);
-        let got = parse(c.reasoning.as_deref(), c.content.as_deref(), &tools, &cfg).calls;
+        let got = parse(
+            c.reasoning.as_deref(),
+            c.content.as_deref(),
+            &c.tool_specs(&all),
+            &cfg,
+        )
+        .calls;
         let s = ferroclaw_intent::eval::score(&c.expected, &got);
-        if s.fp != 0 || s.fn_ != 0 {
+        if s.fp != 0 || s.fn_ != 0 || (c.expected.is_empty() && !got.is_empty()) {
             let got: Vec<String> = got
                 .iter()
                 .map(|g| format!("{} {}", g.name, g.arguments))
@@ -8675,6 +8695,12 @@ fn round_37_review_attacks_look_alikes_and_batch_37_classes() {
             wrong.push(format!("{}: {got:?}", c.id));
         }
     }
+    wrong
+}
+
+#[test]
+fn round_37_review_attacks_look_alikes_and_batch_37_classes() {
+    let wrong = wrong_in_case_file("round37.jsonl", 90);
     assert!(wrong.is_empty(), "{wrong:#?}");
 
     // Values that must not be read (an expected call with no arguments matches any).

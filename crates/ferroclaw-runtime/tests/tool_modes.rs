@@ -593,6 +593,18 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            // A fence whose language is the tool's name, after the model's commitment.
+            "tool-named-fence",
+            "I will run it now.\n\n```exec\ncommand: echo fmt-tool-named-fence\n```",
+            None,
+        ),
+        (
+            // gpt-oss's built-in namespace before the offered name, in a prompted tag.
+            "namespaced-tag",
+            "<tool_calls>\n<container.exec>\n<command>echo fmt-namespaced-tag</command>\n</container.exec>\n</tool_calls>",
+            None,
+        ),
+        (
             // LangChain's stop sequence cut the closing backtick.
             "react-cut-backtick",
             "Thought: I should run it.\nAction: exec\nAction Input: `echo fmt-react-cut-backtick",

@@ -143,14 +143,16 @@ pub(super) fn operation_names(tool: &ToolSpec, key: &str) -> Vec<String> {
             .collect();
     }
     static LISTED: LazyLock<Regex> = LazyLock::new(|| {
-        ferroclaw_types::literal_regex(r"[A-Za-z_]+(?:[ \t]*[/,、][ \t]*[A-Za-z_]+)+")
+        ferroclaw_types::literal_regex(
+            r"[A-Za-z_][A-Za-z_.]*(?:[ \t]*[/,、][ \t]*[A-Za-z_][A-Za-z_.]*)+",
+        )
     });
     LISTED
         .find_iter(&tool.description)
         .flat_map(|m| {
             m.as_str()
                 .split(['/', ',', '、'])
-                .map(|w| w.trim().to_ascii_lowercase())
+                .map(|w| w.trim().trim_matches('.').to_ascii_lowercase())
                 .collect::<Vec<_>>()
         })
         .collect()
@@ -522,6 +524,9 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
         .any(|l| l.contains(&x))
     };
     let raw = ws[v].as_str();
+    if super::git_verb(raw, ws) {
+        return Some(Work::Shell);
+    }
     // "Let me do a quick lint check", "perform a test run": a check a program makes.
     if matches!(raw, "do" | "perform") {
         let checked = ws[v + 1..ws.len().min(v + 5)]
@@ -955,9 +960,18 @@ fn japanese_work(sentence: &str) -> Option<Work> {
             body.match_indices(w)
                 .find(|(i, _)| {
                     let after = &body[i + w.len()..];
-                    ["します", "しましょう", "して", "する"]
-                        .iter()
-                        .any(|e| after.starts_with(e))
+                    // (A verb's stem goes on as the verb: "読み込んで", "読みます".)
+                    [
+                        "します",
+                        "しましょう",
+                        "して",
+                        "する",
+                        "込んで",
+                        "込みます",
+                        "ます",
+                    ]
+                    .iter()
+                    .any(|e| after.starts_with(e))
                 })
                 .map(|(i, _)| (i, *work))
         })
@@ -1458,7 +1472,17 @@ fn last_step(paragraph: &str, alone: bool, own_note: bool) -> Option<(usize, Wor
         let capital = s_trim.starts_with(char::is_uppercase);
         // (Or the paragraph's last sentence, when the answer ends on it: "The deletions
         // were never staged. Stage them and push:".)
-        let alone = alone && (super::stops_for_call(body) || super::stops_for_call(s_trim));
+        // (Not after words to the reader: "You never staged them. Stage them and push:".)
+        let to_reader = || {
+            tokens(body).iter().any(|w| {
+                matches!(
+                    w.as_str(),
+                    "you" | "your" | "yourself" | "you'll" | "you're"
+                )
+            })
+        };
+        let alone = alone
+            && (super::stops_for_call(body) || (super::stops_for_call(s_trim) && !to_reader()));
         let v = step_verb(&ws, capital, colon, alone, own_note)?;
         if ws[v].ends_with("ing") {
             // ("Looking at the output, the error is …": a clause, not a status line;
