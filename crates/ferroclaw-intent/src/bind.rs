@@ -459,7 +459,6 @@ static PEOPLE: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
-/// `experiment_name` / `experiment name` / `experimentName` → `experimentname`.
 /// "the maximum number of results set to 10", "min length of 3": a bound written in words
 /// for the property abbreviated so (`max_results`, `maxResults`, `min_length`).
 fn bound_spelled_out<'a>(text: &str, props: &[(&'a str, String)]) -> Option<(&'a str, u64)> {
@@ -480,6 +479,7 @@ fn bound_spelled_out<'a>(text: &str, props: &[(&'a str, String)]) -> Option<(&'a
     crate::sole(props.iter().filter(|(_, f)| *f == want)).map(|(p, _)| (*p, n))
 }
 
+/// `experiment_name` / `experiment name` / `experimentName` → `experimentname`.
 pub(crate) fn key_form(s: &str) -> String {
     s.chars()
         .filter(char::is_ascii_alphanumeric)

@@ -5564,7 +5564,6 @@ fn shell_status_line(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &m
     }
 }
 
-/// The one offered tool that runs commands, if there is exactly one.
 /// The one offered shell and the property its command goes in.
 fn shell_and_command_key<'a>(
     tools: &'a [ToolSpec],
@@ -5575,6 +5574,7 @@ fn shell_and_command_key<'a>(
     Some((shell, shell.primary_property()?))
 }
 
+/// The one offered tool that runs commands, if there is exactly one.
 fn sole_shell<'p, 'a>(profs: &'p [Profile<'a>]) -> Option<&'p Profile<'a>> {
     let mut shells = profs.iter().filter(|p| p.kind == Kind::Command);
     match (shells.next(), shells.next()) {
@@ -5611,7 +5611,6 @@ const TELLING_VERBS: &[&str] = &[
     "compose",
     "present",
 ];
-/// What a shell does, when no other offered tool does it.
 /// Words of git's that are other things elsewhere ("stage the argument", "pull together
 /// a summary", "checkout the pricing page"): git's only with a word of git's around them
 /// ("Stage them and push:", "pull the latest changes from origin").
@@ -5638,6 +5637,7 @@ fn git_verb(v: &str, ws: &[String]) -> bool {
         })
 }
 
+/// What a shell does, when no other offered tool does it.
 const SHELL_VERBS: &[&str] = &[
     "run",
     "connect",

@@ -2228,7 +2228,7 @@ fn executor_blocks(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
 /// The words before a block commit to running it: "I'll run the script:", "Let me execute
 /// this to check the version." (not "Here's how you could…", "Don't run this…").
 fn runs_next(before: &str) -> bool {
-    let (sentence, committed) = lead_sentence(before);
+    let (sentence, committed) = lead_sentence(crate::fuzzy::last_sentence(before));
     let words = words_of(&sentence);
     let addressed = words
         .iter()
@@ -2621,21 +2621,7 @@ fn tool_named_fence(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mu
             }
         }
         if args.is_empty() {
-            for line in body.lines() {
-                let Some((k, v)) = line.split_once(':') else {
-                    args.clear();
-                    break;
-                };
-                let (k, v) = (k.trim(), v.trim());
-                if tool.prop(k).is_none() || v.is_empty() {
-                    args.clear();
-                    break;
-                }
-                args.insert(
-                    k.to_string(),
-                    Value::String(schema::strip_quotes(v).to_string()),
-                );
-            }
+            args = property_lines(body, tool).unwrap_or_default();
         }
         let props = tool.properties();
         if args.is_empty() || !args.keys().all(|k| props.iter().any(|(p, _)| p == k)) {
@@ -2653,12 +2639,27 @@ fn tool_named_fence(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mu
     }
 }
 
-/// The last sentence before a block, lower case, and whether the model commits itself in
-/// it ("I'll", "let me", "now I").
-fn lead_sentence(before: &str) -> (String, bool) {
-    let sentence = crate::fuzzy::last_sentence(before)
-        .to_lowercase()
-        .replace('\u{2019}', "'");
+/// `key: value` lines, every key one of the tool's properties with a value; `None` when a
+/// line is anything else.
+fn property_lines(body: &str, tool: &ToolSpec) -> Option<Map<String, Value>> {
+    body.lines()
+        .map(|line| {
+            let (k, v) = line.split_once(':')?;
+            let (k, v) = (k.trim(), v.trim());
+            (tool.prop(k).is_some() && !v.is_empty()).then(|| {
+                (
+                    k.to_string(),
+                    Value::String(schema::strip_quotes(v).to_string()),
+                )
+            })
+        })
+        .collect()
+}
+
+/// A sentence before a block (as `last_sentence` cut it), lower case, and whether the
+/// model commits itself in it ("I'll", "let me", "now I").
+fn lead_sentence(last: &str) -> (String, bool) {
+    let sentence = last.to_lowercase().replace('\u{2019}', "'");
     let committed = [
         "i'll ",
         "i will ",
@@ -2681,7 +2682,8 @@ fn words_of(sentence: &str) -> Vec<&str> {
 
 /// The sentence before a block commits the model to running it now, in its own voice.
 fn fence_committed(before: &str) -> bool {
-    let (sentence, committed) = lead_sentence(before);
+    let last = crate::fuzzy::last_sentence(before);
+    let (sentence, committed) = lead_sentence(last);
     let words = words_of(&sentence);
     let against = words.iter().any(|w| {
         matches!(
@@ -2713,9 +2715,7 @@ fn fence_committed(before: &str) -> bool {
     let status = words
         .first()
         .is_some_and(|w| w.len() > 5 && w.ends_with("ing"))
-        && crate::fuzzy::last_sentence(before)
-            .trim_start()
-            .starts_with(char::is_uppercase);
+        && last.trim_start().starts_with(char::is_uppercase);
     (committed || status) && !against && !crate::fuzzy::deferred(&sentence)
 }
 
