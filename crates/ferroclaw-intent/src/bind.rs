@@ -126,6 +126,7 @@ fn flat_bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
         (&*KEY_THEN_VALUE, 1, 2),
         (&*KEY_IS_CJK, 1, 2),
         (&*SET_KEY_TO, 1, 2),
+        (&*SPECIFY_KEY_AS, 1, 2),
         (&*VALUE_AS_KEY, 2, 1),
         (&*KEY_QUOTED, 1, 2),
         (&*WITH_KEY_VALUE, 1, 2),
@@ -219,6 +220,24 @@ fn flat_bindings(text: &str, tool: &ToolSpec) -> Map<String, Value> {
             let raw = match decimals_after(text, v.end()) {
                 Some(end) if v.as_str().bytes().all(|b| b.is_ascii_digit()) => {
                     &text[v.start()..end]
+                }
+                // (`command: ls -la /tmp`: a command line after its label is the whole
+                // line, not its program.)
+                _ if assigned
+                    && command_prop(prop)
+                    && v.as_str().starts_with(char::is_alphabetic) =>
+                {
+                    let line = &text[v.start()..];
+                    let line = &line[..line.find('\n').unwrap_or(line.len())];
+                    // (Up to a sentence that follows it, "… ls -la /tmp. Then …", or the
+                    // prose it goes on with: "… (to check …)", ", then …", " to look for …".)
+                    let sentence_end = line
+                        .match_indices(". ")
+                        .find(|(i, _)| line[i + 2..].starts_with(char::is_uppercase))
+                        .map_or(line.len(), |(i, _)| i);
+                    let line = &line[..sentence_end];
+                    let prose = COMMAND_PROSE.find(line).map_or(line.len(), |m| m.start());
+                    line[..prose].trim_end().trim_end_matches(['.', ','])
                 }
                 _ => v.as_str(),
             };
@@ -714,6 +733,13 @@ static SET_KEY_TO: LazyLock<Regex> = LazyLock::new(|| {
         r"\b(?i:set)\s+(?i:the\s+)?{KEY}\s+(?i:parameter\s+)?(?i:to)\s+{VALUE}"
     ))
 });
+/// `specify the city as Hangzhou`, `pass the id as "42"`: a value quoted, a number or a
+/// name (not "as precisely as possible", "as is", "as well").
+static SPECIFY_KEY_AS: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(&format!(
+        r#"\b(?i:set|specify|pass|give)\s+(?i:the\s+)?{KEY}\s+(?i:parameter\s+)?(?i:as)\s+("[^"\n]{{1,200}}"|'[^'\n]{{1,200}}'|`[^`\n]{{1,200}}`|-?\d+(?:\.\d+)?\b|[A-Z][a-z][\w-]*(?:,? [A-Z][a-z][\w-]*){{0,3}})"#
+    ))
+});
 /// `"London, UK" as the location`
 static VALUE_AS_KEY: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
@@ -766,6 +792,21 @@ static KEY_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// `numbers.txt`, `src/app.py`: one token with a file extension.
+/// Where words about a command line begin after it.
+static COMMAND_PROSE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"\s+\((?:to|for|which|this|so)\b|,\s+(?:then|and then|which|so that|to)\b|;\s+(?:this|that|then|it)\b|\s+(?:to|in order to)\s+(?:look|check|see|find|verify|inspect|get|make|confirm|ensure|show|test|list|view|read)\b|\s+and\s+(?:then|check|see|look|verify)\b",
+    )
+});
+
+/// A property that holds a command line.
+fn command_prop(prop: &str) -> bool {
+    matches!(
+        key_form(prop).as_str(),
+        "command" | "cmd" | "commandline" | "shellcommand" | "script"
+    )
+}
+
 fn looks_like_file(s: &str) -> bool {
     !s.contains(char::is_whitespace)
         && s.rsplit_once('.').is_some_and(|(stem, ext)| {

@@ -334,6 +334,20 @@ fn kind_of(tool: &ToolSpec, prop: &str) -> Kind {
     }
 }
 
+/// The longest prefix (up to one of `seps`) the tool's name shares with another offered
+/// tool's.
+fn shared_prefix_of<'a>(t: &'a ToolSpec, tools: &[ToolSpec], seps: &[char]) -> Option<&'a str> {
+    t.name
+        .char_indices()
+        .filter(|(_, c)| seps.contains(c))
+        .map(|(i, _)| &t.name[..=i])
+        .rfind(|p| {
+            tools
+                .iter()
+                .any(|o| o.name != t.name && o.name.starts_with(p))
+        })
+}
+
 fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
     tools
         .iter()
@@ -376,17 +390,13 @@ fn profiles<'a>(tools: &'a [ToolSpec], cfg: &ParserConfig) -> Vec<Profile<'a>> {
             // A server's prefix several offered tools share (`chrome-devtools_type_text`,
             // `chrome-devtools_click`): "使用 type_text" names the tool by its own part,
             // when that part is written as code is (`type_text`) and no other tool has it.
-            let shared_prefix = t
-                .name
-                .char_indices()
-                .filter(|(_, c)| matches!(c, '-' | '_'))
-                .map(|(i, _)| &t.name[..=i])
-                .rfind(|p| {
-                    tools
-                        .iter()
-                        .any(|o| o.name != t.name && o.name.starts_with(p))
-                });
-            if let Some(local) = shared_prefix.map(|p| &t.name[p.len()..]) {
+            // (`amap-amap-sse-maps_geo` beside `…-maps_distance`: "the maps_geo function",
+            // the part after the server's own name, as well as after the longest prefix.)
+            let prefixes = [
+                shared_prefix_of(t, tools, &['-']),
+                shared_prefix_of(t, tools, &['-', '_']),
+            ];
+            for local in prefixes.into_iter().flatten().map(|p| &t.name[p.len()..]) {
                 let unique = tools.iter().filter(|o| o.name.ends_with(local)).count() == 1;
                 if local.contains('_') && local.len() >= 6 && unique {
                     names.push(local.to_lowercase());
@@ -1376,7 +1386,20 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         .iter()
         .all(|w| DISCOURSE.contains(&w.as_str()));
     if imperative {
-        return true;
+        // ("**Next Steps:** Run `node x.js` …", "Usage: run …": a label over steps for the
+        // reader.)
+        let label = pre
+            .rsplit_once(':')
+            .map(|(l, _)| l.trim_matches(|c: char| c.is_whitespace() || c == '*' || c == '_'));
+        if label.is_some_and(|l| {
+            let l = l.trim_end_matches(|c: char| !c.is_alphanumeric());
+            ADVICE_LABELS.iter().any(|w| l.ends_with(w))
+        }) {
+            return false;
+        }
+        // ("list peers supports `?peer_type=`": the verb's words are the subject of a
+        // statement, not an order.)
+        return !subject_of_statement(&text[trig.range.end..clause.end.max(trig.range.end)]);
     }
     // ("The question implies the need to find …": a noun, not the model's need.)
     let pre_norm = pre.replace('\u{2019}', "'").replace("the need to", "");
@@ -1418,6 +1441,40 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         || ru_commits(&pre)
 }
 
+/// Labels over steps for the reader ("**Next Steps:** Run `x`", "To verify: run …").
+const ADVICE_LABELS: &[&str] = &[
+    "next steps",
+    "what's next",
+    "usage",
+    "how to use",
+    "how to run",
+    "tip",
+    "to use it",
+    "to test it",
+    "to try it",
+    "to try it out",
+    "to verify",
+    "to run it",
+    "follow-up",
+    "recommended",
+];
+
+/// The words after a sentence-opening verb go on to a finite verb of their own within
+/// three words: "list peers supports …", "search results are …".
+fn subject_of_statement(after: &str) -> bool {
+    const FINITE: &[&str] = &[
+        "is", "are", "was", "were", "has", "have", "supports", "accepts", "returns", "filters",
+        "handles", "takes", "works", "uses", "needs", "shows", "contains", "includes", "requires",
+        "calls",
+    ];
+    let ws = words(&after[..floor(after, 80)]);
+    ws.iter()
+        .take(3)
+        .skip(1)
+        .any(|w| FINITE.contains(&w.as_str()))
+        && !ws.first().is_some_and(|w| FINITE.contains(&w.as_str()))
+}
+
 /// Russian commitments before a tool's name ("я воспользуюсь инструментом
 /// **password_analyzer**", "нужно вызвать get_weather"): the first person or "нужно" with
 /// an infinitive of using or calling, never negated or done ("не буду вызывать",
@@ -1441,7 +1498,22 @@ fn ru_commits(pre: &str) -> bool {
     // (Negation within the cue's own clause; a condition, a habit, a maybe or the reader
     // anywhere before it.)
     let clause = pre.rsplit([':', ';', '.', '!', '?']).next().unwrap_or(pre);
-    RU_CUES.iter().any(|c| has_phrase(clause, c))
+    // ("Теперь нужно завершить задачу с помощью X": the step's own need, done with X.)
+    let done_with = clause.trim_end().ends_with("с помощью")
+        && words(clause).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "нужно"
+                    | "надо"
+                    | "осталось"
+                    | "необходимо"
+                    | "давайте"
+                    | "давай"
+                    | "сейчас"
+                    | "теперь"
+            )
+        });
+    (done_with || RU_CUES.iter().any(|c| has_phrase(clause, c)))
         && !words(clause)
             .iter()
             .any(|w| matches!(w.as_str(), "не" | "уже"))
@@ -1932,6 +2004,10 @@ fn cjk_owner(rest: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
 }
 
 fn cjk_commits(pre: &str, after: &str) -> bool {
+    // (Only the sentence around the name matters: bounded, each mention costs the same
+    // however long the text.)
+    let pre = &pre[crate::harmony::floor(pre, pre.len().saturating_sub(CJK_REACH))..];
+    let after = &after[..crate::harmony::floor(after, CJK_REACH)];
     let tail = pre.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\''));
     let start = tail.char_indices().rev().nth(9).map_or(0, |(i, _)| i);
     // ("我需要再次使用": again, the same commitment.)
@@ -2026,6 +2102,10 @@ fn cjk_commits(pre: &str, after: &str) -> bool {
         && (settled || own_need || CJK_CUES.iter().any(|c| tail.ends_with(c)))
         && !["不", "没", "无需", "别"].iter().any(|n| tail.contains(n))
 }
+
+/// How far around a tool's name a Chinese commitment or condition is looked for (bytes;
+/// 200 characters of Chinese).
+const CJK_REACH: usize = 600;
 
 /// Phrases that introduce steps for the reader to take, not for the assistant.
 const ADVICE: &[&str] = &[
@@ -3252,7 +3332,12 @@ fn extract_primary(
             url_in(text, win.clone()).filter(|f| f.range.start < win.start + 100)
         }
         Kind::Path | Kind::File => {
-            let near = win.start..floor(text, (win.start + 60).min(win.end));
+            // (Sixty characters, not bytes: Cyrillic or Chinese words before the path.)
+            let near = win.start
+                ..text[win.clone()]
+                    .char_indices()
+                    .nth(60)
+                    .map_or(win.end, |(i, _)| win.start + i);
             path_in(text, prot, near).filter(|f| kind == Kind::Path || !f.value.ends_with('/'))
         }
         Kind::Command => command_in(text, prot, win),
@@ -3888,6 +3973,8 @@ fn parse_text(
     if out.calls.is_empty() {
         shell_status_line(text, cfg, tools, &mut out);
     }
+    // (A search of code read as the web's makes way for the workbench's search.)
+    drop_code_searched_on_web(text, &mut out.calls);
     if out.calls.is_empty() {
         workbench::next_step(text, cfg, tools, &mut out, own_note);
     }
@@ -3939,6 +4026,7 @@ fn parse_text(
     antecedent::command_named_before(text, tools, &mut out.calls);
     antecedent::query_named_before(text, tools, &mut out.calls);
     repeat_calls(text, tools, &mut out.calls);
+    drop_inside_arguments(text, &mut out.calls);
     drop_misfits(tools, &mut out.calls);
     drop_own_name_words(text, tools, &mut out.calls);
     each_of_named(text, &mut out.calls);
@@ -4428,6 +4516,10 @@ const CODE_PLACES: &[&str] = &[
     "project",
     "directory",
     "folder",
+    "package",
+    "module",
+    "crate",
+    "source",
 ];
 
 /// A tool whose name says it searches the web (`web_search`, `google_search`,
@@ -4479,8 +4571,17 @@ fn drop_code_searched_on_web(text: &str, calls: &mut Vec<ParsedCall>) {
             .iter()
             .any(|p| has_phrase(&lower, &format!("in the {p}")))
             && !CODE_INSIDE.is_match(&lower)
+            && !CODE_SEARCHED.is_match(&lower)
     });
 }
+
+/// "search the pi-mono package", "searching the auth module's sources": a place of code
+/// searched, named with a word or two before it.
+static CODE_SEARCHED: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"\bsearch(?:ing)?\s+(?:through\s+|within\s+)?the\s+(?:[\w.@/-]+\s+){1,2}(?:package|module|crate|codebase|repo|repository|project|directory|folder)\b",
+    )
+});
 
 /// "search deeper into the pi-mono package", "inside the auth module": within code.
 static CODE_INSIDE: LazyLock<Regex> = LazyLock::new(|| {
@@ -4488,6 +4589,26 @@ static CODE_INSIDE: LazyLock<Regex> = LazyLock::new(|| {
         r"\b(?:into|inside|within)\s+(?:the\s+)?(?:[\w.@/-]+\s+){0,2}(?:package|module|crate|source\s+code|src|codebase)\b",
     )
 });
+
+/// "exec command: ls -la /tmp": a tool's name inside another call's argument (here the
+/// command line) is part of that value, not a call of its own.
+fn drop_inside_arguments(text: &str, calls: &mut Vec<ParsedCall>) {
+    if calls.len() < 2 {
+        return;
+    }
+    let values: Vec<Range<usize>> = calls
+        .iter()
+        .flat_map(|c| c.arguments.as_object().into_iter().flat_map(|a| a.values()))
+        .filter_map(Value::as_str)
+        .filter(|v| v.len() >= 4)
+        .filter_map(|v| text.find(v).map(|i| i..i + v.len()))
+        .collect();
+    calls.retain(|c| {
+        !values
+            .iter()
+            .any(|v| v.start <= c.span.start && c.span.end <= v.end)
+    });
+}
 
 /// "I will first list the tables, then I will query the schema of the relevant ones": a
 /// step after "then" whose arguments the text does not state waits on the result of the

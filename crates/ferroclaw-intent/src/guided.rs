@@ -283,6 +283,21 @@ fn trailing_arguments(
     if range.end != t.len() || args.is_empty() || args.contains_key("name") {
         return;
     }
+    // ("multiply\n{…}": the line before names the function, one not offered.)
+    let line_before = t[..open]
+        .trim_end()
+        .rsplit('\n')
+        .next()
+        .unwrap_or("")
+        .trim();
+    let names_other = !line_before.is_empty()
+        && line_before
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && crate::schema::resolve(line_before, tools, &cfg.aliases).is_none();
+    if names_other {
+        return;
+    }
     let fits = |tool: &&ToolSpec| {
         let props = tool.properties();
         args.keys().all(|k| props.iter().any(|(p, _)| p == k))

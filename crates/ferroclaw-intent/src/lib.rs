@@ -607,6 +607,11 @@ const PREAMBLE_CUES: &[&str] = &[
     "稍等",
     "正在",
     "问题",
+    // Russian steps to come ("Теперь мне нужно уточнить…", "Давайте проверим").
+    "теперь нужно",
+    "мне нужно",
+    "давайте",
+    "сейчас я",
     // Korean and Japanese first-person futures ("결과를 기다리겠습니다", "確認してみます").
     "겠습니다",
     "할게요",
@@ -641,6 +646,8 @@ fn answered_instead(
         return false;
     }
     let answer = content[think_end.unwrap_or(0)..].trim();
+    // (Lengths in characters: a Russian or Chinese preamble is no longer than an English one.)
+    let answer_len = answer.chars().count();
     let labelled = answer
         .trim_start_matches(['*', '#', ' '])
         .to_ascii_lowercase()
@@ -671,6 +678,18 @@ fn answered_instead(
             " sind ",
             "已",
             "是",
+            // (Russian reports of work done: "Файл создан", "Готово".)
+            "создан",
+            "готов",
+            "выполнен",
+            "обновлен",
+            "обновлён",
+            "исправлен",
+            "добавлен",
+            "завершен",
+            "завершён",
+            "сохранен",
+            "сохранён",
         ]
         .iter()
         .any(|v| lower.contains(v));
@@ -698,7 +717,7 @@ fn answered_instead(
             .any(|c| c.source == Source::Reasoning && c.span.end + 2 >= end)
     });
     let on_the_way = ends_on_step
-        && answer.len() < 2 * ANSWER_MIN
+        && answer_len < 2 * ANSWER_MIN
         // A problem found, not a result: "ours is missing it", "the build fails".
         && lower.split(|c: char| !c.is_alphanumeric() && c != '\'').any(|w| {
             matches!(
@@ -737,7 +756,7 @@ fn answered_instead(
                             | "готово"
                     )
             });
-    let stated = answer.len() >= 20
+    let stated = answer_len >= 20
         && result_like
         && !answer.ends_with([':', '：', '…'])
         && !cued
@@ -745,7 +764,7 @@ fn answered_instead(
     if !labelled
         && !asks
         && !stated
-        && (answer.len() < ANSWER_MIN || answer.ends_with(':') || on_the_way)
+        && (answer_len < ANSWER_MIN || answer.ends_with(':') || on_the_way)
     {
         return false;
     }

@@ -84,6 +84,12 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     {
         code_agent_step(text, tools, cfg, &mut out);
     }
+    if out.calls.is_empty() && text.contains(QWEN_CODE) {
+        qwen_code_blocks(text, tools, cfg, &mut out);
+    }
+    if out.calls.is_empty() && text.contains("\n{") {
+        name_line_objects(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() {
         json_string_list(text, tools, cfg, &mut out);
     }
@@ -581,8 +587,13 @@ fn call_body(
             let args = match find_ci(rest, 0, "<arguments>") {
                 Some(a) => {
                     let body = &rest[a + "<arguments>".len()..];
-                    let body = &body[..find_ci(body, 0, "</arguments>").unwrap_or(body.len())];
-                    jsonscan::value_at(body.trim(), 0).map_or(Value::Null, |(_, v)| v)
+                    let body =
+                        body[..find_ci(body, 0, "</arguments>").unwrap_or(body.len())].trim();
+                    // (`<arguments><arg name="degrees" type="int">20</arg>`: tags, not JSON.)
+                    match schema::resolve(name, tools, &cfg.aliases) {
+                        Some(t) if body.starts_with('<') => tagged_arguments(body, t),
+                        _ => jsonscan::value_at(body, 0).map_or(Value::Null, |(_, v)| v),
+                    }
                 }
                 None if rest.trim_start().starts_with('{') => {
                     jsonscan::value_at(rest.trim(), 0).map_or(Value::Null, |(_, v)| v)
@@ -1111,24 +1122,7 @@ fn attribute_calls(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range<
         if overlaps(taken, &span) || shown_as_example(text, start) {
             continue;
         }
-        let body = text[body_start..close_at].trim();
-        let mut args = Map::new();
-        for (open, end) in [
-            ("<parameter name=", "</parameter>"),
-            ("<param name=", "</param>"),
-            ("<arg name=", "</arg>"),
-        ] {
-            if args.is_empty() {
-                args = keyed_values(body, open, end, &[open], str::trim);
-            }
-        }
-        let args = if !args.is_empty() {
-            Value::Object(args)
-        } else if body.starts_with('{') {
-            jsonscan::value_at(body, 0).map_or(Value::Null, |(_, v)| v)
-        } else {
-            Value::Object(child_tags(body, tool))
-        };
+        let args = tagged_arguments(text[body_start..close_at].trim(), tool);
         if push(out, name, args, MARKED, span.clone(), tools, cfg) {
             taken.push(span.clone());
         }
@@ -1782,10 +1776,15 @@ fn tool_code_fences(cx: &Cx<'_>, out: &mut StrategyOutput, taken: &mut Vec<Range
         let line_end = text[start..].find('\n').map_or(text.len(), |nl| start + nl);
         // (The fence's word is short: looking further for its end costs a scan per hit.)
         let word_end = crate::harmony::floor(text, (start + 3 + 16).min(line_end));
-        let lang_end = text[start + 3..word_end]
+        let mut lang_end = text[start + 3..word_end]
             .find(char::is_whitespace)
             .map_or(word_end, |w| start + 3 + w);
-        let lang = text[start + 3..lang_end].to_ascii_lowercase();
+        let mut lang = text[start + 3..lang_end].to_ascii_lowercase();
+        // ("```tool_codeprint(default_api.Greetings())```": the body glued to the word.)
+        if lang.starts_with("tool_code") && text[start..line_end].contains('(') {
+            lang_end = start + 3 + "tool_code".len();
+            lang.truncate("tool_code".len());
+        }
         if !matches!(lang.as_str(), "tool_code" | "tool_call" | "tool_calls")
             || shown_as_example(text, start)
         {
@@ -1892,6 +1891,47 @@ fn key_value_call(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut 
     push(out, name, Value::Object(args), TOOL_TAG, span, tools, cfg);
 }
 
+/// GLM-4's own call format, as servers without its parser pass it on: an offered tool's
+/// name on a line, its arguments' JSON object on the next, again for each call
+/// (`add\n{"a": 2}add\n{"a": 1}`). Only an answer made of nothing else.
+fn name_line_objects(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let mut calls = Vec::new();
+    let mut pos = first_text(text, 0..text.len());
+    while pos < text.len() {
+        let Some(nl) = text[pos..].find('\n').map(|i| pos + i) else {
+            return;
+        };
+        let name = text[pos..nl].trim();
+        // (The exact name, as GLM writes it: "Get_Weather" heading a result is no call.)
+        let Some(tool) = tools.iter().find(|t| t.name == name) else {
+            return;
+        };
+        let open = first_text(text, nl..text.len());
+        if !text[open..].starts_with('{') {
+            return;
+        }
+        let Some((range, args @ Value::Object(_))) = jsonscan::value_at(text, open) else {
+            return;
+        };
+        // (Its arguments, not its result: every key one of the tool's properties.)
+        let props = tool.properties();
+        if !args
+            .as_object()
+            .is_some_and(|a| a.keys().all(|k| props.iter().any(|(p, _)| p == k)))
+        {
+            return;
+        }
+        calls.push((name, args, pos..range.end));
+        pos = first_text(text, range.end..text.len());
+    }
+    for (name, args, span) in calls {
+        push(out, name, args, MARKED, span, tools, cfg);
+    }
+}
+
+/// Qwen2.5's special token around the code it hands its interpreter.
+const QWEN_CODE: &str = "<|CODE|>";
+
 /// A code agent's step (smolagents: `Code:` then a Python fence): the offered tools it
 /// calls in its first block, assignments and all (`r = web_search("x")`). Later blocks
 /// follow an observation the model wrote itself.
@@ -1926,7 +1966,70 @@ fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         return;
     };
     let span = start..body_start + close + end_mark.len();
-    let block = &text[body_start..body_start + close];
+    step_block_calls(&text[body_start..body_start + close], span, tools, cfg, out);
+}
+
+/// Qwen2.5's code-interpreter token opens and closes each block it hands its interpreter;
+/// an answer may hold several, prose between them, and each is run.
+fn qwen_code_blocks(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let mut from = 0;
+    while let Some(open) = text[from..].find(QWEN_CODE).map(|i| from + i) {
+        let body = open + QWEN_CODE.len();
+        let Some(close) = text[body..].find(QWEN_CODE).map(|i| body + i) else {
+            return;
+        };
+        // (Code already run, offered on a condition or handed to the reader is shown,
+        // not run: "this is the code I ran", "If you'd like that, I would run:", "To
+        // call this function from your own script, you can use:".)
+        let lead = text[from..open].to_lowercase();
+        if SHOWN_CODE.iter().any(|p| lead.contains(p)) {
+            return;
+        }
+        from = close + QWEN_CODE.len();
+        step_block_calls(&text[body..close], open..from, tools, cfg, out);
+    }
+}
+
+/// Words before a block that show its code rather than run it.
+const SHOWN_CODE: &[&str] = &[
+    "i ran",
+    "i used",
+    "i executed",
+    "i have run",
+    "i've run",
+    "was run",
+    "were run",
+    "would run",
+    "would use",
+    "could run",
+    "if you'd like",
+    "if you would like",
+    "if you want",
+    "you can use",
+    "you can run",
+    "you could",
+    "your own",
+    "yourself",
+    "for reference",
+    "example",
+    "之前运行",
+    "运行了",
+    "执行了",
+    "如果",
+    "您可以",
+    "你可以",
+    "示例",
+    "例如",
+];
+
+/// The offered tools a step's code block calls, assignments and all.
+fn step_block_calls(
+    block: &str,
+    span: Range<usize>,
+    tools: &[ToolSpec],
+    cfg: &ParserConfig,
+    out: &mut StrategyOutput,
+) {
     // `task = "Find …"` then `web_agent(task=task)`: a string bound before the call.
     let bound: Vec<(String, String)> = STRING_BINDING
         .captures_iter(block)
@@ -1942,6 +2045,10 @@ fn code_agent_step(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         .collect();
     for line in block.lines() {
         let l = line.trim();
+        // (A line commented out runs nothing.)
+        if l.starts_with('#') {
+            continue;
+        }
         // `x = tool(…)`: the call is the right-hand side.
         let call = match l.split_once('=') {
             Some((lhs, rhs))
@@ -3345,6 +3452,26 @@ impl Py<'_> {
 
 // ---------------------------------------------------------------- <tool_name>
 
+/// A call's arguments written inside its tag: `<parameter name="k">v</parameter>` (or
+/// `param`, `arg`) children, a JSON object, or a tag per property.
+fn tagged_arguments(body: &str, tool: &ToolSpec) -> Value {
+    for (open, end) in [
+        ("<parameter name=", "</parameter>"),
+        ("<param name=", "</param>"),
+        ("<arg name=", "</arg>"),
+    ] {
+        let args = keyed_values(body, open, end, &[open], str::trim);
+        if !args.is_empty() {
+            return Value::Object(args);
+        }
+    }
+    if body.starts_with('{') {
+        jsonscan::value_at(body, 0).map_or(Value::Null, |(_, v)| v)
+    } else {
+        Value::Object(child_tags(body, tool))
+    }
+}
+
 /// `<prop>value</prop>` for each of the tool's properties, at any depth.
 fn child_tags(body: &str, tool: &ToolSpec) -> Map<String, Value> {
     let mut m = Map::new();
@@ -3373,11 +3500,19 @@ fn child_tags(body: &str, tool: &ToolSpec) -> Map<String, Value> {
         }
         if let Some(i) = find_ci(body, 0, &open) {
             let vs = i + open.len();
-            if let Some(j) = find_ci(body, vs, &close) {
-                let v = body[vs..j].trim();
-                if !v.is_empty() {
-                    m.insert(prop.to_string(), Value::String(v.to_string()));
-                }
+            // (A tag left open, `<args><file>…</file></read_file>`, runs to the end of
+            // the call's body, or to the next property's tag.)
+            let j = find_ci(body, vs, &close).unwrap_or_else(|| {
+                tool.properties()
+                    .iter()
+                    .filter(|(p, _)| *p != prop)
+                    .filter_map(|(p, _)| find_ci(body, vs, &format!("<{p}>")))
+                    .min()
+                    .unwrap_or(body.len())
+            });
+            let v = body[vs..j].trim();
+            if !v.is_empty() {
+                m.insert(prop.to_string(), Value::String(v.to_string()));
             }
         }
     }

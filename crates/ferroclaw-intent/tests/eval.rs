@@ -71,8 +71,8 @@ fn real_corpus_is_sourced_labelled_and_split() {
     let held = real("heldout");
     let all: Vec<&Case> = dev.iter().chain(&held).collect();
     assert!(all.len() >= 150, "{} real cases", all.len());
-    // (The latest held-out part holds 151.)
-    assert!(held.len() >= 150, "{} held-out cases", held.len());
+    // (The latest held-out part holds 213.)
+    assert!(held.len() >= 200, "{} held-out cases", held.len());
     let negatives = all.iter().filter(|c| c.is_negative()).count();
     assert!(
         negatives * 3 >= all.len(),
@@ -114,11 +114,11 @@ fn real_corpus_is_sourced_labelled_and_split() {
 }
 
 /// Floors at what the parser scored (rules alone) when this was written, so a change
-/// that loses ground fails. Development part: P 0.915 / R 0.861 (4,033 cases, thirty-eight
+/// that loses ground fails. Development part: P 0.916 / R 0.861 (4,184 cases, thirty-nine
 /// earlier held-out parts included). Held-out part, gathered during that tuning and scored
-/// once at its end: P 0.794 / R 0.526 (151). The aim for the held-out part is P 0.95 /
+/// once at its end: P 0.814 / R 0.631 (213). The aim for the held-out part is P 0.95 /
 /// R 0.90; see the corpus README.
-const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.91, 0.86), ("heldout", 0.79, 0.52)];
+const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.91, 0.86), ("heldout", 0.81, 0.63)];
 
 #[test]
 fn real_output_scores_hold() {

@@ -8667,6 +8667,16 @@ fn round_38_review_attacks_look_alikes_and_batch_38_classes() {
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
+#[test]
+fn round_39_review_attacks_look_alikes_and_batch_39_classes() {
+    // Qwen2.5's `<|CODE|>` blocks, GLM-4's name lines, `<arg name>` children, tags left
+    // open, Russian coding-agent steps, command lines after their label, code searched
+    // by name, advice labels and Japanese conditions; a review's attacks on them (shown
+    // code, results echoed as arguments, Russian nouns and participles, steps put off).
+    let wrong = wrong_in_case_file("round39.jsonl", 100);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
 /// The cases of `tests/cases/NAME` (at least `min`) whose parse differs from their label —
 /// a case labelled without a call may make none, whatever its arguments.
 fn wrong_in_case_file(name: &str, min: usize) -> Vec<String> {

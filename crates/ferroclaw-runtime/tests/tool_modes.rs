@@ -605,6 +605,25 @@ async fn every_text_call_format_runs_the_tool() {
             None,
         ),
         (
+            // Qwen2.5's code-interpreter token around Python that calls the tool.
+            "qwen-code-token",
+            "I'll run it.\n<|CODE|>\nout = exec(command=\"echo fmt-qwen-code-token\")\nprint(out)\n<|CODE|>",
+            None,
+        ),
+        (
+            // GLM-4's own format passed on as text: the name on a line, its JSON next.
+            "glm-name-line",
+            "exec\n{\"command\": \"echo fmt-glm-name-line\"}",
+            None,
+        ),
+        (
+            // A Russian coding agent's step in its reasoning: the tool named after
+            // "с помощью".
+            "russian-step",
+            "",
+            Some("Теперь нужно выполнить команду с помощью exec: `echo fmt-russian-step`"),
+        ),
+        (
             // LangChain's stop sequence cut the closing backtick.
             "react-cut-backtick",
             "Thought: I should run it.\nAction: exec\nAction Input: `echo fmt-react-cut-backtick",

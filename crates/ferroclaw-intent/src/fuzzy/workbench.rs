@@ -790,7 +790,7 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     if ["不", "没", "无需", "别", "无法", "已经", "避免"]
         .iter()
         .any(|n| clause.contains(n))
-        || ["如果", "的话", "若", "假如"]
+        || ["如果", "的话", "若", "假如", "如有"]
             .iter()
             .any(|c| sentence[..lead.0].contains(c))
         || rest.contains("不需要")
@@ -1147,6 +1147,8 @@ const RU_LEADS: &[&str] = &[
 const RU_STEMS: &[(&str, Work)] = &[
     ("прочит", Work::Read),
     ("прочт", Work::Read),
+    ("перечит", Work::Read),
+    ("изуч", Work::Read),
     ("посмотр", Work::Read),
     ("провер", Work::Read),
     ("найд", Work::Search),
@@ -1156,39 +1158,113 @@ const RU_STEMS: &[(&str, Work)] = &[
     ("напиш", Work::Write),
     ("выполн", Work::Shell),
     ("запуст", Work::Shell),
+    ("запущ", Work::Shell),
     ("исправ", Work::Edit),
     ("измен", Work::Edit),
     ("обнов", Work::Edit),
     ("добав", Work::Edit),
 ];
 
+/// "Начну с чтения …", "Давайте начнём с создания …": the work named by the noun the
+/// step begins with.
+const RU_NOUN_STEMS: &[(&str, Work)] = &[
+    ("чтени", Work::Read),
+    ("прочтени", Work::Read),
+    ("изучени", Work::Read),
+    ("создани", Work::Write),
+    ("поиск", Work::Search),
+    ("запуск", Work::Shell),
+    ("исправлени", Work::Edit),
+    ("изменени", Work::Edit),
+    ("обновлени", Work::Edit),
+];
+
 fn russian_work(sentence: &str) -> Option<Work> {
     let ws = tokens(sentence);
-    let lead = ws
-        .iter()
-        .take(3)
-        .position(|w| RU_LEADS.contains(&w.as_str()))?;
-    // (Not a step: "не нужно", "я уже …"; nor the reader's: "вам нужно".)
-    if ws
-        .iter()
-        .any(|w| matches!(w.as_str(), "не" | "уже" | "вам" | "вы" | "тебе" | "ты"))
-    {
+    // (Not a step: "не нужно", "я уже …"; nor the reader's: "вам нужно"; nor one put
+    // off or on a condition; nor advice, "можно запустить".)
+    if ru_not_now(sentence, &ws) {
         return None;
     }
-    let verb = ws[lead + 1..]
+    // ("Создам файл …", "Прочитаю api.js:": the first person opens the sentence.)
+    let verb = match ws
         .iter()
-        .find(|w| !RU_LEADS.contains(&w.as_str()) && w.as_str() != "мне")?;
+        .take(3)
+        .position(|w| RU_LEADS.contains(&w.as_str()))
+    {
+        Some(lead) => ws[lead + 1..]
+            .iter()
+            .position(|w| !RU_LEADS.contains(&w.as_str()) && w.as_str() != "мне")
+            .map(|i| lead + 1 + i)?,
+        None if first_person_ru(ws.first()?) => 0,
+        None => return None,
+    };
+    let word = ws[verb].as_str();
+    if word.starts_with("начн") && ws.get(verb + 1).is_some_and(|w| w == "с") {
+        let noun = ws.get(verb + 2)?;
+        return RU_NOUN_STEMS
+            .iter()
+            .find(|(stem, _)| noun.starts_with(stem))
+            .map(|(_, w)| *w);
+    }
     // An infinitive or the first person ("прочитать", "проверю", "найду"), not a past
     // ("прочитал"), a noun ("проверка", "исправление") or a request ("запустите").
-    let own_verb = ["ть", "ться", "ти"].iter().any(|e| verb.ends_with(e))
-        || ((verb.ends_with('ю') || verb.ends_with('у')) && !verb.ends_with("ию"));
-    if !own_verb {
+    if !(["ть", "ться", "ти"].iter().any(|e| word.ends_with(e)) || first_person_ru(word)) {
         return None;
     }
     RU_STEMS
         .iter()
-        .find(|(stem, _)| verb.starts_with(stem))
+        .find(|(stem, _)| word.starts_with(stem))
         .map(|(_, w)| *w)
+}
+
+/// A Russian verb in the first person singular or plural future ("проверю", "найду",
+/// "создам", "спросим"), not a noun ("проверку", "созданием", "функцию") nor a
+/// participle ("исправленную").
+fn first_person_ru(w: &str) -> bool {
+    let noun_like = ["ию", "ую", "юю", "ку", "ием"]
+        .iter()
+        .any(|e| w.ends_with(e));
+    !noun_like
+        && (w.ends_with('ю')
+            || w.ends_with('у')
+            || w.ends_with("дам")
+            || (w.ends_with("им") || w.ends_with("ем") || w.ends_with("ём"))
+                && w.chars().count() > 4)
+}
+
+/// A Russian sentence that takes no step now: negated or already done ("не", "уже"),
+/// the reader's ("вам", "вашего"), on a condition or put off ("если", "когда", "после",
+/// "как только", "на следующем этапе", "в конце"), or advice ("можно", "стоит").
+fn ru_not_now(sentence: &str, ws: &[String]) -> bool {
+    let lower = sentence.to_lowercase();
+    // (The step's own clause: "…, чтобы можно было импортировать" is its purpose.)
+    let own = ws
+        .iter()
+        .position(|w| w == "чтобы")
+        .map_or(ws, |i| &ws[..i]);
+    own.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "не" | "уже"
+                | "вам"
+                | "вы"
+                | "вас"
+                | "тебе"
+                | "ты"
+                | "если"
+                | "когда"
+                | "позже"
+                | "потом"
+                | "после"
+                | "можно"
+                | "стоит"
+                | "следует"
+        ) || w.starts_with("ваш")
+            || w.starts_with("следующ")
+    }) || ["как только", "в конце", "в будущем"]
+        .iter()
+        .any(|p| lower.contains(p))
 }
 
 /// German leads that commit the model ("Lass mich die Datei lesen", "Ich muss zuerst
@@ -1438,7 +1514,12 @@ fn last_step(paragraph: &str, alone: bool, own_note: bool) -> Option<(usize, Wor
     let where_begun = ["i'll ", "i will ", "let me ", "let's ", "we'll "]
         .iter()
         .find_map(|p| lower.strip_prefix(p))
-        .is_some_and(|r| r.starts_with("start with ") || r.starts_with("begin with "));
+        .is_some_and(|r| r.starts_with("start with ") || r.starts_with("begin with "))
+        // ("Теперь создам конфигурацию. Начну с base.py settings.")
+        || (["начну с ", "начнём с ", "начнем с ", "давайте начнём с ", "давайте начнем с "]
+            .iter()
+            .any(|p| lower.starts_with(p))
+            && russian_work(s_trim).is_none());
     if where_begun && cut > 0 && !body[..cut].ends_with('\n') {
         return last_step(&body[..cut], false, own_note);
     }
@@ -1457,7 +1538,23 @@ fn last_step(paragraph: &str, alone: bool, own_note: bool) -> Option<(usize, Wor
         return None;
     }
     let colon = paragraph.trim_end().ends_with([':', '：']);
+    // ("進める場合、Phase 0〜5を順番に実行します。", "必要ならテストを実行します": on a
+    // condition the reader settles. Chinese conditions are `cjk_work`'s.)
+    let obliged = ["なければ", "ならない", "なりません"]
+        .iter()
+        .any(|c| s_trim.contains(c));
+    let kana = s_trim
+        .chars()
+        .any(|c| ('\u{3040}'..='\u{30ff}').contains(&c));
+    let conditional = kana
+        && (["場合、", "場合は", "場合に"]
+            .iter()
+            .any(|c| s_trim.contains(c))
+            || (!obliged && ["たら", "なら", "れば"].iter().any(|c| s_trim.contains(c))));
     let work = if s_trim.chars().any(super::is_cjk) {
+        if conditional {
+            return None;
+        }
         japanese_work(s_trim)
             .or_else(|| cjk_work(s_trim))
             .or_else(|| cjk_status(s_trim))?
@@ -1907,6 +2004,18 @@ fn asks_user(s: &str) -> bool {
                 .any(|v| rest.contains(v));
     }
     let ws = tokens(s);
+    // ("Давайте спросим пользователя о его предпочтениях.")
+    if ws
+        .iter()
+        .take(3)
+        .any(|w| RU_LEADS.contains(&w.as_str()) || w == "спрошу" || w == "уточню")
+    {
+        return !ru_not_now(s, &ws)
+            && ws.iter().any(|w| {
+                w.starts_with("спрос") || w.starts_with("спрош") || w.starts_with("уточн")
+            })
+            && ws.iter().any(|w| w.starts_with("пользовател"));
+    }
     let capital = s.starts_with(char::is_uppercase);
     let Some(v) = step_verb(&ws, capital, false, false, false) else {
         return false;
