@@ -376,8 +376,11 @@ const EXAMPLE_LEADS: &[&str] = &[
 pub(crate) fn shown_as_example(text: &str, start: usize) -> bool {
     // A later line of a fenced block is shown or not as the whole block is: what comes
     // before it is the block's first lines, not the sentence that presents them.
-    let start = match text[..start].rfind("```") {
-        Some(open) if text[..start].matches("```").count() % 2 == 1 => open,
+    // (Fences are counted within the 8 KB before it, so each call costs the same
+    // however long the text: a block open longer than that is taken as closed.)
+    let window = crate::harmony::floor(text, start.saturating_sub(8 * 1024));
+    let start = match text[window..start].rfind("```") {
+        Some(open) if text[window..start].matches("```").count() % 2 == 1 => window + open,
         _ => start,
     };
     let from = crate::harmony::floor(text, start.saturating_sub(240));
