@@ -927,6 +927,18 @@ const JA_WORK: &[(&str, Work)] = &[
     ("一覧", Work::List),
 ];
 
+/// A Japanese step on a condition the reader settles: "進める場合、Phase 0〜5を順番に実行し
+/// ます。", "必要ならテストを実行します" (not an obligation, "しなければなりません").
+/// Chinese conditions are `cjk_work`'s.
+fn japanese_condition(s: &str) -> bool {
+    let obliged = ["なければ", "ならない", "なりません"]
+        .iter()
+        .any(|c| s.contains(c));
+    s.chars().any(kana)
+        && (["場合、", "場合は", "場合に"].iter().any(|c| s.contains(c))
+            || (!obliged && ["たら", "なら", "れば"].iter().any(|c| s.contains(c))))
+}
+
 /// "テストします：", "まず翻訳関数を修正して、…抽出するようにします：": a sentence that
 /// ends in します / しましょう commits the model; its first verbal noun says the work.
 fn japanese_work(sentence: &str) -> Option<Work> {
@@ -1180,6 +1192,13 @@ const RU_NOUN_STEMS: &[(&str, Work)] = &[
 ];
 
 fn russian_work(sentence: &str) -> Option<Work> {
+    // (Every lead, stem and ending below is Cyrillic: other sentences cost no tokens.)
+    if !sentence
+        .chars()
+        .any(|c| ('\u{0400}'..='\u{04ff}').contains(&c))
+    {
+        return None;
+    }
     let ws = tokens(sentence);
     // (Not a step: "не нужно", "я уже …"; nor the reader's: "вам нужно"; nor one put
     // off or on a condition; nor advice, "можно запустить".)
@@ -1237,7 +1256,6 @@ fn first_person_ru(w: &str) -> bool {
 /// the reader's ("вам", "вашего"), on a condition or put off ("если", "когда", "после",
 /// "как только", "на следующем этапе", "в конце"), or advice ("можно", "стоит").
 fn ru_not_now(sentence: &str, ws: &[String]) -> bool {
-    let lower = sentence.to_lowercase();
     // (The step's own clause: "…, чтобы можно было импортировать" is its purpose.)
     let own = ws
         .iter()
@@ -1262,9 +1280,12 @@ fn ru_not_now(sentence: &str, ws: &[String]) -> bool {
                 | "следует"
         ) || w.starts_with("ваш")
             || w.starts_with("следующ")
-    }) || ["как только", "в конце", "в будущем"]
-        .iter()
-        .any(|p| lower.contains(p))
+    }) || {
+        let lower = sentence.to_lowercase();
+        ["как только", "в конце", "в будущем"]
+            .iter()
+            .any(|p| lower.contains(p))
+    }
 }
 
 /// German leads that commit the model ("Lass mich die Datei lesen", "Ich muss zuerst
@@ -1538,21 +1559,8 @@ fn last_step(paragraph: &str, alone: bool, own_note: bool) -> Option<(usize, Wor
         return None;
     }
     let colon = paragraph.trim_end().ends_with([':', '：']);
-    // ("進める場合、Phase 0〜5を順番に実行します。", "必要ならテストを実行します": on a
-    // condition the reader settles. Chinese conditions are `cjk_work`'s.)
-    let obliged = ["なければ", "ならない", "なりません"]
-        .iter()
-        .any(|c| s_trim.contains(c));
-    let kana = s_trim
-        .chars()
-        .any(|c| ('\u{3040}'..='\u{30ff}').contains(&c));
-    let conditional = kana
-        && (["場合、", "場合は", "場合に"]
-            .iter()
-            .any(|c| s_trim.contains(c))
-            || (!obliged && ["たら", "なら", "れば"].iter().any(|c| s_trim.contains(c))));
     let work = if s_trim.chars().any(super::is_cjk) {
-        if conditional {
+        if japanese_condition(s_trim) {
             return None;
         }
         japanese_work(s_trim)
