@@ -1351,7 +1351,13 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
         let followed_by_tool = toks[t..]
             .iter()
             .find(|x| x.range.start >= t_end)
-            .is_some_and(|x| matches!(x.lower.as_str(), "tool" | "function" | "functions"))
+            // (A ReAct prompt calls its tools actions: "use the 'wikipedia' action".)
+            .is_some_and(|x| {
+                matches!(
+                    x.lower.as_str(),
+                    "tool" | "function" | "functions" | "action"
+                )
+            })
             // A name written as words may end with the word itself ("the no args tool").
             || toks[t..]
                 .iter()
@@ -4978,10 +4984,12 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
                 }
             }
         }
-        if !numbers_in_order(&text[sent_start..sent_end], tool, args) {
+        let back = text[floor(text, sent_start.saturating_sub(WINDOW))..sent_start].trim_end();
+        let sentence = &text[sent_start..sent_end];
+        let resolved = result_referred(sentence, last_sentence(back));
+        if !numbers_in_order(resolved.as_deref().unwrap_or(sentence), tool, args) {
             // "The user wants me to add and multiply 2 and 3. I should call both
             // functions.": the sentence before the call states them.
-            let back = text[floor(text, sent_start.saturating_sub(WINDOW))..sent_start].trim_end();
             numbers_in_order(last_sentence(back), tool, args);
         }
         c.arguments = crate::schema::coerce_args(std::mem::take(&mut c.arguments), tool);
@@ -5079,6 +5087,37 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?\b|\b\d{4}-\d{2}-\d{2}\b",
     )
 });
+
+/// "You have multiplied 5 by 3 to get 15. Now, let's multiply that result by 2": the
+/// sentence with "that result" replaced by the number the sentence before arrived at.
+fn result_referred(sentence: &str, before: &str) -> Option<String> {
+    static REFERS: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(
+            r"(?i)\b(?:that|this|the|our)\s+(?:previous\s+)?(?:result|sum|product|total|quotient|difference)\b",
+        )
+    });
+    static ARRIVED: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(
+            r"(?i)\b(?:to\s+get|got|gets|(?:gives?|gave|giving)(?:\s+(?:us|me))?|equals?|is|was|makes?|=)\s+(-?\d+(?:\.\d+)?)\b",
+        )
+    });
+    // ("Next, dividing by 5 should give us:": what is divided is that result too.)
+    static BY_ONLY: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(
+            r"(?i)\b(?:multiply|multiplying|divide|dividing)\s+()by\s+-?\d",
+        )
+    });
+    let at = match REFERS.find(sentence) {
+        Some(r) => r.range(),
+        None => BY_ONLY.captures(sentence)?.get(1)?.range(),
+    };
+    let value = ARRIVED.captures_iter(before).last()?.get(1)?.as_str();
+    Some(format!(
+        "{} {value} {}",
+        &sentence[..at.start],
+        &sentence[at.end..]
+    ))
+}
 
 fn numbers_in_order(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Value>) -> bool {
     let missing: Vec<&str> = tool
@@ -5545,10 +5584,11 @@ fn do_that(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Strateg
     }
 }
 
-/// "Let's try again", "Let me retry", "Let me try to summarize the content again".
+/// "Let's try again", "Let me retry", "Let me try to summarize the content again", "Let
+/// me use proper PowerShell syntax" (after a call that failed on its syntax).
 static TRY_AGAIN: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\b(?:let's|let\s+me|i'll|i\s+will|we'll|we\s+will)\s+(?:retry\b|(?:try|attempt)\b(?:\s+[\w'-]+){0,8}?\s+(?:again|once\s+more|one\s+more\s+time)\b)",
+        r"(?i)\b(?:let's|let\s+me|i'll|i\s+will|we'll|we\s+will)\s+(?:retry\b|(?:try|attempt)\b(?:\s+[\w'-]+){0,8}?\s+(?:again|once\s+more|one\s+more\s+time)\b|(?:use|try)\s+(?:the\s+)?(?:proper|correct|right|valid)\s+(?:[\w-]+\s+){0,2}syntax\b)",
     )
 });
 
@@ -5787,6 +5827,11 @@ const SHELL_VERBS: &[&str] = &[
     "delete",
     "remove",
     "launch",
+    // (Programs said as verbs: "Let me curl more carefully:".)
+    "curl",
+    "wget",
+    "ping",
+    "ssh",
 ];
 
 /// "I'll check what files exist in the current directory.\n\n  ls -la": a committed step,
@@ -6502,8 +6547,21 @@ fn named_as_tool(text: &str, tr: &Trigger, sent: &Range<usize>) -> bool {
 
 /// What a tool that takes a URL fetches.
 const WEB_THINGS: &[&str] = &[
-    "page", "pages", "site", "website", "webpage", "article", "articles", "episode", "post",
-    "link", "url", "homepage", "blog",
+    "page",
+    "pages",
+    "site",
+    "website",
+    "webpage",
+    "article",
+    "articles",
+    "episode",
+    "post",
+    "link",
+    "url",
+    "homepage",
+    "blog",
+    "docs",
+    "documentation",
 ];
 
 /// "I'll search for quarterly reports for you." with `search_files` the only tool that

@@ -321,8 +321,16 @@ pub fn parse(
     tools: &[ToolSpec],
     cfg: &ParserConfig,
 ) -> ParseOutcome {
-    let reasoning = reasoning.map(normalize::normalize);
-    let content = content.map(normalize::normalize);
+    let mut reasoning = reasoning.map(normalize::normalize);
+    let mut content = content.map(normalize::normalize);
+    // An answer that is one thinking block and nothing else (`<think>Let me check the
+    // config.</think>`): the model's thinking, read as reasoning is.
+    if reasoning.as_deref().is_none_or(|r| r.trim().is_empty()) {
+        if let Some(inner) = content.as_deref().and_then(whole_think_block) {
+            reasoning = Some(std::borrow::Cow::Owned(inner.to_string()));
+            content = None;
+        }
+    }
     let text_of = |s: Source| match s {
         Source::Reasoning => reasoning.as_deref().filter(|t| !t.trim().is_empty()),
         Source::Content => content.as_deref().filter(|t| !t.trim().is_empty()),
@@ -548,6 +556,18 @@ fn reasoned_values(reasoning: &str, calls: &mut [ParsedCall], tools: &[ToolSpec]
         }
         c.arguments = schema::coerce_args(std::mem::take(&mut c.arguments), tool);
     }
+}
+
+/// The text inside a `<think>` (or `<thinking>`) block that is the whole text.
+fn whole_think_block(text: &str) -> Option<&str> {
+    let t = text.trim();
+    ["think", "thinking"].iter().find_map(|tag| {
+        let inner = t
+            .strip_prefix(&format!("<{tag}>"))?
+            .strip_suffix(&format!("</{tag}>"))?;
+        (!inner.contains(&format!("<{tag}>")) && !inner.contains(&format!("</{tag}>")))
+            .then_some(inner)
+    })
 }
 
 /// An intent read from the thinking ("I'll use web_search with …") that the model did

@@ -93,6 +93,9 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         json_string_list(text, tools, cfg, &mut out);
     }
+    if out.calls.is_empty() && text.contains("('") {
+        python_tuples(text, tools, cfg, &mut out);
+    }
     if out.calls.is_empty() {
         pythonic_answer(text, tools, cfg, &mut out);
     }
@@ -1932,6 +1935,66 @@ fn name_line_objects(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &m
     }
 }
 
+/// A fine-tune's calls written as Python tuples, `[('color_complimentary', {'color':
+/// 'blue'})]`: the exact name of an offered tool and a dict of its properties, in an
+/// answer made of nothing else.
+fn python_tuples(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut StrategyOutput) {
+    let t = text.trim();
+    let (body, base) = match t.strip_prefix('[').and_then(|b| b.strip_suffix(']')) {
+        Some(b) => (b, text.len() - text.trim_start().len() + 1),
+        None => (t, text.len() - text.trim_start().len()),
+    };
+    let mut calls = Vec::new();
+    let mut pos = 0;
+    loop {
+        let rest = &body[pos..];
+        let lead = rest.len() - rest.trim_start().len();
+        let Some(after) = rest.trim_start().strip_prefix('(') else {
+            return;
+        };
+        let after = after.trim_start();
+        let Some(q) = after.chars().next().filter(|c| matches!(c, '\'' | '"')) else {
+            return;
+        };
+        let Some(close) = after[1..].find(q) else {
+            return;
+        };
+        let name = &after[1..1 + close];
+        let Some(tool) = tools.iter().find(|t| t.name == name) else {
+            return;
+        };
+        let Some(obj) = after[1 + close + 1..].trim_start().strip_prefix(',') else {
+            return;
+        };
+        let obj_at = body.len() - obj.trim_start().len();
+        if !body[obj_at..].starts_with('{') {
+            return;
+        }
+        let Some((range, args @ Value::Object(_))) = jsonscan::value_at(body, obj_at) else {
+            return;
+        };
+        if !args.as_object().is_some_and(|a| tool.holds_keys(a)) {
+            return;
+        }
+        let Some(tail) = body[range.end..].trim_start().strip_prefix(')') else {
+            return;
+        };
+        let end = body.len() - tail.len();
+        calls.push((name, args, base + pos + lead..base + end));
+        let tail = tail.trim_start();
+        if tail.is_empty() {
+            break;
+        }
+        let Some(next) = tail.strip_prefix(',') else {
+            return;
+        };
+        pos = body.len() - next.len();
+    }
+    for (name, args, span) in calls {
+        push(out, name, args, MARKED, span, tools, cfg);
+    }
+}
+
 /// Qwen2.5's special token around the code it hands its interpreter.
 const QWEN_CODE: &str = "<|CODE|>";
 
@@ -3359,6 +3422,13 @@ impl Py<'_> {
             if self.eat(b')') {
                 break;
             }
+            // `[f(a=1, b=['x']]` ending the text: the call's `)` lost before the list's
+            // `]`.
+            if self.s.get(self.i) == Some(&b']')
+                && self.s[self.i + 1..].iter().all(u8::is_ascii_whitespace)
+            {
+                break;
+            }
             return None;
         }
         let args = match (args.is_empty(), positional.len()) {
@@ -3627,7 +3697,17 @@ fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
                 .or_insert_with(|| text.rfind(&format!("<{tag}>")))
                 == Some(start)
         };
-        let Some(close_at) = closed.or_else(|| {
+        // (`…</use_mcp_tool` ending the text: the stop sequence took the `>`.)
+        let cut_close = closed.is_none().then(|| {
+            let t = text.trim_end();
+            let c = &close[..close.len() - 1];
+            t.len()
+                .checked_sub(c.len())
+                .filter(|&at| at >= body_start)
+                .filter(|&at| t.get(at..).is_some_and(|tail| tail.eq_ignore_ascii_case(c)))
+        });
+        let cut_close = cut_close.flatten();
+        let Some(close_at) = closed.or(cut_close).or_else(|| {
             (!bracket && own_line && last_opener())
                 .then(|| unclosed_end(text, body_start, name, tools, cfg))
                 .flatten()
@@ -3659,6 +3739,8 @@ fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
         };
         let end = if closed.is_some() {
             close_at + close.len()
+        } else if cut_close.is_some() {
+            close_at + close.len() - 1
         } else {
             close_at
         };

@@ -180,7 +180,25 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
                 if let Some(next) = labels.get(i + 1) {
                     if next.0 == "action input" {
                         let iend = labels.get(i + 2).map_or(text.len(), |l| l.1);
-                        let (v, used) = input_value_at(text, next.2, iend);
+                        let (mut v, used) = input_value_at(text, next.2, iend);
+                        // A JSON object none of whose keys LangChain's one-string tool
+                        // has (`{"expression": "sqrt(1215)"}` for its `input`): the agent
+                        // passes the text as it is.
+                        let raw = text[next.2..used].trim();
+                        let lone_string = crate::schema::resolve(name, tools, &cfg.aliases)
+                            .map(|t| t.properties())
+                            .filter(|p| p.len() == 1)
+                            .and_then(|p| {
+                                let (key, schema) = p[0];
+                                let string =
+                                    schema.get("type").and_then(Value::as_str) == Some("string");
+                                (string && ["input", "__arg1"].contains(&key)).then_some(key)
+                            });
+                        if let (Some(key), Value::Object(obj)) = (lone_string, &v) {
+                            if !obj.is_empty() && !obj.contains_key(key) && raw.starts_with('{') {
+                                v = serde_json::json!({ key: raw });
+                            }
+                        }
                         // An input read whole ends the action: a final answer after it
                         // is the model's own (not a here-document's `<<EOF` lines).
                         stepped_past = !text[next.2..used].contains("<<");
@@ -417,6 +435,11 @@ fn input_value(s: &str) -> (Value, bool) {
             return (v, true);
         }
     }
+    // (`Action Input: «запрос».`: a sentence's full stop after the closing quote.)
+    let t = t
+        .strip_suffix('.')
+        .filter(|q| q.ends_with(['"', '»', '\u{201d}']) && q.starts_with(['"', '«', '\u{201c}']))
+        .unwrap_or(t);
     // (`Action Input: "pwd`: the stop sequence took the closing quote.)
     let v = strip_quotes(t);
     let v = match v.strip_prefix(['"', '\'', '`']) {

@@ -375,7 +375,12 @@ fn resolve_exact<'a>(
 ) -> Option<&'a ToolSpec> {
     let lower = name.to_lowercase();
     let norm = lower.replace('-', "_");
-    let by_name = |n: &str| tools.iter().find(|t| t.name.eq_ignore_ascii_case(n));
+    // (`n` is lowercased; a name in Cyrillic or Greek, `Поиск`, has non-ASCII capitals.)
+    let by_name = |n: &str| {
+        tools.iter().find(|t| {
+            t.name.eq_ignore_ascii_case(n) || (!t.name.is_ascii() && t.name.to_lowercase() == n)
+        })
+    };
     if let Some(t) = by_name(&lower).or_else(|| by_name(&norm)) {
         return Some(t);
     }
@@ -693,6 +698,7 @@ pub(crate) fn strip_quotes(s: &str) -> &str {
         ('`', '`'),
         ('\u{201c}', '\u{201d}'),
         ('\u{2018}', '\u{2019}'),
+        ('«', '»'),
     ] {
         if s.len() >= o.len_utf8() + c.len_utf8() && s.starts_with(o) && s.ends_with(c) {
             let inner = &s[o.len_utf8()..s.len() - c.len_utf8()];
