@@ -1780,7 +1780,7 @@ fn cjk_intent(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Stra
             .iter()
             .filter(|c| rest.starts_with(*c))
             .any(|c| rest[c.len()..].starts_with('您'));
-        if asks || rest.contains("才能") || sent[..cue].contains("如果") {
+        if asks || rest.contains("才能") || cjk_conditional(&sent[..cue]) {
             continue;
         }
         let concept = CJK_VERBS
@@ -2026,19 +2026,10 @@ fn cjk_commits(pre: &str, after: &str) -> bool {
         .to_string();
     // ("如果您需要发送邮件，我可以使用 send_email": on a condition.)
     let sentence = pre.rsplit(['。', '！', '？', '\n']).next().unwrap_or(pre);
-    let conditional = [
-        "如果",
-        "要是",
-        "假如",
-        "若是",
-        "的话",
-        "才能",
-        "确认后",
-        "之后我",
-        "后我会",
-    ]
-    .iter()
-    .any(|w| sentence.contains(w));
+    let conditional = cjk_conditional(sentence)
+        || ["才能", "确认后", "之后我", "后我会"]
+            .iter()
+            .any(|w| sentence.contains(w));
     // "因此，调用X函数": the model's own next step after a "so"; "正确的做法是使用X":
     // the way it settled on.
     // ("我需要先使用OCR工具…，然后使用ChatWithEB工具": "then" after a "first" is a later
@@ -2212,6 +2203,18 @@ const WAITS_ON_USER: &[&str] = &[
 
 /// "Please provide the time and I'll schedule it", "I'll need some additional
 /// information to schedule the meeting": the call waits on the user.
+/// A Chinese clause on a condition: 如果, 要是, 假如, 若您/若需, 如有需要, 如需, 的话, 倘若,
+/// 万一 (not 若干, "several").
+pub(crate) fn cjk_conditional(s: &str) -> bool {
+    [
+        "如果", "要是", "假如", "如有", "如需", "的话", "倘若", "万一",
+    ]
+    .iter()
+    .any(|w| s.contains(w))
+        || s.match_indices('若')
+            .any(|(i, _)| !s[i..].starts_with("若干"))
+}
+
 fn waits_on_user(lower_before: &str) -> bool {
     if WAITS_ON_USER.iter().any(|p| has_phrase(lower_before, p)) {
         return true;
@@ -3628,6 +3631,17 @@ pub(crate) fn parse_reasoning(
 
 fn parse_as(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, own_note: bool) -> StrategyOutput {
     let text = &text[..floor(text, MAX_TEXT)];
+    // A tool named by a common noun of a cased script (`Поиск`, "search"; `Калькулятор`)
+    // is that noun in the model's words ("Поиск по сайту сейчас не работает"): such
+    // tools are called in markup (ReAct's `Action: Поиск`), not read from prose.
+    let cased = |t: &ToolSpec| t.name.chars().any(|c| !c.is_ascii() && c.is_uppercase());
+    let owned: Vec<ToolSpec>;
+    let tools = if tools.iter().any(cased) {
+        owned = tools.iter().filter(|t| !cased(t)).cloned().collect();
+        &owned[..]
+    } else {
+        tools
+    };
     let Some(simple) = hant::simplified(text) else {
         return parse_text(text, tools, cfg, own_note);
     };
@@ -3986,6 +4000,9 @@ fn parse_text(
     }
     if out.calls.is_empty() {
         workbench::ask_step(text, cfg, tools, &mut out);
+    }
+    if out.calls.is_empty() {
+        workbench::plan_step(text, cfg, tools, &mut out);
     }
     if out.calls.is_empty() {
         value_for_property(text, cfg, tools, &mut out);
@@ -4987,7 +5004,10 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
         let back = text[floor(text, sent_start.saturating_sub(WINDOW))..sent_start].trim_end();
         let sentence = &text[sent_start..sent_end];
         let resolved = result_referred(sentence, last_sentence(back));
-        if !numbers_in_order(resolved.as_deref().unwrap_or(sentence), tool, args) {
+        let filled = resolved
+            .as_deref()
+            .is_some_and(|r| numbers_in_order(r, tool, args) && !args.is_empty());
+        if !filled && !numbers_in_order(sentence, tool, args) {
             // "The user wants me to add and multiply 2 and 3. I should call both
             // functions.": the sentence before the call states them.
             numbers_in_order(last_sentence(back), tool, args);
@@ -5091,14 +5111,18 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| {
 /// "You have multiplied 5 by 3 to get 15. Now, let's multiply that result by 2": the
 /// sentence with "that result" replaced by the number the sentence before arrived at.
 fn result_referred(sentence: &str, before: &str) -> Option<String> {
+    // ("that result", "our result", "the sum"; not "the sum of 20 and 15", "the total
+    // number of eggs".)
     static REFERS: LazyLock<Regex> = LazyLock::new(|| {
         ferroclaw_types::literal_regex(
-            r"(?i)\b(?:that|this|the|our)\s+(?:previous\s+)?(?:result|sum|product|total|quotient|difference)\b",
+            r"(?i)\b(?:that|this|our|the)\s+(?:previous\s+|last\s+)?(?:result|sum|product|total|quotient|difference)\b(\s+[a-z]+)?",
         )
     });
+    // (What a step arrived at: "to get 15", "gives us 14", "= 1,250", "is 10", "returned
+    // -4"; not "which is 2 more than 18".)
     static ARRIVED: LazyLock<Regex> = LazyLock::new(|| {
         ferroclaw_types::literal_regex(
-            r"(?i)\b(?:to\s+get|got|gets|(?:gives?|gave|giving)(?:\s+(?:us|me))?|equals?|is|was|makes?|=)\s+(-?\d+(?:\.\d+)?)\b",
+            r"(?i)(?:\b(?:to\s+get|got|gets|(?:gives?|gave|giving)(?:\s+(?:us|me))?|equals?|makes?|returned|returns|yields?|yielded|is|was)\s+|=\s*)(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)\b(\s+[a-z]+)?",
         )
     });
     // ("Next, dividing by 5 should give us:": what is divided is that result too.)
@@ -5107,11 +5131,37 @@ fn result_referred(sentence: &str, before: &str) -> Option<String> {
             r"(?i)\b(?:multiply|multiplying|divide|dividing)\s+()by\s+-?\d",
         )
     });
-    let at = match REFERS.find(sentence) {
-        Some(r) => r.range(),
+    let at = match REFERS.captures(sentence) {
+        Some(c) => {
+            let next = c.get(1).map_or("", |w| w.as_str().trim());
+            let named = [
+                "of", "number", "amount", "count", "cost", "price", "between",
+            ]
+            .iter()
+            .any(|w| next.eq_ignore_ascii_case(w));
+            if named {
+                return None;
+            }
+            c.get(0)?.start()..c.get(1).map_or(c.get(0)?.end(), |w| w.start())
+        }
         None => BY_ONLY.captures(sentence)?.get(1)?.range(),
     };
-    let value = ARRIVED.captures_iter(before).last()?.get(1)?.as_str();
+    let value = ARRIVED
+        .captures_iter(before)
+        .filter(|c| {
+            let next = c
+                .get(2)
+                .map_or("", |w| w.as_str().trim())
+                .to_ascii_lowercase();
+            !matches!(
+                next.as_str(),
+                "more" | "less" | "fewer" | "than" | "times" | "percent" | "higher" | "lower"
+            )
+        })
+        .last()?
+        .get(1)?
+        .as_str()
+        .replace(',', "");
     Some(format!(
         "{} {value} {}",
         &sentence[..at.start],
@@ -5584,6 +5634,13 @@ fn do_that(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Strateg
     }
 }
 
+/// The language a retry names: "use proper PowerShell syntax" → "PowerShell".
+static SYNTAX_OF: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:proper|correct|right|valid)\s+((?:[\w-]+\s+){0,2})syntax\b",
+    )
+});
+
 /// "Let's try again", "Let me retry", "Let me try to summarize the content again", "Let
 /// me use proper PowerShell syntax" (after a call that failed on its syntax).
 static TRY_AGAIN: LazyLock<Regex> = LazyLock::new(|| {
@@ -5598,6 +5655,15 @@ fn try_again(text: &str, cfg: &ParserConfig, tools: &[ToolSpec], out: &mut Strat
     let Some(m) = TRY_AGAIN.find(text) else {
         return;
     };
+    // ("Let me use proper PowerShell syntax": the tool's own language; not Markdown for
+    // a table, JSON for an example.)
+    if let Some(lang) = SYNTAX_OF.captures(m.as_str()).and_then(|c| c.get(1)) {
+        let lang = lang.as_str().trim().to_lowercase();
+        let own = format!("{} {}", tool.name, tool.description).to_lowercase();
+        if lang.is_empty() || !lang.split_whitespace().all(|w| own.contains(w)) {
+            return;
+        }
+    }
     let at = m.start();
     // ("Let me try again using a different approach": not the same call.)
     let rest = &text[m.end()..floor(text, (m.end() + 40).min(text.len()))];

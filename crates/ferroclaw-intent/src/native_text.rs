@@ -93,7 +93,7 @@ pub(crate) fn parse(text: &str, tools: &[ToolSpec], cfg: &ParserConfig) -> Strat
     if out.calls.is_empty() {
         json_string_list(text, tools, cfg, &mut out);
     }
-    if out.calls.is_empty() && text.contains("('") {
+    if out.calls.is_empty() && (text.contains("('") || text.contains("(\"")) {
         python_tuples(text, tools, cfg, &mut out);
     }
     if out.calls.is_empty() {
@@ -357,6 +357,10 @@ const EXAMPLE_LEADS: &[&str] = &[
     "you could use",
     "in this format",
     "like this:",
+    "looks like:",
+    "format is",
+    "формат",
+    "格式",
     "here's how",
     "here is how",
     // Not now: what it would do, or a call already made.
@@ -405,7 +409,7 @@ pub(crate) fn shown_as_example(text: &str, start: usize) -> bool {
         }
     }
     let sentence = crate::fuzzy::last_sentence(before);
-    let lower = sentence.to_ascii_lowercase();
+    let lower = sentence.to_lowercase();
     EXAMPLE_LEADS.iter().any(|l| lower.contains(l))
         // "The example turn shows:", "Example request:", "The example in the docs:" (not
         // "Let me list the example directory:").
@@ -1988,6 +1992,10 @@ fn python_tuples(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut S
         let Some(next) = tail.strip_prefix(',') else {
             return;
         };
+        // (A trailing comma before the list's end.)
+        if next.trim().is_empty() {
+            break;
+        }
         pos = body.len() - next.len();
     }
     for (name, args, span) in calls {
@@ -3691,22 +3699,24 @@ fn tool_named_tags(text: &str, tools: &[ToolSpec], cfg: &ParserConfig, out: &mut
             .rev()
             .take_while(|c| *c != '\n')
             .all(char::is_whitespace);
+        // (`…</use_mcp_tool` ending the text: the stop sequence took the `>`; a tag on
+        // a line of its own, not one quoted in a sentence.)
+        let cut_close = (closed.is_none() && own_line)
+            .then(|| {
+                let t = text.trim_end();
+                let c = &close[..close.len() - 1];
+                t.len()
+                    .checked_sub(c.len())
+                    .filter(|&at| at >= body_start)
+                    .filter(|&at| t.get(at..).is_some_and(|tail| tail.eq_ignore_ascii_case(c)))
+            })
+            .flatten();
         let mut last_opener = || {
             *last_open
                 .entry(tag.to_string())
                 .or_insert_with(|| text.rfind(&format!("<{tag}>")))
                 == Some(start)
         };
-        // (`…</use_mcp_tool` ending the text: the stop sequence took the `>`.)
-        let cut_close = closed.is_none().then(|| {
-            let t = text.trim_end();
-            let c = &close[..close.len() - 1];
-            t.len()
-                .checked_sub(c.len())
-                .filter(|&at| at >= body_start)
-                .filter(|&at| t.get(at..).is_some_and(|tail| tail.eq_ignore_ascii_case(c)))
-        });
-        let cut_close = cut_close.flatten();
         let Some(close_at) = closed.or(cut_close).or_else(|| {
             (!bracket && own_line && last_opener())
                 .then(|| unclosed_end(text, body_start, name, tools, cfg))

@@ -274,13 +274,15 @@ const RESULT_HAD: &[&str] = &[
     "the result was",
 ];
 
-/// A step set in (indented) under a line that introduces an example.
+/// A step set in (indented, or in a code fence) under a line that introduces an example.
 fn quoted_example(text: &str, block: usize) -> bool {
     let line = crate::fuzzy::line_start(text, block);
     // (A label's match starts at its line, the indentation included.)
     let indented =
         text[line..block].contains([' ', '\t']) || text[block..].starts_with([' ', '\t']);
-    indented && crate::native_text::shown_as_example(text, line)
+    let window = crate::harmony::floor(text, line.saturating_sub(8 * 1024));
+    let fenced = text[window..line].matches("```").count() % 2 == 1;
+    (indented || fenced) && crate::native_text::shown_as_example(text, line)
 }
 
 /// `get_attraction[北京, 霾 26°C 微风]`: as many comma-separated values in brackets as
@@ -438,7 +440,10 @@ fn input_value(s: &str) -> (Value, bool) {
     // (`Action Input: «запрос».`: a sentence's full stop after the closing quote.)
     let t = t
         .strip_suffix('.')
-        .filter(|q| q.ends_with(['"', '»', '\u{201d}']) && q.starts_with(['"', '«', '\u{201c}']))
+        .filter(|q| {
+            q.ends_with(['"', '»', '\u{201c}', '\u{201d}'])
+                && q.starts_with(['"', '«', '\u{201c}', '„'])
+        })
         .unwrap_or(t);
     // (`Action Input: "pwd`: the stop sequence took the closing quote.)
     let v = strip_quotes(t);

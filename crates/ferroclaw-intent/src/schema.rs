@@ -699,6 +699,7 @@ pub(crate) fn strip_quotes(s: &str) -> &str {
         ('\u{201c}', '\u{201d}'),
         ('\u{2018}', '\u{2019}'),
         ('«', '»'),
+        ('„', '“'),
     ] {
         if s.len() >= o.len_utf8() + c.len_utf8() && s.starts_with(o) && s.ends_with(c) {
             let inner = &s[o.len_utf8()..s.len() - c.len_utf8()];

@@ -8677,6 +8677,18 @@ fn round_39_review_attacks_look_alikes_and_batch_39_classes() {
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
+#[test]
+fn round_40_review_attacks_look_alikes_and_batch_40_classes() {
+    // Cyrillic tool names and «» inputs in ReAct, LangChain's one-string input, a closing
+    // tag cut before its `>`, "the OpenCode docs" for the one URL named, Python tuples,
+    // a pythonic call's lost `)`, "the 'wikipedia' action", an answer that is one think
+    // block, a retry in the tool's own syntax, programs said as verbs, arithmetic on
+    // "that result", plans for the todo tool; a review's attacks on them (Russian nouns,
+    // formats shown in fences, other pages, Markdown syntax, "the sum of", conditions).
+    let wrong = wrong_in_case_file("round40.jsonl", 100);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
 /// The cases of `tests/cases/NAME` (at least `min`) whose parse differs from their label —
 /// a case labelled without a call may make none, whatever its arguments.
 fn wrong_in_case_file(name: &str, min: usize) -> Vec<String> {

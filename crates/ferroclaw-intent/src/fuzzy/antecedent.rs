@@ -39,7 +39,7 @@ static THE_FILE: LazyLock<Regex> = LazyLock::new(|| {
 /// "the website", "that page", "the link", "the OpenCode docs": the address named before.
 static URL_ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\b(?:the|this|that|said)\s+(?:[\w.-]+\s+)?(?:website|web\s*page|web\s*site|page|site|url|link|address|docs|documentation|home\s*page)\b",
+        r"(?i)\b(?:the|this|that|said)\s+(?:([\w.-]+)\s+)?(?:website|web\s*page|web\s*site|page|site|url|link|address|docs|documentation|home\s*page)\b",
     )
 });
 
@@ -201,19 +201,20 @@ pub(super) fn command_named_before(text: &str, tools: &[ToolSpec], calls: &mut [
         } else if kind == Kind::Url {
             // (The one address the text named before: "visit a website at
             // www.example.com … I will visit the website using `get_webpage`".)
-            URL_ANAPHOR
-                .is_match(&text[near.clone()])
-                .then(|| {
-                    let mut urls: Vec<&str> =
-                        super::URL.find_iter(back).map(|m| m.as_str()).collect();
-                    urls.dedup();
-                    (urls.len() == 1).then(|| {
+            URL_ANAPHOR.captures(&text[near.clone()]).and_then(|c| {
+                let mut urls: Vec<&str> = super::URL.find_iter(back).map(|m| m.as_str()).collect();
+                urls.dedup();
+                // ("the OpenCode docs" for opencode.ai; not "the next page", "the
+                // pricing page": another page than the one named.)
+                let word = c.get(1).map(|w| w.as_str().to_lowercase());
+                (urls.len() == 1 && word.is_none_or(|w| urls[0].to_lowercase().contains(&w))).then(
+                    || {
                         urls[0]
                             .trim_end_matches(['.', ',', ';', ':', '!', '?', '\''])
                             .to_string()
-                    })
-                })
-                .flatten()
+                    },
+                )
+            })
         } else if !FILE_ANAPHOR.is_match(&text[near.clone()]) {
             // "I'll read the file to confirm …" after "… in calculator.py": the one file
             // the paragraph names.

@@ -67,9 +67,7 @@ pub(super) fn described_tool(
         // time around the use ("使用OCR工具之前…"), or "we": no step now.
         if clause.contains("用户")
             || before.matches('“').count() > before.matches('”').count()
-            || ["如果", "要是", "假如", "若是", "的话"]
-                .iter()
-                .any(|w| before.contains(w))
+            || crate::fuzzy::cjk_conditional(before)
             || ["不", "没", "无法", "已经", "已", "过"]
                 .iter()
                 .any(|w| own.contains(w))

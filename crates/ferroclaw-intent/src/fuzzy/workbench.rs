@@ -527,6 +527,16 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
     if super::git_verb(raw, ws) {
         return Some(Work::Shell);
     }
+    // "merge the branch" is git's; "merge chapter 4 into the main file" edits it.
+    if matches!(raw, "merge" | "merging") {
+        let git = ws.iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "git" | "branch" | "branches" | "origin" | "upstream" | "remote" | "pr" | "request"
+            )
+        });
+        return Some(if git { Work::Shell } else { Work::Edit });
+    }
     // "Let me do a quick lint check", "perform a test run": a check a program makes.
     if matches!(raw, "do" | "perform") {
         let checked = ws[v + 1..ws.len().min(v + 5)]
@@ -694,6 +704,63 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
     (WRITE_VERBS.contains(&v) && made_file).then_some(Work::Write)
 }
 
+/// A plan or task list made: "create a structured plan", "set up a todo list".
+static PLAN_MADE: LazyLock<Regex> = LazyLock::new(|| {
+    ferroclaw_types::literal_regex(
+        r"(?i)\b(?:create|make|draft|set\s+up|write\s+up|lay\s+out|put\s+together)\s+(?:a|an|the|my)?\s*(?:[\w-]+\s+)?(?:plan|todo\s+list|to-do\s+list|task\s+list|checklist)\b",
+    )
+});
+
+/// "This is a large task. Let me create a structured plan and begin exploring the
+/// codebase.": a plan made now, in the text's last sentence, is the one offered todo
+/// tool's (`todowrite`, `update_todo_list`, `TodoWrite`).
+pub(super) fn plan_step(
+    text: &str,
+    cfg: &ParserConfig,
+    tools: &[ToolSpec],
+    out: &mut StrategyOutput,
+) {
+    let todo = tools
+        .iter()
+        .filter(|t| name_words(&t.name).iter().any(|w| w.starts_with("todo")));
+    let Some(tool) = crate::sole(todo) else {
+        return;
+    };
+    let trimmed = text.trim_end();
+    let start = trimmed
+        .trim_end_matches(['.', '!', ':'])
+        .rfind(['.', '!', '?', '\n'])
+        .map_or(0, |i| i + 1);
+    let sentence = &trimmed[start..];
+    let Some(m) = PLAN_MADE.find(sentence) else {
+        return;
+    };
+    let lead = sentence[..m.start()]
+        .trim()
+        .to_ascii_lowercase()
+        .replace('\u{2019}', "'");
+    let committed = [
+        "let me",
+        "i'll",
+        "i will",
+        "let's",
+        "i'm going to",
+        "i am going to",
+    ]
+    .iter()
+    .any(|l| lead.ends_with(l) && lead.len() <= l.len() + 12);
+    if committed && committed_sentence(text, start + m.start()) {
+        push_step(
+            out,
+            tool,
+            serde_json::Map::new(),
+            start + m.start()..trimmed.len(),
+            tools,
+            cfg,
+        );
+    }
+}
+
 /// Checks that programs make (linters, type checkers, test runners).
 const CHECKS: &[&str] = &[
     "lint",
@@ -703,6 +770,8 @@ const CHECKS: &[&str] = &[
     "clippy",
     "mypy",
     "eslint",
+    // ("by doing a quick syntax check": `python -m py_compile`, `node --check`.)
+    "syntax",
 ];
 
 /// Chinese leads that commit the model to its next step, and the work of each verb.
@@ -790,9 +859,7 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     if ["不", "没", "无需", "别", "无法", "已经", "避免"]
         .iter()
         .any(|n| clause.contains(n))
-        || ["如果", "的话", "若", "假如", "如有"]
-            .iter()
-            .any(|c| sentence[..lead.0].contains(c))
+        || super::cjk_conditional(&sentence[..lead.0])
         || rest.contains("不需要")
         || to_reader.contains('你')
         || sentence[..lead.0].contains(['你', '您', '请'])
@@ -1461,6 +1528,21 @@ fn tool_for<'a>(work: Work, offered: &[(Work, &'a ToolSpec)]) -> Option<&'a Tool
         Work::Write => &[Work::Write, Work::Edit],
         Work::Shell => &[Work::Shell],
     };
+    // (OpenCode's `read` reads "a file or directory": a directory is looked into with
+    // it, not by a glob.)
+    if work == Work::List {
+        let reads_dirs = offered.iter().filter(|(w, t)| {
+            *w == Work::Read && {
+                let d = t.description.to_ascii_lowercase();
+                d.contains("or directory")
+                    || d.contains("or a directory")
+                    || d.contains("or folder")
+            }
+        });
+        if let Some((_, t)) = crate::sole(reads_dirs) {
+            return Some(*t);
+        }
+    }
     // The first kind offered decides; two tools of that kind leave it open.
     let kind = order.iter().copied().find(|w| present(*w))?;
     sole(kind)
@@ -1671,7 +1753,19 @@ pub(super) fn next_step(
         return;
     };
     let at = para_start + at;
-    let before = text[floor(text, at.saturating_sub(200))..at].to_lowercase();
+    // (What waits on the user is said in the step's own sentence: "when you input 100 MeV,
+    // it normalizes …" before it is an explanation.)
+    let from = floor(text, at.saturating_sub(200));
+    let from = text[from..at]
+        .char_indices()
+        .rev()
+        .find(|&(i, c)| {
+            c == '\n'
+                || (matches!(c, '.' | '!' | '?')
+                    && text[from + i + 1..].starts_with(char::is_whitespace))
+        })
+        .map_or(from, |(i, _)| from + i + 1);
+    let before = text[from..at].to_lowercase();
     if !committed_sentence(text, at) || waits_on_user(&before) {
         return;
     }
