@@ -5003,6 +5003,7 @@ fn fill_bindings(text: &str, tools: &[ToolSpec], calls: &mut [ParsedCall]) {
         }
         let back = text[floor(text, sent_start.saturating_sub(WINDOW))..sent_start].trim_end();
         let sentence = &text[sent_start..sent_end];
+        operation_stated(sentence, tool, args);
         let resolved = result_referred(sentence, last_sentence(back));
         let filled = resolved
             .as_deref()
@@ -5107,6 +5108,105 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?\b|\b\d{4}-\d{2}-\d{2}\b",
     )
 });
+
+/// A calculator told its operation (`{"operation": "add" | "subtract" | …, "number1",
+/// "number2"}`): "2 + 2", "add 2 and 3", "7 times 6", "divide 10 by 4", "subtract 3 from
+/// 10" give the operation its enum's word and the numbers in the order they are worked.
+fn operation_stated(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Value>) {
+    static SYMBOL: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(
+            r"(-?\d+(?:\.\d+)?)\s*([-+*/×÷])\s*(-?\d+(?:\.\d+)?)([-/]\d)?",
+        )
+    });
+    static WORDS: LazyLock<Regex> = LazyLock::new(|| {
+        ferroclaw_types::literal_regex(
+            r"(?i)\b(?:(add|adding|sum)\s+(-?\d+(?:\.\d+)?)\s+(?:and|to|with)\s+(-?\d+(?:\.\d+)?)|(multiply|multiplying)\s+(-?\d+(?:\.\d+)?)\s+(?:by|and|with|times)\s+(-?\d+(?:\.\d+)?)|(divide|dividing)\s+(-?\d+(?:\.\d+)?)\s+by\s+(-?\d+(?:\.\d+)?)|(subtract|subtracting)\s+(-?\d+(?:\.\d+)?)\s+from\s+(-?\d+(?:\.\d+)?)|(-?\d+(?:\.\d+)?)\s+(plus|minus|times|divided\s+by)\s+(-?\d+(?:\.\d+)?))",
+        )
+    });
+    let Some((op_key, ops)) = tool.properties().into_iter().find_map(|(k, p)| {
+        let ops: Vec<&str> = p
+            .get("enum")?
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let arithmetic = ops.iter().filter(|o| operation_of(o).is_some()).count() >= 2;
+        arithmetic.then_some((k, ops))
+    }) else {
+        return;
+    };
+    let numbers: Vec<&str> = tool
+        .required()
+        .into_iter()
+        .filter(|k| numeric_prop(tool, k))
+        .collect();
+    if numbers.len() != 2 || args.contains_key(op_key) {
+        return;
+    }
+    // (operation, first, second)
+    let stated = if let Some(c) = WORDS.captures(sentence) {
+        let g = |i: usize| c.get(i).map(|m| m.as_str());
+        if let (Some(_), Some(a), Some(b)) = (g(1), g(2), g(3)) {
+            Some(('+', a, b))
+        } else if let (Some(_), Some(a), Some(b)) = (g(4), g(5), g(6)) {
+            Some(('*', a, b))
+        } else if let (Some(_), Some(a), Some(b)) = (g(7), g(8), g(9)) {
+            Some(('/', a, b))
+        } else if let (Some(_), Some(a), Some(b)) = (g(10), g(11), g(12)) {
+            Some(('-', b, a))
+        } else if let (Some(a), Some(w), Some(b)) = (g(13), g(14), g(15)) {
+            let op = match w.to_ascii_lowercase().as_str() {
+                "plus" => '+',
+                "minus" => '-',
+                "times" => '*',
+                _ => '/',
+            };
+            Some((op, a, b))
+        } else {
+            None
+        }
+    } else {
+        // (Not a date, "2024-01-05", "1/2/2024".)
+        SYMBOL
+            .captures(sentence)
+            .filter(|c| c.get(4).is_none())
+            .and_then(|c| {
+                let op = match c.get(2)?.as_str() {
+                    "+" => '+',
+                    "-" => '-',
+                    "/" | "÷" => '/',
+                    _ => '*',
+                };
+                Some((op, c.get(1)?.as_str(), c.get(3)?.as_str()))
+            })
+    };
+    let Some((op, a, b)) = stated else {
+        return;
+    };
+    let Some(word) = ops.iter().find(|o| operation_of(o) == Some(op)) else {
+        return;
+    };
+    let (Ok(a), Ok(b)) = (
+        serde_json::from_str::<Value>(a),
+        serde_json::from_str::<Value>(b),
+    ) else {
+        return;
+    };
+    args.insert(op_key.to_string(), Value::String(word.to_string()));
+    args.entry(numbers[0].to_string()).or_insert(a);
+    args.entry(numbers[1].to_string()).or_insert(b);
+}
+
+/// The arithmetic an enum word of a calculator names.
+fn operation_of(word: &str) -> Option<char> {
+    match word.to_ascii_lowercase().as_str() {
+        "add" | "addition" | "plus" | "sum" | "+" => Some('+'),
+        "subtract" | "subtraction" | "minus" | "difference" | "-" => Some('-'),
+        "multiply" | "multiplication" | "times" | "product" | "*" | "×" => Some('*'),
+        "divide" | "division" | "quotient" | "/" | "÷" => Some('/'),
+        _ => None,
+    }
+}
 
 /// "You have multiplied 5 by 3 to get 15. Now, let's multiply that result by 2": the
 /// sentence with "that result" replaced by the number the sentence before arrived at.

@@ -436,7 +436,14 @@ pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
             if k.chars()
                 .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-'))
             {
-                return (Some(k.clone()), v.clone());
+                // (`{"duckduckgo_search": {"parameters": {"query": …}}}`: the arguments
+                // under their own key.)
+                let inner = v
+                    .as_object()
+                    .filter(|o| o.len() == 1)
+                    .and_then(|_| args_of(v))
+                    .filter(Value::is_object);
+                return (Some(k.clone()), inner.unwrap_or_else(|| v.clone()));
             }
         }
     }

@@ -39,7 +39,7 @@ static THE_FILE: LazyLock<Regex> = LazyLock::new(|| {
 /// "the website", "that page", "the link", "the OpenCode docs": the address named before.
 static URL_ANAPHOR: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
-        r"(?i)\b(?:the|this|that|said)\s+(?:([\w.-]+)\s+)?(?:website|web\s*page|web\s*site|page|site|url|link|address|docs|documentation|home\s*page)\b",
+        r"(?i)\b(?:the|this|that|said)\s+(?:([\w.-]+)\s+)?(?:website|web\s*page|web\s*site|page|site|url|link|address|docs|documentation|home\s*page|post|article)\b",
     )
 });
 

@@ -189,6 +189,8 @@ const SEARCH_VERBS: &[&str] = &["search", "find", "locate", "grep", "hunt"];
 const LIST_VERBS: &[&str] = &["explore", "list", "survey"];
 const EDIT_VERBS: &[&str] = &[
     "clean",
+    // ("comment out the chrony section")
+    "comment",
     "register",
     "integrate",
     "import",
@@ -527,6 +529,10 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
     if super::git_verb(raw, ws) {
         return Some(Work::Shell);
     }
+    // ("comment out the section" edits; "comment on the PR" does not.)
+    if raw == "comment" && ws.get(v + 1).is_none_or(|n| n != "out") {
+        return None;
+    }
     // "merge the branch" is git's; "merge chapter 4 into the main file" edits it.
     if matches!(raw, "merge" | "merging") {
         let git = ws.iter().any(|w| {
@@ -791,12 +797,14 @@ const CJK_LEADS: &[&str] = &[
     "我再",
     "我去",
     "我要",
+    "首先",
 ];
 const CJK_WORK: &[(&str, Work)] = &[
     ("读取", Work::Read),
     ("查看", Work::Read),
     ("检查", Work::Read),
     ("确认", Work::Read),
+    ("验证", Work::Read),
     ("確認", Work::Read),
     ("阅读", Work::Read),
     ("看", Work::Read),
@@ -850,10 +858,12 @@ fn cjk_work(sentence: &str) -> Option<Work> {
         .replace("是不是", "")
         .replace("要不要", "");
     // (The reader is told, not asked: "告诉你", "给你".)
+    // ("让我帮你验证一下": done for the reader, by the model.)
     let to_reader = rest
         .replace("告诉你", "")
         .replace("给你", "")
-        .replace("为你", "");
+        .replace("为你", "")
+        .replace("帮你", "");
     // (Nor a condition, "如果需要，我会…", "需要的话我会…", nor one avoided, "我会避免…",
     // nor "I can" taken back, "我会编译 Rust 程序，但这里不需要".)
     if ["不", "没", "无需", "别", "无法", "已经", "避免"]
@@ -888,6 +898,18 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     // 同名方法": whether something is anywhere, a search.
     let work = match work {
         Work::Read if CJK_PLACES.iter().any(|p| rest[at..].contains(p)) => Work::List,
+        // "验证一下数据库状态", "检查进程": the system's state, which a shell shows.
+        Work::Read
+            if ["数据库", "进程", "端口", "容器", "服务状态"]
+                .iter()
+                .any(|p| rest[at..].contains(p)) =>
+        {
+            Work::Shell
+        }
+        // "检查所有"模拟"的功能": everywhere, a search.
+        Work::Read if rest[at..].contains("所有") && !rest[at..].contains("文件") => {
+            Work::Search
+        }
         // (Whether a file is there is found by name.)
         Work::Read
             if ["是否有", "有没有", "哪些地方", "哪里"]
