@@ -1387,6 +1387,18 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     }
     // Imperative: nothing but discourse words (or a label ending in ':') before the verb.
     let pre = text[clause.start..trig.range.start].to_lowercase();
+    // ("Recommended follow-up — Run `npm audit fix`": an advice label before a dash.)
+    let sentence_pre = last_sentence(&text[..trig.range.start]).to_lowercase();
+    let dashed_advice = sentence_pre
+        .rsplit_once(['—', '–'])
+        .is_some_and(|(l, rest)| {
+            let l = l.trim_end_matches(|c: char| !c.is_alphanumeric());
+            words(rest).iter().all(|w| DISCOURSE.contains(&w.as_str()))
+                && ADVICE_LABELS.iter().any(|w| l.ends_with(w))
+        });
+    if dashed_advice {
+        return false;
+    }
     let after_colon = pre.rsplit(':').next().unwrap_or("");
     let imperative = words(after_colon)
         .iter()
@@ -2865,6 +2877,24 @@ fn path_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
                 range: r.start + off..r.start + off + t.len(),
             });
         }
+        // ("查看MEMORY.md中关于SOUL.md的记录": a path glued to Chinese words, no space
+        // between.)
+        if tok.chars().any(is_cjk) {
+            let mut at = 0;
+            for run in tok.split(|c: char| !c.is_ascii()) {
+                let t = trim_token(run);
+                if !t.is_empty() && path_like(t) {
+                    let off = at + run.find(t).unwrap_or(0);
+                    return Some(Found {
+                        value: t.to_string(),
+                        range: r.start + off..r.start + off + t.len(),
+                    });
+                }
+                // (The run, then the one non-ASCII character that ended it.)
+                at += run.len();
+                at += tok[at..].chars().next().map_or(0, char::len_utf8);
+            }
+        }
     }
     None
 }
@@ -2971,10 +3001,22 @@ fn quoted_command(text: &str, prot: &[Protected], win: Range<usize>) -> Option<F
                 .trim_end_matches(" the")
                 .trim_end_matches(" a")
                 .trim_end();
-            matches!(noun, "command" | "cmd")
-                && ["run", "execute", "rerun", "re-run"]
-                    .iter()
-                    .any(|v| object.ends_with(v) && has_phrase(object, v))
+            // ("让我执行`openclaw hooks enable x`": the span right after the verb.)
+            let cjk_run = [
+                "执行",
+                "运行",
+                "执行一下",
+                "运行一下",
+                "执行命令",
+                "运行命令",
+            ]
+            .iter()
+            .any(|v| object.ends_with(v));
+            (cjk_run
+                || matches!(noun, "command" | "cmd")
+                    && ["run", "execute", "rerun", "re-run"]
+                        .iter()
+                        .any(|v| object.ends_with(v) && has_phrase(object, v)))
                 && !text[p.inner.clone()].trim().is_empty()
         })
         .map(|p| Found {

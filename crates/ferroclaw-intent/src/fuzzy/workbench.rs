@@ -710,6 +710,16 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
     (WRITE_VERBS.contains(&v) && made_file).then_some(Work::Write)
 }
 
+/// Chinese names of what an agent's own tools manage (OpenClaw's `gateway`, `memory_*`,
+/// `browser`, `cron`, `message`, `nodes`): a step on that thing is that tool's.
+const CJK_TOOL_NOUNS: &[(&str, &str)] = &[
+    ("网关", "gateway"),
+    ("记忆", "memory"),
+    ("浏览器", "browser"),
+    ("定时任务", "cron"),
+    ("节点", "nodes"),
+];
+
 /// A plan or task list made: "create a structured plan", "set up a todo list".
 static PLAN_MADE: LazyLock<Regex> = LazyLock::new(|| {
     ferroclaw_types::literal_regex(
@@ -1837,6 +1847,14 @@ pub(super) fn next_step(
     let step_words = tokens(step);
     let workbench = |t: &ToolSpec| offered.iter().any(|(_, o)| std::ptr::eq(*o, t));
     let mut named = tools.iter().filter(|t| !workbench(t)).filter(|t| {
+        // ("让我检查一下网关状态": the `gateway` tool, by its Chinese name.)
+        let ws = name_words(&t.name);
+        if CJK_TOOL_NOUNS
+            .iter()
+            .any(|(zh, en)| step.contains(zh) && ws.iter().any(|w| w == en))
+        {
+            return true;
+        }
         name_words(&t.name)
             .iter()
             // (Its nouns: `delete_file`'s verb is the shell's too.)
