@@ -1388,7 +1388,9 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     // Imperative: nothing but discourse words (or a label ending in ':') before the verb.
     let pre = text[clause.start..trig.range.start].to_lowercase();
     // ("Recommended follow-up — Run `npm audit fix`": an advice label before a dash.)
-    let sentence_pre = last_sentence(&text[..trig.range.start]).to_lowercase();
+    // (Within a window: a text with no sentence end would make this quadratic.)
+    let from = floor(text, trig.range.start.saturating_sub(300));
+    let sentence_pre = last_sentence(&text[from..trig.range.start]).to_lowercase();
     let dashed_advice = sentence_pre
         .rsplit_once(['—', '–'])
         .is_some_and(|(l, rest)| {
