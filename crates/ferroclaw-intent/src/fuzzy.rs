@@ -1391,6 +1391,30 @@ fn context_ok(text: &str, clause: &Range<usize>, toks: &[Tok], t: usize, t_end: 
     // (Within a window: a text with no sentence end would make this quadratic.)
     let from = floor(text, trig.range.start.saturating_sub(300));
     let sentence_pre = last_sentence(&text[from..trig.range.start]).to_lowercase();
+    // "I should tell the user to run `ls -la` themselves": the user's step, not the model's.
+    let ws = words(&sentence_pre);
+    let users_step = ws.iter().enumerate().any(|(i, w)| {
+        matches!(
+            w.as_str(),
+            "tell"
+                | "ask"
+                | "advise"
+                | "suggest"
+                | "instruct"
+                | "recommend"
+                | "remind"
+                | "encourage"
+                | "guide"
+        ) && ws[i + 1..].iter().take(3).any(|x| {
+            matches!(
+                x.as_str(),
+                "user" | "users" | "you" | "them" | "him" | "her" | "customer" | "reader"
+            )
+        })
+    });
+    if users_step {
+        return false;
+    }
     let dashed_advice = sentence_pre
         .rsplit_once(['—', '–'])
         .is_some_and(|(l, rest)| {
@@ -2209,14 +2233,20 @@ const WAITS_ON_USER: &[&str] = &[
     "please let me know",
     "let me know",
     "please tell me",
+    "please add",
+    "please set",
+    "please log in",
+    "please install",
+    "please run",
+    "please create",
+    "please confirm",
+    "i need you to",
     "once you",
     "when you",
     "as soon as you",
     "after you",
 ];
 
-/// "Please provide the time and I'll schedule it", "I'll need some additional
-/// information to schedule the meeting": the call waits on the user.
 /// A Chinese clause on a condition: 如果, 要是, 假如, 若您/若需, 如有需要, 如需, 的话, 倘若,
 /// 万一 (not 若干, "several").
 pub(crate) fn cjk_conditional(s: &str) -> bool {
@@ -2229,6 +2259,8 @@ pub(crate) fn cjk_conditional(s: &str) -> bool {
             .any(|(i, _)| !s[i..].starts_with("若干"))
 }
 
+/// "Please provide the time and I'll schedule it", "I'll need some additional
+/// information to schedule the meeting": the call waits on the user.
 fn waits_on_user(lower_before: &str) -> bool {
     if WAITS_ON_USER.iter().any(|p| has_phrase(lower_before, p)) {
         return true;
@@ -2881,11 +2913,13 @@ fn path_in(text: &str, prot: &[Protected], win: Range<usize>) -> Option<Found> {
         }
         // ("查看MEMORY.md中关于SOUL.md的记录": a path glued to Chinese words, no space
         // between.)
-        if tok.chars().any(is_cjk) {
+        if !tok.is_ascii() {
             let mut at = 0;
             for run in tok.split(|c: char| !c.is_ascii()) {
                 let t = trim_token(run);
-                if !t.is_empty() && path_like(t) {
+                // (Not a library's name, "Vue.js中", "Node.js的".)
+                let library = t.ends_with(".js") && t.starts_with(|c: char| c.is_ascii_uppercase());
+                if !t.is_empty() && path_like(t) && !library {
                     let off = at + run.find(t).unwrap_or(0);
                     return Some(Found {
                         value: t.to_string(),
@@ -3873,7 +3907,16 @@ fn parse_text(
                     continue;
                 }
                 // "Please provide the time and I'll schedule it": waits on the user.
-                let lower_before = before_in_sentence.to_lowercase();
+                // ("Please add your key to `.env` first. After that, I'll run …": the
+                // sentence before, when this one follows on from it.)
+                let mut lower_before = before_in_sentence.to_lowercase();
+                if ["after that", "then", "afterwards", "once that", "once done"]
+                    .iter()
+                    .any(|w| lower_before.trim_start().starts_with(w))
+                {
+                    let back = floor(text, sent.start.saturating_sub(200));
+                    lower_before = text[back..at].to_lowercase();
+                }
                 if waits_on_user(&lower_before) {
                     continue;
                 }
@@ -5210,10 +5253,20 @@ fn operation_stated(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Valu
             None
         }
     } else {
-        // (Not a date, "2024-01-05", "1/2/2024".)
+        // (Not a date, "2024-01-05", "1/2/2024", a time, "10:30-11:45", nor a number
+        // with thousands, "1,250 + 300".)
         SYMBOL
             .captures(sentence)
-            .filter(|c| c.get(4).is_none())
+            .filter(|c| {
+                let (start, end) = c.get(0).map_or((0, 0), |m| (m.start(), m.end()));
+                c.get(4).is_none()
+                    && !sentence[..start]
+                        .strip_suffix([':', ',', '.'])
+                        .is_some_and(|r| r.ends_with(|c: char| c.is_ascii_digit()))
+                    && !sentence[end..]
+                        .strip_prefix(':')
+                        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+            })
             .and_then(|c| {
                 let op = match c.get(2)?.as_str() {
                     "+" => '+',
@@ -5245,9 +5298,11 @@ fn operation_stated(sentence: &str, tool: &ToolSpec, args: &mut Map<String, Valu
 fn operation_of(word: &str) -> Option<char> {
     match word.to_ascii_lowercase().as_str() {
         "add" | "addition" | "plus" | "sum" | "+" => Some('+'),
-        "subtract" | "subtraction" | "minus" | "difference" | "-" => Some('-'),
-        "multiply" | "multiplication" | "times" | "product" | "*" | "×" => Some('*'),
-        "divide" | "division" | "quotient" | "/" | "÷" => Some('/'),
+        "subtract" | "sub" | "subtraction" | "minus" | "difference" | "-" => Some('-'),
+        "multiply" | "mul" | "mult" | "multiplication" | "times" | "product" | "*" | "×" => {
+            Some('*')
+        }
+        "divide" | "div" | "division" | "quotient" | "/" | "÷" => Some('/'),
         _ => None,
     }
 }

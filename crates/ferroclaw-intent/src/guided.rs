@@ -438,11 +438,13 @@ pub(crate) fn name_and_args(item: &Value) -> (Option<String>, Value) {
             {
                 // (`{"duckduckgo_search": {"parameters": {"query": …}}}`: the arguments
                 // under their own key.)
+                // (Not `input` or `params`, which may be a property of the tool's own.)
                 let inner = v
                     .as_object()
                     .filter(|o| o.len() == 1)
-                    .and_then(|_| args_of(v))
-                    .filter(Value::is_object);
+                    .and_then(|o| o.get("parameters").or_else(|| o.get("arguments")))
+                    .filter(|a| a.is_object())
+                    .cloned();
                 return (Some(k.clone()), inner.unwrap_or_else(|| v.clone()));
             }
         }

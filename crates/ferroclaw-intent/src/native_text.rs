@@ -358,9 +358,6 @@ const EXAMPLE_LEADS: &[&str] = &[
     "in this format",
     "like this:",
     "looks like:",
-    "format is",
-    "формат",
-    "格式",
     "here's how",
     "here is how",
     // Not now: what it would do, or a call already made.
@@ -409,7 +406,7 @@ pub(crate) fn shown_as_example(text: &str, start: usize) -> bool {
         }
     }
     let sentence = crate::fuzzy::last_sentence(before);
-    let lower = sentence.to_lowercase();
+    let lower = sentence.to_ascii_lowercase();
     EXAMPLE_LEADS.iter().any(|l| lower.contains(l))
         // "The example turn shows:", "Example request:", "The example in the docs:" (not
         // "Let me list the example directory:").

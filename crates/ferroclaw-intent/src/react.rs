@@ -281,8 +281,21 @@ fn quoted_example(text: &str, block: usize) -> bool {
     let indented =
         text[line..block].contains([' ', '\t']) || text[block..].starts_with([' ', '\t']);
     let window = crate::harmony::floor(text, line.saturating_sub(8 * 1024));
-    let fenced = text[window..line].matches("```").count() % 2 == 1;
-    (indented || fenced) && crate::native_text::shown_as_example(text, line)
+    let fenced = text[window..line]
+        .rfind("```")
+        .filter(|_| text[window..line].matches("```").count() % 2 == 1);
+    // (A fenced step under "The answer format is:", "Формат ответа такой:", "格式如下："
+    // shows the format.)
+    let format_shown = fenced.is_some_and(|open| {
+        let before = text[window..window + open].trim_end();
+        let lead = crate::fuzzy::last_sentence(before).to_lowercase();
+        before.ends_with([':', '：'])
+            && ["format", "формат", "格式"]
+                .iter()
+                .any(|w| lead.contains(w))
+    });
+    format_shown
+        || ((indented || fenced.is_some()) && crate::native_text::shown_as_example(text, line))
 }
 
 /// `get_attraction[北京, 霾 26°C 微风]`: as many comma-separated values in brackets as

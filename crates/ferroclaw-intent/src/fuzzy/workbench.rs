@@ -535,11 +535,33 @@ fn work_asked(ws: &[String], v: usize) -> Option<Work> {
     }
     // "merge the branch" is git's; "merge chapter 4 into the main file" edits it.
     if matches!(raw, "merge" | "merging") {
-        let git = ws.iter().any(|w| {
+        let filed = ws.iter().any(|w| {
             matches!(
                 w.as_str(),
-                "git" | "branch" | "branches" | "origin" | "upstream" | "remote" | "pr" | "request"
+                "file"
+                    | "files"
+                    | "module"
+                    | "section"
+                    | "chapter"
+                    | "json"
+                    | "yaml"
+                    | "yml"
+                    | "toml"
+                    | "ts"
+                    | "js"
+                    | "py"
+                    | "rs"
+                    | "go"
+                    | "md"
+                    | "txt"
             )
+        });
+        let git = ws.iter().enumerate().any(|(i, w)| {
+            matches!(
+                w.as_str(),
+                "git" | "branch" | "branches" | "origin" | "upstream" | "pr" | "develop" | "master"
+            ) || (w == "request" && i > 0 && ws[i - 1] == "pull")
+                || (matches!(w.as_str(), "main" | "remote") && !filed)
         });
         return Some(if git { Work::Shell } else { Work::Edit });
     }
@@ -717,7 +739,6 @@ const CJK_TOOL_NOUNS: &[(&str, &str)] = &[
     ("记忆", "memory"),
     ("浏览器", "browser"),
     ("定时任务", "cron"),
-    ("节点", "nodes"),
 ];
 
 /// A plan or task list made: "create a structured plan", "set up a todo list".
@@ -909,10 +930,14 @@ fn cjk_work(sentence: &str) -> Option<Work> {
     let work = match work {
         Work::Read if CJK_PLACES.iter().any(|p| rest[at..].contains(p)) => Work::List,
         // "验证一下数据库状态", "检查进程": the system's state, which a shell shows.
+        // (Not a file about them: "数据库迁移文件 migrations/001_init.sql", "config.yaml
+        // 里的端口设置".)
         Work::Read
             if ["数据库", "进程", "端口", "容器", "服务状态"]
                 .iter()
-                .any(|p| rest[at..].contains(p)) =>
+                .any(|p| rest[at..].contains(p))
+                && !rest[at..].contains("文件")
+                && !rest[at..].contains(['.', '/', '「', '`']) =>
         {
             Work::Shell
         }
@@ -1797,6 +1822,24 @@ pub(super) fn next_step(
                     && text[from + i + 1..].starts_with(char::is_whitespace))
         })
         .map_or(from, |(i, _)| from + i + 1);
+    // ("Please add your key to `.env` first. After that, I'll run …": the sentence
+    // before says what the step waits on.)
+    let lower_step = text[from..at].trim_start().to_lowercase();
+    let from = if [
+        "after that",
+        "then",
+        "afterwards",
+        "once that",
+        "once done",
+        "once you",
+    ]
+    .iter()
+    .any(|w| lower_step.starts_with(w))
+    {
+        floor(text, from.saturating_sub(200))
+    } else {
+        from
+    };
     let before = text[from..at].to_lowercase();
     if !committed_sentence(text, at) || waits_on_user(&before) {
         return;
@@ -1844,14 +1887,33 @@ pub(super) fn next_step(
     };
     // "Let me check for linting issues", "Let me update the todo": the step names what
     // another offered tool is for (`read_lints`, `todo_write`); that tool takes it.
-    let step_words = tokens(step);
+    // (The words of a quoted command name no tool: "执行`openclaw hooks enable
+    // session-memory`" is the shell's, not `session_status`'s.)
+    let unquoted: String = {
+        let mut out = String::with_capacity(step.len());
+        let mut quoted = false;
+        for c in step.chars() {
+            if c == '`' {
+                quoted = !quoted;
+                out.push(' ');
+            } else if !quoted {
+                out.push(c);
+            }
+        }
+        out
+    };
+    let step_words = tokens(&unquoted);
+    let file_named =
+        step.contains("文件") || !paths_in(step, &protected_spans(step), 0..step.len()).is_empty();
     let workbench = |t: &ToolSpec| offered.iter().any(|(_, o)| std::ptr::eq(*o, t));
     let mut named = tools.iter().filter(|t| !workbench(t)).filter(|t| {
-        // ("让我检查一下网关状态": the `gateway` tool, by its Chinese name.)
+        // ("让我检查一下网关状态": the `gateway` tool, by its Chinese name; not a file
+        // about it, "网关的路由配置文件 kong.yml".)
         let ws = name_words(&t.name);
-        if CJK_TOOL_NOUNS
-            .iter()
-            .any(|(zh, en)| step.contains(zh) && ws.iter().any(|w| w == en))
+        if !file_named
+            && CJK_TOOL_NOUNS
+                .iter()
+                .any(|(zh, en)| step.contains(zh) && ws.iter().any(|w| w == en))
         {
             return true;
         }
