@@ -114,11 +114,11 @@ fn real_corpus_is_sourced_labelled_and_split() {
 }
 
 /// Floors at what the parser scored (rules alone) when this was written, so a change
-/// that loses ground fails. Development part: P 0.916 / R 0.861 (4,184 cases, thirty-nine
+/// that loses ground fails. Development part: P 0.912 / R 0.856 (4,452 cases, forty
 /// earlier held-out parts included). Held-out part, gathered during that tuning and scored
-/// once at its end: P 0.814 / R 0.631 (213). The aim for the held-out part is P 0.95 /
+/// once at its end: P 0.510 / R 0.345 (223). The aim for the held-out part is P 0.95 /
 /// R 0.90; see the corpus README.
-const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.91, 0.86), ("heldout", 0.81, 0.63)];
+const FLOORS: [(&str, f64, f64); 2] = [("dev", 0.91, 0.85), ("heldout", 0.51, 0.34)];
 
 #[test]
 fn real_output_scores_hold() {
