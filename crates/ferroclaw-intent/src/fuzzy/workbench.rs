@@ -1902,7 +1902,8 @@ pub(super) fn next_step(
         }
         out
     };
-    let step_words = tokens(&unquoted);
+    let named_words = tokens(&unquoted);
+    let step_words = tokens(step);
     let file_named =
         step.contains("文件") || !paths_in(step, &protected_spans(step), 0..step.len()).is_empty();
     let workbench = |t: &ToolSpec| offered.iter().any(|(_, o)| std::ptr::eq(*o, t));
@@ -1927,7 +1928,7 @@ pub(super) fn next_step(
             })
             .any(|w| {
                 let stem = w.strip_suffix('s').unwrap_or(w);
-                step_words.iter().any(|x| {
+                named_words.iter().any(|x| {
                     x.starts_with(stem)
                         // `todowrite`: the noun glued to the verb of the name.
                         || (x.len() >= 4
