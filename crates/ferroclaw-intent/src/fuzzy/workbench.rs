@@ -881,6 +881,13 @@ fn cjk_work(sentence: &str) -> Option<Work> {
         .filter_map(|l| sentence.find(l).map(|i| (i, i + l.len())))
         .min()?;
     let rest = &sentence[lead.1..];
+    // ("首先添加依赖：" is a step; "首先，使用OCR工具之前要确认图片清晰" is advice on what to
+    // do first.)
+    if sentence[lead.0..].starts_with("首先")
+        && (rest.starts_with(['，', ',']) || rest.contains("之前") || rest.contains('要'))
+    {
+        return None;
+    }
     // The step's own clause: what follows a comma may be its purpose ("，这样我可以直接
     // 告诉你该改哪一段"); "有没有" / "是否" ask whether, they negate nothing.
     let clause = &rest[..rest.find(['，', ',', '；']).unwrap_or(rest.len())];
