@@ -2259,6 +2259,14 @@ pub(crate) fn cjk_conditional(s: &str) -> bool {
             .any(|(i, _)| !s[i..].starts_with("若干"))
 }
 
+/// A sentence (lowercased) that follows on from the one before — "After that, I'll run
+/// …", "Then …": what it waits on may be said there.
+pub(crate) fn follows_on(lower_sentence: &str) -> bool {
+    ["after that", "then", "afterwards", "once that", "once done"]
+        .iter()
+        .any(|w| lower_sentence.trim_start().starts_with(w))
+}
+
 /// "Please provide the time and I'll schedule it", "I'll need some additional
 /// information to schedule the meeting": the call waits on the user.
 fn waits_on_user(lower_before: &str) -> bool {
@@ -3910,10 +3918,7 @@ fn parse_text(
                 // ("Please add your key to `.env` first. After that, I'll run …": the
                 // sentence before, when this one follows on from it.)
                 let mut lower_before = before_in_sentence.to_lowercase();
-                if ["after that", "then", "afterwards", "once that", "once done"]
-                    .iter()
-                    .any(|w| lower_before.trim_start().starts_with(w))
-                {
+                if follows_on(&lower_before) {
                     let back = floor(text, sent.start.saturating_sub(200));
                     lower_before = text[back..at].to_lowercase();
                 }

@@ -1831,18 +1831,8 @@ pub(super) fn next_step(
         .map_or(from, |(i, _)| from + i + 1);
     // ("Please add your key to `.env` first. After that, I'll run …": the sentence
     // before says what the step waits on.)
-    let lower_step = text[from..at].trim_start().to_lowercase();
-    let from = if [
-        "after that",
-        "then",
-        "afterwards",
-        "once that",
-        "once done",
-        "once you",
-    ]
-    .iter()
-    .any(|w| lower_step.starts_with(w))
-    {
+    // ("Once you …" waits on the user by its own words.)
+    let from = if super::follows_on(&text[from..at].to_lowercase()) {
         floor(text, from.saturating_sub(200))
     } else {
         from
@@ -1911,22 +1901,26 @@ pub(super) fn next_step(
     };
     let named_words = tokens(&unquoted);
     let step_words = tokens(step);
-    let file_named =
-        step.contains("文件") || !paths_in(step, &protected_spans(step), 0..step.len()).is_empty();
+    // ("让我检查一下网关状态": the `gateway` tool, by its Chinese name; not a file about
+    // it, "网关的路由配置文件 kong.yml".)
+    let mut cjk_nouns: Vec<&str> = CJK_TOOL_NOUNS
+        .iter()
+        .filter(|(zh, _)| step.contains(zh))
+        .map(|(_, en)| *en)
+        .collect();
+    if !cjk_nouns.is_empty()
+        && (step.contains("文件")
+            || !paths_in(step, &protected_spans(step), 0..step.len()).is_empty())
+    {
+        cjk_nouns.clear();
+    }
     let workbench = |t: &ToolSpec| offered.iter().any(|(_, o)| std::ptr::eq(*o, t));
     let mut named = tools.iter().filter(|t| !workbench(t)).filter(|t| {
-        // ("让我检查一下网关状态": the `gateway` tool, by its Chinese name; not a file
-        // about it, "网关的路由配置文件 kong.yml".)
         let ws = name_words(&t.name);
-        if !file_named
-            && CJK_TOOL_NOUNS
-                .iter()
-                .any(|(zh, en)| step.contains(zh) && ws.iter().any(|w| w == en))
-        {
+        if ws.iter().any(|w| cjk_nouns.contains(&w.as_str())) {
             return true;
         }
-        name_words(&t.name)
-            .iter()
+        ws.iter()
             // (Its nouns: `delete_file`'s verb is the shell's too.)
             .filter(|w| {
                 w.len() >= 4
